@@ -1,0 +1,328 @@
+/*  kvt_msg.h — the message catalog and its strict msgpack codec.
+
+    Every message on the wire is a msgpack array `[version, kind, body]` where
+    body is a map with small-integer keys. The decoder caps the frame size
+    before parsing, accepts only one complete object with no trailing bytes,
+    type- and range-checks every field, ignores unknown keys, requires the
+    mandatory ones and copies strings and byte arrays out by length. Bulk KV
+    and state bytes never travel in messages: specs carry block ids and keys.
+
+    Ownership: a decoded message owns every array it points to; free them
+    with kvt_msg_clear (). A message built for sending may point at the
+    sender's own arrays; kvt_msg_encode only reads them.
+
+    docs/protocol.md lists every message, field, key number, type and range.
+*/
+#ifndef KVT_MSG_H_INCLUDED
+#define KVT_MSG_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVT_MSG_VERSION 1 //  wire schema version; a different value is rejected
+
+//  Limits checked by the decoder before anything is allocated.
+#define KVT_MSG_MAX_FRAME   (16u << 20) //  bytes in one encoded message
+#define KVT_MSG_MAX_ENTRIES 4096        //  entries / loads / saves / arrivals / events per message
+#define KVT_MSG_MAX_TOKENS  (1u << 20)  //  tokens in one request (1 Mi)
+#define KVT_MSG_MAX_BLOCKS  (1u << 16)  //  block ids in one entry or spec
+#define KVT_MSG_MAX_CHUNKS  4096        //  chunk keys in one spec
+#define KVT_MSG_MAX_BYTES   (1u << 20)  //  opaque payload bytes (Ping)
+#define KVT_MSG_MAX_TEXT    256         //  bytes in a text field
+#define KVT_MSG_MAX_NAME    64          //  bytes in a name (actor, counter)
+#define KVT_MSG_MAX_STATS   512         //  counters in one Stats message
+#define KVT_MSG_MAX_RANKS   256         //  TP ranks
+#define KVT_MSG_MAX_GEN     UINT32_MAX  //  operation generation
+
+//  128-bit prefix hash (XXH3-128): the name of a prefix, a block, a chunk key.
+typedef struct {
+    uint64_t hi; //  high 64 bits
+    uint64_t lo; //  low 64 bits
+} kvt_hash_t;
+
+//  Operation id: a request and the generation of its admission. A
+//  re-admitted request gets a new generation, so its reports can never settle
+//  an earlier admission's work.
+typedef struct {
+    uint64_t req; //  request id (unique within a replay / engine)
+    uint32_t gen; //  admission generation, starts at 1
+} kvt_opid_t;
+
+typedef enum {
+    KVT_MSG_NONE = 0,
+    KVT_MSG_PING = 1,        //  liveness / runtime tests: any → any
+    KVT_MSG_SCHEDULE = 2,    //  engine → scheduler: plan the next step
+    KVT_MSG_STEP_PLAN = 3,   //  scheduler → engine: what the step runs
+    KVT_MSG_STEP_EXEC = 4,   //  engine → runner r: run this step on rank r
+    KVT_MSG_STEP_DONE = 5,   //  runner r → engine: step ran (with oracle findings)
+    KVT_MSG_LOAD_SPEC = 6,   //  runner r → worker r: restore chunks into blocks
+    KVT_MSG_SAVE_SPEC = 7,   //  runner r → worker r: store blocks as chunks
+    KVT_MSG_COMPLETION = 8,  //  worker r → aggregator: one report per item per rank
+    KVT_MSG_VERDICT = 9,     //  aggregator → scheduler: quorum result for a key
+    KVT_MSG_STATS = 10,      //  any → any: counters request / reply
+    KVT_MSG_SHUTDOWN = 11,   //  any → any: stop (drain, report, exit)
+    KVT_MSG_KIND_COUNT = 12, //  one past the last kind
+} kvt_msg_kind_t;
+
+//  Report channels. A key is unique within its channel.
+typedef enum {
+    KVT_CHAN_LOAD = 1,  //  a load's completion (KV leg; the state leg joins later)
+    KVT_CHAN_SAVE = 2,  //  one saved chunk
+    KVT_CHAN_STATE = 3, //  a state leg's verdict (reserved for hybrid loads)
+    KVT_CHAN_TOUCH = 4, //  a touch round (reserved)
+    KVT_CHAN_MAX = 4,
+} kvt_chan_t;
+
+//  Why an item failed; 0 is success. Carried in Completion / Verdict detail.
+typedef enum {
+    KVT_DETAIL_OK = 0,
+    KVT_DETAIL_MISS = 1,      //  a key was not in any tier of this rank
+    KVT_DETAIL_NO_SPACE = 2,  //  the tier could not allocate (nothing evictable)
+    KVT_DETAIL_INVALID = 3,   //  the spec was refused (off grid, mismatched lengths)
+    KVT_DETAIL_IO = 4,        //  a device or disk transfer failed
+    KVT_DETAIL_SKIPPED = 5,   //  neutral: the rank had nothing to do for this key
+    KVT_DETAIL_DUPLICATE = 6, //  the key is already being written by another lane
+    KVT_DETAIL_SHUTDOWN = 7,  //  the worker stopped before the item finished
+    KVT_DETAIL_TIMEOUT = 8,   //  the item ran past its deadline
+    KVT_DETAIL_MAX = 8,
+} kvt_detail_t;
+
+// ---------------------------------------------------------------- bodies --
+
+//  Ping: {1: seq u64, 2: payload bin ≤ KVT_MSG_MAX_BYTES (optional)}
+typedef struct {
+    uint64_t seq;      //  sequence number chosen by the sender
+    uint8_t *payload;  //  opaque bytes, may be NULL
+    uint32_t npayload; //  length of payload
+} kvt_ping_t;
+
+//  A new request handed to the scheduler.
+//  {1: req u64, 2: tokens bin (u32 LE × n, 1..MAX_TOKENS), 3: max_new_tokens u32,
+//   4: arrival_us u64}
+typedef struct {
+    uint64_t req;            //  request id
+    uint32_t *tokens;        //  prompt token ids
+    uint32_t ntokens;        //  prompt length, ≥ 1
+    uint32_t max_new_tokens; //  tokens to generate, ≥ 1
+    uint64_t arrival_us;     //  arrival time on the trace clock (µs)
+} kvt_arrival_t;
+
+//  Schedule: {1: step u64, 2: arrivals [Arrival], 3: now_us u64}
+typedef struct {
+    uint64_t step;           //  the step to plan (the previous one has completed)
+    kvt_arrival_t *arrivals; //  requests that arrived since the last Schedule
+    uint32_t narrivals;      //  length of arrivals
+    uint64_t now_us;         //  engine's trace clock (µs)
+} kvt_schedule_t;
+
+//  One request's work in a step.
+//  {1: req u64, 2: gen u32, 3: start u32, 4: end u32, 5: first_block u32,
+//   6: blocks bin (u32 LE), 7: hashes bin (16 B × nblocks), 8: verify_end u32}
+//  blocks[i] is the device block of the request's block (first_block + i);
+//  hashes[i] is that block's prefix hash, or zero while the block is partial.
+//  The blocks cover [first_block*bs, end). verify_end > 0 asks the runner to
+//  check blocks [0, verify_end/bs) against the oracle before the forward
+//  (first forward of a request that resumed from a cache hit); then
+//  first_block is 0.
+typedef struct {
+    kvt_opid_t op;        //  request and generation
+    uint32_t start;       //  first token computed this step
+    uint32_t end;         //  one past the last token computed (start < end)
+    uint32_t first_block; //  index in the request's block table of blocks[0]
+    uint32_t *blocks;     //  device block ids
+    kvt_hash_t *hashes;   //  prefix hash per block (zero = not yet full)
+    uint32_t nblocks;     //  length of blocks and hashes
+    uint32_t verify_end;  //  tokens to verify before the forward (0 = none)
+} kvt_entry_t;
+
+//  Restore chunks [start, end) of a request into device blocks.
+//  {1: req u64, 2: gen u32, 3: start u32, 4: end u32, 5: keys bin (16 B × nchunks),
+//   6: blocks bin (u32 LE × nblocks)}
+//  start and end lie on the chunk grid; nchunks = (end-start)/chunk_size and
+//  nblocks = (end-start)/block_size (checked by the worker, which knows the
+//  geometry; the decoder checks start < end and array shapes).
+typedef struct {
+    kvt_opid_t op;    //  request and generation; the load's report key
+    uint32_t start;   //  first token restored (chunk grid)
+    uint32_t end;     //  one past the last token restored (chunk grid)
+    kvt_hash_t *keys; //  chunk keys, one per chunk in [start, end)
+    uint32_t nkeys;   //  length of keys
+    uint32_t *blocks; //  destination device blocks for [start, end)
+    uint32_t nblocks; //  length of blocks
+} kvt_load_spec_t;
+
+//  Store device blocks [start, end) of a request as chunks.
+//  Same shape and keys as LoadSpec; blocks are the sources.
+typedef kvt_load_spec_t kvt_save_spec_t;
+
+//  A scheduler event the engine measures (admission, load result, finish).
+//  {1: req u64, 2: gen u32, 3: type u8, 4: a u32, 5: b u32, 6: c u32}
+typedef enum {
+    KVT_EV_ADMIT = 1,   //  admitted: a = HBM hit tokens, b = tier tokens to load, c = prompt
+    KVT_EV_LOADED = 2,  //  load verdict ok: a = resume point B
+    KVT_EV_RETREAT = 3, //  load verdict failed: a = new resume point, b = detail
+    KVT_EV_FINISH = 4,  //  finished: a = prompt tokens, b = generated tokens
+    KVT_EV_MAX = 4,
+} kvt_ev_type_t;
+
+typedef struct {
+    kvt_opid_t op; //  request and generation
+    uint8_t type;  //  kvt_ev_type_t
+    uint32_t a;    //  meaning per type
+    uint32_t b;    //  meaning per type
+    uint32_t c;    //  meaning per type
+} kvt_event_t;
+
+//  StepPlan: {1: step u64, 2: entries [Entry], 3: loads [LoadSpec],
+//   4: saves [SaveSpec], 5: events [Event], 6: idle bool}
+//  idle: nothing runs and nothing is outstanding (the engine may jump its
+//  clock to the next arrival).
+typedef struct {
+    uint64_t step;          //  the step this plan is for
+    kvt_entry_t *entries;   //  requests that compute tokens this step
+    uint32_t nentries;      //  length of entries
+    kvt_load_spec_t *loads; //  loads to start this step
+    uint32_t nloads;        //  length of loads
+    kvt_save_spec_t *saves; //  saves to start this step (after the forward)
+    uint32_t nsaves;        //  length of saves
+    kvt_event_t *events;    //  scheduler events since the last plan
+    uint32_t nevents;       //  length of events
+    bool idle;              //  no work and nothing outstanding
+} kvt_step_plan_t;
+
+//  StepExec: {1: step u64, 2: rank u32, 3: entries, 4: loads, 5: saves}
+typedef struct {
+    uint64_t step;          //  step number
+    uint32_t rank;          //  the rank this message is for (< MAX_RANKS)
+    kvt_entry_t *entries;   //  as in the plan
+    uint32_t nentries;      //  length of entries
+    kvt_load_spec_t *loads; //  as in the plan
+    uint32_t nloads;        //  length of loads
+    kvt_save_spec_t *saves; //  as in the plan
+    uint32_t nsaves;        //  length of saves
+} kvt_step_exec_t;
+
+//  StepDone: {1: step u64, 2: rank u32, 3: ok bool, 4: blocks_written u32,
+//   5: blocks_verified u32, 6: wrong [u64 req] (requests whose restored bytes
+//   did not match the oracle), 7: detail u32}
+typedef struct {
+    uint64_t step;            //  step number
+    uint32_t rank;            //  reporting rank
+    bool ok;                  //  the forward ran
+    uint32_t blocks_written;  //  blocks the simulated forward wrote
+    uint32_t blocks_verified; //  blocks checked against the oracle
+    uint64_t *wrong;          //  requests with at least one wrong restored byte
+    uint32_t nwrong;          //  length of wrong
+    uint32_t detail;          //  kvt_detail_t when !ok
+} kvt_step_done_t;
+
+//  Completion: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: rank u32,
+//   6: ok bool, 7: detail u32}
+//  The report key is (chan, op, key): key is the chunk key for a save and the
+//  zero hash for a load.
+typedef struct {
+    uint8_t chan;    //  kvt_chan_t
+    kvt_opid_t op;   //  operation id
+    kvt_hash_t key;  //  item key within the operation
+    uint32_t rank;   //  reporting rank
+    bool ok;         //  the item succeeded on this rank
+    uint32_t detail; //  kvt_detail_t
+} kvt_completion_t;
+
+//  Verdict: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: ok bool,
+//   6: detail u32, 7: nfailed u32}
+typedef struct {
+    uint8_t chan;     //  kvt_chan_t
+    kvt_opid_t op;    //  operation id
+    kvt_hash_t key;   //  item key
+    bool ok;          //  AND over all ranks (failure-dominant)
+    uint32_t detail;  //  detail of the first failing rank, or 0
+    uint32_t nfailed; //  ranks that reported failure
+} kvt_verdict_t;
+
+//  One named counter.
+typedef struct {
+    char name[KVT_MSG_MAX_NAME + 1]; //  NUL-terminated counter name
+    uint64_t value;                  //  counter value
+} kvt_counter_t;
+
+//  Stats: {1: request bool, 2: from str, 3: counters map str → u64}
+typedef struct {
+    bool request;                    //  true: please reply with your counters
+    char from[KVT_MSG_MAX_NAME + 1]; //  the reporting actor's name
+    kvt_counter_t *counters;         //  counters (reply)
+    uint32_t ncounters;              //  length of counters
+} kvt_stats_t;
+
+//  Shutdown: {1: code u32, 2: text str (optional)}
+typedef struct {
+    uint32_t code;                   //  0 = normal, otherwise a reason code
+    char text[KVT_MSG_MAX_TEXT + 1]; //  NUL-terminated reason
+} kvt_shutdown_t;
+
+//  A message: kind plus the body for that kind.
+typedef struct {
+    kvt_msg_kind_t kind; //  which body is valid
+    union {
+        kvt_ping_t ping;
+        kvt_schedule_t schedule;
+        kvt_step_plan_t step_plan;
+        kvt_step_exec_t step_exec;
+        kvt_step_done_t step_done;
+        kvt_load_spec_t load_spec;
+        kvt_save_spec_t save_spec;
+        kvt_completion_t completion;
+        kvt_verdict_t verdict;
+        kvt_stats_t stats;
+        kvt_shutdown_t shutdown;
+    } u; //  body
+} kvt_msg_t;
+
+//  Why a decode failed: the message kind (if it got that far), the field path
+//  and a short reason, e.g. kind=StepExec field="entries[3].blocks"
+//  reason="array longer than 65536".
+typedef struct {
+    kvt_msg_kind_t kind; //  KVT_MSG_NONE when the envelope itself was bad
+    char field[64];      //  field path
+    char reason[96];     //  what was wrong
+} kvt_msg_err_t;
+
+//  Name of a kind ("StepExec"), or "?" for an unknown value.
+const char *kvt_msg_kind_name(int kind);
+
+//  Encodes msg into a freshly allocated buffer (*buf_p, *len_p); the caller
+//  frees it with free (). Returns 0, or -1 when the message violates the
+//  schema (asserted in debug builds) or memory ran out.
+int kvt_msg_encode(const kvt_msg_t *msg, uint8_t **buf_p, size_t *len_p);
+
+//  Decodes one frame into *msg (which is overwritten, not cleared first).
+//  Returns 0 on success; on failure returns -1, fills *err (if not NULL) and
+//  leaves *msg empty (kind NONE, nothing to free).
+int kvt_msg_decode(const uint8_t *buf, size_t len, kvt_msg_t *msg, kvt_msg_err_t *err);
+
+//  Frees every array a decoded message owns and resets it to kind NONE.
+//  Safe on a zeroed or already cleared message.
+void kvt_msg_clear(kvt_msg_t *msg);
+
+//  Formats err as "Kind.field: reason" into buf; returns buf.
+const char *kvt_msg_err_str(const kvt_msg_err_t *err, char *buf, size_t size);
+
+//  Hash helpers.
+static inline bool kvt_hash_eq(kvt_hash_t a, kvt_hash_t b)
+{
+    return a.hi == b.hi && a.lo == b.lo;
+}
+static inline bool kvt_hash_is_zero(kvt_hash_t a)
+{
+    return a.hi == 0 && a.lo == 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

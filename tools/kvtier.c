@@ -1,0 +1,53 @@
+/*  kvtier — command-line entry point: replay, bench, inspect, version. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kvt_cmd.h"
+
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: kvtier <command> [options]\n"
+                 "\n"
+                 "commands:\n"
+                 "  replay [--trace FILE] ...   replay a trace through the cache (default: a\n"
+                 "                              seeded synthetic workload); --help for options\n"
+                 "  bench gather [--json PATH]  device gather/scatter throughput vs memcpy\n"
+                 "  bench store [--json PATH]   tier store put/get/lookup/touch and disk\n"
+                 "  inspect FILE                print a recorded simulator trace\n"
+                 "  version                     version and device backends\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        s_usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "replay") == 0)
+        return kvt_cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return kvt_cmd_version(argc - 1, argv + 1);
+    if (strcmp(cmd, "inspect") == 0)
+        return kvt_cmd_inspect(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) {
+        if (argc < 3) {
+            fprintf(stderr, "kvtier bench: expected 'gather' or 'store'\n");
+            return 2;
+        }
+        if (strcmp(argv[2], "gather") == 0)
+            return kvt_cmd_bench_gather(argc - 2, argv + 2);
+        if (strcmp(argv[2], "store") == 0)
+            return kvt_cmd_bench_store(argc - 2, argv + 2);
+        fprintf(stderr, "kvtier bench: unknown benchmark '%s' (expected gather or store)\n",
+                argv[2]);
+        return 2;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        s_usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "kvtier: unknown command '%s'\n", cmd);
+    s_usage(stderr);
+    return 2;
+}
