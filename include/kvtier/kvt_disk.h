@@ -1,0 +1,145 @@
+/*  kvt_disk.h — the disk backend below the CPU pool: one file per object in
+    one directory, its own capacity and LRU, written by I/O threads, rescanned
+    at start-up so a restarted process keeps its disk tier.
+
+    File: a 64-byte header (magic, version, kind, namespace, key, payload
+    length, XXH3-64 of the payload, XXH3-64 of the header) followed by the
+    payload. Name: <ns 16 hex>-<key 32 hex>-<kind>.kvt. A put is written to a
+    temporary name (".tmp-…") by an I/O thread and renamed into place, so a
+    reader or a restart never sees half a file. fsync of the file and the
+    directory is optional (config).
+
+    kvt_disk_new rescans the directory: temporary files are deleted; each
+    object file's header is validated (magic, version, header checksum, name
+    matches header, file length matches header) and indexed, oldest mtime at
+    the old end of the LRU; a file that fails is counted and deleted. Payload
+    checksums are verified on every read: a corrupt or truncated file is a
+    miss that is counted and deleted, never bytes handed to a caller.
+
+    Puts are asynchronous (a bounded queue served by io_threads threads);
+    reads are synchronous: one open + pread of a local file in the calling
+    thread, bounded by the device's own latency (no retries, no waits on the
+    queue). An object is readable only once its rename is done.
+
+    Thread-safety: every call may be made from any thread. One mutex guards
+    the index; file I/O happens outside it (rename and unlink inside it, so a
+    name never changes hands under a reader's feet).
+*/
+#ifndef KVT_DISK_H_INCLUDED
+#define KVT_DISK_H_INCLUDED
+
+#include "kvt_store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct _kvt_disk_t kvt_disk_t;
+
+//  Creation settings; kvt_disk_config_defaults fills every field. A zero in
+//  a numeric field means "the default".
+typedef struct {
+    const char *name;          //  name in logs, default "disk"
+    const char *dir;           //  directory (created if missing; one per rank); required
+    uint64_t capacity_bytes;   //  payload + header bytes kept on disk; required
+    uint32_t max_objects;      //  files indexed, default capacity / 64 KiB in [64, 4 Mi]
+    uint32_t io_threads;       //  writer threads, default 2, at most 64
+    uint32_t queue_depth;      //  puts queued or in flight, default 64
+    bool fsync;                //  fsync each file and the directory after rename, default false
+    kvt_store_clock_fn *clock; //  time source (ns), used for log lines only; NULL: monotonic
+    void *clock_arg;           //  argument of clock
+    kvt_store_log_fn *log;     //  log sink; NULL: warnings and errors to stderr
+    void *log_arg;             //  argument of log
+} kvt_disk_config_t;
+
+//  Counters and gauges. Kind-indexed arrays use kind - 1.
+typedef struct {
+    uint64_t capacity_bytes;  //  configured capacity
+    uint64_t used_bytes;      //  bytes of indexed files and queued writes (header included)
+    uint64_t objects;         //  readable files
+    uint64_t objects_writing; //  puts queued or being written
+    uint64_t hits[3];         //  reads that returned bytes, by query kind
+    uint64_t misses[3];       //  reads that found nothing readable, by query kind
+    uint64_t puts;            //  files written and renamed into place
+    uint64_t put_bytes;       //  payload bytes written
+    uint64_t puts_skipped;    //  puts of an object already on disk (refreshed instead)
+    uint64_t puts_duplicate;  //  puts of an object already queued
+    uint64_t puts_dropped;    //  puts refused: queue full, no room, table full
+    uint64_t puts_discarded;  //  writes thrown away because their source went stale
+    uint64_t evictions;       //  files deleted to make room
+    uint64_t evicted_bytes;   //  bytes deleted to make room
+    uint64_t read_bytes;      //  payload bytes read
+    uint64_t corrupt;         //  files that failed validation (read or rescan), deleted
+    uint64_t io_errors;       //  failed open / write / read / rename / fsync
+    uint64_t rescanned;       //  files indexed by the start-up rescan
+    uint64_t tmp_removed;     //  temporary files deleted by the rescan
+    uint64_t touches_present; //  touches that found a file
+    uint64_t touches_gone;    //  touches that did not
+} kvt_disk_stats_t;
+
+//  Called exactly once per accepted zero-copy put, on an I/O thread, after
+//  the writer has finished reading src (rc: 0 or the write's error). Return 0
+//  if src stayed valid for the whole write; non-zero discards the file (its
+//  bytes may be torn). Called without the disk lock.
+typedef int(kvt_disk_done_fn)(void *arg, int rc);
+
+//  Fills *cfg with the defaults (dir NULL, capacity 0: required).
+void kvt_disk_config_defaults(kvt_disk_config_t *cfg);
+
+//  Validates, creates the directory if needed, rescans it, starts the I/O
+//  threads. NULL on a bad setting or an unusable directory (err says which).
+kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *cfg, char *err, size_t errlen);
+
+//  Finishes every queued write, stops the threads, frees (NULL-safe, nulls
+//  *self_p). Files stay on disk for the next start.
+void kvt_disk_destroy(kvt_disk_t **self_p);
+
+//  Queues a write of `size` bytes at src, which must stay valid until done
+//  is called. OK: queued, done will be called exactly once. SKIPPED (already
+//  on disk, refreshed), DUPLICATE (already queued), EBUSY (queue full),
+//  ENOSPACE / ETOOBIG / EFULL: refused now and done is never called.
+int kvt_disk_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                 const void *src, size_t size, kvt_disk_done_fn *done, void *arg);
+
+//  As kvt_disk_put, but copies src into a buffer of its own first.
+int kvt_disk_put_copy(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                      const void *src, size_t size);
+
+//  Size and kind of the readable file matching the query: OK or ENOTFOUND.
+//  No refresh, no counters.
+int kvt_disk_stat(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, size_t *size,
+                  kvt_obj_kind_t *found);
+
+//  Reads the file matching the query into dst (cap bytes) and verifies it;
+//  refreshes it in the disk LRU. OK: *size and *found are set. ENOTFOUND on a
+//  miss, ECORRUPT (counted, file deleted), EIO, EINVAL if cap is too small.
+int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, void *dst,
+                  size_t cap, size_t *size, kvt_obj_kind_t *found);
+
+//  Counts leading keys with a readable file matching kind and refreshes them
+//  deepest first. Returns the count.
+size_t kvt_disk_lookup(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                       kvt_obj_kind_t kind);
+
+//  Pure count of leading keys with a readable file (no refresh, no counters).
+size_t kvt_disk_count(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                      kvt_obj_kind_t kind);
+
+//  PRESENT (readable file, refreshed in the disk LRU) or GONE.
+kvt_touch_t kvt_disk_touch(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
+
+//  Deletes the file with exactly this name: OK, ENOTFOUND, EBUSY (queued).
+int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
+
+//  Waits until every queued write has finished (tests, benchmarks,
+//  shutdown). Not for actor handlers: it blocks.
+void kvt_disk_flush(kvt_disk_t *self);
+
+//  Snapshot of the counters and gauges.
+void kvt_disk_stats(kvt_disk_t *self, kvt_disk_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

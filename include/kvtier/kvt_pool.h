@@ -1,0 +1,204 @@
+/*  kvt_pool.h — the CPU pool: one arena of fixed byte size holding tier
+    objects, one LRU over all of them, read pins, write reservations, holders
+    and TTLs.
+
+    Object life: `reserved for write` (kvt_pool_reserve) → `ready`
+    (kvt_pool_commit) → read-pinned by leases (kvt_pool_acquire,
+    kvt_pool_lookup with a lease) → ready → evicted or removed. A reader never
+    sees an object that is being written; an object that is being written or
+    is pinned is never evicted. A put of a key that is already being written
+    is a counted no-op (KVT_STORE_DUPLICATE); a put of a key that is already
+    ready refreshes it and is a counted skip (KVT_STORE_SKIPPED).
+
+    Allocation under pressure evicts ready, unpinned objects from the old end
+    of the LRU; when that cannot make room the call fails at once with a
+    reason (ENOSPACE, ETOOBIG, EFULL) — it never sleeps or retries.
+
+    Every lease and reservation records its holder and its start time; it
+    expires `ttl` after it started (kvt_pool_lease_renew restarts it).
+    kvt_pool_reclaim, and allocation under pressure, reclaim expired ones:
+    the reclaimed handle's next release / commit returns KVT_STORE_ESTALE, so
+    a reader learns that its bytes may have been reused and must fail its
+    load, and a late writer's bytes are never made ready. Reclaims are
+    counted, and logged once per holder (and once more after each reset).
+
+    The memory may be the caller's (a pinned buffer from the device layer) or
+    allocated by the pool (aligned and page-touched at creation). Nothing is
+    allocated after kvt_pool_new: object table, key index, allocator
+    metadata, leases, pins and holders are preallocated.
+
+    Thread-safety: every call may be made from any thread. One mutex guards
+    the metadata; copies (kvt_pool_put's memcpy, a caller's gather into a
+    reservation, reads through a lease) happen outside it.
+*/
+#ifndef KVT_POOL_H_INCLUDED
+#define KVT_POOL_H_INCLUDED
+
+#include "kvt_store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct _kvt_pool_t kvt_pool_t;
+
+//  Creation settings. kvt_pool_config_defaults fills every field; a zero in a
+//  numeric field means "the default".
+typedef struct {
+    const char *name;          //  name in logs, default "pool"
+    void *base;                //  caller memory for the arena, or NULL: the pool allocates it
+    size_t capacity_bytes;     //  arena size in bytes (with base: the size of base); required
+    size_t align;              //  allocation granularity and alignment, power of 2 in
+                               //  [64, 2 MiB], default 4096
+    uint32_t max_objects;      //  object table size, default capacity / 64 KiB in [64, 4 Mi]
+    uint32_t max_leases;       //  outstanding leases, default 4096
+    uint32_t max_pins;         //  object pins held by all leases together, default 65536
+    uint32_t max_holders;      //  registered holders, default 64
+    uint64_t ttl_ms;           //  lease / reservation TTL in milliseconds, default 60000
+    kvt_store_clock_fn *clock; //  time source (ns); NULL: CLOCK_MONOTONIC
+    void *clock_arg;           //  argument of clock
+    kvt_store_log_fn *log;     //  log sink; NULL: warnings and errors to stderr
+    void *log_arg;             //  argument of log
+} kvt_pool_config_t;
+
+//  Counters and gauges. Kind-indexed arrays use kind - 1.
+typedef struct {
+    uint64_t capacity_bytes;      //  arena size
+    uint64_t used_bytes;          //  bytes allocated to objects (rounded up to align)
+    uint64_t pinned_bytes;        //  bytes of ready objects with at least one read pin
+    uint64_t writing_bytes;       //  bytes of objects reserved for write
+    uint64_t objects;             //  ready objects
+    uint64_t objects_writing;     //  objects reserved for write
+    uint64_t free_extents;        //  free extents in the arena (fragmentation gauge)
+    uint64_t largest_free_bytes;  //  largest free extent (fragmentation gauge)
+    uint64_t hits[3];             //  acquire / lookup hits, by query kind
+    uint64_t misses[3];           //  acquire misses and lookup stops, by query kind
+    uint64_t puts;                //  objects committed (made ready)
+    uint64_t put_bytes;           //  bytes committed
+    uint64_t puts_skipped;        //  puts of an object already ready (refreshed instead)
+    uint64_t puts_duplicate;      //  puts of a key another writer was writing
+    uint64_t aborts;              //  reservations aborted by their writer
+    uint64_t evictions;           //  objects evicted by allocation pressure
+    uint64_t evicted_bytes;       //  bytes evicted
+    uint64_t removals;            //  objects removed by kvt_pool_remove
+    uint64_t alloc_failed;        //  reservations that failed for lack of room (all reasons)
+    uint64_t alloc_failed_pinned; //  ... because pinned / written objects hold the room
+    uint64_t alloc_failed_toobig; //  ... because the object is larger than the arena
+    uint64_t alloc_failed_table;  //  ... because the object table was full of unevictable objects
+    uint64_t lookups;             //  kvt_pool_lookup calls
+    uint64_t lookup_keys;         //  leading keys found by lookups
+    uint64_t touches_refreshed;   //  touches that found the object (REFRESHED)
+    uint64_t touches_gone;        //  touches that did not (GONE here)
+    uint64_t leases;              //  leases granted
+    uint64_t leases_active;       //  leases outstanding now
+    uint64_t release_errors;      //  release / commit / abort / renew of a stale or unknown handle
+    uint64_t pin_table_full;      //  lookups whose pins were cut short by a full lease/pin table
+    uint64_t reclaimed_orphaned;  //  leases + reservations reclaimed after a holder reset/removal
+    uint64_t reclaimed_expired;   //  leases + reservations of a live holder reclaimed at TTL
+} kvt_pool_stats_t;
+
+//  Fills *cfg with the defaults (capacity_bytes stays 0: required).
+void kvt_pool_config_defaults(kvt_pool_config_t *cfg);
+
+//  Validates the configuration and creates the pool. On a bad setting
+//  returns NULL and writes a message naming the setting and value to err.
+kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *cfg, char *err, size_t errlen);
+
+//  Destroys the pool (NULL-safe, nulls *self_p). Outstanding handles become
+//  invalid; caller memory passed as base is not freed.
+void kvt_pool_destroy(kvt_pool_t **self_p);
+
+//  Registers a holder; *id receives its id. EFULL when the table is full.
+int kvt_pool_holder_add(kvt_pool_t *self, const char *name, kvt_holder_t *id);
+
+//  A holder's lane was reset: its outstanding leases and reservations become
+//  orphans, reclaimed when their TTL expires. The holder stays usable.
+int kvt_pool_holder_reset(kvt_pool_t *self, kvt_holder_t holder);
+
+//  A holder died (its process exited): as reset, and the id is retired.
+int kvt_pool_holder_remove(kvt_pool_t *self, kvt_holder_t holder);
+
+//  Reserves `size` bytes for (ns, key, kind) on behalf of holder. OK: *resv
+//  and *ptr receive a writable region inside the arena; the object is
+//  invisible to readers until kvt_pool_commit. SKIPPED: an object matching
+//  the query is ready (it was refreshed); DUPLICATE: one is being written.
+//  Neither writes *resv. ENOSPACE / ETOOBIG / EFULL: no room, at once.
+int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                     size_t size, kvt_holder_t holder, kvt_resv_t *resv, void **ptr);
+
+//  Makes a reservation ready (young end of the LRU) and clears *resv. With
+//  lease non-NULL, also read-pins it for the same holder in the same step
+//  (so it cannot be evicted in between). ESTALE if the reservation was
+//  already committed / aborted or was reclaimed.
+int kvt_pool_commit(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease);
+
+//  Discards a reservation and clears *resv. ESTALE as commit.
+int kvt_pool_abort(kvt_pool_t *self, kvt_resv_t *resv);
+
+//  Convenience: reserve, copy `size` bytes from src (outside the lock),
+//  commit. Returns as reserve (OK, SKIPPED, DUPLICATE or an error).
+int kvt_pool_put(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                 const void *src, size_t size);
+
+//  Read-pins the object matching (ns, key, kind) for holder and refreshes
+//  it. OK: *lease and *view are filled; ENOTFOUND on a miss.
+int kvt_pool_acquire(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                     kvt_holder_t holder, kvt_lease_t *lease, kvt_obj_view_t *view);
+
+//  Releases a lease (all its pins) and clears *lease. A second release, a
+//  release of an unknown id or of a lease the TTL reclaimed returns ESTALE
+//  and is counted (release_errors); nothing is freed twice.
+int kvt_pool_release(kvt_pool_t *self, kvt_lease_t *lease);
+
+//  Restarts a lease's TTL. ESTALE as release.
+int kvt_pool_lease_renew(kvt_pool_t *self, kvt_lease_t lease);
+
+//  Counts the leading keys[0..n) with a ready object matching kind and
+//  refreshes them deepest first, so the prefix ends younger than its suffix.
+//  With lease non-NULL, also read-pins them under one lease for holder
+//  (lease->id 0: a new lease; otherwise pins are added to that lease, which
+//  must be the holder's). Returns the count (≥ 0) or a negative error. If the
+//  lease or pin table fills, the count stops at the last pinned key.
+int kvt_pool_lookup(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                    kvt_obj_kind_t kind, kvt_holder_t holder, kvt_lease_t *lease);
+
+//  Pure count of leading keys with a ready object matching kind: no refresh,
+//  no pin, no counters.
+size_t kvt_pool_count(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                      kvt_obj_kind_t kind);
+
+//  REFRESHED (ready here, moved to the young end), PRESENT (being written
+//  here, not yet readable) or GONE.
+kvt_touch_t kvt_pool_touch(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
+
+//  True if a ready object matches (no refresh, no counters).
+bool kvt_pool_contains(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
+
+//  Removes the object with exactly this name (ns, key, kind). Returns OK,
+//  ENOTFOUND, or EBUSY if it is pinned or being written (nothing removed).
+int kvt_pool_remove(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
+
+//  Reclaims every lease and reservation whose TTL has expired (orphaned or
+//  not); returns how many. Cheap when nothing expired.
+size_t kvt_pool_reclaim(kvt_pool_t *self);
+
+//  Called under the pool lock for every object evicted by allocation
+//  pressure, before its bytes are reused. Must not call into the pool.
+typedef void(kvt_pool_evict_fn)(void *arg, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                                const void *bytes, size_t size);
+
+//  Installs (or with fn NULL removes) the eviction hook.
+void kvt_pool_set_evict_hook(kvt_pool_t *self, kvt_pool_evict_fn *fn, void *arg);
+
+//  Snapshot of the counters and gauges.
+void kvt_pool_stats(kvt_pool_t *self, kvt_pool_stats_t *stats);
+
+//  The arena (for registering it with a device) and its size.
+void *kvt_pool_base(kvt_pool_t *self);
+size_t kvt_pool_capacity(kvt_pool_t *self);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
