@@ -297,8 +297,14 @@ const char *kvt_msg_kind_name(int kind);
 
 //  Encodes msg into a freshly allocated buffer (*buf_p, *len_p); the caller
 //  frees it with free (). Returns 0, or -1 when the message violates the
-//  schema (asserted in debug builds) or memory ran out.
+//  schema (not asserted: kvt_msg_check names the field), the frame would
+//  exceed KVT_MSG_MAX_FRAME, or memory ran out.
 int kvt_msg_encode(const kvt_msg_t *msg, uint8_t **buf_p, size_t *len_p);
+
+//  Checks msg against the schema exactly as kvt_msg_encode does (kind,
+//  ranges, counts and limits, NULL arrays, strings, cross-field rules)
+//  without encoding it. Returns 0, or -1 and fills *err (if not NULL).
+int kvt_msg_check(const kvt_msg_t *msg, kvt_msg_err_t *err);
 
 //  Decodes one frame into *msg (which is overwritten, not cleared first).
 //  Returns 0 on success; on failure returns -1, fills *err (if not NULL) and

@@ -1,0 +1,292 @@
+/*  kvt_msg_sample.c — deterministic valid messages of every kind and shape,
+    for the codec's tests, the fuzz corpus and other areas' tests.
+*/
+#include "kvt_msg_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+//  Deterministic value stream (splitmix64).
+typedef struct {
+    uint64_t state; //  advances by the golden-ratio constant
+} s_rng_t;
+
+static uint64_t s_next(s_rng_t *rng)
+{
+    uint64_t z = (rng->state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static kvt_hash_t s_hash(s_rng_t *rng)
+{
+    kvt_hash_t h = {.hi = s_next(rng), .lo = s_next(rng)};
+    return h;
+}
+
+//  Allocation for a sample; *ok goes false when it fails.
+static void *s_calloc(size_t n, size_t size, bool *ok)
+{
+    if (n == 0)
+        return NULL;
+    void *p = calloc(n, size);
+    if (!p)
+        *ok = false;
+    return p;
+}
+
+static uint32_t *s_blocks(s_rng_t *rng, uint32_t n, bool *ok)
+{
+    uint32_t *blocks = s_calloc(n, sizeof *blocks, ok);
+    for (uint32_t i = 0; blocks && i < n; i++)
+        blocks[i] = (uint32_t)s_next(rng);
+    return blocks;
+}
+
+static kvt_hash_t *s_hashes(s_rng_t *rng, uint32_t n, uint32_t zero_tail, bool *ok)
+{
+    kvt_hash_t *hashes = s_calloc(n, sizeof *hashes, ok);
+    for (uint32_t i = 0; hashes && i + zero_tail < n; i++)
+        hashes[i] = s_hash(rng);
+    return hashes;
+}
+
+static void s_entry(s_rng_t *rng, kvt_entry_t *e, uint32_t nblocks, bool verify, bool *ok)
+{
+    e->op.req = s_next(rng) >> 8;
+    e->op.gen = 1 + (uint32_t)(s_next(rng) % 5);
+    uint32_t span = 16 * (nblocks ? nblocks : 1);
+    if (verify) {
+        //  First forward after a cache hit: verify [0, start), blocks from 0.
+        e->first_block = 0;
+        e->start = 16 * (nblocks / 2);
+        e->end = span - 1;
+        e->verify_end = e->start;
+    } else {
+        e->first_block = (uint32_t)(s_next(rng) % 64);
+        e->start = e->first_block * 16 + 3;
+        e->end = e->first_block * 16 + span;
+        e->verify_end = 0;
+    }
+    e->nblocks = nblocks;
+    e->blocks = s_blocks(rng, nblocks, ok);
+    e->hashes = s_hashes(rng, nblocks, nblocks > 1 ? 1 : 0, ok); //  last block partial
+}
+
+static void s_spec(s_rng_t *rng, kvt_load_spec_t *s, uint32_t nkeys, uint32_t nblocks, bool *ok)
+{
+    s->op.req = s_next(rng) >> 4;
+    s->op.gen = 1 + (uint32_t)(s_next(rng) % 3);
+    s->start = 256 * (uint32_t)(s_next(rng) % 8);
+    s->end = s->start + 256 * (nkeys ? nkeys : 1);
+    s->nkeys = nkeys;
+    s->keys = s_hashes(rng, nkeys, 0, ok);
+    s->nblocks = nblocks;
+    s->blocks = s_blocks(rng, nblocks, ok);
+}
+
+static void s_event(s_rng_t *rng, kvt_event_t *ev, uint8_t type)
+{
+    ev->op.req = s_next(rng) >> 16;
+    ev->op.gen = 1 + (uint32_t)(s_next(rng) % 4);
+    ev->type = type;
+    ev->a = (uint32_t)s_next(rng);
+    ev->b = (uint32_t)(s_next(rng) % 1000);
+    ev->c = type == KVT_EV_ADMIT ? 4096 : 0;
+}
+
+//  Entries / loads / saves shared by StepPlan and StepExec.
+static void s_step_arrays(s_rng_t *rng, int shape, kvt_entry_t **entries, uint32_t *nentries,
+                          kvt_load_spec_t **loads, uint32_t *nloads, kvt_save_spec_t **saves,
+                          uint32_t *nsaves, bool *ok)
+{
+    uint32_t ne = shape == KVT_SAMPLE_MAX ? KVT_MSG_MAX_ENTRIES : 3;
+    uint32_t ns = shape == KVT_SAMPLE_MAX ? KVT_MSG_MAX_ENTRIES : 2;
+    *entries = s_calloc(ne, sizeof **entries, ok);
+    *loads = s_calloc(ns, sizeof **loads, ok);
+    *saves = s_calloc(ns, sizeof **saves, ok);
+    if (!*ok)
+        return;
+    *nentries = ne;
+    *nloads = ns;
+    *nsaves = ns;
+    for (uint32_t i = 0; i < ne; i++) {
+        uint32_t nb = shape == KVT_SAMPLE_MAX ? (i == 0 ? KVT_MSG_MAX_BLOCKS : 1) : 1 + i * 7;
+        s_entry(rng, &(*entries)[i], nb, i == 1, ok);
+    }
+    for (uint32_t i = 0; i < ns; i++) {
+        bool big = shape == KVT_SAMPLE_MAX && i == 0;
+        s_spec(rng, &(*loads)[i], big ? KVT_MSG_MAX_CHUNKS : 1 + i, big ? KVT_MSG_MAX_BLOCKS : 16,
+               ok);
+        s_spec(rng, &(*saves)[i], big ? KVT_MSG_MAX_CHUNKS : 2 - i, big ? KVT_MSG_MAX_BLOCKS : 32,
+               ok);
+    }
+}
+
+static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
+{
+    bool max = shape == KVT_SAMPLE_MAX;
+    bool min = shape == KVT_SAMPLE_MIN;
+    switch (msg->kind) {
+    case KVT_MSG_PING: {
+        kvt_ping_t *p = &msg->u.ping;
+        p->seq = max ? UINT64_MAX : min ? 0 : 42;
+        p->npayload = max ? KVT_MSG_MAX_BYTES : min ? 0 : 37;
+        p->payload = s_calloc(p->npayload, 1, ok);
+        for (uint32_t i = 0; p->payload && i < p->npayload; i++)
+            p->payload[i] = (uint8_t)s_next(rng);
+        break;
+    }
+    case KVT_MSG_SCHEDULE: {
+        kvt_schedule_t *s = &msg->u.schedule;
+        s->step = max ? UINT64_MAX : min ? 0 : 7;
+        s->now_us = max ? UINT64_MAX : min ? 0 : 1234567;
+        s->narrivals = max ? KVT_MSG_MAX_ENTRIES : min ? 0 : 3;
+        s->arrivals = s_calloc(s->narrivals, sizeof *s->arrivals, ok);
+        for (uint32_t i = 0; s->arrivals && i < s->narrivals; i++) {
+            kvt_arrival_t *a = &s->arrivals[i];
+            static const uint32_t typical[3] = {5, 17, 300};
+            a->req = max ? UINT64_MAX - i : 1000 + i;
+            a->ntokens = max ? (i == 0 ? KVT_MSG_MAX_TOKENS : 1) : typical[i % 3];
+            a->tokens = s_blocks(rng, a->ntokens, ok);
+            a->max_new_tokens = max ? UINT32_MAX : 1 + i * 50;
+            a->arrival_us = max ? UINT64_MAX : 1000000 + 333 * i;
+        }
+        break;
+    }
+    case KVT_MSG_STEP_PLAN: {
+        kvt_step_plan_t *p = &msg->u.step_plan;
+        p->step = max ? UINT64_MAX : min ? 0 : 7;
+        p->idle = min;
+        if (min)
+            break;
+        s_step_arrays(rng, shape, &p->entries, &p->nentries, &p->loads, &p->nloads, &p->saves,
+                      &p->nsaves, ok);
+        p->nevents = max ? KVT_MSG_MAX_ENTRIES : KVT_EV_MAX;
+        p->events = s_calloc(p->nevents, sizeof *p->events, ok);
+        for (uint32_t i = 0; p->events && i < p->nevents; i++)
+            s_event(rng, &p->events[i], (uint8_t)(1 + i % KVT_EV_MAX));
+        break;
+    }
+    case KVT_MSG_STEP_EXEC: {
+        kvt_step_exec_t *x = &msg->u.step_exec;
+        x->step = max ? UINT64_MAX : min ? 0 : 7;
+        x->rank = max ? KVT_MSG_MAX_RANKS - 1 : min ? 0 : 3;
+        if (!min)
+            s_step_arrays(rng, shape, &x->entries, &x->nentries, &x->loads, &x->nloads, &x->saves,
+                          &x->nsaves, ok);
+        break;
+    }
+    case KVT_MSG_STEP_DONE: {
+        kvt_step_done_t *d = &msg->u.step_done;
+        d->step = max ? UINT64_MAX : min ? 0 : 7;
+        d->rank = max ? KVT_MSG_MAX_RANKS - 1 : min ? 0 : 1;
+        d->ok = !min && !max;
+        d->blocks_written = max ? UINT32_MAX : min ? 0 : 48;
+        d->blocks_verified = max ? UINT32_MAX : min ? 0 : 16;
+        d->detail = max ? KVT_DETAIL_MAX : 0;
+        d->nwrong = max ? KVT_MSG_MAX_ENTRIES : min ? 0 : 2;
+        d->wrong = s_calloc(d->nwrong, sizeof *d->wrong, ok);
+        for (uint32_t i = 0; d->wrong && i < d->nwrong; i++)
+            d->wrong[i] = max ? UINT64_MAX - i : s_next(rng);
+        break;
+    }
+    case KVT_MSG_LOAD_SPEC:
+    case KVT_MSG_SAVE_SPEC: {
+        kvt_load_spec_t *s = &msg->u.load_spec;
+        if (min) {
+            s->op.gen = 1;
+            s->end = 1;
+        } else if (max) {
+            s_spec(rng, s, KVT_MSG_MAX_CHUNKS, KVT_MSG_MAX_BLOCKS, ok);
+            s->op.req = UINT64_MAX;
+            s->op.gen = KVT_MSG_MAX_GEN;
+            s->start = UINT32_MAX - 1;
+            s->end = UINT32_MAX;
+        } else {
+            s_spec(rng, s, 2, 32, ok);
+        }
+        break;
+    }
+    case KVT_MSG_COMPLETION: {
+        kvt_completion_t *c = &msg->u.completion;
+        c->chan = max ? KVT_CHAN_MAX : min ? KVT_CHAN_LOAD : KVT_CHAN_SAVE;
+        c->op.req = max ? UINT64_MAX : min ? 0 : 77;
+        c->op.gen = max ? KVT_MSG_MAX_GEN : min ? 1 : 2;
+        if (max)
+            c->key = (kvt_hash_t){.hi = UINT64_MAX, .lo = UINT64_MAX};
+        else if (!min)
+            c->key = s_hash(rng);
+        c->rank = max ? KVT_MSG_MAX_RANKS - 1 : min ? 0 : 5;
+        c->ok = !min && !max;
+        c->detail = max ? KVT_DETAIL_MAX : 0;
+        break;
+    }
+    case KVT_MSG_VERDICT: {
+        kvt_verdict_t *v = &msg->u.verdict;
+        v->chan = max ? KVT_CHAN_MAX : min ? KVT_CHAN_LOAD : KVT_CHAN_SAVE;
+        v->op.req = max ? UINT64_MAX : min ? 0 : 77;
+        v->op.gen = max ? KVT_MSG_MAX_GEN : min ? 1 : 2;
+        if (max)
+            v->key = (kvt_hash_t){.hi = UINT64_MAX, .lo = UINT64_MAX};
+        else if (!min)
+            v->key = s_hash(rng);
+        v->ok = !min && !max;
+        v->detail = max ? KVT_DETAIL_MAX : 0;
+        v->nfailed = max ? KVT_MSG_MAX_RANKS : 0;
+        break;
+    }
+    case KVT_MSG_STATS: {
+        kvt_stats_t *s = &msg->u.stats;
+        s->request = min;
+        if (max)
+            memset(s->from, 'w', KVT_MSG_MAX_NAME);
+        else if (!min)
+            snprintf(s->from, sizeof s->from, "worker0");
+        s->ncounters = max ? KVT_MSG_MAX_STATS : min ? 0 : 5;
+        s->counters = s_calloc(s->ncounters, sizeof *s->counters, ok);
+        for (uint32_t i = 0; s->counters && i < s->ncounters; i++) {
+            kvt_counter_t *c = &s->counters[i];
+            if (max) {
+                memset(c->name, 'c', KVT_MSG_MAX_NAME);
+                snprintf(c->name + KVT_MSG_MAX_NAME - 4, 5, "%04u", i % 10000);
+            } else {
+                snprintf(c->name, sizeof c->name, "counter_%u", i);
+            }
+            c->value = max ? UINT64_MAX - i : s_next(rng) >> (i * 8);
+        }
+        break;
+    }
+    case KVT_MSG_SHUTDOWN: {
+        kvt_shutdown_t *s = &msg->u.shutdown;
+        s->code = max ? UINT32_MAX : min ? 0 : 3;
+        if (max)
+            memset(s->text, 't', KVT_MSG_MAX_TEXT);
+        else if (!min)
+            snprintf(s->text, sizeof s->text, "lane failed: io");
+        break;
+    }
+    default:
+        *ok = false;
+        break;
+    }
+}
+
+int kvt_msg_sample(int kind, int shape, kvt_msg_t *msg)
+{
+    memset(msg, 0, sizeof *msg);
+    if (kind <= KVT_MSG_NONE || kind >= KVT_MSG_KIND_COUNT || shape < 0 ||
+        shape >= KVT_SAMPLE_COUNT)
+        return -1;
+    msg->kind = (kvt_msg_kind_t)kind;
+    s_rng_t rng = {.state = (uint64_t)kind * 1000 + (uint64_t)shape};
+    bool ok = true;
+    s_fill(msg, shape, &rng, &ok);
+    if (!ok) {
+        kvt_msg_clear(msg);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,295 @@
+/*  kvt_msg_schema.c — the body tables and their cross-field rules.
+
+    Key numbers are the wire contract: never renumber or reuse one; add new
+    fields with new keys (old decoders ignore them). docs/protocol.md lists
+    these tables; keep the two in step.
+*/
+#include "kvt_msg_schema.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define S_SCALAR(k, nm, ty, T, m, lo, hi)                                                        \
+    {                                                                                            \
+        .key = (k), .name = (nm), .type = (ty), .off = offsetof(T, m), .min = (lo), .max = (hi), \
+        .same_count_as = -1                                                                      \
+    }
+#define S_ARRAY(k, nm, ty, T, m, cnt, lo, hi, sb, same)                       \
+    {                                                                         \
+        .key = (k), .name = (nm), .type = (ty), .off = offsetof(T, m),        \
+        .count_off = offsetof(T, cnt), .min = (lo), .max = (hi), .sub = (sb), \
+        .same_count_as = (same)                                               \
+    }
+#define S_COUNT(fields) ((uint32_t)(sizeof(fields) / sizeof((fields)[0])))
+
+// ---------------------------------------------------------- cross-field --
+
+static int s_check_entry(const void *body, kvt_path_t *path)
+{
+    const kvt_entry_t *e = body;
+    if (e->start >= e->end)
+        return kvt_path_fail(path, "end", "end %u is not above start %u", e->end, e->start);
+    if (e->verify_end > e->end)
+        return kvt_path_fail(path, "verify_end", "verify_end %u is above end %u", e->verify_end,
+                             e->end);
+    if (e->verify_end > 0 && e->first_block != 0)
+        return kvt_path_fail(path, "first_block", "first_block %u must be 0 when verify_end > 0",
+                             e->first_block);
+    if ((uint64_t)e->first_block + e->nblocks > (uint64_t)UINT32_MAX + 1)
+        return kvt_path_fail(path, "first_block", "first_block %u + %u blocks overflows u32",
+                             e->first_block, e->nblocks);
+    return 0;
+}
+
+static int s_check_spec(const void *body, kvt_path_t *path)
+{
+    const kvt_load_spec_t *s = body;
+    if (s->start >= s->end)
+        return kvt_path_fail(path, "end", "end %u is not above start %u", s->end, s->start);
+    return 0;
+}
+
+static int s_check_plan(const void *body, kvt_path_t *path)
+{
+    const kvt_step_plan_t *p = body;
+    if (p->idle && (p->nentries || p->nloads || p->nsaves))
+        return kvt_path_fail(path, "idle", "idle plan has %u entries, %u loads, %u saves",
+                             p->nentries, p->nloads, p->nsaves);
+    return 0;
+}
+
+static int s_check_completion(const void *body, kvt_path_t *path)
+{
+    const kvt_completion_t *c = body;
+    if (c->chan == KVT_CHAN_LOAD && !kvt_hash_is_zero(c->key))
+        return kvt_path_fail(path, "key", "a load's key must be the zero hash");
+    return 0;
+}
+
+static int s_check_verdict(const void *body, kvt_path_t *path)
+{
+    const kvt_verdict_t *v = body;
+    if (v->chan == KVT_CHAN_LOAD && !kvt_hash_is_zero(v->key))
+        return kvt_path_fail(path, "key", "a load's key must be the zero hash");
+    if (v->ok && v->nfailed != 0)
+        return kvt_path_fail(path, "nfailed", "ok verdict with %u failed ranks", v->nfailed);
+    return 0;
+}
+
+// ---------------------------------------------------------------- tables --
+
+static const kvt_field_t s_ping[] = {
+    S_SCALAR(1, "seq", KVT_F_U64, kvt_ping_t, seq, 0, UINT64_MAX),
+    {.key = 2,
+     .name = "payload",
+     .type = KVT_F_BYTES,
+     .optional = true,
+     .off = offsetof(kvt_ping_t, payload),
+     .count_off = offsetof(kvt_ping_t, npayload),
+     .min = 0,
+     .max = KVT_MSG_MAX_BYTES,
+     .same_count_as = -1},
+};
+
+static const kvt_field_t s_arrival[] = {
+    S_SCALAR(1, "req", KVT_F_U64, kvt_arrival_t, req, 0, UINT64_MAX),
+    S_ARRAY(2, "tokens", KVT_F_U32S, kvt_arrival_t, tokens, ntokens, 1, KVT_MSG_MAX_TOKENS, NULL,
+            -1),
+    S_SCALAR(3, "max_new_tokens", KVT_F_U32, kvt_arrival_t, max_new_tokens, 1, UINT32_MAX),
+    S_SCALAR(4, "arrival_us", KVT_F_U64, kvt_arrival_t, arrival_us, 0, UINT64_MAX),
+};
+static const kvt_schema_t s_arrival_schema = {"Arrival", sizeof(kvt_arrival_t), s_arrival,
+                                              S_COUNT(s_arrival), NULL};
+
+static const kvt_field_t s_schedule[] = {
+    S_SCALAR(1, "step", KVT_F_U64, kvt_schedule_t, step, 0, UINT64_MAX),
+    S_ARRAY(2, "arrivals", KVT_F_STRUCTS, kvt_schedule_t, arrivals, narrivals, 0,
+            KVT_MSG_MAX_ENTRIES, &s_arrival_schema, -1),
+    S_SCALAR(3, "now_us", KVT_F_U64, kvt_schedule_t, now_us, 0, UINT64_MAX),
+};
+
+static const kvt_field_t s_entry[] = {
+    S_SCALAR(1, "req", KVT_F_U64, kvt_entry_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(2, "gen", KVT_F_U32, kvt_entry_t, op.gen, 1, KVT_MSG_MAX_GEN),
+    S_SCALAR(3, "start", KVT_F_U32, kvt_entry_t, start, 0, UINT32_MAX),
+    S_SCALAR(4, "end", KVT_F_U32, kvt_entry_t, end, 0, UINT32_MAX),
+    S_SCALAR(5, "first_block", KVT_F_U32, kvt_entry_t, first_block, 0, UINT32_MAX),
+    S_ARRAY(6, "blocks", KVT_F_U32S, kvt_entry_t, blocks, nblocks, 0, KVT_MSG_MAX_BLOCKS, NULL, -1),
+    S_ARRAY(7, "hashes", KVT_F_HASHES, kvt_entry_t, hashes, nblocks, 0, KVT_MSG_MAX_BLOCKS, NULL,
+            5),
+    S_SCALAR(8, "verify_end", KVT_F_U32, kvt_entry_t, verify_end, 0, UINT32_MAX),
+};
+static const kvt_schema_t s_entry_schema = {"Entry", sizeof(kvt_entry_t), s_entry, S_COUNT(s_entry),
+                                            s_check_entry};
+
+static const kvt_field_t s_spec[] = {
+    S_SCALAR(1, "req", KVT_F_U64, kvt_load_spec_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(2, "gen", KVT_F_U32, kvt_load_spec_t, op.gen, 1, KVT_MSG_MAX_GEN),
+    S_SCALAR(3, "start", KVT_F_U32, kvt_load_spec_t, start, 0, UINT32_MAX),
+    S_SCALAR(4, "end", KVT_F_U32, kvt_load_spec_t, end, 0, UINT32_MAX),
+    S_ARRAY(5, "keys", KVT_F_HASHES, kvt_load_spec_t, keys, nkeys, 0, KVT_MSG_MAX_CHUNKS, NULL, -1),
+    S_ARRAY(6, "blocks", KVT_F_U32S, kvt_load_spec_t, blocks, nblocks, 0, KVT_MSG_MAX_BLOCKS, NULL,
+            -1),
+};
+static const kvt_schema_t s_load_schema = {"LoadSpec", sizeof(kvt_load_spec_t), s_spec,
+                                           S_COUNT(s_spec), s_check_spec};
+static const kvt_schema_t s_save_schema = {"SaveSpec", sizeof(kvt_save_spec_t), s_spec,
+                                           S_COUNT(s_spec), s_check_spec};
+
+static const kvt_field_t s_event[] = {
+    S_SCALAR(1, "req", KVT_F_U64, kvt_event_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(2, "gen", KVT_F_U32, kvt_event_t, op.gen, 1, KVT_MSG_MAX_GEN),
+    S_SCALAR(3, "type", KVT_F_U8, kvt_event_t, type, KVT_EV_ADMIT, KVT_EV_MAX),
+    S_SCALAR(4, "a", KVT_F_U32, kvt_event_t, a, 0, UINT32_MAX),
+    S_SCALAR(5, "b", KVT_F_U32, kvt_event_t, b, 0, UINT32_MAX),
+    S_SCALAR(6, "c", KVT_F_U32, kvt_event_t, c, 0, UINT32_MAX),
+};
+static const kvt_schema_t s_event_schema = {"Event", sizeof(kvt_event_t), s_event, S_COUNT(s_event),
+                                            NULL};
+
+static const kvt_field_t s_step_plan[] = {
+    S_SCALAR(1, "step", KVT_F_U64, kvt_step_plan_t, step, 0, UINT64_MAX),
+    S_ARRAY(2, "entries", KVT_F_STRUCTS, kvt_step_plan_t, entries, nentries, 0, KVT_MSG_MAX_ENTRIES,
+            &s_entry_schema, -1),
+    S_ARRAY(3, "loads", KVT_F_STRUCTS, kvt_step_plan_t, loads, nloads, 0, KVT_MSG_MAX_ENTRIES,
+            &s_load_schema, -1),
+    S_ARRAY(4, "saves", KVT_F_STRUCTS, kvt_step_plan_t, saves, nsaves, 0, KVT_MSG_MAX_ENTRIES,
+            &s_save_schema, -1),
+    S_ARRAY(5, "events", KVT_F_STRUCTS, kvt_step_plan_t, events, nevents, 0, KVT_MSG_MAX_ENTRIES,
+            &s_event_schema, -1),
+    S_SCALAR(6, "idle", KVT_F_BOOL, kvt_step_plan_t, idle, 0, 1),
+};
+
+static const kvt_field_t s_step_exec[] = {
+    S_SCALAR(1, "step", KVT_F_U64, kvt_step_exec_t, step, 0, UINT64_MAX),
+    S_SCALAR(2, "rank", KVT_F_U32, kvt_step_exec_t, rank, 0, KVT_MSG_MAX_RANKS - 1),
+    S_ARRAY(3, "entries", KVT_F_STRUCTS, kvt_step_exec_t, entries, nentries, 0, KVT_MSG_MAX_ENTRIES,
+            &s_entry_schema, -1),
+    S_ARRAY(4, "loads", KVT_F_STRUCTS, kvt_step_exec_t, loads, nloads, 0, KVT_MSG_MAX_ENTRIES,
+            &s_load_schema, -1),
+    S_ARRAY(5, "saves", KVT_F_STRUCTS, kvt_step_exec_t, saves, nsaves, 0, KVT_MSG_MAX_ENTRIES,
+            &s_save_schema, -1),
+};
+
+static const kvt_field_t s_step_done[] = {
+    S_SCALAR(1, "step", KVT_F_U64, kvt_step_done_t, step, 0, UINT64_MAX),
+    S_SCALAR(2, "rank", KVT_F_U32, kvt_step_done_t, rank, 0, KVT_MSG_MAX_RANKS - 1),
+    S_SCALAR(3, "ok", KVT_F_BOOL, kvt_step_done_t, ok, 0, 1),
+    S_SCALAR(4, "blocks_written", KVT_F_U32, kvt_step_done_t, blocks_written, 0, UINT32_MAX),
+    S_SCALAR(5, "blocks_verified", KVT_F_U32, kvt_step_done_t, blocks_verified, 0, UINT32_MAX),
+    S_ARRAY(6, "wrong", KVT_F_U64S, kvt_step_done_t, wrong, nwrong, 0, KVT_MSG_MAX_ENTRIES, NULL,
+            -1),
+    S_SCALAR(7, "detail", KVT_F_U32, kvt_step_done_t, detail, 0, KVT_DETAIL_MAX),
+};
+
+static const kvt_field_t s_completion[] = {
+    S_SCALAR(1, "chan", KVT_F_U8, kvt_completion_t, chan, KVT_CHAN_LOAD, KVT_CHAN_MAX),
+    S_SCALAR(2, "req", KVT_F_U64, kvt_completion_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(3, "gen", KVT_F_U32, kvt_completion_t, op.gen, 1, KVT_MSG_MAX_GEN),
+    S_SCALAR(4, "key", KVT_F_HASH, kvt_completion_t, key, 0, 0),
+    S_SCALAR(5, "rank", KVT_F_U32, kvt_completion_t, rank, 0, KVT_MSG_MAX_RANKS - 1),
+    S_SCALAR(6, "ok", KVT_F_BOOL, kvt_completion_t, ok, 0, 1),
+    S_SCALAR(7, "detail", KVT_F_U32, kvt_completion_t, detail, 0, KVT_DETAIL_MAX),
+};
+
+static const kvt_field_t s_verdict[] = {
+    S_SCALAR(1, "chan", KVT_F_U8, kvt_verdict_t, chan, KVT_CHAN_LOAD, KVT_CHAN_MAX),
+    S_SCALAR(2, "req", KVT_F_U64, kvt_verdict_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(3, "gen", KVT_F_U32, kvt_verdict_t, op.gen, 1, KVT_MSG_MAX_GEN),
+    S_SCALAR(4, "key", KVT_F_HASH, kvt_verdict_t, key, 0, 0),
+    S_SCALAR(5, "ok", KVT_F_BOOL, kvt_verdict_t, ok, 0, 1),
+    S_SCALAR(6, "detail", KVT_F_U32, kvt_verdict_t, detail, 0, KVT_DETAIL_MAX),
+    S_SCALAR(7, "nfailed", KVT_F_U32, kvt_verdict_t, nfailed, 0, KVT_MSG_MAX_RANKS),
+};
+
+static const kvt_field_t s_stats[] = {
+    S_SCALAR(1, "request", KVT_F_BOOL, kvt_stats_t, request, 0, 1),
+    S_SCALAR(2, "from", KVT_F_STR, kvt_stats_t, from, 0, KVT_MSG_MAX_NAME),
+    S_ARRAY(3, "counters", KVT_F_COUNTERS, kvt_stats_t, counters, ncounters, 0, KVT_MSG_MAX_STATS,
+            NULL, -1),
+};
+
+static const kvt_field_t s_shutdown[] = {
+    S_SCALAR(1, "code", KVT_F_U32, kvt_shutdown_t, code, 0, UINT32_MAX),
+    {.key = 2,
+     .name = "text",
+     .type = KVT_F_STR,
+     .optional = true,
+     .off = offsetof(kvt_shutdown_t, text),
+     .min = 0,
+     .max = KVT_MSG_MAX_TEXT,
+     .same_count_as = -1},
+};
+
+static const kvt_schema_t s_bodies[KVT_MSG_KIND_COUNT] = {
+    [KVT_MSG_PING] = {"Ping", sizeof(kvt_ping_t), s_ping, S_COUNT(s_ping), NULL},
+    [KVT_MSG_SCHEDULE] = {"Schedule", sizeof(kvt_schedule_t), s_schedule, S_COUNT(s_schedule),
+                          NULL},
+    [KVT_MSG_STEP_PLAN] = {"StepPlan", sizeof(kvt_step_plan_t), s_step_plan, S_COUNT(s_step_plan),
+                           s_check_plan},
+    [KVT_MSG_STEP_EXEC] = {"StepExec", sizeof(kvt_step_exec_t), s_step_exec, S_COUNT(s_step_exec),
+                           NULL},
+    [KVT_MSG_STEP_DONE] = {"StepDone", sizeof(kvt_step_done_t), s_step_done, S_COUNT(s_step_done),
+                           NULL},
+    [KVT_MSG_LOAD_SPEC] = {"LoadSpec", sizeof(kvt_load_spec_t), s_spec, S_COUNT(s_spec),
+                           s_check_spec},
+    [KVT_MSG_SAVE_SPEC] = {"SaveSpec", sizeof(kvt_save_spec_t), s_spec, S_COUNT(s_spec),
+                           s_check_spec},
+    [KVT_MSG_COMPLETION] = {"Completion", sizeof(kvt_completion_t), s_completion,
+                            S_COUNT(s_completion), s_check_completion},
+    [KVT_MSG_VERDICT] = {"Verdict", sizeof(kvt_verdict_t), s_verdict, S_COUNT(s_verdict),
+                         s_check_verdict},
+    [KVT_MSG_STATS] = {"Stats", sizeof(kvt_stats_t), s_stats, S_COUNT(s_stats), NULL},
+    [KVT_MSG_SHUTDOWN] = {"Shutdown", sizeof(kvt_shutdown_t), s_shutdown, S_COUNT(s_shutdown),
+                          NULL},
+};
+
+const kvt_schema_t *kvt_msg_schema(int kind)
+{
+    if (kind <= KVT_MSG_NONE || kind >= KVT_MSG_KIND_COUNT)
+        return NULL;
+    return &s_bodies[kind];
+}
+
+// ------------------------------------------------------------------ paths --
+
+int kvt_path_fail(kvt_path_t *path, const char *field, const char *fmt, ...)
+{
+    kvt_msg_err_t *err = path->err;
+    if (err->reason[0] != '\0')
+        return -1; //  keep the first (innermost) failure
+    size_t plen = path->len;
+    if (field[0] == '\0' && plen > 0)
+        plen--; //  the containing element itself: drop the trailing '.'
+    snprintf(err->field, sizeof err->field, "%.*s%s", (int)plen, path->prefix, field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->reason, sizeof err->reason, fmt, ap);
+    va_end(ap);
+    if (err->reason[0] == '\0')
+        snprintf(err->reason, sizeof err->reason, "invalid");
+    return -1;
+}
+
+size_t kvt_path_enter(kvt_path_t *path, const char *name, uint32_t index)
+{
+    size_t old = path->len;
+    int n = snprintf(path->prefix + old, sizeof path->prefix - old, "%s[%u].", name, index);
+    if (n < 0 || (size_t)n >= sizeof path->prefix - old)
+        path->len = sizeof path->prefix - 1; //  truncated; still NUL-terminated
+    else
+        path->len = old + (size_t)n;
+    return old;
+}
+
+void kvt_path_leave(kvt_path_t *path, size_t old_len)
+{
+    path->len = old_len;
+    path->prefix[old_len] = '\0';
+}
+
+bool kvt_msg_name_ok(const char *name, size_t size)
+{
+    return size >= 1 && size <= KVT_MSG_MAX_NAME && memchr(name, '\0', size) == NULL;
+}
