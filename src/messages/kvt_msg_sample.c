@@ -118,10 +118,10 @@ static void s_step_arrays(s_rng_t *rng, int shape, kvt_entry_t **entries, uint32
     }
     for (uint32_t i = 0; i < ns; i++) {
         bool big = shape == KVT_SAMPLE_MAX && i == 0;
-        s_spec(rng, &(*loads)[i], big ? KVT_MSG_MAX_CHUNKS : 1 + i, big ? KVT_MSG_MAX_BLOCKS : 16,
-               ok);
-        s_spec(rng, &(*saves)[i], big ? KVT_MSG_MAX_CHUNKS : 2 - i, big ? KVT_MSG_MAX_BLOCKS : 32,
-               ok);
+        s_spec(rng, &(*loads)[i], big ? KVT_MSG_MAX_CHUNKS : 1 + i % 2,
+               big ? KVT_MSG_MAX_BLOCKS : 16, ok);
+        s_spec(rng, &(*saves)[i], big ? KVT_MSG_MAX_CHUNKS : 2 - i % 2,
+               big ? KVT_MSG_MAX_BLOCKS : 32, ok);
     }
 }
 
