@@ -1,0 +1,660 @@
+/*  kvt_gpu.c — the device: backend selection, errors and logging, geometry
+    (KV page planes, state pools), pinned host memory, counters, and the
+    copy-batch helpers every backend shares. Streams, events and ops are in
+    kvt_gpu_stream.c; the event pool in kvt_gpu_event_pool.c.
+*/
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvt_gpu_int.h"
+
+static _Thread_local char s_last_error[320]; //  this thread's last error
+
+int kvt_gpu_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s_last_error, sizeof s_last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void kvt_gpu_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+const char *kvt_gpu_last_error(void)
+{
+    return s_last_error;
+}
+
+const char *kvt_gpu_strerror(int code)
+{
+    switch (code) {
+    case KVT_GPU_OK:
+        return "ok";
+    case KVT_GPU_NOT_READY:
+        return "not ready";
+    case KVT_GPU_FORCED:
+        return "landed ahead of the clock";
+    case KVT_GPU_EINVAL:
+        return "bad argument";
+    case KVT_GPU_ENOMEM:
+        return "out of memory";
+    case KVT_GPU_EDEVICE:
+        return "device runtime error";
+    case KVT_GPU_EFAULT:
+        return "an op on the stream failed";
+    case KVT_GPU_ELIMIT:
+        return "event record bound reached";
+    case KVT_GPU_ESTATE:
+        return "not allowed in this state";
+    case KVT_GPU_EUNSUPPORTED:
+        return "not supported by this backend";
+    case KVT_GPU_ENODEV:
+        return "no usable device";
+    default:
+        return "failure";
+    }
+}
+
+static void s_log_stderr(void *arg, int level, const char *line)
+{
+    (void)arg;
+    if (level <= 2)
+        fprintf(stderr, "kvt_gpu: %s\n", line);
+}
+
+void kvt_gpu_log(kvt_gpu_t *gpu, int level, const char *fmt, ...)
+{
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    gpu->opts.log(gpu->opts.log_arg, level, line);
+}
+
+const char *kvt_gpu_backend_name(kvt_gpu_backend_t backend)
+{
+    switch (backend) {
+    case KVT_GPU_BACKEND_AUTO:
+        return "auto";
+    case KVT_GPU_BACKEND_HOST:
+        return "host";
+    case KVT_GPU_BACKEND_HIP:
+        return "hip";
+    case KVT_GPU_BACKEND_CUDA:
+        return "cuda";
+    }
+    return "?";
+}
+
+bool kvt_gpu_compiled(kvt_gpu_backend_t backend)
+{
+    switch (backend) {
+    case KVT_GPU_BACKEND_HOST:
+        return true;
+    case KVT_GPU_BACKEND_HIP:
+#ifdef KVT_HAVE_HIP
+        return true;
+#else
+        return false;
+#endif
+    case KVT_GPU_BACKEND_CUDA:
+#ifdef KVT_HAVE_CUDA
+        return true;
+#else
+        return false;
+#endif
+    default:
+        return false;
+    }
+}
+
+// ----------------------------------------------------------- selection ----
+
+//  Probes one device backend: 0 when it has a device, else a negative code
+//  with the reason in `why`.
+static int s_probe(kvt_gpu_backend_t backend, char *why, size_t why_len)
+{
+    int count = 0;
+    int rc = KVT_GPU_EUNSUPPORTED;
+    snprintf(why, why_len, "not compiled in");
+#ifdef KVT_HAVE_CUDA
+    if (backend == KVT_GPU_BACKEND_CUDA)
+        rc = kvt_gpu_cuda_probe(&count, why, why_len);
+#endif
+#ifdef KVT_HAVE_HIP
+    if (backend == KVT_GPU_BACKEND_HIP)
+        rc = kvt_gpu_hip_probe(&count, why, why_len);
+#endif
+    if (rc == 0 && count <= 0) {
+        snprintf(why, why_len, "0 devices");
+        rc = KVT_GPU_ENODEV;
+    }
+    return rc;
+}
+
+kvt_gpu_backend_t kvt_gpu_probe(char *why, size_t why_len)
+{
+    char cuda[160], hip[160];
+    if (s_probe(KVT_GPU_BACKEND_CUDA, cuda, sizeof cuda) == 0) {
+        if (why)
+            snprintf(why, why_len, "cuda: %s", cuda);
+        return KVT_GPU_BACKEND_CUDA;
+    }
+    if (s_probe(KVT_GPU_BACKEND_HIP, hip, sizeof hip) == 0) {
+        if (why)
+            snprintf(why, why_len, "hip: %s; cuda: %s", hip, cuda);
+        return KVT_GPU_BACKEND_HIP;
+    }
+    if (why)
+        snprintf(why, why_len, "no device backend usable (cuda: %s; hip: %s)", cuda, hip);
+    return KVT_GPU_BACKEND_HOST;
+}
+
+static const kvt_gpu_ops_t *s_ops_of(kvt_gpu_backend_t backend)
+{
+#ifdef KVT_HAVE_CUDA
+    if (backend == KVT_GPU_BACKEND_CUDA)
+        return &kvt_gpu_cuda_ops;
+#endif
+#ifdef KVT_HAVE_HIP
+    if (backend == KVT_GPU_BACKEND_HIP)
+        return &kvt_gpu_hip_ops;
+#endif
+    if (backend == KVT_GPU_BACKEND_HOST)
+        return &kvt_gpu_host_ops;
+    return NULL;
+}
+
+//  Opens a device backend (explicitly requested or tried by AUTO). 0 or a
+//  negative code with the reason in `why`.
+static int s_try_device(kvt_gpu_t *self, kvt_gpu_backend_t backend, char *why, size_t why_len)
+{
+    int rc = s_probe(backend, why, why_len);
+    if (rc != 0)
+        return rc;
+    char probe_why[160];
+    snprintf(probe_why, sizeof probe_why, "%s", why);
+    self->ops = s_ops_of(backend);
+    self->backend = backend;
+    rc = self->ops->init(self);
+    if (rc != 0) {
+        kvt_gpu_fmt(why, why_len, "%s; init failed: %s", probe_why, kvt_gpu_last_error());
+        self->ops = NULL;
+        self->impl = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+static int s_fill_opts(kvt_gpu_opts_t *o, const kvt_gpu_opts_t *in)
+{
+    if (in)
+        *o = *in;
+    else
+        memset(o, 0, sizeof *o);
+    if ((int)o->backend < KVT_GPU_BACKEND_AUTO || (int)o->backend > KVT_GPU_BACKEND_CUDA)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "gpu opts: backend %d is not AUTO/HOST/HIP/CUDA",
+                            (int)o->backend);
+    if ((int)o->host_mode != KVT_GPU_HOST_LIVE && (int)o->host_mode != KVT_GPU_HOST_SIM)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "gpu opts: host_mode %d is not LIVE/SIM",
+                            (int)o->host_mode);
+    if (o->host_mode == KVT_GPU_HOST_SIM) {
+        if (o->backend == KVT_GPU_BACKEND_HIP || o->backend == KVT_GPU_BACKEND_CUDA)
+            return kvt_gpu_fail(KVT_GPU_EINVAL,
+                                "gpu opts: host_mode SIM runs on the host backend, not %s",
+                                kvt_gpu_backend_name(o->backend));
+        if (!o->now)
+            return kvt_gpu_fail(KVT_GPU_EINVAL, "gpu opts: host_mode SIM needs a clock (now)");
+    }
+    if (o->device < 0)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "gpu opts: device %d < 0", o->device);
+    if (o->sim_bandwidth_Bps == 0)
+        o->sim_bandwidth_Bps = KVT_GPU_DEFAULT_BW_BPS;
+    if (o->sim_latency_ns == 0)
+        o->sim_latency_ns = KVT_GPU_DEFAULT_LATENCY_NS;
+    if (o->event_max_rerecords == 0)
+        o->event_max_rerecords = KVT_GPU_DEFAULT_MAX_RERECORDS;
+    if (o->event_max_rerecords > 1000000)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "gpu opts: event_max_rerecords %u > 1000000",
+                            o->event_max_rerecords);
+    if (!o->log) {
+        o->log = s_log_stderr;
+        o->log_arg = NULL;
+    }
+    return 0;
+}
+
+static void s_host_describe(kvt_gpu_t *self, const char *why)
+{
+    if (self->opts.host_mode == KVT_GPU_HOST_SIM)
+        snprintf(self->describe, sizeof self->describe,
+                 "host (sim, %.3g GB/s, %llu ns per copy): %s",
+                 (double)self->opts.sim_bandwidth_Bps / 1e9,
+                 (unsigned long long)self->opts.sim_latency_ns, why);
+    else
+        snprintf(self->describe, sizeof self->describe,
+                 "host (live, a worker thread per stream): %s", why);
+}
+
+kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
+{
+    kvt_gpu_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kvt_gpu_fail(KVT_GPU_ENOMEM, "gpu: out of memory");
+        return NULL;
+    }
+    if (s_fill_opts(&self->opts, opts) != 0) {
+        free(self);
+        return NULL;
+    }
+    pthread_mutex_init(&self->mu, NULL);
+    kvt_gpu_backend_t want = self->opts.backend;
+    char why[200], why2[200], line[480];
+    int rc = 0;
+
+    if (want == KVT_GPU_BACKEND_CUDA || want == KVT_GPU_BACKEND_HIP) {
+        if (!kvt_gpu_compiled(want)) {
+            rc = kvt_gpu_fail(KVT_GPU_EUNSUPPORTED,
+                              "gpu: backend %s requested but not compiled into this build",
+                              kvt_gpu_backend_name(want));
+            goto cleanup;
+        }
+        rc = s_try_device(self, want, why, sizeof why);
+        if (rc != 0) {
+            rc = kvt_gpu_fail(rc == KVT_GPU_EUNSUPPORTED ? KVT_GPU_ENODEV : rc,
+                              "gpu: backend %s requested but unusable: %s",
+                              kvt_gpu_backend_name(want), why);
+            self->opts.log(self->opts.log_arg, 0, kvt_gpu_last_error());
+            goto cleanup;
+        }
+        snprintf(self->describe, sizeof self->describe, "%s (device %d): requested; %s",
+                 kvt_gpu_backend_name(want), self->opts.device, why);
+    } else if (want == KVT_GPU_BACKEND_HOST || self->opts.host_mode == KVT_GPU_HOST_SIM) {
+        self->ops = &kvt_gpu_host_ops;
+        self->backend = KVT_GPU_BACKEND_HOST;
+        s_host_describe(self, want == KVT_GPU_BACKEND_HOST
+                                  ? "requested"
+                                  : "AUTO: sim mode runs on the host backend");
+        rc = self->ops->init(self);
+    } else {
+        //  AUTO, live: the first device backend with a device, else host.
+        if (s_try_device(self, KVT_GPU_BACKEND_CUDA, why, sizeof why) == 0)
+            snprintf(self->describe, sizeof self->describe, "cuda (device %d): AUTO: %s",
+                     self->opts.device, why);
+        else if (s_try_device(self, KVT_GPU_BACKEND_HIP, why2, sizeof why2) == 0)
+            snprintf(self->describe, sizeof self->describe, "hip (device %d): AUTO: %s; cuda: %s",
+                     self->opts.device, why2, why);
+        else {
+            snprintf(line, sizeof line, "AUTO: no device backend usable (cuda: %s; hip: %s)", why,
+                     why2);
+            self->ops = &kvt_gpu_host_ops;
+            self->backend = KVT_GPU_BACKEND_HOST;
+            s_host_describe(self, line);
+            rc = self->ops->init(self);
+        }
+    }
+    if (rc != 0)
+        goto cleanup;
+    kvt_gpu_log(self, 2, "backend %s", self->describe);
+    return self;
+
+cleanup:
+    pthread_mutex_destroy(&self->mu);
+    free(self);
+    return NULL;
+}
+
+//  Frees what a plane or pool registration allocated.
+static void s_free_geometry(kvt_gpu_t *self)
+{
+    for (uint32_t p = 0; p < self->nplanes; p++) {
+        if (self->planes[p].owned)
+            self->ops->dev_free(self, self->planes[p].owned);
+        free(self->planes[p].layer_base);
+    }
+    self->nplanes = 0;
+    for (int i = 0; i < 2; i++)
+        if (self->state[i].owned && self->state[i].base)
+            self->ops->dev_free(self, self->state[i].base);
+}
+
+void kvt_gpu_destroy(kvt_gpu_t **self_p)
+{
+    assert(self_p);
+    kvt_gpu_t *self = *self_p;
+    if (!self)
+        return;
+    //  End injected stalls (a drain behind one would never finish), then
+    //  streams (each drains), then what may still reference them.
+    if (self->ops->inject)
+        for (kvt_gpu_stream_t *s = self->streams; s; s = s->next)
+            self->ops->inject(s, KVT_GPU_FAULT_NONE, 0);
+    while (self->streams) {
+        kvt_gpu_stream_t *s = self->streams;
+        kvt_gpu_stream_destroy(&s);
+    }
+    while (self->pools) {
+        kvt_gpu_event_pool_t *pool = self->pools;
+        kvt_gpu_event_pool_destroy(&pool);
+    }
+    while (self->events) {
+        kvt_gpu_event_t *ev = self->events;
+        kvt_gpu_event_destroy(&ev);
+    }
+    for (size_t i = 0; i < self->nhostbufs; i++)
+        self->ops->host_free(self, self->hostbufs[i].ptr);
+    free(self->hostbufs);
+    s_free_geometry(self);
+    self->ops->fini(self);
+    pthread_mutex_destroy(&self->mu);
+    free(self);
+    *self_p = NULL;
+}
+
+kvt_gpu_backend_t kvt_gpu_backend(const kvt_gpu_t *self)
+{
+    return self->backend;
+}
+
+bool kvt_gpu_is_sim(const kvt_gpu_t *self)
+{
+    return self->backend == KVT_GPU_BACKEND_HOST && self->opts.host_mode == KVT_GPU_HOST_SIM;
+}
+
+const char *kvt_gpu_describe(const kvt_gpu_t *self)
+{
+    return self->describe;
+}
+
+// ------------------------------------------------------------ geometry ----
+
+//  Registration is allowed only before the first op. Returns 0 or ESTATE.
+static int s_check_unfrozen(kvt_gpu_t *self, const char *what)
+{
+    pthread_mutex_lock(&self->mu);
+    bool frozen = self->frozen;
+    pthread_mutex_unlock(&self->mu);
+    if (frozen)
+        return kvt_gpu_fail(KVT_GPU_ESTATE, "%s: refused, an op was already queued on this device",
+                            what);
+    return 0;
+}
+
+int kvt_gpu_plane_add(kvt_gpu_t *self, const kvt_gpu_plane_desc_t *desc)
+{
+    assert(self);
+    if (!desc)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "plane_add: desc is NULL");
+    int rc = s_check_unfrozen(self, "plane_add");
+    if (rc != 0)
+        return rc;
+    if (self->nplanes == KVT_GPU_MAX_PLANES)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "plane_add: already %d planes (the maximum)",
+                            KVT_GPU_MAX_PLANES);
+    if (desc->layers == 0 || desc->num_blocks == 0 || desc->block_bytes == 0)
+        return kvt_gpu_fail(
+            KVT_GPU_EINVAL,
+            "plane_add: layers %u, num_blocks %u, block_bytes %zu: each must be >= 1", desc->layers,
+            desc->num_blocks, desc->block_bytes);
+    if (self->nplanes > 0 && desc->num_blocks != self->num_blocks)
+        return kvt_gpu_fail(KVT_GPU_EINVAL,
+                            "plane_add: num_blocks %u differs from the registered planes' %u",
+                            desc->num_blocks, self->num_blocks);
+    size_t layer_bytes = desc->block_bytes * desc->num_blocks;
+    if (layer_bytes / desc->num_blocks != desc->block_bytes ||
+        SIZE_MAX / desc->layers < layer_bytes ||
+        SIZE_MAX - self->block_bytes < desc->block_bytes * desc->layers)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "plane_add: plane size overflows");
+
+    kvt_gpu_plane_t *pl = &self->planes[self->nplanes];
+    memset(pl, 0, sizeof *pl);
+    pl->layer_base = calloc(desc->layers, sizeof(char *));
+    if (!pl->layer_base)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "plane_add: out of memory");
+    if (desc->layer_base) {
+        for (uint32_t l = 0; l < desc->layers; l++) {
+            if (!desc->layer_base[l]) {
+                free(pl->layer_base);
+                pl->layer_base = NULL;
+                return kvt_gpu_fail(KVT_GPU_EINVAL, "plane_add: layer_base[%u] is NULL", l);
+            }
+            pl->layer_base[l] = desc->layer_base[l];
+        }
+    } else {
+        void *region = NULL;
+        rc = self->ops->dev_alloc(self, layer_bytes * desc->layers, &region);
+        if (rc != 0) {
+            free(pl->layer_base);
+            pl->layer_base = NULL;
+            return rc;
+        }
+        pl->owned = region;
+        for (uint32_t l = 0; l < desc->layers; l++)
+            pl->layer_base[l] = (char *)region + (size_t)l * layer_bytes;
+    }
+    if (desc->name)
+        snprintf(pl->name, sizeof pl->name, "%s", desc->name);
+    else
+        snprintf(pl->name, sizeof pl->name, "plane%u", self->nplanes);
+    pl->layers = desc->layers;
+    pl->block_bytes = desc->block_bytes;
+    pl->chunk_base = self->block_bytes;
+    self->block_bytes += desc->block_bytes * desc->layers;
+    self->num_blocks = desc->num_blocks;
+    return (int)self->nplanes++;
+}
+
+uint32_t kvt_gpu_plane_count(const kvt_gpu_t *self)
+{
+    return self->nplanes;
+}
+
+uint32_t kvt_gpu_num_blocks(const kvt_gpu_t *self)
+{
+    return self->num_blocks;
+}
+
+size_t kvt_gpu_block_bytes(const kvt_gpu_t *self)
+{
+    return self->block_bytes;
+}
+
+size_t kvt_gpu_chunk_offset(const kvt_gpu_t *self, uint32_t plane, uint32_t layer, uint32_t n,
+                            uint32_t i)
+{
+    if (plane >= self->nplanes || layer >= self->planes[plane].layers || i >= n)
+        return SIZE_MAX;
+    const kvt_gpu_plane_t *pl = &self->planes[plane];
+    return (size_t)n * pl->chunk_base + ((size_t)layer * n + i) * pl->block_bytes;
+}
+
+void *kvt_gpu_plane_ptr(kvt_gpu_t *self, uint32_t plane, uint32_t layer, uint32_t block)
+{
+    if (self->backend != KVT_GPU_BACKEND_HOST || plane >= self->nplanes ||
+        layer >= self->planes[plane].layers || block >= self->num_blocks)
+        return NULL;
+    const kvt_gpu_plane_t *pl = &self->planes[plane];
+    return pl->layer_base[layer] + (size_t)block * pl->block_bytes;
+}
+
+static kvt_gpu_spool_t *s_spool(kvt_gpu_t *self, kvt_gpu_state_pool_t pool)
+{
+    if (pool == KVT_GPU_STATE_SLOTS)
+        return &self->state[0];
+    if (pool == KVT_GPU_STATE_CKPT)
+        return &self->state[1];
+    return NULL;
+}
+
+int kvt_gpu_state_add(kvt_gpu_t *self, kvt_gpu_state_pool_t pool, const kvt_gpu_state_desc_t *desc)
+{
+    assert(self);
+    kvt_gpu_spool_t *sp = s_spool(self, pool);
+    if (!sp)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "state_add: pool %d is not SLOTS or CKPT", (int)pool);
+    const char *name = pool == KVT_GPU_STATE_SLOTS ? "slots" : "ckpt";
+    if (!desc)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "state_add(%s): desc is NULL", name);
+    int rc = s_check_unfrozen(self, "state_add");
+    if (rc != 0)
+        return rc;
+    if (sp->count)
+        return kvt_gpu_fail(KVT_GPU_ESTATE, "state_add(%s): already registered", name);
+    if (desc->count == 0 || desc->state_bytes == 0 || SIZE_MAX / desc->count < desc->state_bytes)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "state_add(%s): count %u, state_bytes %zu: bad size",
+                            name, desc->count, desc->state_bytes);
+    if (desc->base) {
+        sp->base = desc->base;
+        sp->owned = false;
+    } else {
+        void *region = NULL;
+        rc = self->ops->dev_alloc(self, (size_t)desc->count * desc->state_bytes, &region);
+        if (rc != 0)
+            return rc;
+        sp->base = region;
+        sp->owned = true;
+    }
+    sp->count = desc->count;
+    sp->bytes = desc->state_bytes;
+    return 0;
+}
+
+uint32_t kvt_gpu_state_count(const kvt_gpu_t *self, kvt_gpu_state_pool_t pool)
+{
+    const kvt_gpu_spool_t *sp = s_spool((kvt_gpu_t *)self, pool);
+    return sp ? sp->count : 0;
+}
+
+size_t kvt_gpu_state_bytes(const kvt_gpu_t *self, kvt_gpu_state_pool_t pool)
+{
+    const kvt_gpu_spool_t *sp = s_spool((kvt_gpu_t *)self, pool);
+    return sp ? sp->bytes : 0;
+}
+
+void *kvt_gpu_state_ptr(kvt_gpu_t *self, kvt_gpu_state_pool_t pool, uint32_t index)
+{
+    kvt_gpu_spool_t *sp = s_spool(self, pool);
+    if (self->backend != KVT_GPU_BACKEND_HOST || !sp || index >= sp->count)
+        return NULL;
+    return sp->base + (size_t)index * sp->bytes;
+}
+
+// --------------------------------------------------- pinned host memory ----
+
+void *kvt_gpu_host_alloc(kvt_gpu_t *self, size_t bytes)
+{
+    assert(self);
+    if (bytes == 0) {
+        kvt_gpu_fail(KVT_GPU_EINVAL, "host_alloc: 0 bytes");
+        return NULL;
+    }
+    void *ptr = NULL;
+    if (self->ops->host_alloc(self, bytes, &ptr) != 0)
+        return NULL;
+    pthread_mutex_lock(&self->mu);
+    if (self->nhostbufs == self->hostbufs_cap) {
+        size_t cap = self->hostbufs_cap ? self->hostbufs_cap * 2 : 16;
+        kvt_gpu_hostbuf_t *grown = realloc(self->hostbufs, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&self->mu);
+            self->ops->host_free(self, ptr);
+            kvt_gpu_fail(KVT_GPU_ENOMEM, "host_alloc: out of memory");
+            return NULL;
+        }
+        self->hostbufs = grown;
+        self->hostbufs_cap = cap;
+    }
+    self->hostbufs[self->nhostbufs++] = (kvt_gpu_hostbuf_t){ptr, bytes};
+    pthread_mutex_unlock(&self->mu);
+    return ptr;
+}
+
+void kvt_gpu_host_free(kvt_gpu_t *self, void *ptr)
+{
+    assert(self);
+    if (!ptr)
+        return;
+    bool found = false;
+    pthread_mutex_lock(&self->mu);
+    for (size_t i = 0; i < self->nhostbufs; i++)
+        if (self->hostbufs[i].ptr == ptr) {
+            self->hostbufs[i] = self->hostbufs[--self->nhostbufs];
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&self->mu);
+    //  A pointer this device did not allocate is a caller bug.
+    assert(found);
+    if (found)
+        self->ops->host_free(self, ptr);
+}
+
+// ------------------------------------------------------------- counters ----
+
+void kvt_gpu_stats(kvt_gpu_t *self, kvt_gpu_stats_t *out)
+{
+    assert(self && out);
+    pthread_mutex_lock(&self->mu);
+    *out = self->stats;
+    pthread_mutex_unlock(&self->mu);
+}
+
+uint64_t kvt_gpu_sim_cost_ns(const kvt_gpu_t *self, size_t bytes)
+{
+    uint64_t bw = self->opts.sim_bandwidth_Bps;
+    //  ceil (bytes * 1e9 / bw) without overflowing for any size_t.
+    uint64_t whole = (uint64_t)bytes / bw;
+    uint64_t rest = (uint64_t)bytes % bw;
+    unsigned __int128 part = ((unsigned __int128)rest * 1000000000u + bw - 1) / bw;
+    uint64_t ns = kvt_gpu_sat_add(
+        whole > UINT64_MAX / 1000000000u ? UINT64_MAX : whole * 1000000000u, (uint64_t)part);
+    return kvt_gpu_sat_add(ns, self->opts.sim_latency_ns);
+}
+
+// ---------------------------------------------------------- copy batches ----
+
+kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count)
+{
+    size_t bytes = sizeof(kvt_gpu_copy_t) + (size_t)count * (2 * sizeof(void *) + sizeof(size_t));
+    kvt_gpu_copy_t *copy = malloc(bytes);
+    if (!copy)
+        return NULL;
+    copy->dir = dir;
+    copy->count = 0;
+    copy->bytes = 0;
+    copy->dst = (void **)(copy + 1);
+    copy->src = (const void **)(copy->dst + count);
+    copy->len = (size_t *)(copy->src + count);
+    return copy;
+}
+
+void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t len)
+{
+    uint32_t k = copy->count;
+    if (k > 0 && (char *)copy->dst[k - 1] + copy->len[k - 1] == (char *)dst &&
+        (const char *)copy->src[k - 1] + copy->len[k - 1] == (const char *)src) {
+        copy->len[k - 1] += len;
+    } else {
+        copy->dst[k] = dst;
+        copy->src[k] = src;
+        copy->len[k] = len;
+        copy->count = k + 1;
+    }
+    copy->bytes += len;
+}
+
+void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy)
+{
+    for (uint32_t k = 0; k < copy->count; k++)
+        memcpy(copy->dst[k], copy->src[k], copy->len[k]);
+}

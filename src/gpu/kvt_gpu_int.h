@@ -1,0 +1,216 @@
+/*  kvt_gpu_int.h — private to src/gpu: the front-end objects shared by every
+    backend and the backend vtable (one table per backend, redis-ae style).
+
+    The front (kvt_gpu.c, kvt_gpu_stream.c, kvt_gpu_event_pool.c) validates
+    every argument, keeps the geometry, the counters and the lists of open
+    objects, and turns gather / scatter / state copies into one copy batch
+    (kvt_gpu_copy_t) per op. A backend only moves bytes and orders work.
+
+    Locking: gpu->mu protects the front's lists, counters and `frozen`. The
+    host backend uses the same mutex for its queues. The front never holds
+    gpu->mu while calling into a backend.
+*/
+#ifndef KVT_GPU_INT_H_INCLUDED
+#define KVT_GPU_INT_H_INCLUDED
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier/kvt_gpu.h"
+
+#define KVT_GPU_MAX_PLANES 16 //  planes per device
+#define KVT_GPU_NAME_MAX   32 //  bytes in a plane / stream name
+
+//  Defaults of kvt_gpu_opts_t (docs/gpu.md lists them).
+#define KVT_GPU_DEFAULT_BW_BPS        25000000000ull //  SIM bandwidth, bytes/s
+#define KVT_GPU_DEFAULT_LATENCY_NS    5000ull        //  SIM cost per copy op, ns
+#define KVT_GPU_DEFAULT_MAX_RERECORDS 31u            //  re-records per event
+
+//  Direction of a copy batch.
+typedef enum {
+    KVT_GPU_D2H = 1, //  device memory -> host memory (gather, state to host)
+    KVT_GPU_H2D = 2, //  host memory -> device memory (scatter, state from host)
+    KVT_GPU_D2D = 3, //  device memory -> device memory (state copy)
+} kvt_gpu_dir_t;
+
+//  One op's byte movement: `count` segments, allocated as one block (free
+//  it with free ()). The segments never overlap each other.
+typedef struct {
+    kvt_gpu_dir_t dir; //  direction of every segment
+    uint32_t count;    //  number of segments
+    size_t bytes;      //  sum of len[]
+    void **dst;        //  count destination pointers
+    const void **src;  //  count source pointers
+    size_t *len;       //  count segment lengths
+} kvt_gpu_copy_t;
+
+//  A registered KV page plane.
+typedef struct {
+    char name[KVT_GPU_NAME_MAX]; //  "K", "V", "plane2"...
+    uint32_t layers;             //  layers in the plane
+    size_t block_bytes;          //  bytes of one block in one layer
+    size_t chunk_base;           //  P[p]: per-block bytes of the planes before it
+    char **layer_base;           //  layers device pointers (array owned here)
+    void *owned;                 //  the region the layer allocated, or NULL
+} kvt_gpu_plane_t;
+
+//  A registered state pool.
+typedef struct {
+    uint32_t count; //  units; 0 = not registered
+    size_t bytes;   //  bytes per unit
+    char *base;     //  device pointer of unit 0
+    bool owned;     //  the layer allocated base (and frees it)
+} kvt_gpu_spool_t;
+
+//  A pinned host allocation (tracked to validate frees and to tell
+//  backends whether a buffer is pinned).
+typedef struct {
+    void *ptr;    //  start
+    size_t bytes; //  length
+} kvt_gpu_hostbuf_t;
+
+typedef struct _kvt_gpu_ops_t kvt_gpu_ops_t;
+
+struct _kvt_gpu_t {
+    const kvt_gpu_ops_t *ops;                   //  the backend's vtable
+    void *impl;                                 //  the backend's device state
+    kvt_gpu_backend_t backend;                  //  HOST, HIP or CUDA
+    kvt_gpu_opts_t opts;                        //  options with defaults filled in
+    char describe[512];                         //  the selection line
+    kvt_gpu_plane_t planes[KVT_GPU_MAX_PLANES]; //  registered planes
+    uint32_t nplanes;                           //  planes registered
+    uint32_t num_blocks;                        //  blocks per layer (all planes)
+    size_t block_bytes;                         //  bytes of one block, all planes and layers
+    kvt_gpu_spool_t state[2];                   //  [0] slots, [1] checkpoint units
+    pthread_mutex_t mu;                         //  guards what follows and the host queues
+    bool frozen;                                //  an op was queued: geometry is fixed
+    kvt_gpu_stats_t stats;                      //  counters
+    kvt_gpu_stream_t *streams;                  //  open streams (list)
+    kvt_gpu_event_t *events;                    //  open events (list)
+    kvt_gpu_event_pool_t *pools;                //  open event pools (list)
+    kvt_gpu_hostbuf_t *hostbufs;                //  pinned allocations
+    size_t nhostbufs;                           //  entries used in hostbufs
+    size_t hostbufs_cap;                        //  entries allocated in hostbufs
+};
+
+struct _kvt_gpu_stream_t {
+    kvt_gpu_t *gpu;              //  device it belongs to
+    char name[KVT_GPU_NAME_MAX]; //  for messages
+    void *impl;                  //  backend stream
+    kvt_gpu_stream_t *prev;      //  gpu->streams list
+    kvt_gpu_stream_t *next;      //  gpu->streams list
+};
+
+//  Where a pool event is.
+typedef enum {
+    KVT_GPU_EV_PLAIN = 0, //  not a pool event
+    KVT_GPU_EV_FREE = 1,  //  in the pool's free list
+    KVT_GPU_EV_OUT = 2,   //  handed out by get
+    KVT_GPU_EV_DEFER = 3, //  retired, waiting for its owner thread
+} kvt_gpu_ev_state_t;
+
+struct _kvt_gpu_event_t {
+    kvt_gpu_t *gpu;             //  device it belongs to
+    void *impl;                 //  backend event
+    uint32_t records;           //  times recorded (under gpu->mu)
+    uint32_t max_records;       //  1 + max re-records
+    pthread_t owner;            //  thread that created it
+    kvt_gpu_event_pool_t *pool; //  pool it belongs to, or NULL
+    kvt_gpu_ev_state_t state;   //  where it is in its pool
+    kvt_gpu_event_t *pool_prev; //  pool's list of its events
+    kvt_gpu_event_t *pool_next; //  pool's list of its events
+    kvt_gpu_event_t *link;      //  pool's free or deferred stack
+    kvt_gpu_event_t *prev;      //  gpu->events list
+    kvt_gpu_event_t *next;      //  gpu->events list
+};
+
+struct _kvt_gpu_event_pool_t {
+    kvt_gpu_t *gpu;                   //  device it belongs to
+    pthread_t owner;                  //  thread that created the pool
+    kvt_gpu_event_t *events;          //  every event of the pool (pool_prev / pool_next)
+    kvt_gpu_event_t *free;            //  events ready for get (link stack)
+    kvt_gpu_event_t *deferred;        //  retired events waiting for their owner (link stack)
+    kvt_gpu_event_pool_stats_t stats; //  counters (free / in_use computed on read)
+    kvt_gpu_event_pool_t *prev;       //  gpu->pools list
+    kvt_gpu_event_pool_t *next;       //  gpu->pools list
+};
+
+//  Unlinks a pool event the caller destroys itself (under gpu->mu).
+void kvt_gpu_event_pool_forget(kvt_gpu_event_t *ev);
+
+//  The backend vtable. Every function returns 0 or a KVT_GPU_E* code and
+//  sets the last error. NULL entries mean "not supported here".
+struct _kvt_gpu_ops_t {
+    const char *name; //  "host", "hip", "cuda"
+    //  Device-wide state (gpu->impl); fini after every object is gone.
+    int (*init)(kvt_gpu_t *gpu);
+    void (*fini)(kvt_gpu_t *gpu);
+    //  Device memory, zeroed; pinned host memory.
+    int (*dev_alloc)(kvt_gpu_t *gpu, size_t bytes, void **out);
+    void (*dev_free)(kvt_gpu_t *gpu, void *ptr);
+    int (*host_alloc)(kvt_gpu_t *gpu, size_t bytes, void **out);
+    void (*host_free)(kvt_gpu_t *gpu, void *ptr);
+    //  Streams: destroy drains first.
+    int (*stream_new)(kvt_gpu_stream_t *s);
+    void (*stream_destroy)(kvt_gpu_stream_t *s);
+    int (*stream_query)(kvt_gpu_stream_t *s);
+    int (*stream_sync)(kvt_gpu_stream_t *s);
+    //  Events.
+    int (*event_new)(kvt_gpu_event_t *ev);
+    void (*event_destroy)(kvt_gpu_event_t *ev);
+    int (*event_record)(kvt_gpu_event_t *ev, kvt_gpu_stream_t *s);
+    int (*stream_wait)(kvt_gpu_stream_t *s, kvt_gpu_event_t *ev);
+    int (*event_query)(kvt_gpu_event_t *ev);
+    int (*event_sync)(kvt_gpu_event_t *ev);
+    //  Queues a copy batch; takes ownership of `copy` on every path.
+    int (*copy)(kvt_gpu_stream_t *s, kvt_gpu_copy_t *copy, bool pinned);
+    int (*host_fn)(kvt_gpu_stream_t *s, kvt_gpu_host_fn *fn, void *arg, uint64_t sim_cost_ns);
+    //  Host backend only (NULL elsewhere).
+    int (*inject)(kvt_gpu_stream_t *s, kvt_gpu_fault_t fault, uint32_t count);
+    uint64_t (*event_eta)(kvt_gpu_event_t *ev);
+    int (*progress)(kvt_gpu_t *gpu);
+    uint64_t (*next_eta)(kvt_gpu_t *gpu);
+};
+
+extern const kvt_gpu_ops_t kvt_gpu_host_ops;
+#ifdef KVT_HAVE_HIP
+extern const kvt_gpu_ops_t kvt_gpu_hip_ops;
+//  Device count, or a negative code with `why` filled (no device, no driver).
+int kvt_gpu_hip_probe(int *count, char *why, size_t why_len);
+#endif
+#ifdef KVT_HAVE_CUDA
+extern const kvt_gpu_ops_t kvt_gpu_cuda_ops;
+int kvt_gpu_cuda_probe(int *count, char *why, size_t why_len);
+#endif
+
+//  Sets this thread's last error and returns `code`.
+int kvt_gpu_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+//  snprintf that may truncate (messages).
+void kvt_gpu_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+//  Logs through the device's sink.
+void kvt_gpu_log(kvt_gpu_t *gpu, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+//  A copy batch with room for `count` segments (count, bytes = 0); NULL on
+//  allocation failure.
+kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count);
+
+//  Appends a segment, merging it into the previous one when both ends
+//  continue it.
+void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t len);
+
+//  Runs a batch on the CPU (host backend; memcpy per segment).
+void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy);
+
+//  Saturating a + b.
+static inline uint64_t kvt_gpu_sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+#endif

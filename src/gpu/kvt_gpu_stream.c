@@ -1,0 +1,453 @@
+/*  kvt_gpu_stream.c — streams, events and the ops queued on streams: the
+    front validates (block ids, sizes, indices; refuses, never clamps),
+    builds the copy batch in the chunk layout, counts, and hands the batch to
+    the backend.
+*/
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvt_gpu_int.h"
+
+//  Counts a refused call and returns its code (the message is already set).
+static int s_refused(kvt_gpu_t *gpu, int code)
+{
+    pthread_mutex_lock(&gpu->mu);
+    gpu->stats.refused++;
+    pthread_mutex_unlock(&gpu->mu);
+    return code;
+}
+
+// -------------------------------------------------------------- streams ----
+
+kvt_gpu_stream_t *kvt_gpu_stream_new(kvt_gpu_t *gpu, const char *name)
+{
+    assert(gpu);
+    kvt_gpu_stream_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kvt_gpu_fail(KVT_GPU_ENOMEM, "stream_new: out of memory");
+        return NULL;
+    }
+    self->gpu = gpu;
+    snprintf(self->name, sizeof self->name, "%s", name ? name : "stream");
+    if (gpu->ops->stream_new(self) != 0) {
+        free(self);
+        return NULL;
+    }
+    pthread_mutex_lock(&gpu->mu);
+    self->next = gpu->streams;
+    if (gpu->streams)
+        gpu->streams->prev = self;
+    gpu->streams = self;
+    pthread_mutex_unlock(&gpu->mu);
+    return self;
+}
+
+void kvt_gpu_stream_destroy(kvt_gpu_stream_t **self_p)
+{
+    assert(self_p);
+    kvt_gpu_stream_t *self = *self_p;
+    if (!self)
+        return;
+    kvt_gpu_t *gpu = self->gpu;
+    gpu->ops->stream_destroy(self);
+    pthread_mutex_lock(&gpu->mu);
+    if (self->prev)
+        self->prev->next = self->next;
+    else
+        gpu->streams = self->next;
+    if (self->next)
+        self->next->prev = self->prev;
+    pthread_mutex_unlock(&gpu->mu);
+    free(self);
+    *self_p = NULL;
+}
+
+int kvt_gpu_stream_query(kvt_gpu_stream_t *self)
+{
+    assert(self);
+    return self->gpu->ops->stream_query(self);
+}
+
+int kvt_gpu_stream_synchronize(kvt_gpu_stream_t *self)
+{
+    assert(self);
+    return self->gpu->ops->stream_sync(self);
+}
+
+// ------------------------------------------------------------------ ops ----
+
+//  True when [ptr, ptr + len) lies in one pinned allocation of this device.
+static bool s_pinned(kvt_gpu_t *gpu, const void *ptr, size_t len)
+{
+    bool pinned = false;
+    pthread_mutex_lock(&gpu->mu);
+    for (size_t i = 0; i < gpu->nhostbufs && !pinned; i++) {
+        const char *b = gpu->hostbufs[i].ptr;
+        pinned = (const char *)ptr >= b && len <= gpu->hostbufs[i].bytes &&
+                 (size_t)((const char *)ptr - b) <= gpu->hostbufs[i].bytes - len;
+    }
+    pthread_mutex_unlock(&gpu->mu);
+    return pinned;
+}
+
+//  Freezes the geometry and counts one queued op of `bytes` into `counter`.
+static void s_count_op(kvt_gpu_t *gpu, uint64_t *counter, uint64_t *bytes_counter, size_t bytes)
+{
+    pthread_mutex_lock(&gpu->mu);
+    gpu->frozen = true;
+    gpu->stats.ops_queued++;
+    if (counter)
+        (*counter)++;
+    if (bytes_counter)
+        *bytes_counter += bytes;
+    pthread_mutex_unlock(&gpu->mu);
+}
+
+static int s_cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+//  Checks a block list: n >= 1, every id < num_blocks, no duplicates.
+static int s_check_blocks(kvt_gpu_t *gpu, const char *what, const uint32_t *blocks, uint32_t n)
+{
+    if (gpu->nplanes == 0)
+        return kvt_gpu_fail(KVT_GPU_ESTATE, "%s: no KV plane registered", what);
+    if (!blocks || n == 0)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "%s: empty block list (n = %u)", what, n);
+    if (n > gpu->num_blocks)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "%s: %u blocks > num_blocks %u (a duplicate)", what, n,
+                            gpu->num_blocks);
+    for (uint32_t i = 0; i < n; i++)
+        if (blocks[i] >= gpu->num_blocks)
+            return kvt_gpu_fail(KVT_GPU_EINVAL, "%s: block id %u at index %u >= num_blocks %u",
+                                what, blocks[i], i, gpu->num_blocks);
+    if (n <= 64) {
+        for (uint32_t i = 1; i < n; i++)
+            for (uint32_t j = 0; j < i; j++)
+                if (blocks[i] == blocks[j])
+                    return kvt_gpu_fail(KVT_GPU_EINVAL,
+                                        "%s: duplicate block id %u at indexes %u and %u", what,
+                                        blocks[i], j, i);
+        return 0;
+    }
+    uint32_t *sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", what);
+    memcpy(sorted, blocks, (size_t)n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, s_cmp_u32);
+    int rc = 0;
+    for (uint32_t i = 1; i < n && rc == 0; i++)
+        if (sorted[i] == sorted[i - 1])
+            rc = kvt_gpu_fail(KVT_GPU_EINVAL, "%s: duplicate block id %u", what, sorted[i]);
+    free(sorted);
+    return rc;
+}
+
+//  Builds and queues the batch of a gather (D2H) or a scatter (H2D).
+static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const uint32_t *blocks, uint32_t n,
+                       char *host, size_t host_len)
+{
+    assert(s);
+    kvt_gpu_t *gpu = s->gpu;
+    const char *what = dir == KVT_GPU_D2H ? "gather" : "scatter";
+    int rc = s_check_blocks(gpu, what, blocks, n);
+    if (rc != 0)
+        return s_refused(gpu, rc);
+    size_t need = (size_t)n * gpu->block_bytes;
+    if (!host || host_len < need)
+        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL,
+                                           "%s: buffer of %zu bytes < %u blocks x %zu bytes = %zu",
+                                           what, host ? host_len : 0, n, gpu->block_bytes, need));
+    uint64_t segs = 0;
+    for (uint32_t p = 0; p < gpu->nplanes; p++)
+        segs += (uint64_t)gpu->planes[p].layers * n;
+    if (segs > UINT32_MAX)
+        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "%s: too many segments", what));
+    kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc(dir, (uint32_t)segs);
+    if (!copy)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", what);
+    for (uint32_t p = 0; p < gpu->nplanes; p++) {
+        const kvt_gpu_plane_t *pl = &gpu->planes[p];
+        size_t bb = pl->block_bytes;
+        for (uint32_t l = 0; l < pl->layers; l++) {
+            char *chunk = host + (size_t)n * pl->chunk_base + (size_t)l * n * bb;
+            char *base = pl->layer_base[l];
+            for (uint32_t i = 0; i < n; i++) {
+                char *dev = base + (size_t)blocks[i] * bb;
+                if (dir == KVT_GPU_D2H)
+                    kvt_gpu_copy_push(copy, chunk + (size_t)i * bb, dev, bb);
+                else
+                    kvt_gpu_copy_push(copy, dev, chunk + (size_t)i * bb, bb);
+            }
+        }
+    }
+    bool pinned = gpu->backend != KVT_GPU_BACKEND_HOST && s_pinned(gpu, host, need);
+    s_count_op(gpu, dir == KVT_GPU_D2H ? &gpu->stats.gathers : &gpu->stats.scatters,
+               dir == KVT_GPU_D2H ? &gpu->stats.bytes_gathered : &gpu->stats.bytes_scattered, need);
+    return gpu->ops->copy(s, copy, pinned);
+}
+
+int kvt_gpu_gather(kvt_gpu_stream_t *s, const uint32_t *blocks, uint32_t n, void *dst,
+                   size_t dst_len)
+{
+    return s_blocks_op(s, KVT_GPU_D2H, blocks, n, dst, dst_len);
+}
+
+int kvt_gpu_scatter(kvt_gpu_stream_t *s, const uint32_t *blocks, uint32_t n, const void *src,
+                    size_t src_len)
+{
+    //  The batch only reads `src` (H2D); the cast keeps one builder.
+    return s_blocks_op(s, KVT_GPU_H2D, blocks, n, (char *)(uintptr_t)src, src_len);
+}
+
+//  The unit (pool, index) as a device pointer, or NULL with the error set.
+static char *s_unit(kvt_gpu_t *gpu, const char *what, kvt_gpu_state_pool_t pool, uint32_t index)
+{
+    const kvt_gpu_spool_t *sp = pool == KVT_GPU_STATE_SLOTS  ? &gpu->state[0]
+                                : pool == KVT_GPU_STATE_CKPT ? &gpu->state[1]
+                                                             : NULL;
+    if (!sp) {
+        kvt_gpu_fail(KVT_GPU_EINVAL, "%s: pool %d is not SLOTS or CKPT", what, (int)pool);
+        return NULL;
+    }
+    const char *name = pool == KVT_GPU_STATE_SLOTS ? "slot" : "checkpoint unit";
+    if (sp->count == 0) {
+        kvt_gpu_fail(KVT_GPU_EINVAL, "%s: no %s pool registered", what, name);
+        return NULL;
+    }
+    if (index >= sp->count) {
+        kvt_gpu_fail(KVT_GPU_EINVAL, "%s: %s %u >= count %u", what, name, index, sp->count);
+        return NULL;
+    }
+    return sp->base + (size_t)index * sp->bytes;
+}
+
+static int s_state_host(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, kvt_gpu_state_pool_t pool,
+                        uint32_t index, char *host, size_t len)
+{
+    assert(s);
+    kvt_gpu_t *gpu = s->gpu;
+    const char *what = dir == KVT_GPU_D2H ? "state_to_host" : "state_from_host";
+    char *unit = s_unit(gpu, what, pool, index);
+    if (!unit)
+        return s_refused(gpu, KVT_GPU_EINVAL);
+    size_t bytes = kvt_gpu_state_bytes(gpu, pool);
+    if (!host || len < bytes)
+        return s_refused(gpu,
+                         kvt_gpu_fail(KVT_GPU_EINVAL, "%s: buffer of %zu bytes < state_bytes %zu",
+                                      what, host ? len : 0, bytes));
+    kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc(dir, 1);
+    if (!copy)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", what);
+    if (dir == KVT_GPU_D2H)
+        kvt_gpu_copy_push(copy, host, unit, bytes);
+    else
+        kvt_gpu_copy_push(copy, unit, host, bytes);
+    bool pinned = gpu->backend != KVT_GPU_BACKEND_HOST && s_pinned(gpu, host, bytes);
+    s_count_op(gpu, &gpu->stats.state_copies, &gpu->stats.bytes_state, bytes);
+    return gpu->ops->copy(s, copy, pinned);
+}
+
+int kvt_gpu_state_to_host(kvt_gpu_stream_t *s, kvt_gpu_state_pool_t pool, uint32_t index, void *dst,
+                          size_t len)
+{
+    return s_state_host(s, KVT_GPU_D2H, pool, index, dst, len);
+}
+
+int kvt_gpu_state_from_host(kvt_gpu_stream_t *s, kvt_gpu_state_pool_t pool, uint32_t index,
+                            const void *src, size_t len)
+{
+    return s_state_host(s, KVT_GPU_H2D, pool, index, (char *)(uintptr_t)src, len);
+}
+
+int kvt_gpu_state_copy(kvt_gpu_stream_t *s, kvt_gpu_state_pool_t dst_pool, uint32_t dst_index,
+                       kvt_gpu_state_pool_t src_pool, uint32_t src_index)
+{
+    assert(s);
+    kvt_gpu_t *gpu = s->gpu;
+    char *dst = s_unit(gpu, "state_copy (dst)", dst_pool, dst_index);
+    if (!dst)
+        return s_refused(gpu, KVT_GPU_EINVAL);
+    char *src = s_unit(gpu, "state_copy (src)", src_pool, src_index);
+    if (!src)
+        return s_refused(gpu, KVT_GPU_EINVAL);
+    size_t bytes = kvt_gpu_state_bytes(gpu, dst_pool);
+    if (kvt_gpu_state_bytes(gpu, src_pool) != bytes)
+        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL,
+                                           "state_copy: state_bytes differ (dst %zu, src %zu)",
+                                           bytes, kvt_gpu_state_bytes(gpu, src_pool)));
+    if (dst == src)
+        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "state_copy: a unit onto itself"));
+    kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc(KVT_GPU_D2D, 1);
+    if (!copy)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "state_copy: out of memory");
+    kvt_gpu_copy_push(copy, dst, src, bytes);
+    s_count_op(gpu, &gpu->stats.state_copies, &gpu->stats.bytes_state, bytes);
+    return gpu->ops->copy(s, copy, true);
+}
+
+int kvt_gpu_launch_host_fn(kvt_gpu_stream_t *s, kvt_gpu_host_fn *fn, void *arg,
+                           uint64_t sim_cost_ns)
+{
+    assert(s);
+    kvt_gpu_t *gpu = s->gpu;
+    if (!fn)
+        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "launch_host_fn: fn is NULL"));
+    if (!gpu->ops->host_fn)
+        return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "launch_host_fn: not supported by %s",
+                            gpu->ops->name);
+    s_count_op(gpu, NULL, NULL, 0);
+    return gpu->ops->host_fn(s, fn, arg, sim_cost_ns);
+}
+
+// --------------------------------------------------------------- events ----
+
+kvt_gpu_event_t *kvt_gpu_event_new(kvt_gpu_t *gpu)
+{
+    assert(gpu);
+    kvt_gpu_event_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kvt_gpu_fail(KVT_GPU_ENOMEM, "event_new: out of memory");
+        return NULL;
+    }
+    self->gpu = gpu;
+    self->owner = pthread_self();
+    self->max_records = gpu->opts.event_max_rerecords + 1;
+    if (gpu->ops->event_new(self) != 0) {
+        free(self);
+        return NULL;
+    }
+    pthread_mutex_lock(&gpu->mu);
+    self->next = gpu->events;
+    if (gpu->events)
+        gpu->events->prev = self;
+    gpu->events = self;
+    pthread_mutex_unlock(&gpu->mu);
+    return self;
+}
+
+void kvt_gpu_event_destroy(kvt_gpu_event_t **self_p)
+{
+    assert(self_p);
+    kvt_gpu_event_t *self = *self_p;
+    if (!self)
+        return;
+    kvt_gpu_t *gpu = self->gpu;
+    pthread_mutex_lock(&gpu->mu);
+    if (self->pool)
+        kvt_gpu_event_pool_forget(self);
+    if (self->prev)
+        self->prev->next = self->next;
+    else
+        gpu->events = self->next;
+    if (self->next)
+        self->next->prev = self->prev;
+    pthread_mutex_unlock(&gpu->mu);
+    gpu->ops->event_destroy(self);
+    free(self);
+    *self_p = NULL;
+}
+
+int kvt_gpu_event_record(kvt_gpu_event_t *ev, kvt_gpu_stream_t *s)
+{
+    assert(ev && s);
+    kvt_gpu_t *gpu = ev->gpu;
+    if (s->gpu != gpu)
+        return s_refused(gpu,
+                         kvt_gpu_fail(KVT_GPU_EINVAL,
+                                      "event_record: stream '%s' is on another device", s->name));
+    pthread_mutex_lock(&gpu->mu);
+    if (ev->records >= ev->max_records) {
+        pthread_mutex_unlock(&gpu->mu);
+        return kvt_gpu_fail(KVT_GPU_ELIMIT,
+                            "event_record: event already recorded %u times (1 + %u re-records)",
+                            ev->records, ev->max_records - 1);
+    }
+    ev->records++;
+    pthread_mutex_unlock(&gpu->mu);
+    int rc = gpu->ops->event_record(ev, s);
+    pthread_mutex_lock(&gpu->mu);
+    if (rc != 0)
+        ev->records--;
+    else {
+        gpu->stats.records++;
+        if (ev->pool)
+            ev->pool->stats.recorded++;
+    }
+    pthread_mutex_unlock(&gpu->mu);
+    return rc;
+}
+
+int kvt_gpu_stream_wait_event(kvt_gpu_stream_t *s, kvt_gpu_event_t *ev)
+{
+    assert(s && ev);
+    kvt_gpu_t *gpu = s->gpu;
+    if (ev->gpu != gpu)
+        return s_refused(
+            gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "stream_wait_event: the event is on another device"));
+    pthread_mutex_lock(&gpu->mu);
+    gpu->frozen = true;
+    gpu->stats.waits++;
+    pthread_mutex_unlock(&gpu->mu);
+    return gpu->ops->stream_wait(s, ev);
+}
+
+int kvt_gpu_event_query(kvt_gpu_event_t *ev)
+{
+    assert(ev);
+    return ev->gpu->ops->event_query(ev);
+}
+
+int kvt_gpu_event_synchronize(kvt_gpu_event_t *ev)
+{
+    assert(ev);
+    return ev->gpu->ops->event_sync(ev);
+}
+
+uint32_t kvt_gpu_event_records(const kvt_gpu_event_t *ev)
+{
+    assert(ev);
+    pthread_mutex_lock(&ev->gpu->mu);
+    uint32_t records = ev->records;
+    pthread_mutex_unlock(&ev->gpu->mu);
+    return records;
+}
+
+uint64_t kvt_gpu_event_eta(kvt_gpu_event_t *ev)
+{
+    assert(ev);
+    if (!ev->gpu->ops->event_eta)
+        return UINT64_MAX;
+    return ev->gpu->ops->event_eta(ev);
+}
+
+// -------------------------------------------------------- SIM and faults ----
+
+int kvt_gpu_progress(kvt_gpu_t *self)
+{
+    assert(self);
+    return self->ops->progress ? self->ops->progress(self) : 0;
+}
+
+uint64_t kvt_gpu_next_eta(kvt_gpu_t *self)
+{
+    assert(self);
+    return self->ops->next_eta ? self->ops->next_eta(self) : UINT64_MAX;
+}
+
+int kvt_gpu_stream_inject(kvt_gpu_stream_t *s, kvt_gpu_fault_t fault, uint32_t count)
+{
+    assert(s);
+    kvt_gpu_t *gpu = s->gpu;
+    if (!gpu->ops->inject)
+        return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "stream_inject: not supported by %s",
+                            gpu->ops->name);
+    if ((int)fault < KVT_GPU_FAULT_NONE || (int)fault > KVT_GPU_FAULT_STALL)
+        return s_refused(
+            gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "stream_inject: fault %d unknown", (int)fault));
+    return gpu->ops->inject(s, fault, count);
+}
