@@ -40,6 +40,7 @@ extern "C" {
 
 typedef uint16_t kvt_aid_t;       //  actor id within a system
 #define KVT_AID_NONE       0xFFFF //  "no actor" / lookup miss
+#define KVT_AID_SYSTEM     0xFFFE //  sender of kvt_system_post messages ("$system")
 #define KVT_MAX_ACTORS     1024   //  actors in one topology
 #define KVT_ACTOR_NAME_MAX 48     //  bytes in an actor name
 
@@ -164,6 +165,7 @@ int kvt_system_start(kvt_system_t *self);
 #define KVT_RUN_QUIESCENT   (-100)
 #define KVT_RUN_TIME_LIMIT  (-101)
 #define KVT_RUN_EVENT_LIMIT (-102)
+#define KVT_RUN_INTERRUPTED (-103) //  LIVE: SIGINT/SIGTERM (czmq's handler) or context ended
 int kvt_system_run(kvt_system_t *self, uint64_t until_ns, uint64_t max_events);
 
 //  Stops every local actor: LIVE sends $TERM, each actor drains its inbox
@@ -186,11 +188,30 @@ typedef struct {
     uint64_t handler_errors;  //  handlers that returned < 0
     uint64_t timers_fired;    //  timer callbacks run
     uint64_t dropped_at_stop; //  messages left in the inbox at shutdown
+    uint64_t bad_frames;      //  LIVE frames dropped undecoded: unknown sender, wrong part count
+    uint64_t dropped_down;    //  SIM messages to this actor lost while it was crashed
+    uint64_t dropped_fault;   //  SIM messages to this actor dropped by a fault rule
+    uint64_t timers_lost;     //  armed timers discarded by a crash or a stop
+    uint64_t restarts;        //  SIM restarts of this actor
 } kvt_actor_stats_t;
 
 //  Copies actor `aid`'s counters (LIVE: safe after stop, or from the actor's
 //  own thread). Returns 0, or -1 for an unknown / remote actor.
+//  (Counters are atomics, so any thread may read them at any time; values
+//  read while the actor runs are a snapshot. KVT_AID_SYSTEM gives the
+//  posting side's counters: sent, send_errors.)
 int kvt_system_actor_stats(kvt_system_t *self, kvt_aid_t aid, kvt_actor_stats_t *out);
+
+//  The endpoint actor `aid` is reached at: its inbox as bound (LIVE, after
+//  kvt_system_start: a tcp:// wildcard port resolved to the real port), or
+//  as configured before start. NULL for an unknown id. Borrowed string,
+//  valid until the system is destroyed.
+const char *kvt_system_endpoint(kvt_system_t *self, kvt_aid_t aid);
+
+//  Test and tool hook: delivers `len` raw bytes to `to` as if they were an
+//  encoded message from "$system" (no encoding; the receiver decodes as
+//  usual, so garbage is counted as decode_errors). Returns 0 or -1.
+int kvt_system_post_raw(kvt_system_t *self, kvt_aid_t to, const void *bytes, size_t len);
 
 // ---------------------------------------------------- SIM fault hooks -----
 
