@@ -1,0 +1,650 @@
+/*  kvt_disk.c — the disk backend: configuration, index and LRU, queued
+    writes served by I/O threads, synchronous verified reads. The file format
+    and the start-up rescan are in kvt_disk_file.c; the design is described
+    in kvt_disk.h and docs/store.md. */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvt_disk_int.h"
+
+#define S_DEFAULT_THREADS 2u
+#define S_DEFAULT_DEPTH   64u
+#define S_MAX_THREADS     64u
+#define S_MAX_DEPTH       65536u
+#define S_MAX_OBJECTS     (4u << 20)
+
+void kvt_disk_config_defaults(kvt_disk_config_t *cfg)
+{
+    *cfg = (kvt_disk_config_t){
+        .name = "disk", .io_threads = S_DEFAULT_THREADS, .queue_depth = S_DEFAULT_DEPTH};
+}
+
+// ------------------------------------------------------------- index --
+
+static void s_lru_unlink(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    if (e->prev != KVT_NIL)
+        self->ents[e->prev].next = e->next;
+    else
+        self->lru_old = e->next;
+    if (e->next != KVT_NIL)
+        self->ents[e->next].prev = e->prev;
+    else
+        self->lru_young = e->prev;
+}
+
+static void s_lru_push_young(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    e->next = KVT_NIL;
+    e->prev = self->lru_young;
+    if (self->lru_young != KVT_NIL)
+        self->ents[self->lru_young].next = i;
+    else
+        self->lru_old = i;
+    self->lru_young = i;
+}
+
+static void s_refresh(kvt_disk_t *self, uint32_t i)
+{
+    if (self->lru_young == i)
+        return;
+    s_lru_unlink(self, i);
+    s_lru_push_young(self, i);
+}
+
+//  The entry in `state` matching a query, or KVT_NIL.
+static uint32_t s_find(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                       kvt_dent_state_t state)
+{
+    kvt_obj_kind_t cand[2];
+    int nc = kvt_store_candidates(kind, cand);
+    kvt_keymap_entry_t *m = kvt_keymap_find(&self->map, ns, key);
+    if (!m)
+        return KVT_NIL;
+    for (int c = 0; c < nc; c++) {
+        uint32_t v = m->slot[cand[c] - 1];
+        if (v && self->ents[v - 1].state == state)
+            return v - 1;
+    }
+    return KVT_NIL;
+}
+
+static uint32_t s_alloc_ent(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                            uint64_t size, kvt_dent_state_t state)
+{
+    uint32_t i = self->ent_free;
+    if (i == KVT_NIL)
+        return KVT_NIL;
+    kvt_dent_t *e = &self->ents[i];
+    self->ent_free = e->next;
+    e->ns = ns;
+    e->key = key;
+    e->kind = (uint8_t)kind;
+    e->size = size;
+    e->state = (uint8_t)state;
+    e->prev = e->next = KVT_NIL;
+    int set = kvt_keymap_set(&self->map, ns, key, kind, i + 1);
+    assert(set == 0); //  the map holds as many keys as there are entries
+    (void)set;
+    self->used += KVT_DISK_HDR + size;
+    return i;
+}
+
+//  Forgets an entry (the caller deals with its file).
+static void s_free_ent(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    if (e->state == KVT_DENT_READY) {
+        s_lru_unlink(self, i);
+        self->st.objects--;
+    } else {
+        self->st.objects_writing--;
+    }
+    kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
+    self->used -= KVT_DISK_HDR + e->size;
+    e->state = KVT_DENT_FREE;
+    e->gen++;
+    e->next = self->ent_free;
+    self->ent_free = i;
+}
+
+//  Deletes a ready entry's file and forgets it. Under the lock, so a name is
+//  never unlinked after a new file of the same name was renamed into place.
+static void s_delete(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    char name[KVT_DISK_NAME_LEN], path[PATH_MAX];
+    kvt_disk_file_name(name, e->ns, e->key, (kvt_obj_kind_t)e->kind);
+    kvt_disk_path(self, path, name);
+    if (unlink(path) != 0 && errno != ENOENT)
+        self->st.io_errors++;
+    s_free_ent(self, i);
+}
+
+static bool s_evict_one(kvt_disk_t *self)
+{
+    uint32_t i = self->lru_old;
+    if (i == KVT_NIL)
+        return false;
+    self->st.evictions++;
+    self->st.evicted_bytes += KVT_DISK_HDR + self->ents[i].size;
+    s_delete(self, i);
+    return true;
+}
+
+int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                          uint64_t size)
+{
+    uint32_t i = s_alloc_ent(self, ns, key, kind, size, KVT_DENT_READY);
+    if (i == KVT_NIL)
+        return -1;
+    s_lru_push_young(self, i);
+    self->st.objects++;
+    return 0;
+}
+
+// -------------------------------------------------------- I/O threads --
+
+//  Runs one job without the lock; finishes it under the lock.
+static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
+{
+    kvt_dent_t snap;
+    pthread_mutex_lock(&self->mu);
+    snap = self->ents[job.ent];
+    uint64_t seq = ++self->tmp_seq;
+    pthread_mutex_unlock(&self->mu);
+
+    char name[KVT_DISK_NAME_LEN], tmp[PATH_MAX], path[PATH_MAX];
+    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind);
+    kvt_disk_path(self, path, name);
+    if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s.%llu", self->dir, name, (unsigned long long)seq) >=
+        (int)sizeof(tmp))
+        tmp[0] = 0; //  cannot happen: disk.dir's length is checked at creation
+    int rc = kvt_disk_file_write(tmp, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, job.src,
+                                 job.size, self->fsync);
+    int werr = errno;
+    bool valid = true;
+    if (job.done)
+        valid = job.done(job.arg, rc == 0 ? KVT_STORE_OK : KVT_STORE_EIO) == 0;
+    free(job.owned);
+
+    bool renamed = false, rename_failed = false;
+    pthread_mutex_lock(&self->mu);
+    kvt_dent_t *e = &self->ents[job.ent];
+    assert(e->gen == job.gen && e->state == KVT_DENT_WRITING);
+    if (rc == 0 && valid) {
+        if (rename(tmp, path) == 0) {
+            renamed = true;
+            e->state = KVT_DENT_READY;
+            self->st.objects_writing--;
+            self->st.objects++;
+            s_lru_push_young(self, job.ent);
+            self->st.puts++;
+            self->st.put_bytes += job.size;
+        } else {
+            rename_failed = true;
+            werr = errno;
+        }
+    }
+    if (!renamed) {
+        unlink(tmp);
+        if (rc != 0 || rename_failed)
+            self->st.io_errors++;
+        else
+            self->st.puts_discarded++;
+        s_free_ent(self, job.ent);
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (renamed && self->fsync && self->dirfd >= 0 && fsync(self->dirfd) != 0) {
+        pthread_mutex_lock(&self->mu);
+        self->st.io_errors++;
+        pthread_mutex_unlock(&self->mu);
+    }
+    if (rc != 0 || rename_failed)
+        kvt_disk_logf(self, 1, true, "write of %s failed: %s", name, strerror(werr));
+}
+
+static void *s_io_thread(void *arg)
+{
+    kvt_disk_t *self = arg;
+    pthread_mutex_lock(&self->mu);
+    while (true) {
+        while (self->q_head == KVT_NIL && !self->stop)
+            pthread_cond_wait(&self->work, &self->mu);
+        if (self->q_head == KVT_NIL)
+            break; //  stop, and nothing left to write
+        uint32_t j = self->q_head;
+        self->q_head = self->jobs[j].next;
+        if (self->q_head == KVT_NIL)
+            self->q_tail = KVT_NIL;
+        kvt_djob_t job = self->jobs[j];
+        pthread_mutex_unlock(&self->mu);
+        s_run_job(self, job);
+        pthread_mutex_lock(&self->mu);
+        self->jobs[j].next = self->job_free;
+        self->job_free = j;
+        if (--self->busy == 0)
+            pthread_cond_broadcast(&self->idle);
+    }
+    pthread_mutex_unlock(&self->mu);
+    return NULL;
+}
+
+// ---------------------------------------------------------- creation --
+
+static int s_validate(const kvt_disk_config_t *in, kvt_disk_config_t *cfg, char *err, size_t errlen)
+{
+    *cfg = *in;
+    if (!cfg->name)
+        cfg->name = "disk";
+    if (cfg->io_threads == 0)
+        cfg->io_threads = S_DEFAULT_THREADS;
+    if (cfg->queue_depth == 0)
+        cfg->queue_depth = S_DEFAULT_DEPTH;
+    if (!cfg->dir || !cfg->dir[0]) {
+        kvt_store_seterr(err, errlen, "disk.dir=(empty): a directory is required");
+        return -1;
+    }
+    if (strlen(cfg->dir) + KVT_DISK_NAME_LEN + 32 >= PATH_MAX) {
+        kvt_store_seterr(err, errlen, "disk.dir=%s: path too long", cfg->dir);
+        return -1;
+    }
+    if (cfg->capacity_bytes < 2 * KVT_DISK_HDR) {
+        kvt_store_seterr(err, errlen, "disk.capacity_bytes=%llu: must be at least %d",
+                         (unsigned long long)cfg->capacity_bytes, 2 * KVT_DISK_HDR);
+        return -1;
+    }
+    if (cfg->max_objects == 0) {
+        uint64_t n = cfg->capacity_bytes / (64u << 10);
+        cfg->max_objects = (uint32_t)(n < 64 ? 64 : n > S_MAX_OBJECTS ? S_MAX_OBJECTS : n);
+    }
+    if (cfg->max_objects > S_MAX_OBJECTS) {
+        kvt_store_seterr(err, errlen, "disk.max_objects=%u: must be at most %u", cfg->max_objects,
+                         S_MAX_OBJECTS);
+        return -1;
+    }
+    if (cfg->io_threads > S_MAX_THREADS) {
+        kvt_store_seterr(err, errlen, "disk.io_threads=%u: must be in [1, %u]", cfg->io_threads,
+                         S_MAX_THREADS);
+        return -1;
+    }
+    if (cfg->queue_depth > S_MAX_DEPTH) {
+        kvt_store_seterr(err, errlen, "disk.queue_depth=%u: must be in [1, %u]", cfg->queue_depth,
+                         S_MAX_DEPTH);
+        return -1;
+    }
+    if (!cfg->log)
+        cfg->log = kvt_store_log_stderr;
+    return 0;
+}
+
+kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
+{
+    assert(in);
+    kvt_disk_config_t cfg;
+    if (s_validate(in, &cfg, err, errlen) != 0)
+        return NULL;
+    if (mkdir(cfg.dir, 0755) != 0 && errno != EEXIST) {
+        kvt_store_seterr(err, errlen, "disk.dir=%s: cannot create: %s", cfg.dir, strerror(errno));
+        return NULL;
+    }
+    kvt_disk_t *self = calloc(1, sizeof(*self));
+    if (!self) {
+        kvt_store_seterr(err, errlen, "disk: out of memory");
+        return NULL;
+    }
+    snprintf(self->name, sizeof(self->name), "%s", cfg.name);
+    snprintf(self->dir, sizeof(self->dir), "%s", cfg.dir);
+    self->capacity = cfg.capacity_bytes;
+    self->fsync = cfg.fsync;
+    self->log = cfg.log;
+    self->log_arg = cfg.log_arg;
+    self->dirfd = open(self->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    pthread_mutex_init(&self->mu, NULL);
+    pthread_cond_init(&self->work, NULL);
+    pthread_cond_init(&self->idle, NULL);
+    self->nents = cfg.max_objects;
+    self->njobs = cfg.queue_depth;
+    self->ents = calloc(self->nents, sizeof(kvt_dent_t));
+    self->jobs = calloc(self->njobs, sizeof(kvt_djob_t));
+    self->threads = calloc(cfg.io_threads, sizeof(pthread_t));
+    if (!self->ents || !self->jobs || !self->threads ||
+        kvt_keymap_init(&self->map, self->nents) != 0) {
+        kvt_store_seterr(err, errlen, "disk.max_objects=%u: cannot allocate the tables",
+                         self->nents);
+        goto cleanup;
+    }
+    self->ent_free = KVT_NIL;
+    for (uint32_t i = self->nents; i-- > 0;) {
+        self->ents[i].gen = 1;
+        self->ents[i].next = self->ent_free;
+        self->ent_free = i;
+    }
+    self->job_free = KVT_NIL;
+    for (uint32_t i = self->njobs; i-- > 0;) {
+        self->jobs[i].next = self->job_free;
+        self->job_free = i;
+    }
+    self->lru_old = self->lru_young = KVT_NIL;
+    self->q_head = self->q_tail = KVT_NIL;
+    if (kvt_disk_rescan(self, err, errlen) != 0)
+        goto cleanup;
+    for (uint32_t t = 0; t < cfg.io_threads; t++) {
+        if (pthread_create(&self->threads[t], NULL, s_io_thread, self) != 0) {
+            kvt_store_seterr(err, errlen, "disk.io_threads=%u: cannot start a thread",
+                             cfg.io_threads);
+            goto cleanup;
+        }
+        self->nthreads++;
+    }
+    return self;
+
+cleanup:
+    kvt_disk_destroy(&self);
+    return NULL;
+}
+
+void kvt_disk_flush(kvt_disk_t *self)
+{
+    assert(self);
+    pthread_mutex_lock(&self->mu);
+    while (self->busy > 0)
+        pthread_cond_wait(&self->idle, &self->mu);
+    pthread_mutex_unlock(&self->mu);
+}
+
+void kvt_disk_destroy(kvt_disk_t **self_p)
+{
+    assert(self_p);
+    kvt_disk_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->nthreads > 0)
+        kvt_disk_flush(self);
+    pthread_mutex_lock(&self->mu);
+    self->stop = true;
+    pthread_cond_broadcast(&self->work);
+    pthread_mutex_unlock(&self->mu);
+    for (uint32_t t = 0; t < self->nthreads; t++)
+        pthread_join(self->threads[t], NULL);
+    if (self->map.tab)
+        kvt_keymap_fini(&self->map);
+    if (self->dirfd >= 0)
+        close(self->dirfd);
+    free(self->ents);
+    free(self->jobs);
+    free(self->threads);
+    pthread_cond_destroy(&self->work);
+    pthread_cond_destroy(&self->idle);
+    pthread_mutex_destroy(&self->mu);
+    free(self);
+    *self_p = NULL;
+}
+
+// ------------------------------------------------------------ writes --
+
+//  Takes ownership of `owned` only when it returns OK.
+static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                 const void *src, size_t size, void *owned, kvt_disk_done_fn *done, void *arg)
+{
+    if (!kvt_store_kind_ok(kind) || size == 0 || !src)
+        return KVT_STORE_EINVAL;
+    int rc = KVT_STORE_OK;
+    uint64_t bytes = KVT_DISK_HDR + (uint64_t)size;
+    pthread_mutex_lock(&self->mu);
+    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    if (i != KVT_NIL) {
+        s_refresh(self, i);
+        self->st.puts_skipped++;
+        rc = KVT_STORE_SKIPPED;
+        goto cleanup;
+    }
+    if (s_find(self, ns, key, kind, KVT_DENT_WRITING) != KVT_NIL) {
+        self->st.puts_duplicate++;
+        rc = KVT_STORE_DUPLICATE;
+        goto cleanup;
+    }
+    if (bytes > self->capacity) {
+        rc = KVT_STORE_ETOOBIG;
+        goto dropped;
+    }
+    if (self->job_free == KVT_NIL) {
+        rc = KVT_STORE_EBUSY;
+        goto dropped;
+    }
+    //  Only ready files are evictable; queued writes keep their room.
+    while (self->ent_free == KVT_NIL || self->used + bytes > self->capacity) {
+        if (!s_evict_one(self)) {
+            rc = self->ent_free == KVT_NIL ? KVT_STORE_EFULL : KVT_STORE_ENOSPACE;
+            goto dropped;
+        }
+    }
+    i = s_alloc_ent(self, ns, key, kind, size, KVT_DENT_WRITING);
+    self->st.objects_writing++;
+    uint32_t j = self->job_free;
+    self->job_free = self->jobs[j].next;
+    self->jobs[j] = (kvt_djob_t){.ent = i,
+                                 .gen = self->ents[i].gen,
+                                 .src = src,
+                                 .size = size,
+                                 .owned = owned,
+                                 .done = done,
+                                 .arg = arg,
+                                 .next = KVT_NIL};
+    if (self->q_tail != KVT_NIL)
+        self->jobs[self->q_tail].next = j;
+    else
+        self->q_head = j;
+    self->q_tail = j;
+    self->busy++;
+    pthread_cond_signal(&self->work);
+    goto cleanup;
+dropped:
+    self->st.puts_dropped++;
+cleanup:
+    pthread_mutex_unlock(&self->mu);
+    return rc;
+}
+
+int kvt_disk_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                 const void *src, size_t size, kvt_disk_done_fn *done, void *arg)
+{
+    assert(self);
+    return s_put(self, ns, key, kind, src, size, NULL, done, arg);
+}
+
+int kvt_disk_put_copy(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                      const void *src, size_t size)
+{
+    assert(self);
+    if (!kvt_store_kind_ok(kind) || size == 0 || !src)
+        return KVT_STORE_EINVAL;
+    //  Do not copy what would be skipped.
+    pthread_mutex_lock(&self->mu);
+    int rc = KVT_STORE_OK;
+    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    if (i != KVT_NIL) {
+        s_refresh(self, i);
+        self->st.puts_skipped++;
+        rc = KVT_STORE_SKIPPED;
+    } else if (s_find(self, ns, key, kind, KVT_DENT_WRITING) != KVT_NIL) {
+        self->st.puts_duplicate++;
+        rc = KVT_STORE_DUPLICATE;
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (rc != KVT_STORE_OK)
+        return rc;
+    void *buf = malloc(size);
+    if (!buf)
+        return KVT_STORE_ENOMEM;
+    memcpy(buf, src, size);
+    rc = s_put(self, ns, key, kind, buf, size, buf, NULL, NULL);
+    if (rc != KVT_STORE_OK)
+        free(buf);
+    return rc;
+}
+
+// ------------------------------------------------------------- reads --
+
+int kvt_disk_stat(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, size_t *size,
+                  kvt_obj_kind_t *found)
+{
+    assert(self);
+    if (!kvt_store_kind_ok(kind))
+        return KVT_STORE_EINVAL;
+    int rc = KVT_STORE_ENOTFOUND;
+    pthread_mutex_lock(&self->mu);
+    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    if (i != KVT_NIL) {
+        if (size)
+            *size = self->ents[i].size;
+        if (found)
+            *found = (kvt_obj_kind_t)self->ents[i].kind;
+        rc = KVT_STORE_OK;
+    }
+    pthread_mutex_unlock(&self->mu);
+    return rc;
+}
+
+int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, void *dst,
+                  size_t cap, size_t *size, kvt_obj_kind_t *found)
+{
+    assert(self && size && found);
+    if (!kvt_store_kind_ok(kind))
+        return KVT_STORE_EINVAL;
+    pthread_mutex_lock(&self->mu);
+    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    if (i == KVT_NIL) {
+        self->st.misses[kind - 1]++;
+        pthread_mutex_unlock(&self->mu);
+        return KVT_STORE_ENOTFOUND;
+    }
+    kvt_dent_t snap = self->ents[i];
+    s_refresh(self, i);
+    pthread_mutex_unlock(&self->mu);
+    if (cap < snap.size)
+        return KVT_STORE_EINVAL;
+
+    char name[KVT_DISK_NAME_LEN], path[PATH_MAX];
+    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind);
+    kvt_disk_path(self, path, name);
+    const char *why = "";
+    int rc = kvt_disk_file_read(path, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, snap.size, dst,
+                                &why);
+    pthread_mutex_lock(&self->mu);
+    bool same = self->ents[i].gen == snap.gen && self->ents[i].state == KVT_DENT_READY;
+    if (rc == KVT_STORE_OK) {
+        self->st.hits[kind - 1]++;
+        self->st.read_bytes += snap.size;
+        *size = snap.size;
+        *found = (kvt_obj_kind_t)snap.kind;
+    } else {
+        self->st.misses[kind - 1]++;
+        if (rc == KVT_STORE_ECORRUPT) {
+            self->st.corrupt++;
+            if (same)
+                s_delete(self, i);
+        } else if (rc == KVT_STORE_ENOTFOUND) {
+            //  Deleted behind our back (or evicted meanwhile): forget it.
+            if (same)
+                s_free_ent(self, i);
+        } else {
+            self->st.io_errors++;
+        }
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (rc == KVT_STORE_ECORRUPT)
+        kvt_disk_logf(self, 1, true, "deleted corrupt file %s: %s", name, why);
+    else if (rc == KVT_STORE_EIO)
+        kvt_disk_logf(self, 1, true, "read of %s failed: %s", name, why);
+    return rc;
+}
+
+static size_t s_count(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                      kvt_obj_kind_t kind)
+{
+    size_t k = 0;
+    while (k < n && s_find(self, ns, keys[k], kind, KVT_DENT_READY) != KVT_NIL)
+        k++;
+    return k;
+}
+
+size_t kvt_disk_lookup(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                       kvt_obj_kind_t kind)
+{
+    assert(self && (keys || n == 0));
+    if (!kvt_store_kind_ok(kind))
+        return 0;
+    pthread_mutex_lock(&self->mu);
+    size_t k = s_count(self, ns, keys, n, kind);
+    for (size_t j = k; j-- > 0;)
+        s_refresh(self, s_find(self, ns, keys[j], kind, KVT_DENT_READY));
+    pthread_mutex_unlock(&self->mu);
+    return k;
+}
+
+size_t kvt_disk_count(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                      kvt_obj_kind_t kind)
+{
+    assert(self && (keys || n == 0));
+    if (!kvt_store_kind_ok(kind))
+        return 0;
+    pthread_mutex_lock(&self->mu);
+    size_t k = s_count(self, ns, keys, n, kind);
+    pthread_mutex_unlock(&self->mu);
+    return k;
+}
+
+kvt_touch_t kvt_disk_touch(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
+{
+    assert(self);
+    if (!kvt_store_kind_ok(kind))
+        return KVT_TOUCH_GONE;
+    pthread_mutex_lock(&self->mu);
+    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    if (i != KVT_NIL) {
+        s_refresh(self, i);
+        self->st.touches_present++;
+    } else {
+        self->st.touches_gone++;
+    }
+    pthread_mutex_unlock(&self->mu);
+    return i != KVT_NIL ? KVT_TOUCH_PRESENT : KVT_TOUCH_GONE;
+}
+
+int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
+{
+    assert(self);
+    if (!kvt_store_kind_ok(kind))
+        return KVT_STORE_EINVAL;
+    int rc = KVT_STORE_OK;
+    pthread_mutex_lock(&self->mu);
+    kvt_keymap_entry_t *m = kvt_keymap_find(&self->map, ns, key);
+    uint32_t v = m ? m->slot[kind - 1] : 0;
+    if (!v)
+        rc = KVT_STORE_ENOTFOUND;
+    else if (self->ents[v - 1].state != KVT_DENT_READY)
+        rc = KVT_STORE_EBUSY;
+    else
+        s_delete(self, v - 1);
+    pthread_mutex_unlock(&self->mu);
+    return rc;
+}
+
+void kvt_disk_stats(kvt_disk_t *self, kvt_disk_stats_t *stats)
+{
+    assert(self && stats);
+    pthread_mutex_lock(&self->mu);
+    *stats = self->st;
+    stats->capacity_bytes = self->capacity;
+    stats->used_bytes = self->used;
+    pthread_mutex_unlock(&self->mu);
+}

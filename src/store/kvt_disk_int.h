@@ -1,0 +1,125 @@
+/*  kvt_disk_int.h — the disk backend's state, shared by kvt_disk.c (index,
+    puts, reads, I/O threads) and kvt_disk_file.c (file format, rescan).
+    Private to src/store. */
+#ifndef KVT_DISK_INT_H_INCLUDED
+#define KVT_DISK_INT_H_INCLUDED
+
+#include <limits.h>
+#include <pthread.h>
+
+#include "kvt_keymap.h"
+#include "kvtier/kvt_disk.h"
+
+#define KVT_DISK_HDR       64 //  header bytes at the start of every file
+#define KVT_DISK_VERSION   1  //  file format version
+#define KVT_DISK_NAME_LEN  96 //  bytes of a file name, NUL included
+#define KVT_DISK_LOG_LIMIT 16 //  I/O errors and corrupt files logged before counting only
+
+typedef enum {
+    KVT_DENT_FREE = 0,    //  slot unused
+    KVT_DENT_WRITING = 1, //  queued or being written: not readable
+    KVT_DENT_READY = 2,   //  renamed into place: readable
+} kvt_dent_state_t;
+
+typedef struct {
+    uint64_t ns;    //  namespace
+    kvt_hash_t key; //  prefix hash
+    uint64_t size;  //  payload bytes
+    uint32_t gen;   //  generation, bumped whenever the slot is freed
+    uint32_t prev;  //  LRU older neighbour (ready)
+    uint32_t next;  //  LRU younger neighbour (ready) / free list link
+    uint8_t kind;   //  kvt_obj_kind_t
+    uint8_t state;  //  kvt_dent_state_t
+} kvt_dent_t;
+
+typedef struct {
+    uint32_t ent;           //  entry being written
+    uint32_t gen;           //  its generation when queued
+    const void *src;        //  bytes to write
+    size_t size;            //  their length
+    void *owned;            //  buffer to free after the write (copying put), or NULL
+    kvt_disk_done_fn *done; //  zero-copy completion, or NULL
+    void *arg;              //  its argument
+    uint32_t next;          //  queue / free list link
+} kvt_djob_t;
+
+//  A decoded, validated file header.
+typedef struct {
+    uint64_t ns;         //  namespace
+    kvt_hash_t key;      //  prefix hash
+    uint64_t size;       //  payload bytes
+    uint64_t checksum;   //  XXH3-64 of the payload
+    kvt_obj_kind_t kind; //  object kind
+} kvt_dhdr_t;
+
+struct _kvt_disk_t {
+    char name[32];         //  for logs
+    char dir[PATH_MAX];    //  directory
+    int dirfd;             //  open directory (for fsync), -1 if none
+    uint64_t capacity;     //  bytes (headers included)
+    bool fsync;            //  fsync files and the directory
+    kvt_store_log_fn *log; //  log sink
+    void *log_arg;         //  its argument
+    pthread_mutex_t mu;    //  guards everything below
+    pthread_cond_t work;   //  a job was queued, or stop
+    pthread_cond_t idle;   //  queue and in-flight both empty
+    kvt_dent_t *ents;      //  entry table
+    uint32_t nents;        //  its size
+    uint32_t ent_free;     //  head of free entries
+    uint32_t lru_old;      //  oldest ready entry
+    uint32_t lru_young;    //  youngest ready entry
+    kvt_keymap_t map;      //  (ns, key) → entry index + 1 per kind
+    uint64_t used;         //  bytes of ready and writing entries
+    kvt_djob_t *jobs;      //  job table (queue_depth)
+    uint32_t njobs;        //  its size
+    uint32_t job_free;     //  head of free jobs
+    uint32_t q_head;       //  oldest queued job
+    uint32_t q_tail;       //  newest queued job
+    uint32_t busy;         //  jobs queued or in flight
+    uint64_t tmp_seq;      //  sequence for temporary names
+    bool stop;             //  threads exit when the queue is empty
+    pthread_t *threads;    //  I/O threads
+    uint32_t nthreads;     //  started threads
+    uint32_t logged;       //  error lines logged so far
+    kvt_disk_stats_t st;   //  counters (gauges filled by kvt_disk_stats)
+};
+
+//  "<ns>-<key>-<kind>.kvt" for an object.
+void kvt_disk_file_name(char out[KVT_DISK_NAME_LEN], uint64_t ns, kvt_hash_t key,
+                        kvt_obj_kind_t kind);
+
+//  Encodes a header for `size` payload bytes with checksum `sum`.
+void kvt_disk_hdr_encode(uint8_t out[KVT_DISK_HDR], uint64_t ns, kvt_hash_t key,
+                         kvt_obj_kind_t kind, uint64_t size, uint64_t sum);
+
+//  Decodes and validates a header (magic, version, kind, header checksum).
+//  0, or -1 with a reason.
+int kvt_disk_hdr_decode(const uint8_t in[KVT_DISK_HDR], kvt_dhdr_t *hdr, const char **why);
+
+//  Writes header + payload to `path` (created exclusively); fsync if asked.
+//  0 or -1 (errno kept).
+int kvt_disk_file_write(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                        const void *src, size_t size, bool do_fsync);
+
+//  Reads and verifies the file at `path` for the expected object into dst.
+//  KVT_STORE_OK, ENOTFOUND (no file), ECORRUPT (*why says how), EIO.
+int kvt_disk_file_read(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                       uint64_t size, void *dst, const char **why);
+
+//  Rebuilds the index from the directory (called by kvt_disk_new before the
+//  threads start). 0 or -1 if the directory cannot be read.
+int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen);
+
+//  Inserts a ready entry at the young end (rescan). -1 if the table is full.
+int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                          uint64_t size);
+
+//  Logs a line (rate-limited for error reports when `limited`). Call
+//  without the disk lock.
+void kvt_disk_logf(kvt_disk_t *self, int level, bool limited, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+//  dir + "/" + name.
+void kvt_disk_path(const kvt_disk_t *self, char out[PATH_MAX], const char *name);
+
+#endif

@@ -1,0 +1,805 @@
+/*  kvt_pool.c — the CPU pool: creation, objects, allocation with eviction,
+    reads, lookup, touch. Holders, leases and reclaim are in
+    kvt_pool_lease.c; the design is described in kvt_pool.h and
+    docs/store.md. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvt_pool_int.h"
+
+#define S_DEFAULT_ALIGN   4096u
+#define S_DEFAULT_LEASES  4096u
+#define S_DEFAULT_PINS    65536u
+#define S_DEFAULT_HOLDERS 64u
+#define S_DEFAULT_TTL_MS  60000u
+#define S_MAX_OBJECTS     (4u << 20)
+#define S_MAX_LEASES      (1u << 24)
+#define S_MAX_PINS        (1u << 26)
+#define S_MAX_HOLDERS     4096u
+#define S_MAX_TTL_MS      (365ull * 24 * 3600 * 1000)
+#define S_LOOKUP_CACHE    1024 //  matched objects remembered between a lookup's two passes
+
+void kvt_pool_config_defaults(kvt_pool_config_t *cfg)
+{
+    *cfg = (kvt_pool_config_t){.name = "pool",
+                               .align = S_DEFAULT_ALIGN,
+                               .max_leases = S_DEFAULT_LEASES,
+                               .max_pins = S_DEFAULT_PINS,
+                               .max_holders = S_DEFAULT_HOLDERS,
+                               .ttl_ms = S_DEFAULT_TTL_MS};
+}
+
+// ------------------------------------------------------------- locking --
+
+void kvt_pool_lock(kvt_pool_t *self)
+{
+    pthread_mutex_lock(&self->mu);
+}
+
+void kvt_pool_unlock(kvt_pool_t *self)
+{
+    if (self->nlogq == 0) {
+        pthread_mutex_unlock(&self->mu);
+        return;
+    }
+    char lines[KVT_POOL_LOG_LINES][KVT_POOL_LOG_LEN];
+    int levels[KVT_POOL_LOG_LINES];
+    int n = self->nlogq;
+    for (int i = 0; i < n; i++) {
+        levels[i] = self->logq[i][0] - '0';
+        memcpy(lines[i], self->logq[i] + 1, KVT_POOL_LOG_LEN - 1);
+        lines[i][KVT_POOL_LOG_LEN - 1] = 0;
+    }
+    self->nlogq = 0;
+    pthread_mutex_unlock(&self->mu);
+    for (int i = 0; i < n; i++)
+        self->log(self->log_arg, levels[i], lines[i]);
+}
+
+void kvt_pool_logq(kvt_pool_t *self, int level, const char *fmt, ...)
+{
+    if (self->nlogq >= KVT_POOL_LOG_LINES)
+        return;
+    char *line = self->logq[self->nlogq++];
+    line[0] = (char)('0' + (level < 0 ? 0 : level > 3 ? 3 : level));
+    va_list ap;
+    va_start(ap, fmt);
+    kvt_store_format(line + 1, KVT_POOL_LOG_LEN - 1, self->name, fmt, ap);
+    va_end(ap);
+}
+
+// ---------------------------------------------------------- creation --
+
+static int s_validate(const kvt_pool_config_t *in, kvt_pool_config_t *cfg, char *err, size_t errlen)
+{
+    *cfg = *in;
+    if (!cfg->name)
+        cfg->name = "pool";
+    if (cfg->align == 0)
+        cfg->align = S_DEFAULT_ALIGN;
+    if (cfg->max_leases == 0)
+        cfg->max_leases = S_DEFAULT_LEASES;
+    if (cfg->max_pins == 0)
+        cfg->max_pins = S_DEFAULT_PINS;
+    if (cfg->max_holders == 0)
+        cfg->max_holders = S_DEFAULT_HOLDERS;
+    if (cfg->ttl_ms == 0)
+        cfg->ttl_ms = S_DEFAULT_TTL_MS;
+    if (cfg->capacity_bytes == 0) {
+        kvt_store_seterr(err, errlen, "pool.capacity_bytes=0: must be > 0");
+        return -1;
+    }
+    if (cfg->align < 64 || cfg->align > (2u << 20) || (cfg->align & (cfg->align - 1))) {
+        kvt_store_seterr(err, errlen, "pool.align=%zu: must be a power of 2 in [64, 2097152]",
+                         cfg->align);
+        return -1;
+    }
+    if (cfg->capacity_bytes < 2 * cfg->align) {
+        kvt_store_seterr(err, errlen, "pool.capacity_bytes=%zu: must be at least 2 x align (%zu)",
+                         cfg->capacity_bytes, cfg->align);
+        return -1;
+    }
+    if (cfg->max_objects == 0) {
+        uint64_t n = cfg->capacity_bytes / (64u << 10);
+        cfg->max_objects = (uint32_t)(n < 64 ? 64 : n > S_MAX_OBJECTS ? S_MAX_OBJECTS : n);
+    }
+    if (cfg->max_objects > S_MAX_OBJECTS) {
+        kvt_store_seterr(err, errlen, "pool.max_objects=%u: must be at most %u", cfg->max_objects,
+                         S_MAX_OBJECTS);
+        return -1;
+    }
+    if (cfg->max_leases > S_MAX_LEASES) {
+        kvt_store_seterr(err, errlen, "pool.max_leases=%u: must be at most %u", cfg->max_leases,
+                         S_MAX_LEASES);
+        return -1;
+    }
+    if (cfg->max_pins > S_MAX_PINS) {
+        kvt_store_seterr(err, errlen, "pool.max_pins=%u: must be at most %u", cfg->max_pins,
+                         S_MAX_PINS);
+        return -1;
+    }
+    if (cfg->max_holders > S_MAX_HOLDERS) {
+        kvt_store_seterr(err, errlen, "pool.max_holders=%u: must be at most %u", cfg->max_holders,
+                         S_MAX_HOLDERS);
+        return -1;
+    }
+    if (cfg->ttl_ms > S_MAX_TTL_MS) {
+        kvt_store_seterr(err, errlen, "pool.ttl_ms=%llu: must be at most %llu",
+                         (unsigned long long)cfg->ttl_ms, (unsigned long long)S_MAX_TTL_MS);
+        return -1;
+    }
+    if (!cfg->clock)
+        cfg->clock = kvt_store_monotonic_ns;
+    if (!cfg->log)
+        cfg->log = kvt_store_log_stderr;
+    return 0;
+}
+
+static int s_arena(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, size_t errlen)
+{
+    size_t align = cfg->align;
+    if (cfg->base) {
+        uintptr_t start = ((uintptr_t)cfg->base + align - 1) & ~(uintptr_t)(align - 1);
+        size_t pad = start - (uintptr_t)cfg->base;
+        size_t usable = cfg->capacity_bytes > pad ? cfg->capacity_bytes - pad : 0;
+        self->base = (uint8_t *)start;
+        self->capacity = usable & ~(align - 1);
+    } else {
+        self->capacity = cfg->capacity_bytes & ~(align - 1);
+        void *mem = NULL;
+        if (posix_memalign(&mem, align < 4096 ? 4096 : align, self->capacity) != 0) {
+            kvt_store_seterr(err, errlen, "pool.capacity_bytes=%zu: cannot allocate the arena",
+                             cfg->capacity_bytes);
+            return -1;
+        }
+        //  Touch every page now so the first puts do not pay page faults.
+        memset(mem, 0, self->capacity);
+        self->owned = mem;
+        self->base = mem;
+    }
+    if (self->capacity < align) {
+        kvt_store_seterr(err, errlen, "pool.base: %zu bytes left after aligning to %zu",
+                         self->capacity, align);
+        return -1;
+    }
+    return 0;
+}
+
+kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
+{
+    assert(in);
+    kvt_pool_config_t cfg;
+    if (s_validate(in, &cfg, err, errlen) != 0)
+        return NULL;
+    kvt_pool_t *self = calloc(1, sizeof(*self));
+    if (!self) {
+        kvt_store_seterr(err, errlen, "pool: out of memory");
+        return NULL;
+    }
+    snprintf(self->name, sizeof(self->name), "%s", cfg.name);
+    pthread_mutex_init(&self->mu, NULL);
+    self->align = cfg.align;
+    self->shift = (unsigned)__builtin_ctzll(cfg.align);
+    self->ttl_ns = cfg.ttl_ms * 1000000ull;
+    self->clock = cfg.clock;
+    self->clock_arg = cfg.clock_arg;
+    self->log = cfg.log;
+    self->log_arg = cfg.log_arg;
+    if (s_arena(self, &cfg, err, errlen) != 0)
+        goto cleanup;
+    self->nobjs = cfg.max_objects;
+    self->nleases = cfg.max_leases;
+    self->npins = cfg.max_pins;
+    self->nholders = cfg.max_holders + 1; //  + the internal put holder
+    self->objs = calloc(self->nobjs, sizeof(kvt_pobj_t));
+    self->leases = calloc(self->nleases, sizeof(kvt_plea_t));
+    self->pins = calloc(self->npins, sizeof(kvt_ppin_t));
+    self->holders = calloc(self->nholders, sizeof(kvt_phold_t));
+    if (!self->objs || !self->leases || !self->pins || !self->holders ||
+        kvt_keymap_init(&self->map, self->nobjs) != 0 ||
+        kvt_extents_init(&self->ext, self->capacity >> self->shift, self->nobjs) != 0) {
+        kvt_store_seterr(err, errlen, "pool.max_objects=%u: cannot allocate the tables",
+                         self->nobjs);
+        goto cleanup;
+    }
+    self->obj_free = KVT_NIL;
+    for (uint32_t i = self->nobjs; i-- > 0;) {
+        self->objs[i].gen = 1;
+        self->objs[i].next = self->obj_free;
+        self->obj_free = i;
+    }
+    self->lease_free = KVT_NIL;
+    for (uint32_t i = self->nleases; i-- > 0;) {
+        self->leases[i].gen = 1;
+        self->leases[i].next = self->lease_free;
+        self->lease_free = i;
+    }
+    self->pin_free = KVT_NIL;
+    for (uint32_t i = self->npins; i-- > 0;) {
+        self->pins[i].next = self->pin_free;
+        self->pin_free = i;
+    }
+    self->pins_avail = self->npins;
+    self->lru_old = self->lru_young = KVT_NIL;
+    self->wr_head = self->wr_tail = KVT_NIL;
+    self->act_head = self->act_tail = KVT_NIL;
+    if (kvt_pool_holder_add(self, "pool.put", &self->put_holder) != 0)
+        goto cleanup;
+    return self;
+
+cleanup:
+    kvt_pool_destroy(&self);
+    return NULL;
+}
+
+void kvt_pool_destroy(kvt_pool_t **self_p)
+{
+    assert(self_p);
+    kvt_pool_t *self = *self_p;
+    if (!self)
+        return;
+    kvt_keymap_fini(&self->map);
+    kvt_extents_fini(&self->ext);
+    free(self->objs);
+    free(self->leases);
+    free(self->pins);
+    free(self->holders);
+    free(self->owned);
+    pthread_mutex_destroy(&self->mu);
+    free(self);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------- object helpers --
+
+static void s_lru_unlink(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    if (o->prev != KVT_NIL)
+        self->objs[o->prev].next = o->next;
+    else
+        self->lru_old = o->next;
+    if (o->next != KVT_NIL)
+        self->objs[o->next].prev = o->prev;
+    else
+        self->lru_young = o->prev;
+}
+
+static void s_lru_push_young(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    o->next = KVT_NIL;
+    o->prev = self->lru_young;
+    if (self->lru_young != KVT_NIL)
+        self->objs[self->lru_young].next = i;
+    else
+        self->lru_old = i;
+    self->lru_young = i;
+}
+
+static void s_wr_unlink(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    if (o->prev != KVT_NIL)
+        self->objs[o->prev].next = o->next;
+    else
+        self->wr_head = o->next;
+    if (o->next != KVT_NIL)
+        self->objs[o->next].prev = o->prev;
+    else
+        self->wr_tail = o->prev;
+}
+
+static void s_wr_push(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    o->next = KVT_NIL;
+    o->prev = self->wr_tail;
+    if (self->wr_tail != KVT_NIL)
+        self->objs[self->wr_tail].next = i;
+    else
+        self->wr_head = i;
+    self->wr_tail = i;
+}
+
+void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
+{
+    assert(self->objs[i].state == KVT_POBJ_READY);
+    if (self->lru_young == i)
+        return;
+    s_lru_unlink(self, i);
+    s_lru_push_young(self, i);
+}
+
+uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                       kvt_pobj_state_t state)
+{
+    kvt_obj_kind_t cand[2];
+    int nc = kvt_store_candidates(kind, cand);
+    kvt_keymap_entry_t *e = kvt_keymap_find(&self->map, ns, key);
+    if (!e)
+        return KVT_NIL;
+    for (int c = 0; c < nc; c++) {
+        uint32_t v = e->slot[cand[c] - 1];
+        if (v && self->objs[v - 1].state == state)
+            return v - 1;
+    }
+    return KVT_NIL;
+}
+
+void kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    if (o->state == KVT_POBJ_READY) {
+        assert(o->pins == 0);
+        s_lru_unlink(self, i);
+        self->evictable_units -= o->units;
+        self->st.objects--;
+    } else {
+        assert(o->state == KVT_POBJ_WRITING);
+        s_wr_unlink(self, i);
+        self->st.writing_bytes -= o->size;
+        self->st.objects_writing--;
+    }
+    kvt_keymap_clear(&self->map, o->ns, o->key, (kvt_obj_kind_t)o->kind);
+    kvt_extents_free(&self->ext, o->extent);
+    o->state = KVT_POBJ_FREE;
+    o->gen++;
+    o->next = self->obj_free;
+    self->obj_free = i;
+}
+
+//  Evicts the oldest ready, unpinned object; false if there is none.
+static bool s_evict_one(kvt_pool_t *self)
+{
+    uint32_t i = self->lru_old;
+    while (i != KVT_NIL && self->objs[i].pins > 0)
+        i = self->objs[i].next;
+    if (i == KVT_NIL)
+        return false;
+    kvt_pobj_t *o = &self->objs[i];
+    if (self->evict_fn)
+        self->evict_fn(self->evict_arg, o->ns, o->key, (kvt_obj_kind_t)o->kind, self->base + o->off,
+                       o->size);
+    self->st.evictions++;
+    self->st.evicted_bytes += o->size;
+    kvt_pool_free_obj(self, i);
+    return true;
+}
+
+//  An object slot and an extent of `units`, evicting from the old end; or
+//  a failure reason. Never waits.
+static int s_make_room(kvt_pool_t *self, uint64_t units, uint64_t now, uint32_t *extent)
+{
+    bool reclaimed = false;
+    //  Evict nothing when even evicting everything evictable cannot make room.
+    if (self->ext.units - self->ext.used_units + self->evictable_units < units) {
+        reclaimed = true;
+        kvt_pool_reclaim_locked(self, now);
+        if (self->ext.units - self->ext.used_units + self->evictable_units < units) {
+            self->st.alloc_failed++;
+            self->st.alloc_failed_pinned++;
+            return KVT_STORE_ENOSPACE;
+        }
+    }
+    while (self->obj_free == KVT_NIL) {
+        if (s_evict_one(self))
+            continue;
+        if (!reclaimed && kvt_pool_reclaim_locked(self, now) > 0) {
+            reclaimed = true;
+            continue;
+        }
+        self->st.alloc_failed++;
+        self->st.alloc_failed_table++;
+        return KVT_STORE_EFULL;
+    }
+    while ((*extent = kvt_extents_alloc(&self->ext, units)) == KVT_NIL) {
+        uint64_t free_units = self->ext.units - self->ext.used_units;
+        bool can = free_units + self->evictable_units >= units;
+        if (can && s_evict_one(self))
+            continue;
+        if (!reclaimed && kvt_pool_reclaim_locked(self, now) > 0) {
+            reclaimed = true;
+            continue;
+        }
+        self->st.alloc_failed++;
+        self->st.alloc_failed_pinned++;
+        return KVT_STORE_ENOSPACE;
+    }
+    return KVT_STORE_OK;
+}
+
+// ------------------------------------------------------------ writes --
+
+int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                     size_t size, kvt_holder_t holder, kvt_resv_t *resv, void **ptr)
+{
+    assert(self && resv && ptr);
+    if (!kvt_store_kind_ok(kind) || size == 0)
+        return KVT_STORE_EINVAL;
+    int rc = KVT_STORE_OK;
+    kvt_pool_lock(self);
+    if (!kvt_pool_holder(self, holder)) {
+        rc = KVT_STORE_EHOLDER;
+        goto cleanup;
+    }
+    uint32_t i = kvt_pool_find(self, ns, key, kind, KVT_POBJ_READY);
+    if (i != KVT_NIL) {
+        kvt_pool_refresh(self, i);
+        self->st.puts_skipped++;
+        rc = KVT_STORE_SKIPPED;
+        goto cleanup;
+    }
+    if (kvt_pool_find(self, ns, key, kind, KVT_POBJ_WRITING) != KVT_NIL) {
+        self->st.puts_duplicate++;
+        rc = KVT_STORE_DUPLICATE;
+        goto cleanup;
+    }
+    uint64_t units = ((uint64_t)size + self->align - 1) >> self->shift;
+    if (units > self->ext.units) {
+        self->st.alloc_failed++;
+        self->st.alloc_failed_toobig++;
+        rc = KVT_STORE_ETOOBIG;
+        goto cleanup;
+    }
+    uint64_t now = kvt_pool_now(self);
+    uint32_t extent;
+    rc = s_make_room(self, units, now, &extent);
+    if (rc != KVT_STORE_OK)
+        goto cleanup;
+    i = self->obj_free;
+    kvt_pobj_t *o = &self->objs[i];
+    self->obj_free = o->next;
+    o->ns = ns;
+    o->key = key;
+    o->kind = (uint8_t)kind;
+    o->size = size;
+    o->units = units;
+    o->extent = extent;
+    o->off = kvt_extents_off(&self->ext, extent) << self->shift;
+    o->pins = 0;
+    o->holder = holder;
+    o->epoch = self->holders[holder - 1].epoch;
+    o->t_start = now;
+    o->state = KVT_POBJ_WRITING;
+    int set = kvt_keymap_set(&self->map, ns, key, kind, i + 1);
+    assert(set == 0); //  the map holds max_objects keys, one per live object at most
+    (void)set;
+    s_wr_push(self, i);
+    self->st.writing_bytes += size;
+    self->st.objects_writing++;
+    resv->id = kvt_store_handle(i, o->gen);
+    *ptr = self->base + o->off;
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
+//  The writing object a reservation names, or KVT_NIL (counted).
+static uint32_t s_resv_obj(kvt_pool_t *self, const kvt_resv_t *resv)
+{
+    uint32_t i, gen;
+    if (resv && kvt_store_unhandle(resv->id, self->nobjs, &i, &gen) && self->objs[i].gen == gen &&
+        self->objs[i].state == KVT_POBJ_WRITING)
+        return i;
+    self->st.release_errors++;
+    return KVT_NIL;
+}
+
+int kvt_pool_commit(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease)
+{
+    return kvt_pool_commit_ex(self, resv, lease, 0, NULL, NULL);
+}
+
+int kvt_pool_commit_ex(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease, kvt_holder_t second,
+                       kvt_lease_t *second_lease, kvt_pool_info_t *info)
+{
+    assert(self);
+    int rc = KVT_STORE_OK;
+    kvt_pool_lock(self);
+    uint32_t i = s_resv_obj(self, resv);
+    if (i == KVT_NIL) {
+        rc = KVT_STORE_ESTALE;
+        goto cleanup;
+    }
+    if (lease && (self->lease_free == KVT_NIL || self->pins_avail == 0)) {
+        rc = KVT_STORE_EFULL; //  the reservation stays: commit without a lease or abort
+        goto cleanup;
+    }
+    kvt_pobj_t *o = &self->objs[i];
+    s_wr_unlink(self, i);
+    self->st.writing_bytes -= o->size;
+    self->st.objects_writing--;
+    o->state = KVT_POBJ_READY;
+    s_lru_push_young(self, i);
+    self->st.objects++;
+    self->evictable_units += o->units;
+    self->st.puts++;
+    self->st.put_bytes += o->size;
+    if (lease) {
+        uint32_t l = kvt_pool_lease_new(self, o->holder, kvt_pool_now(self));
+        kvt_pool_pin(self, l, i);
+        lease->id = kvt_store_handle(l, self->leases[l].gen);
+    }
+    if (second && second_lease && kvt_pool_holder(self, second) && self->lease_free != KVT_NIL &&
+        self->pins_avail > 0) {
+        uint32_t l = kvt_pool_lease_new(self, second, kvt_pool_now(self));
+        kvt_pool_pin(self, l, i);
+        second_lease->id = kvt_store_handle(l, self->leases[l].gen);
+    }
+    if (info)
+        *info = (kvt_pool_info_t){.ns = o->ns,
+                                  .key = o->key,
+                                  .kind = (kvt_obj_kind_t)o->kind,
+                                  .ptr = self->base + o->off,
+                                  .size = o->size};
+    resv->id = 0;
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
+int kvt_pool_abort(kvt_pool_t *self, kvt_resv_t *resv)
+{
+    assert(self);
+    int rc = KVT_STORE_OK;
+    kvt_pool_lock(self);
+    uint32_t i = s_resv_obj(self, resv);
+    if (i == KVT_NIL) {
+        rc = KVT_STORE_ESTALE;
+        goto cleanup;
+    }
+    kvt_pool_free_obj(self, i);
+    self->st.aborts++;
+    resv->id = 0;
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
+int kvt_pool_put(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                 const void *src, size_t size)
+{
+    assert(self && (src || size == 0));
+    kvt_resv_t resv = {0};
+    void *dst = NULL;
+    int rc = kvt_pool_reserve(self, ns, key, kind, size, self->put_holder, &resv, &dst);
+    if (rc != KVT_STORE_OK)
+        return rc;
+    memcpy(dst, src, size);
+    return kvt_pool_commit(self, &resv, NULL);
+}
+
+// ------------------------------------------------------------- reads --
+
+int kvt_pool_acquire(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                     kvt_holder_t holder, kvt_lease_t *lease, kvt_obj_view_t *view)
+{
+    assert(self && lease && view);
+    if (!kvt_store_kind_ok(kind))
+        return KVT_STORE_EINVAL;
+    int rc = KVT_STORE_OK;
+    kvt_pool_lock(self);
+    if (!kvt_pool_holder(self, holder)) {
+        rc = KVT_STORE_EHOLDER;
+        goto cleanup;
+    }
+    uint32_t i = kvt_pool_find(self, ns, key, kind, KVT_POBJ_READY);
+    if (i == KVT_NIL) {
+        self->st.misses[kind - 1]++;
+        rc = KVT_STORE_ENOTFOUND;
+        goto cleanup;
+    }
+    if (self->lease_free == KVT_NIL || self->pins_avail == 0) {
+        rc = KVT_STORE_EFULL;
+        goto cleanup;
+    }
+    uint32_t l = kvt_pool_lease_new(self, holder, kvt_pool_now(self));
+    kvt_pool_pin(self, l, i);
+    kvt_pool_refresh(self, i);
+    self->st.hits[kind - 1]++;
+    kvt_pobj_t *o = &self->objs[i];
+    lease->id = kvt_store_handle(l, self->leases[l].gen);
+    *view = (kvt_obj_view_t){.ptr = self->base + o->off,
+                             .size = o->size,
+                             .kind = (kvt_obj_kind_t)o->kind,
+                             .tier = KVT_TIER_POOL};
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
+int kvt_pool_release(kvt_pool_t *self, kvt_lease_t *lease)
+{
+    assert(self);
+    int rc = KVT_STORE_OK;
+    kvt_pool_lock(self);
+    uint32_t l = kvt_pool_lease_slot(self, lease ? lease->id : 0);
+    if (l == KVT_NIL) {
+        rc = KVT_STORE_ESTALE;
+        goto cleanup;
+    }
+    kvt_pool_lease_drop(self, l);
+    lease->id = 0;
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
+int kvt_pool_lookup(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                    kvt_obj_kind_t kind, kvt_holder_t holder, kvt_lease_t *lease)
+{
+    assert(self && (keys || n == 0));
+    if (!kvt_store_kind_ok(kind))
+        return KVT_STORE_EINVAL;
+    if (n > INT32_MAX)
+        n = INT32_MAX;
+    uint32_t cache[S_LOOKUP_CACHE];
+    int rc = 0;
+    uint32_t l = KVT_NIL;
+    kvt_pool_lock(self);
+    if (lease) {
+        if (!kvt_pool_holder(self, holder)) {
+            rc = KVT_STORE_EHOLDER;
+            goto cleanup;
+        }
+        if (lease->id != 0) {
+            l = kvt_pool_lease_slot(self, lease->id);
+            if (l == KVT_NIL) {
+                rc = KVT_STORE_ESTALE;
+                goto cleanup;
+            }
+            if (self->leases[l].holder != holder) {
+                rc = KVT_STORE_EINVAL;
+                goto cleanup;
+            }
+        }
+    }
+    size_t k = 0;
+    for (; k < n; k++) {
+        uint32_t i = kvt_pool_find(self, ns, keys[k], kind, KVT_POBJ_READY);
+        if (i == KVT_NIL)
+            break;
+        if (k < S_LOOKUP_CACHE)
+            cache[k] = i;
+    }
+    if (lease && k > 0) {
+        if (k > self->pins_avail) {
+            k = self->pins_avail;
+            self->st.pin_table_full++;
+        }
+        if (l == KVT_NIL && k > 0) {
+            l = kvt_pool_lease_new(self, holder, kvt_pool_now(self));
+            if (l == KVT_NIL) {
+                k = 0;
+                self->st.pin_table_full++;
+            } else {
+                lease->id = kvt_store_handle(l, self->leases[l].gen);
+            }
+        }
+    }
+    //  Deepest first, so keys[0] ends youngest: eviction takes suffixes
+    //  before the prefixes other requests share.
+    for (size_t j = k; j-- > 0;) {
+        uint32_t i =
+            j < S_LOOKUP_CACHE ? cache[j] : kvt_pool_find(self, ns, keys[j], kind, KVT_POBJ_READY);
+        kvt_pool_refresh(self, i);
+        if (lease)
+            kvt_pool_pin(self, l, i);
+    }
+    self->st.lookups++;
+    self->st.lookup_keys += k;
+    self->st.hits[kind - 1] += k;
+    if (k < n)
+        self->st.misses[kind - 1]++;
+    rc = (int)k;
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
+size_t kvt_pool_count(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                      kvt_obj_kind_t kind)
+{
+    assert(self && (keys || n == 0));
+    if (!kvt_store_kind_ok(kind))
+        return 0;
+    kvt_pool_lock(self);
+    size_t k = 0;
+    while (k < n && kvt_pool_find(self, ns, keys[k], kind, KVT_POBJ_READY) != KVT_NIL)
+        k++;
+    kvt_pool_unlock(self);
+    return k;
+}
+
+kvt_touch_t kvt_pool_touch(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
+{
+    assert(self);
+    if (!kvt_store_kind_ok(kind))
+        return KVT_TOUCH_GONE;
+    kvt_touch_t t = KVT_TOUCH_GONE;
+    kvt_pool_lock(self);
+    uint32_t i = kvt_pool_find(self, ns, key, kind, KVT_POBJ_READY);
+    if (i != KVT_NIL) {
+        kvt_pool_refresh(self, i);
+        self->st.touches_refreshed++;
+        t = KVT_TOUCH_REFRESHED;
+    } else if (kvt_pool_find(self, ns, key, kind, KVT_POBJ_WRITING) != KVT_NIL) {
+        t = KVT_TOUCH_PRESENT;
+    } else {
+        self->st.touches_gone++;
+    }
+    kvt_pool_unlock(self);
+    return t;
+}
+
+bool kvt_pool_contains(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
+{
+    assert(self);
+    if (!kvt_store_kind_ok(kind))
+        return false;
+    kvt_pool_lock(self);
+    bool found = kvt_pool_find(self, ns, key, kind, KVT_POBJ_READY) != KVT_NIL;
+    kvt_pool_unlock(self);
+    return found;
+}
+
+int kvt_pool_remove(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
+{
+    assert(self);
+    if (!kvt_store_kind_ok(kind))
+        return KVT_STORE_EINVAL;
+    int rc = KVT_STORE_OK;
+    kvt_pool_lock(self);
+    kvt_keymap_entry_t *e = kvt_keymap_find(&self->map, ns, key);
+    uint32_t v = e ? e->slot[kind - 1] : 0;
+    if (!v) {
+        rc = KVT_STORE_ENOTFOUND;
+        goto cleanup;
+    }
+    kvt_pobj_t *o = &self->objs[v - 1];
+    if (o->state != KVT_POBJ_READY || o->pins > 0) {
+        rc = KVT_STORE_EBUSY;
+        goto cleanup;
+    }
+    kvt_pool_free_obj(self, v - 1);
+    self->st.removals++;
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
+void kvt_pool_set_evict_hook(kvt_pool_t *self, kvt_pool_evict_fn *fn, void *arg)
+{
+    assert(self);
+    kvt_pool_lock(self);
+    self->evict_fn = fn;
+    self->evict_arg = arg;
+    kvt_pool_unlock(self);
+}
+
+void kvt_pool_stats(kvt_pool_t *self, kvt_pool_stats_t *stats)
+{
+    assert(self && stats);
+    kvt_pool_lock(self);
+    *stats = self->st;
+    stats->capacity_bytes = self->capacity;
+    stats->used_bytes = self->ext.used_units << self->shift;
+    stats->free_extents = self->ext.free_extents;
+    stats->largest_free_bytes = kvt_extents_largest_free(&self->ext) << self->shift;
+    kvt_pool_unlock(self);
+}
+
+void *kvt_pool_base(kvt_pool_t *self)
+{
+    assert(self);
+    return self->base;
+}
+
+size_t kvt_pool_capacity(kvt_pool_t *self)
+{
+    assert(self);
+    return self->capacity;
+}

@@ -1,0 +1,171 @@
+/*  kvt_pool_int.h — the CPU pool's state, shared by kvt_pool.c (objects,
+    allocation, eviction, reads) and kvt_pool_lease.c (holders, leases, pins,
+    reclaim). Private to src/store. Every function here expects the pool lock
+    held unless it says otherwise. */
+#ifndef KVT_POOL_INT_H_INCLUDED
+#define KVT_POOL_INT_H_INCLUDED
+
+#include <pthread.h>
+
+#include "kvt_extent.h"
+#include "kvt_keymap.h"
+#include "kvtier/kvt_pool.h"
+
+#define KVT_POOL_NAME_MAX  32  //  bytes of a pool or holder name, NUL included
+#define KVT_POOL_LOG_LINES 8   //  log lines queued under the lock, emitted after unlock
+#define KVT_POOL_LOG_LEN   192 //  bytes of one queued log line
+
+typedef enum {
+    KVT_POBJ_FREE = 0,    //  table slot unused
+    KVT_POBJ_WRITING = 1, //  reserved for write: invisible to readers, never evicted
+    KVT_POBJ_READY = 2,   //  readable; evictable when unpinned
+} kvt_pobj_state_t;
+
+typedef struct {
+    uint64_t ns;      //  namespace
+    kvt_hash_t key;   //  prefix hash
+    uint64_t size;    //  bytes requested
+    uint64_t units;   //  allocation units held
+    uint64_t off;     //  byte offset of the bytes in the arena
+    uint64_t t_start; //  reservation time (while writing)
+    uint32_t extent;  //  allocator extent id
+    uint32_t gen;     //  generation, bumped whenever the slot is freed
+    uint32_t prev;    //  LRU (ready: older neighbour) / writing list / free list link
+    uint32_t next;    //  LRU (ready: younger neighbour) / writing list / free list link
+    uint32_t pins;    //  read pins held by leases
+    uint32_t holder;  //  writer (while writing)
+    uint32_t epoch;   //  writer's holder epoch at reserve
+    uint8_t kind;     //  kvt_obj_kind_t
+    uint8_t state;    //  kvt_pobj_state_t
+} kvt_pobj_t;
+
+typedef struct {
+    uint64_t t_start;   //  acquire / last renew time
+    uint32_t gen;       //  generation, bumped whenever the slot is freed
+    uint32_t holder;    //  owner
+    uint32_t epoch;     //  owner's epoch at acquire
+    uint32_t first_pin; //  head of its pin list
+    uint32_t npins;     //  pins in the list
+    uint32_t prev;      //  active list (ordered by t_start) / unused
+    uint32_t next;      //  active list / free list link
+    uint8_t used;       //  1 while outstanding
+} kvt_plea_t;
+
+typedef struct {
+    uint32_t obj;  //  pinned object
+    uint32_t next; //  next pin of the same lease / free list link
+} kvt_ppin_t;
+
+typedef enum {
+    KVT_PHOLD_FREE = 0, //  slot unused (epoch kept, so old handles stay orphans)
+    KVT_PHOLD_LIVE = 1, //  registered
+} kvt_phold_state_t;
+
+typedef struct {
+    char name[KVT_POOL_NAME_MAX]; //  for logs
+    uint32_t epoch;               //  bumped by reset / remove
+    uint32_t orphan_logged;       //  epoch + 1 whose orphan reclaims were logged, 0 = none
+    uint8_t expired_logged;       //  1 once a live-holder expiry was logged
+    uint8_t state;                //  kvt_phold_state_t
+} kvt_phold_t;
+
+struct _kvt_pool_t {
+    char name[KVT_POOL_NAME_MAX]; //  for logs
+    pthread_mutex_t mu;           //  guards everything below
+    uint8_t *base;                //  aligned start of the arena
+    void *owned;                  //  arena memory the pool allocated (NULL: the caller's)
+    size_t capacity;              //  usable arena bytes (a multiple of align)
+    size_t align;                 //  allocation unit, bytes
+    unsigned shift;               //  log2(align)
+    uint64_t ttl_ns;              //  lease / reservation TTL
+    kvt_store_clock_fn *clock;    //  time source
+    void *clock_arg;              //  its argument
+    kvt_store_log_fn *log;        //  log sink
+    void *log_arg;                //  its argument
+    kvt_pool_evict_fn *evict_fn;  //  eviction hook, or NULL
+    void *evict_arg;              //  its argument
+    kvt_pobj_t *objs;             //  object table
+    uint32_t nobjs;               //  its size
+    uint32_t obj_free;            //  head of free object slots
+    uint32_t lru_old;             //  oldest ready object
+    uint32_t lru_young;           //  youngest ready object
+    uint32_t wr_head;             //  oldest reservation (writing list, by t_start)
+    uint32_t wr_tail;             //  newest reservation
+    kvt_keymap_t map;             //  (ns, key) → object index + 1 per kind
+    kvt_extents_t ext;            //  arena allocator
+    uint64_t evictable_units;     //  units of ready, unpinned objects
+    kvt_plea_t *leases;           //  lease table
+    uint32_t nleases;             //  its size
+    uint32_t lease_free;          //  head of free lease slots
+    uint32_t act_head;            //  oldest outstanding lease (by t_start)
+    uint32_t act_tail;            //  newest outstanding lease
+    kvt_ppin_t *pins;             //  pin nodes
+    uint32_t npins;               //  their number
+    uint32_t pin_free;            //  head of free pin nodes
+    uint32_t pins_avail;          //  free pin nodes
+    kvt_phold_t *holders;         //  holder table (index = id - 1)
+    uint32_t nholders;            //  its size
+    kvt_holder_t put_holder;      //  internal holder of kvt_pool_put
+    kvt_pool_stats_t st;          //  counters (gauges are filled by kvt_pool_stats)
+    char logq[KVT_POOL_LOG_LINES][KVT_POOL_LOG_LEN]; //  lines queued under the lock
+    int nlogq;                                       //  queued lines
+};
+
+//  Lock / unlock; unlock emits the log lines queued meanwhile.
+void kvt_pool_lock(kvt_pool_t *self);
+void kvt_pool_unlock(kvt_pool_t *self);
+
+//  Queues a log line for emission at unlock (dropped beyond the queue).
+void kvt_pool_logq(kvt_pool_t *self, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+//  The ready / writing object matching a query, or KVT_NIL.
+uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                       kvt_pobj_state_t state);
+
+//  Moves a ready object to the young end of the LRU.
+void kvt_pool_refresh(kvt_pool_t *self, uint32_t obj);
+
+//  Frees a ready or writing object's slot, bytes and index entry.
+void kvt_pool_free_obj(kvt_pool_t *self, uint32_t obj);
+
+//  Holder `id` is live; its table entry.
+kvt_phold_t *kvt_pool_holder(kvt_pool_t *self, kvt_holder_t id);
+
+//  New lease for holder (KVT_NIL if the table is full), started now.
+uint32_t kvt_pool_lease_new(kvt_pool_t *self, kvt_holder_t holder, uint64_t now);
+
+//  Adds a read pin on obj to lease (a pin node must be available).
+void kvt_pool_pin(kvt_pool_t *self, uint32_t lease, uint32_t obj);
+
+//  Drops every pin of a lease and frees it.
+void kvt_pool_lease_drop(kvt_pool_t *self, uint32_t lease);
+
+//  Resolves a lease id to a slot; KVT_NIL (counted) if stale.
+uint32_t kvt_pool_lease_slot(kvt_pool_t *self, uint64_t id);
+
+//  Reclaims everything expired at `now`; returns the number reclaimed.
+size_t kvt_pool_reclaim_locked(kvt_pool_t *self, uint64_t now);
+
+//  What a commit made ready (for the storage manager's write-through).
+typedef struct {
+    uint64_t ns;         //  namespace
+    kvt_hash_t key;      //  prefix hash
+    kvt_obj_kind_t kind; //  kind
+    const void *ptr;     //  bytes in the arena
+    size_t size;         //  length
+} kvt_pool_info_t;
+
+//  kvt_pool_commit, plus (if second is non-zero) a read lease for holder
+//  `second` taken in the same step — best effort: second_lease->id stays 0
+//  when the tables are full — and a description of the object. Takes the lock.
+int kvt_pool_commit_ex(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease, kvt_holder_t second,
+                       kvt_lease_t *second_lease, kvt_pool_info_t *info);
+
+//  Current time from the pool's clock.
+static inline uint64_t kvt_pool_now(kvt_pool_t *self)
+{
+    return self->clock(self->clock_arg);
+}
+
+#endif
