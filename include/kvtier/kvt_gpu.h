@@ -270,7 +270,7 @@ int kvt_gpu_state_copy(kvt_gpu_stream_t *s, kvt_gpu_state_pool_t dst_pool, uint3
                        kvt_gpu_state_pool_t src_pool, uint32_t src_index);
 
 //  Host function run in stream order (CUDA / HIP: cudaLaunchHostFunc /
-//  hipLaunchHostFunc, where it must not call the device runtime; host LIVE:
+//  hipStreamAddCallback, where it must not call the device runtime; host LIVE:
 //  on the stream's worker; host SIM: when it lands, costing sim_cost_ns).
 //  A simulated forward uses it as its "kernel".
 typedef void(kvt_gpu_host_fn)(void *arg);

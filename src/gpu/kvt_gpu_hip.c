@@ -265,13 +265,36 @@ cleanup:
     return rc;
 }
 
+//  A host function queued through hipStreamAddCallback (the 5.2 runtime
+//  does not export hipLaunchHostFunc).
+typedef struct {
+    kvt_gpu_host_fn *fn; //  the function
+    void *arg;           //  its argument
+} s_call_t;
+
+static void s_trampoline(hipStream_t stream, hipError_t status, void *user)
+{
+    s_call_t *call = user;
+    call->fn(call->arg);
+    free(call);
+}
+
 static int s_host_fn(kvt_gpu_stream_t *fs, kvt_gpu_host_fn *fn, void *arg, uint64_t sim_cost_ns)
 {
     int rc = s_bind(fs->gpu);
     if (rc != 0)
         return rc;
-    hipError_t hrc = hipLaunchHostFunc(fs->impl, fn, arg);
-    return hrc == hipSuccess ? 0 : s_err("hipLaunchHostFunc", hrc);
+    s_call_t *call = malloc(sizeof *call);
+    if (!call)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "hip: out of memory");
+    call->fn = fn;
+    call->arg = arg;
+    hipError_t hrc = hipStreamAddCallback(fs->impl, s_trampoline, call, 0);
+    if (hrc != hipSuccess) {
+        free(call);
+        return s_err("hipStreamAddCallback", hrc);
+    }
+    return 0;
 }
 
 const kvt_gpu_ops_t kvt_gpu_hip_ops = {
