@@ -1,0 +1,25 @@
+/*  kvt_aggregator — the aggregator actor: the shell around kvt_agg.
+
+    Receives a Completion from every rank for every dispatched item and sends
+    one Verdict per key to the scheduler when all ranks reported (A1), drops
+    late duplicates through its tombstone ring (A2), and checks once per
+    `stale_check_ns` for keys older than `stale_ns` that some rank never
+    reported on (A4): each is counted and warned about once. */
+#ifndef KVT_AGGREGATOR_H_INCLUDED
+#define KVT_AGGREGATOR_H_INCLUDED
+
+#include <stdint.h>
+
+#include "kvtier/kvt_actor.h"
+
+typedef struct {
+    uint32_t nranks;       //  TP ranks that report on every key
+    uint32_t tombstones;   //  settled keys remembered (default 65536)
+    uint64_t stale_ns;     //  age at which an open key is surfaced (default 30 s)
+    const char *scheduler; //  name of the scheduler actor
+} kvt_aggregator_args_t;
+
+//  The actor class.
+extern const kvt_actor_class_t kvt_aggregator_class;
+
+#endif

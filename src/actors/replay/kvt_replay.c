@@ -1,0 +1,373 @@
+/*  kvt_replay — see kvt_replay.h. */
+#include "kvt_replay.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "actors/aggregator/kvt_aggregator.h"
+#include "actors/common/kvt_prefix.h"
+#include "actors/runner/kvt_runner.h"
+#include "actors/scheduler/kvt_scheduler.h"
+#include "actors/worker/kvt_worker.h"
+#include "kvtier/kvt_gpu.h"
+#include "kvtier/kvt_storage.h"
+
+#define S_MAX_TP 64 //  ranks a replay may simulate in one process
+
+void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->driver = KVT_DRIVER_SIM;
+    cfg->seed = 1;
+    cfg->tp = 2;
+    cfg->hbm_pool_bytes = 64ull << 20;
+    cfg->cpu_pool_bytes = 512ull << 20;
+    cfg->layers = 4;
+    cfg->planes = 2;
+    cfg->token_bytes = 64;
+    cfg->block_size = 16;
+    cfg->chunk_size = 256;
+    cfg->max_running = 64;
+    cfg->step_tokens = 4096;
+    cfg->sim_bw_Bps = 25000000000ull;
+    cfg->sim_lat_ns = 5000;
+    cfg->log_level = 1;
+}
+
+static size_t s_block_bytes(const kvt_replay_cfg_t *c)
+{
+    return (size_t)c->planes * c->layers * c->block_size * c->token_bytes;
+}
+
+int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
+{
+    const char *bad = NULL;
+    if (c->driver != KVT_DRIVER_SIM && c->driver != KVT_DRIVER_LIVE)
+        bad = "driver: must be sim or live";
+    else if (c->tp < 1 || c->tp > S_MAX_TP)
+        bad = "tp: must be in 1..64";
+    else if (c->layers < 1 || c->layers > 1024)
+        bad = "layers: must be in 1..1024";
+    else if (c->planes < 1 || c->planes > KVT_RUNNER_MAX_PLANES)
+        bad = "planes: must be in 1..8";
+    else if (c->token_bytes < 1 || c->token_bytes > (1u << 20))
+        bad = "token_bytes: must be in 1..1 MiB";
+    else if (c->block_size < 1 || c->block_size > 1024)
+        bad = "block_size: must be in 1..1024";
+    else if (c->chunk_size < c->block_size || c->chunk_size % c->block_size)
+        bad = "chunk_size: must be a multiple of block_size";
+    else if (c->max_running < 1)
+        bad = "max_running: must be at least 1";
+    else if (c->step_tokens < c->max_running)
+        bad = "step_tokens: must be at least max_running";
+    else if (c->sim_bw_Bps == 0)
+        bad = "sim_bw: must be positive";
+    if (bad) {
+        snprintf(err, errlen, "%s", bad);
+        return -1;
+    }
+    size_t bb = s_block_bytes(c);
+    uint64_t blocks = c->hbm_pool_bytes / bb;
+    uint64_t min_blocks = 2ull * c->chunk_size / c->block_size;
+    if (blocks < min_blocks || blocks > UINT32_MAX / 2) {
+        snprintf(err, errlen, "hbm-pool: %llu bytes gives %llu blocks of %zu bytes; need %llu..%u",
+                 (unsigned long long)c->hbm_pool_bytes, (unsigned long long)blocks, bb,
+                 (unsigned long long)min_blocks, UINT32_MAX / 2);
+        return -1;
+    }
+    size_t chunk = bb * (c->chunk_size / c->block_size);
+    if (c->cpu_pool_bytes != 0 && c->cpu_pool_bytes < chunk * 2) {
+        snprintf(err, errlen,
+                 "cpu-pool: %llu bytes holds fewer than two chunks of %zu bytes (0 disables "
+                 "the CPU tier)",
+                 (unsigned long long)c->cpu_pool_bytes, chunk);
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t kvt_replay_counter(const kvt_replay_report_t *r, const char *actor, const char *name)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < r->engine.ncounters; i++) {
+        const kvt_engine_counter_t *c = &r->engine.counters[i];
+        if (strcmp(c->c.name, name) != 0)
+            continue;
+        if (actor && strcmp(c->actor, actor) != 0)
+            continue;
+        sum += c->c.value;
+    }
+    return sum;
+}
+
+static uint64_t s_clock(void *arg)
+{
+    return kvt_system_now((kvt_system_t *)arg);
+}
+
+//  Everything a run allocates, so one cleanup path frees it.
+typedef struct {
+    kvt_workload_t *wl;                       //  requests
+    kvt_system_t *sys;                        //  actors and driver
+    kvt_gpu_t *gpu[S_MAX_TP];                 //  one device per rank
+    void *arena[S_MAX_TP];                    //  pinned CPU pool memory per rank
+    kvt_storage_t *storage[S_MAX_TP];         //  one tier per rank
+    kvt_runner_args_t runner[S_MAX_TP];       //  runner args
+    kvt_worker_args_t worker[S_MAX_TP];       //  worker args
+    char names[2 * S_MAX_TP + 4][32];         //  actor names
+    const char *stats_from[2 * S_MAX_TP + 4]; //  actors asked for counters
+    kvt_scheduler_args_t sched;               //  scheduler args
+    kvt_aggregator_args_t agg;                //  aggregator args
+    kvt_engine_args_t engine;                 //  engine args
+} s_run_t;
+
+static void s_run_free(s_run_t *run, uint32_t tp)
+{
+    kvt_system_destroy(&run->sys);
+    for (uint32_t r = 0; r < tp; r++) {
+        kvt_storage_destroy(&run->storage[r]);
+        if (run->arena[r])
+            kvt_gpu_host_free(run->gpu[r], run->arena[r]);
+        kvt_gpu_destroy(&run->gpu[r]);
+    }
+    kvt_workload_destroy(&run->wl);
+    free(run);
+}
+
+//  Checks, after the system stopped, that nothing was left outstanding.
+static void s_check_quiescent(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep)
+{
+    rep->quiescent = true;
+    const char *sched = "scheduler";
+    if (!rep->engine.done) {
+        snprintf(rep->problem, sizeof rep->problem, "the engine did not reach the end");
+        rep->quiescent = false;
+        return;
+    }
+    if (kvt_replay_counter(rep, sched, "sched.audit_ok") != 1 ||
+        kvt_replay_counter(rep, sched, "sched.quiescent") != 1) {
+        snprintf(rep->problem, sizeof rep->problem,
+                 "scheduler not quiescent: %llu records, %llu saves outstanding, %llu loading, "
+                 "%llu blocks in use",
+                 (unsigned long long)kvt_replay_counter(rep, sched, "sched.records"),
+                 (unsigned long long)kvt_replay_counter(rep, sched, "sched.saves_outstanding"),
+                 (unsigned long long)kvt_replay_counter(rep, sched, "sched.loading"),
+                 (unsigned long long)kvt_replay_counter(rep, sched, "sched.blocks_in_use"));
+        rep->quiescent = false;
+        return;
+    }
+    if (kvt_replay_counter(rep, "aggregator", "agg.open") != 0) {
+        snprintf(rep->problem, sizeof rep->problem, "aggregator has %llu unsettled keys",
+                 (unsigned long long)kvt_replay_counter(rep, "aggregator", "agg.open"));
+        rep->quiescent = false;
+        return;
+    }
+    for (uint32_t r = 0; r < cfg->tp; r++) {
+        if (!run->storage[r])
+            continue;
+        kvt_pool_stats_t ps;
+        kvt_pool_stats(kvt_storage_pool(run->storage[r]), &ps);
+        if (ps.leases_active || ps.pinned_bytes || ps.writing_bytes || ps.objects_writing) {
+            snprintf(rep->problem, sizeof rep->problem,
+                     "rank %u pool: %llu leases, %llu pinned bytes, %llu bytes being written", r,
+                     (unsigned long long)ps.leases_active, (unsigned long long)ps.pinned_bytes,
+                     (unsigned long long)ps.writing_bytes);
+            rep->quiescent = false;
+            return;
+        }
+    }
+}
+
+int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *err, size_t errlen)
+{
+    if (kvt_replay_validate(cfg, err, errlen) != 0)
+        return -1;
+    memset(rep, 0, sizeof *rep);
+    s_run_t *run = calloc(1, sizeof *run);
+    if (!run) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (cfg->trace)
+        run->wl = kvt_workload_mooncake(cfg->trace, cfg->limit, err, errlen);
+    else {
+        kvt_synth_cfg_t sc;
+        memset(&sc, 0, sizeof sc);
+        sc.seed = cfg->seed;
+        run->wl = kvt_workload_synthetic(&sc, cfg->limit);
+        if (!run->wl)
+            snprintf(err, errlen, "out of memory generating the workload");
+    }
+    if (!run->wl)
+        goto fail;
+    snprintf(rep->source, sizeof rep->source, "%s", run->wl->source);
+
+    size_t bb = s_block_bytes(cfg);
+    uint32_t bpc = cfg->chunk_size / cfg->block_size;
+    size_t chunk_bytes = bb * bpc;
+    uint32_t hbm_blocks = (uint32_t)(cfg->hbm_pool_bytes / bb);
+    char nsdesc[256];
+    snprintf(nsdesc, sizeof nsdesc,
+             "kvtier/1 model=replay layers=%u planes=%u token_bytes=%u block=%u chunk=%u tp=%u "
+             "dtype=oracle",
+             cfg->layers, cfg->planes, cfg->token_bytes, cfg->block_size, cfg->chunk_size, cfg->tp);
+    kvt_hash_t ns = kvt_namespace_hash(nsdesc);
+
+    kvt_system_opts_t so;
+    memset(&so, 0, sizeof so);
+    so.driver = cfg->driver;
+    so.seed = cfg->seed;
+    so.name = "replay";
+    so.log_level = cfg->log_level;
+    run->sys = kvt_system_new(&so);
+    if (!run->sys) {
+        snprintf(err, errlen, "cannot create the actor system");
+        goto fail;
+    }
+    if (cfg->record && cfg->driver == KVT_DRIVER_SIM &&
+        kvt_sim_trace_open(run->sys, cfg->record) != 0) {
+        snprintf(err, errlen, "record: cannot open %s", cfg->record);
+        goto fail;
+    }
+
+    for (uint32_t r = 0; r < cfg->tp; r++) {
+        kvt_gpu_opts_t go;
+        memset(&go, 0, sizeof go);
+        go.backend = KVT_GPU_BACKEND_HOST;
+        go.host_mode = cfg->driver == KVT_DRIVER_SIM ? KVT_GPU_HOST_SIM : KVT_GPU_HOST_LIVE;
+        go.now = s_clock;
+        go.now_arg = run->sys;
+        go.sim_bandwidth_Bps = cfg->sim_bw_Bps;
+        go.sim_latency_ns = cfg->sim_lat_ns;
+        run->gpu[r] = kvt_gpu_new(&go);
+        if (!run->gpu[r]) {
+            snprintf(err, errlen, "rank %u: cannot open the device: %s", r, kvt_gpu_last_error());
+            goto fail;
+        }
+        for (uint32_t p = 0; p < cfg->planes; p++) {
+            kvt_gpu_plane_desc_t pd;
+            memset(&pd, 0, sizeof pd);
+            pd.name = p == 0 ? "K" : p == 1 ? "V" : "aux";
+            pd.layers = cfg->layers;
+            pd.num_blocks = hbm_blocks;
+            pd.block_bytes = (size_t)cfg->block_size * cfg->token_bytes;
+            if (kvt_gpu_plane_add(run->gpu[r], &pd) < 0) {
+                snprintf(err, errlen, "rank %u: cannot register plane %u: %s", r, p,
+                         kvt_gpu_last_error());
+                goto fail;
+            }
+            run->runner[r].plane_block_bytes[p] = pd.block_bytes;
+        }
+        if (cfg->cpu_pool_bytes) {
+            run->arena[r] = kvt_gpu_host_alloc(run->gpu[r], cfg->cpu_pool_bytes);
+            if (!run->arena[r]) {
+                snprintf(err, errlen, "rank %u: cannot allocate a %llu-byte CPU pool", r,
+                         (unsigned long long)cfg->cpu_pool_bytes);
+                goto fail;
+            }
+            kvt_storage_config_t sc;
+            kvt_storage_config_defaults(&sc);
+            sc.pool.base = run->arena[r];
+            sc.pool.capacity_bytes = cfg->cpu_pool_bytes;
+            sc.pool.clock = s_clock;
+            sc.pool.clock_arg = run->sys;
+            sc.pool.max_objects = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes) + 64;
+            run->storage[r] = kvt_storage_new(&sc, err, errlen);
+            if (!run->storage[r])
+                goto fail;
+        }
+    }
+
+    //  Topology: engine, scheduler, aggregator, then runner.r / worker.r.
+    uint32_t nn = 0;
+    run->sched.cfg.block_size = cfg->block_size;
+    run->sched.cfg.chunk_size = cfg->chunk_size;
+    run->sched.cfg.hbm_blocks = hbm_blocks;
+    run->sched.cfg.tier_chunks = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes);
+    run->sched.cfg.max_running = cfg->max_running;
+    run->sched.cfg.step_tokens = cfg->step_tokens;
+    run->sched.cfg.save_retries = 1;
+    run->sched.cfg.ns = ns;
+    run->sched.engine = "engine";
+    run->agg.nranks = cfg->tp;
+    run->agg.scheduler = "scheduler";
+    run->stats_from[nn++] = "scheduler";
+    run->stats_from[nn++] = "aggregator";
+    for (uint32_t r = 0; r < cfg->tp; r++) {
+        snprintf(run->names[2 * r], sizeof run->names[0], "runner.%u", r);
+        snprintf(run->names[2 * r + 1], sizeof run->names[0], "worker.%u", r);
+        run->stats_from[nn++] = run->names[2 * r];
+        run->stats_from[nn++] = run->names[2 * r + 1];
+    }
+    run->stats_from[nn] = NULL;
+    run->engine.wl = run->wl;
+    run->engine.tp = cfg->tp;
+    run->engine.scheduler = "scheduler";
+    run->engine.stats_from = run->stats_from;
+    run->engine.out = &rep->engine;
+
+    bool added =
+        kvt_system_add(run->sys, "engine", &kvt_engine_class, &run->engine, NULL) != KVT_AID_NONE &&
+        kvt_system_add(run->sys, "scheduler", &kvt_scheduler_class, &run->sched, NULL) !=
+            KVT_AID_NONE &&
+        kvt_system_add(run->sys, "aggregator", &kvt_aggregator_class, &run->agg, NULL) !=
+            KVT_AID_NONE;
+    for (uint32_t r = 0; added && r < cfg->tp; r++) {
+        kvt_runner_args_t *ra = &run->runner[r];
+        ra->rank = r;
+        ra->gpu = run->gpu[r];
+        ra->block_size = cfg->block_size;
+        ra->planes = cfg->planes;
+        ra->layers = cfg->layers;
+        ra->engine = "engine";
+        ra->worker = run->names[2 * r + 1];
+        kvt_worker_args_t *wa = &run->worker[r];
+        wa->rank = r;
+        wa->gpu = run->gpu[r];
+        wa->storage = run->storage[r];
+        wa->ns = kvt_namespace_id(ns);
+        wa->block_size = cfg->block_size;
+        wa->chunk_size = cfg->chunk_size;
+        wa->aggregator = "aggregator";
+        added = kvt_system_add(run->sys, run->names[2 * r], &kvt_runner_class, ra, NULL) !=
+                    KVT_AID_NONE &&
+                kvt_system_add(run->sys, run->names[2 * r + 1], &kvt_worker_class, wa, NULL) !=
+                    KVT_AID_NONE;
+    }
+    if (!added) {
+        snprintf(err, errlen, "cannot build the actor topology");
+        goto fail;
+    }
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (kvt_system_start(run->sys) != 0) {
+        snprintf(err, errlen, "an actor failed to start (see the log)");
+        goto fail;
+    }
+    rep->exit_code = kvt_system_run(run->sys, 0, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    rep->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (cfg->driver == KVT_DRIVER_SIM) {
+        rep->trace_hash = kvt_sim_trace_hash(run->sys);
+        rep->events = kvt_sim_events(run->sys);
+    }
+    kvt_system_stop(run->sys);
+
+    const kvt_engine_result_t *e = &rep->engine;
+    rep->hit_cpu_tokens = e->tier_hit_tokens;
+    uint64_t served = e->hbm_hit_tokens + e->tier_hit_tokens;
+    rep->recomputed_tokens = e->input_tokens > served ? e->input_tokens - served : 0;
+    rep->recomputed_share =
+        e->input_tokens ? (double)rep->recomputed_tokens / (double)e->input_tokens : 0.0;
+    rep->saves_ok = kvt_replay_counter(rep, "scheduler", "sched.saves_ok");
+    rep->saves_failed = kvt_replay_counter(rep, "scheduler", "sched.saves_failed");
+    s_check_quiescent(run, cfg, rep);
+    s_run_free(run, cfg->tp);
+    return 0;
+fail:
+    s_run_free(run, cfg->tp);
+    return -1;
+}

@@ -1,0 +1,71 @@
+/*  kvt_replay — builds a replay: the workload, one device and one tier per
+    rank, and the actors (engine, scheduler, aggregator, runner.r, worker.r)
+    under the chosen driver; runs it to the end of the workload; checks that
+    the system is quiescent (no outstanding load or save, no lease, pin or
+    reservation left in any pool) and reports what it measured. */
+#ifndef KVT_REPLAY_H_INCLUDED
+#define KVT_REPLAY_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/engine/kvt_engine.h"
+#include "actors/engine/kvt_workload.h"
+#include "kvtier/kvt_actor.h"
+
+typedef struct {
+    const char *trace;       //  Mooncake jsonl path; NULL: the built-in synthetic workload
+    uint32_t limit;          //  requests to replay (0 = all)
+    kvt_driver_t driver;     //  SIM or LIVE (default SIM)
+    uint64_t seed;           //  seeds the synthetic workload and the SIM driver (default 1)
+    uint32_t tp;             //  tensor-parallel ranks (default 2)
+    uint64_t hbm_pool_bytes; //  device KV memory per rank (default 64 MiB)
+    uint64_t cpu_pool_bytes; //  CPU tier per rank; 0 disables the tier (default 512 MiB)
+    uint32_t layers;         //  model layers (default 4)
+    uint32_t planes;         //  KV planes, e.g. K and V (default 2)
+    uint32_t token_bytes;    //  bytes per token per layer per plane (default 64)
+    uint32_t block_size;     //  tokens per block (default 16)
+    uint32_t chunk_size;     //  tokens per chunk (default 256)
+    uint32_t max_running;    //  requests admitted at once (default 64)
+    uint32_t step_tokens;    //  token budget per step (default 4096)
+    uint64_t sim_bw_Bps;     //  SIM copy bandwidth (default 25e9)
+    uint64_t sim_lat_ns;     //  SIM copy latency (default 5000)
+    const char *record;      //  SIM: record every delivery to this file (NULL = no)
+    int log_level;           //  0..3 (default 1)
+} kvt_replay_cfg_t;
+
+typedef struct {
+    kvt_engine_result_t engine; //  what the engine measured, with every actor's counters
+    char source[256];           //  workload description
+    uint64_t hit_cpu_tokens;    //  restored from the CPU tier
+    uint64_t recomputed_tokens; //  input tokens neither in HBM nor restored
+    double recomputed_share;    //  recomputed / input tokens
+    uint64_t saves_ok;          //  chunk saves that reached quorum
+    uint64_t saves_failed;      //  chunk saves that failed on some rank
+    uint64_t trace_hash;        //  SIM: hash of every delivery (0 under LIVE)
+    uint64_t events;            //  SIM: deliveries + timers
+    double wall_s;              //  wall time of the run itself
+    int exit_code;              //  what kvt_system_run returned
+    bool quiescent;             //  nothing was left outstanding at the end
+    char problem[512];          //  the first thing found wrong at the end ("" if none)
+} kvt_replay_report_t;
+
+//  Fills *cfg with the defaults.
+void kvt_replay_defaults(kvt_replay_cfg_t *cfg);
+
+//  Validates the configuration; returns 0 or -1 with a message naming the
+//  setting in err.
+int kvt_replay_validate(const kvt_replay_cfg_t *cfg, char *err, size_t errlen);
+
+//  Runs a replay. Returns 0 when it ran to the end (check the report for
+//  wrong resumes and quiescence), -1 when it could not be set up (err says
+//  why: a bad trace, a bad setting, out of memory).
+int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *report, char *err,
+                   size_t errlen);
+
+//  Value of a collected counter (`actor` NULL: summed over every actor that
+//  reported it); 0 when absent.
+uint64_t kvt_replay_counter(const kvt_replay_report_t *report, const char *actor, const char *name);
+
+#endif

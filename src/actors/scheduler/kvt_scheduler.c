@@ -1,0 +1,119 @@
+/*  kvt_scheduler — see kvt_scheduler.h. */
+#include "kvt_scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/common/kvt_counters.h"
+
+typedef struct {
+    kvt_scheduler_args_t a;    //  configuration
+    kvt_sched_t *core;         //  the scheduler's state
+    kvt_aid_t engine;          //  where plans go
+    bool held;                 //  a Schedule is waiting for a verdict
+    uint64_t held_step;        //  the step of the held Schedule
+    uint64_t holds;            //  counter: replies held for a verdict
+    uint64_t arrivals_refused; //  counter: arrivals the core refused
+} s_scheduler_t;
+
+//  Plans `step` and sends it, or holds the reply. Returns 0 or -1.
+static int s_try_plan(kvt_ctx_t *ctx, s_scheduler_t *self, uint64_t step)
+{
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    int rc = kvt_sched_plan(self->core, step, &m.u.step_plan);
+    if (rc < 0) {
+        if (!self->held)
+            self->holds++;
+        self->held = true;
+        self->held_step = step;
+        return 0;
+    }
+    self->held = false;
+    m.kind = KVT_MSG_STEP_PLAN;
+    return kvt_ctx_send(ctx, self->engine, &m);
+}
+
+static int s_on_schedule(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_scheduler_t *self = selfp;
+    const kvt_schedule_t *sc = &msg->u.schedule;
+    if (self->held) {
+        kvt_ctx_log(ctx, 1, "Schedule for step %llu while step %llu is held; replacing it",
+                    (unsigned long long)sc->step, (unsigned long long)self->held_step);
+    }
+    for (uint32_t i = 0; i < sc->narrivals; i++)
+        if (kvt_sched_arrive(self->core, &sc->arrivals[i]) != 0) {
+            self->arrivals_refused++;
+            kvt_ctx_log(ctx, 1, "request %llu refused (duplicate id or longer than the pool)",
+                        (unsigned long long)sc->arrivals[i].req);
+        }
+    return s_try_plan(ctx, self, sc->step);
+}
+
+static int s_on_verdict(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_scheduler_t *self = selfp;
+    if (kvt_sched_verdict(self->core, &msg->u.verdict) != 0)
+        kvt_ctx_log(ctx, 3, "stale verdict chan=%u op=%llu/%u", msg->u.verdict.chan,
+                    (unsigned long long)msg->u.verdict.op.req, msg->u.verdict.op.gen);
+    if (self->held)
+        return s_try_plan(ctx, self, self->held_step);
+    return 0;
+}
+
+static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_scheduler_t *self = selfp;
+    if (!msg->u.stats.request)
+        return 0;
+    kvt_counter_t c[96];
+    uint32_t n = 0;
+    kvt_sched_counters(self->core, c, &n, 96);
+    char err[256];
+    int audit = kvt_sched_audit(self->core, err, sizeof err);
+    if (audit != 0)
+        kvt_ctx_log(ctx, 0, "%s", err);
+    kvt_counter_add(c, &n, 96, "sched.audit_ok", audit == 0);
+    kvt_counter_add(c, &n, 96, "sched.quiescent", kvt_sched_quiescent(self->core));
+    kvt_counter_add(c, &n, 96, "sched.holds", self->holds);
+    kvt_counter_add(c, &n, 96, "sched.arrivals_refused", self->arrivals_refused);
+    return kvt_counters_reply(ctx, from, c, n);
+}
+
+static void *s_init(kvt_ctx_t *ctx, void *args)
+{
+    s_scheduler_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->a = *(const kvt_scheduler_args_t *)args;
+    self->engine = kvt_ctx_lookup(ctx, self->a.engine);
+    char err[256];
+    self->core = self->engine == KVT_AID_NONE ? NULL : kvt_sched_new(&self->a.cfg, err, sizeof err);
+    if (!self->core) {
+        kvt_ctx_log(ctx, 0, "%s", self->engine == KVT_AID_NONE ? "no engine actor" : err);
+        free(self);
+        return NULL;
+    }
+    return self;
+}
+
+static void s_stop(kvt_ctx_t *ctx, void *selfp)
+{
+    s_scheduler_t *self = selfp;
+    kvt_sched_destroy(&self->core);
+    free(self);
+}
+
+const kvt_actor_class_t kvt_scheduler_class = {
+    .type = "scheduler",
+    .init = s_init,
+    .stop = s_stop,
+    .on =
+        {
+            [KVT_MSG_SCHEDULE] = s_on_schedule,
+            [KVT_MSG_VERDICT] = s_on_verdict,
+            [KVT_MSG_STATS] = s_on_stats,
+        },
+};

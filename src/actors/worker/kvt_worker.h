@@ -1,0 +1,46 @@
+/*  kvt_worker — the rank's offload worker actor.
+
+    Turns LoadSpec and SaveSpec messages into copies between the rank's device
+    blocks and its tier (the storage manager: CPU pool, disk below it), and
+    emits exactly one Completion per dispatched item on every path:
+
+    * a load reports once, on KVT_CHAN_LOAD keyed by its operation id, after
+      every chunk was scattered into its blocks (or once, failed, when a
+      chunk is missing, the spec is refused or a copy fails) — never before
+      the copy landed;
+    * a save reports once per chunk, on KVT_CHAN_SAVE keyed by the chunk key,
+      after its bytes were gathered into a pool reservation and committed
+      (or once, failed, when the pool has no room, the key is being written
+      by another writer, or the copy failed). A chunk the pool already holds
+      is refreshed and reported ok without a copy.
+
+    Specs are validated (chunk grid, lengths that match, block ids) and
+    refused, never clamped (rule L4). Copies run on two device streams (loads,
+    saves); the worker polls their events on a timer (under the SIM driver
+    the timer is armed for the event's landing time). On shutdown it drains:
+    every pending item is synchronised, its reservation aborted or lease
+    released, and reported failed with KVT_DETAIL_SHUTDOWN. */
+#ifndef KVT_WORKER_H_INCLUDED
+#define KVT_WORKER_H_INCLUDED
+
+#include <stdint.h>
+
+#include "kvtier/kvt_actor.h"
+#include "kvtier/kvt_gpu.h"
+#include "kvtier/kvt_storage.h"
+
+typedef struct {
+    uint32_t rank;          //  this worker's TP rank
+    kvt_gpu_t *gpu;         //  the rank's device (shared with its runner)
+    kvt_storage_t *storage; //  the rank's tier; NULL: no tier (every item fails MISS / NO_SPACE)
+    uint64_t ns;            //  namespace id of stored objects
+    uint32_t block_size;    //  tokens per block
+    uint32_t chunk_size;    //  tokens per chunk
+    const char *aggregator; //  name of the aggregator actor
+    uint64_t poll_ns;       //  LIVE: event poll interval (default 20 µs)
+} kvt_worker_args_t;
+
+//  The actor class.
+extern const kvt_actor_class_t kvt_worker_class;
+
+#endif

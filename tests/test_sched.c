@@ -1,0 +1,537 @@
+/*  Scheduler core: block manager, tier view and the step planner, driven
+    directly (no actors). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/common/kvt_prefix.h"
+#include "actors/scheduler/kvt_blockmgr.h"
+#include "actors/scheduler/kvt_sched.h"
+#include "actors/scheduler/kvt_tierindex.h"
+
+static kvt_hash_t H(uint64_t x)
+{
+    kvt_hash_t h = {x * 7 + 1, x};
+    return h;
+}
+
+// ------------------------------------------------------- block manager ----
+
+Test(blockmgr, alloc_then_free_returns_every_block)
+{
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(8, 4);
+    uint32_t b[8];
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 8, b), 0);
+    cr_assert_eq(kvt_blockmgr_available(bm), 0);
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 1, b), -1, "over-allocation must fail, not block");
+    for (int i = 0; i < 8; i++)
+        kvt_blockmgr_unref(bm, b[i]);
+    cr_assert_eq(kvt_blockmgr_available(bm), 8);
+    cr_assert_eq(kvt_blockmgr_in_use(bm), 0);
+    kvt_blockmgr_destroy(&bm);
+    cr_assert_null(bm);
+}
+
+Test(blockmgr, cached_blocks_are_shared_and_evicted_oldest_first)
+{
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(4, 2);
+    uint32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint32_t b[4];
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 4, b), 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(kvt_blockmgr_register(bm, b[i], H(i), toks + 2 * i), 0);
+    //  Release in order 2, 0, 3, 1: the LRU's old end is block 2.
+    int order[4] = {2, 0, 3, 1};
+    for (int i = 0; i < 4; i++)
+        kvt_blockmgr_unref(bm, b[order[i]]);
+    kvt_hash_t hs[4] = {H(0), H(1), H(2), H(3)};
+    uint32_t got[4];
+    cr_assert_eq(kvt_blockmgr_match(bm, hs, toks, 4, got), 4);
+    //  Allocating one block evicts the oldest free cached block (b[2]).
+    uint32_t nb;
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 1, &nb), 0);
+    cr_assert_eq(nb, b[2]);
+    cr_assert_eq(kvt_blockmgr_match(bm, hs, toks, 4, got), 2, "prefix stops at the evicted block");
+    kvt_blockmgr_stats_t st;
+    kvt_blockmgr_stats(bm, &st);
+    cr_assert_eq(st.evicted, 1);
+    kvt_blockmgr_destroy(&bm);
+}
+
+Test(blockmgr, referenced_cached_block_is_never_evicted)
+{
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(2, 1);
+    uint32_t t[2] = {5, 6};
+    uint32_t b[2];
+    kvt_blockmgr_alloc(bm, 2, b);
+    kvt_blockmgr_register(bm, b[0], H(0), t);
+    kvt_blockmgr_register(bm, b[1], H(1), t + 1);
+    kvt_blockmgr_unref(bm, b[0]);
+    kvt_blockmgr_unref(bm, b[1]);
+    kvt_blockmgr_ref(bm, b[0]); //  a request shares block 0 again
+    uint32_t nb[2];
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 2, nb), -1);
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 1, nb), 0);
+    cr_assert_eq(nb[0], b[1]);
+    kvt_blockmgr_destroy(&bm);
+}
+
+Test(blockmgr, token_mismatch_on_hash_hit_is_a_miss)
+{
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(2, 2);
+    uint32_t t[2] = {1, 2}, other[2] = {1, 3};
+    uint32_t b;
+    kvt_blockmgr_alloc(bm, 1, &b);
+    kvt_blockmgr_register(bm, b, H(9), t);
+    kvt_hash_t h = H(9);
+    uint32_t got;
+    cr_assert_eq(kvt_blockmgr_match(bm, &h, other, 1, &got), 0);
+    cr_assert_eq(kvt_blockmgr_match(bm, &h, t, 1, &got), 1);
+    kvt_blockmgr_stats_t st;
+    kvt_blockmgr_stats(bm, &st);
+    cr_assert_eq(st.token_mismatch, 1);
+    kvt_blockmgr_destroy(&bm);
+}
+
+Test(blockmgr, duplicate_hash_keeps_first_block)
+{
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(2, 1);
+    uint32_t t[1] = {1};
+    uint32_t b[2];
+    kvt_blockmgr_alloc(bm, 2, b);
+    cr_assert_eq(kvt_blockmgr_register(bm, b[0], H(1), t), 0);
+    cr_assert_eq(kvt_blockmgr_register(bm, b[1], H(1), t), 1);
+    kvt_blockmgr_unref(bm, b[1]); //  private: back to the free stack
+    kvt_blockmgr_unref(bm, b[0]);
+    kvt_hash_t h = H(1);
+    uint32_t got;
+    cr_assert_eq(kvt_blockmgr_match(bm, &h, t, 1, &got), 1);
+    cr_assert_eq(got, b[0]);
+    kvt_blockmgr_destroy(&bm);
+}
+
+// ------------------------------------------------------------ tier view ----
+
+Test(tierindex, lookup_refreshes_prefix_younger_than_suffix)
+{
+    kvt_tierindex_t *t = kvt_tierindex_new(4);
+    for (int i = 0; i < 4; i++)
+        kvt_tierindex_insert(t, H(i)); //  0 is the oldest
+    kvt_hash_t keys[3] = {H(0), H(1), H(2)};
+    cr_assert_eq(kvt_tierindex_lookup(t, keys, 3), 3);
+    //  After the lookup the order old → young is 3, 2, 1, 0: inserting two
+    //  more evicts 3 then 2 — the suffix goes before the prefix.
+    kvt_tierindex_insert(t, H(10));
+    cr_assert_not(kvt_tierindex_contains(t, H(3)));
+    kvt_tierindex_insert(t, H(11));
+    cr_assert_not(kvt_tierindex_contains(t, H(2)));
+    cr_assert(kvt_tierindex_contains(t, H(0)));
+    cr_assert(kvt_tierindex_contains(t, H(1)));
+    kvt_tierindex_destroy(&t);
+}
+
+Test(tierindex, lookup_stops_at_first_missing_and_retract_removes)
+{
+    kvt_tierindex_t *t = kvt_tierindex_new(8);
+    kvt_tierindex_insert(t, H(0));
+    kvt_tierindex_insert(t, H(2));
+    kvt_hash_t keys[3] = {H(0), H(1), H(2)};
+    cr_assert_eq(kvt_tierindex_lookup(t, keys, 3), 1);
+    cr_assert(kvt_tierindex_retract(t, H(0)));
+    cr_assert_not(kvt_tierindex_retract(t, H(0)));
+    cr_assert_eq(kvt_tierindex_lookup(t, keys, 3), 0);
+    cr_assert_eq(kvt_tierindex_size(t), 1);
+    kvt_tierindex_destroy(&t);
+}
+
+Test(tierindex, zero_capacity_indexes_nothing)
+{
+    kvt_tierindex_t *t = kvt_tierindex_new(0);
+    kvt_tierindex_insert(t, H(1));
+    cr_assert_not(kvt_tierindex_contains(t, H(1)));
+    kvt_tierindex_destroy(&t);
+}
+
+// ------------------------------------------------------------ scheduler ----
+
+#define BS 16
+#define CS 64
+
+typedef struct {
+    kvt_sched_t *s;              //  the core
+    kvt_step_plan_t plan;        //  last plan
+    uint64_t step;               //  step counter
+    kvt_verdict_t pending[4096]; //  verdicts the test will deliver
+    uint32_t npending;           //  entries in pending
+    bool fail_loads;             //  make load verdicts fail (MISS)
+    bool fail_saves;             //  make save verdicts fail
+    uint32_t loads_seen;         //  loads planned
+    uint32_t saves_seen;         //  chunk saves planned
+    uint32_t verify_entries;     //  entries with verify_end > 0
+    uint32_t admit_hbm;          //  sum of ADMIT a
+    uint32_t admit_tier;         //  sum of ADMIT b
+    uint32_t loaded;             //  LOADED events
+    uint32_t retreats;           //  RETREAT events
+    uint32_t finished;           //  FINISH events
+} rig_t;
+
+static void rig_init(rig_t *r, uint32_t hbm_blocks, uint32_t tier_chunks)
+{
+    memset(r, 0, sizeof *r);
+    kvt_sched_cfg_t cfg = {.block_size = BS,
+                           .chunk_size = CS,
+                           .hbm_blocks = hbm_blocks,
+                           .tier_chunks = tier_chunks,
+                           .max_running = 8,
+                           .step_tokens = 256,
+                           .save_retries = 1,
+                           .ns = kvt_namespace_hash("test")};
+    char err[128];
+    r->s = kvt_sched_new(&cfg, err, sizeof err);
+    cr_assert_not_null(r->s, "%s", err);
+}
+
+static void rig_arrive(rig_t *r, uint64_t id, uint32_t n, uint32_t base, uint32_t max_new)
+{
+    uint32_t *t = malloc(n * sizeof *t);
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = base + i;
+    kvt_arrival_t a = {.req = id, .tokens = t, .ntokens = n, .max_new_tokens = max_new};
+    cr_assert_eq(kvt_sched_arrive(r->s, &a), 0);
+    free(t);
+}
+
+static void rig_audit(rig_t *r)
+{
+    char err[256];
+    cr_assert_eq(kvt_sched_audit(r->s, err, sizeof err), 0, "%s", err);
+}
+
+//  One step: plan, record what the plan asks, queue verdicts for its loads
+//  and saves. Returns the plan's return code.
+static int rig_step(rig_t *r)
+{
+    int rc = kvt_sched_plan(r->s, ++r->step, &r->plan);
+    if (rc < 0)
+        return rc;
+    const kvt_step_plan_t *p = &r->plan;
+    for (uint32_t i = 0; i < p->nevents; i++) {
+        const kvt_event_t *e = &p->events[i];
+        if (e->type == KVT_EV_ADMIT) {
+            r->admit_hbm += e->a;
+            r->admit_tier += e->b;
+        }
+        r->loaded += e->type == KVT_EV_LOADED;
+        r->retreats += e->type == KVT_EV_RETREAT;
+        r->finished += e->type == KVT_EV_FINISH;
+    }
+    for (uint32_t i = 0; i < p->nentries; i++)
+        r->verify_entries += p->entries[i].verify_end > 0;
+    for (uint32_t i = 0; i < p->nloads; i++) {
+        kvt_verdict_t *v = &r->pending[r->npending++];
+        memset(v, 0, sizeof *v);
+        v->chan = KVT_CHAN_LOAD;
+        v->op = p->loads[i].op;
+        v->ok = !r->fail_loads;
+        v->detail = r->fail_loads ? KVT_DETAIL_MISS : 0;
+        r->loads_seen++;
+    }
+    for (uint32_t i = 0; i < p->nsaves; i++)
+        for (uint32_t k = 0; k < p->saves[i].nkeys; k++) {
+            kvt_verdict_t *v = &r->pending[r->npending++];
+            memset(v, 0, sizeof *v);
+            v->chan = KVT_CHAN_SAVE;
+            v->op = p->saves[i].op;
+            v->key = p->saves[i].keys[k];
+            v->ok = !r->fail_saves;
+            v->detail = r->fail_saves ? KVT_DETAIL_NO_SPACE : 0;
+            r->saves_seen++;
+        }
+    return rc;
+}
+
+static void rig_deliver(rig_t *r)
+{
+    for (uint32_t i = 0; i < r->npending; i++)
+        kvt_sched_verdict(r->s, &r->pending[i]);
+    r->npending = 0;
+}
+
+//  Runs until idle, delivering verdicts after every step.
+static void rig_run(rig_t *r, uint32_t max_steps)
+{
+    for (uint32_t i = 0; i < max_steps; i++) {
+        int rc = rig_step(r);
+        rig_deliver(r);
+        rig_audit(r);
+        if (rc == 0 && r->plan.idle)
+            return;
+    }
+    cr_assert_fail("did not go idle in %u steps", max_steps);
+}
+
+Test(sched, single_request_computes_saves_and_goes_quiescent)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 200, 1000, 4);
+    rig_run(&r, 100);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.finished, 1);
+    cr_assert_eq(r.finished, 1);
+    //  200 prompt + 3 fed outputs = 203 tokens: 3 complete chunks of 64.
+    cr_assert_eq(st.saves_ok, 3);
+    cr_assert_eq(r.saves_seen, 3);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, saves_are_built_only_after_the_forward_that_completed_them)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 200, 1000, 4);
+    cr_assert_eq(rig_step(&r), 1);
+    //  The first plan computes the prompt but saves nothing yet.
+    cr_assert_eq(r.plan.nentries, 1);
+    cr_assert_eq(r.plan.nsaves, 0);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nsaves, 1);
+    cr_assert_eq(r.plan.saves[0].start, 0);
+    cr_assert_eq(r.plan.saves[0].end, 192);
+    rig_deliver(&r);
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, repeated_prompt_hits_hbm_and_leaves_a_token_to_compute)
+{
+    rig_t r;
+    rig_init(&r, 64, 0);
+    rig_arrive(&r, 1, 128, 5, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 128, 5, 1);
+    rig_run(&r, 50);
+    //  128 tokens = 8 full blocks, but a hit must leave one token: 7 blocks.
+    cr_assert_eq(r.admit_hbm, 112);
+    cr_assert_eq(r.verify_entries, 1, "the resumed request is verified before its forward");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, evicted_prefix_is_restored_from_the_tier)
+{
+    rig_t r;
+    //  12 blocks of HBM: the second request's prompt evicts the first's.
+    rig_init(&r, 12, 64);
+    rig_arrive(&r, 1, 150, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 150, 90000, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_run(&r, 50);
+    cr_assert_eq(r.loads_seen, 1);
+    cr_assert_eq(r.loaded, 1);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    //  Two full chunks (128 tokens) restored; the HBM hit was gone.
+    cr_assert_eq(st.tier_hit_tokens, 128);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, failed_load_retreats_retracts_and_recomputes)
+{
+    rig_t r;
+    rig_init(&r, 12, 64);
+    rig_arrive(&r, 1, 150, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 150, 90000, 1);
+    rig_run(&r, 50);
+    r.fail_loads = true;
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_run(&r, 50);
+    cr_assert_eq(r.retreats, 1);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.loads_failed, 1);
+    cr_assert_eq(st.tier_hit_tokens, 0);
+    //  The missing keys were retracted and saved again by the recompute.
+    cr_assert_eq(st.saves_ok, 2 + 2 + 2);
+    cr_assert_eq(st.finished, 3);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, released_blocks_evict_suffix_before_prefix)
+{
+    rig_t r;
+    rig_init(&r, 16, 0);
+    rig_arrive(&r, 1, 200, 100, 1); //  13 blocks
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 100, 90000, 1); //  7 blocks: 3 free + 4 evicted
+    rig_run(&r, 50);
+    r.admit_hbm = 0;
+    rig_arrive(&r, 3, 200, 100, 1);
+    rig_run(&r, 50);
+    //  The 4 evicted blocks were request 1's last ones: 9 blocks remain.
+    cr_assert_eq(r.admit_hbm, 144);
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, unaligned_hbm_hit_loads_from_the_chunk_floor)
+{
+    rig_t r;
+    rig_init(&r, 16, 64);
+    rig_arrive(&r, 1, 200, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 100, 90000, 1);
+    rig_run(&r, 50);
+    r.admit_hbm = r.admit_tier = 0;
+    rig_arrive(&r, 3, 200, 100, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    //  HBM holds 144 tokens (9 blocks, off the 64-token grid); the tier
+    //  holds 192. Keep the 128 below the chunk floor shared, load [128, 192)
+    //  into fresh blocks.
+    cr_assert_eq(r.plan.nloads, 1);
+    cr_assert_eq(r.plan.loads[0].start, 128);
+    cr_assert_eq(r.plan.loads[0].end, 192);
+    cr_assert_eq(r.plan.loads[0].nblocks, 4);
+    cr_assert_eq(r.admit_hbm, 128);
+    cr_assert_eq(r.admit_tier, 64);
+    rig_deliver(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].start, 192);
+    cr_assert_eq(r.plan.entries[0].verify_end, 192);
+    rig_deliver(&r);
+    rig_run(&r, 50);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, hold_until_verdict_when_everything_waits_on_loads)
+{
+    rig_t r;
+    rig_init(&r, 12, 64);
+    rig_arrive(&r, 1, 150, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 150, 90000, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 3, 150, 100, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1);
+    //  Nothing can run until the load's verdict: the caller must hold.
+    cr_assert_eq(rig_step(&r), -1);
+    rig_deliver(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nentries, 1);
+    cr_assert_eq(r.plan.entries[0].verify_end, 128);
+    rig_deliver(&r);
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, rule_A3_stale_generation_verdict_is_ignored)
+{
+    rig_t r;
+    rig_init(&r, 12, 64);
+    rig_arrive(&r, 1, 150, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 150, 90000, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step(&r);
+    cr_assert_eq(r.npending, 1);
+    kvt_verdict_t v = r.pending[0];
+    v.op.gen += 1;
+    cr_assert_eq(kvt_sched_verdict(r.s, &v), -1);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.loading, 1, "a verdict for another generation must not settle the load");
+    cr_assert_eq(st.stale_verdicts, 1);
+    rig_deliver(&r);
+    rig_run(&r, 50);
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, finished_request_keeps_leases_until_save_verdicts)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 64, 1, 1);
+    cr_assert_eq(rig_step(&r), 1); //  computes 64 tokens, finishes
+    cr_assert_eq(rig_step(&r), 1); //  retires it and saves its chunk
+    cr_assert_eq(r.plan.nsaves, 1);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.leased_blocks, CS / BS);
+    cr_assert_eq(st.blocks_in_use, CS / BS, "the finished request keeps its blocks");
+    cr_assert_eq(st.records, 1);
+    rig_audit(&r);
+    rig_deliver(&r);
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.blocks_in_use, 0);
+    cr_assert_eq(st.records, 0);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, failed_save_is_reemitted_once_while_running)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    r.fail_saves = true;
+    rig_arrive(&r, 1, 64, 1, 40); //  long decode keeps it running
+    rig_run(&r, 100);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.saves_reemitted, 1);
+    cr_assert_eq(st.saves_failed, st.saves_dispatched);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, no_tier_means_no_saves)
+{
+    rig_t r;
+    rig_init(&r, 64, 0);
+    rig_arrive(&r, 1, 300, 1, 2);
+    rig_run(&r, 50);
+    cr_assert_eq(r.saves_seen, 0);
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, request_larger_than_the_pool_is_refused_with_an_event)
+{
+    rig_t r;
+    rig_init(&r, 8, 64);
+    uint32_t t[200] = {0};
+    kvt_arrival_t a = {.req = 5, .tokens = t, .ntokens = 200, .max_new_tokens = 1};
+    cr_assert_eq(kvt_sched_arrive(r.s, &a), -1);
+    cr_assert_eq(rig_step(&r), 0);
+    cr_assert_eq(r.finished, 1);
+    cr_assert_eq(r.plan.events[0].c, 1, "refusal is flagged");
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, bad_configuration_is_refused_naming_the_setting)
+{
+    kvt_sched_cfg_t cfg = {
+        .block_size = 16, .chunk_size = 100, .hbm_blocks = 64, .max_running = 4, .step_tokens = 64};
+    char err[128];
+    cr_assert_null(kvt_sched_new(&cfg, err, sizeof err));
+    cr_assert(strstr(err, "chunk_size") != NULL, "%s", err);
+}
+
+Test(sched, many_requests_under_pressure_stay_consistent)
+{
+    rig_t r;
+    rig_init(&r, 40, 16);
+    for (uint64_t i = 0; i < 40; i++)
+        rig_arrive(&r, i, 60 + (uint32_t)(i * 37 % 200), (uint32_t)(i % 5) * 1000, 1 + i % 9);
+    rig_run(&r, 2000);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.finished, 40);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}

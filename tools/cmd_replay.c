@@ -1,0 +1,217 @@
+/*  kvtier replay — replays a trace (or the built-in synthetic workload)
+    through the cache and reports hits by tier, recomputed share, loads,
+    saves and wrong resumes (which fail the run). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/replay/kvt_replay.h"
+#include "kvt_cli.h"
+#include "kvt_cmd.h"
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kvtier replay [options]\n"
+            "  --trace FILE       Mooncake jsonl trace (default: built-in synthetic workload)\n"
+            "  --limit N          replay the first N requests (default: all)\n"
+            "  --driver sim|live  actor driver (default sim)\n"
+            "  --seed S           seed of the SIM driver and the synthetic workload (default 1)\n"
+            "  --tp N             tensor-parallel ranks (default 2)\n"
+            "  --hbm-pool SIZE    device KV memory per rank (default 64MiB)\n"
+            "  --cpu-pool SIZE    CPU tier per rank; 0 disables it (default 512MiB)\n"
+            "  --json PATH        write the report as JSON\n"
+            "  --record FILE      SIM: record every delivery (read with kvtier inspect)\n"
+            "  --log-level N      0 errors .. 3 debug (default 1)\n"
+            "  --quiet            no human summary\n"
+            "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
+}
+
+static void s_json_counters(FILE *f, const kvt_replay_report_t *r)
+{
+    fprintf(f, "  \"counters\": {");
+    const char *actor = NULL;
+    for (uint32_t i = 0; i < r->engine.ncounters; i++) {
+        const kvt_engine_counter_t *c = &r->engine.counters[i];
+        if (!actor || strcmp(actor, c->actor) != 0) {
+            fprintf(f, "%s\n    \"%s\": {", actor ? "\n    }," : "", c->actor);
+            actor = c->actor;
+        } else
+            fprintf(f, ",");
+        fprintf(f, "\n      \"%s\": %" PRIu64, c->c.name, c->c.value);
+    }
+    fprintf(f, "%s\n  }", actor ? "\n    }" : "");
+}
+
+static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "kvtier replay: --json: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    const kvt_engine_result_t *e = &r->engine;
+    fprintf(f, "{\n");
+    fprintf(f, "  \"workload\": \"%s\",\n", r->source);
+    fprintf(f, "  \"requests\": %" PRIu64 ",\n", e->requests);
+    fprintf(f, "  \"finished\": %" PRIu64 ",\n", e->finished);
+    fprintf(f, "  \"rejected\": %" PRIu64 ",\n", e->rejected);
+    fprintf(f, "  \"input_tokens\": %" PRIu64 ",\n", e->input_tokens);
+    fprintf(f, "  \"hit_tokens\": {\"hbm\": %" PRIu64 ", \"cpu\": %" PRIu64 "},\n",
+            e->hbm_hit_tokens, r->hit_cpu_tokens);
+    fprintf(f, "  \"recomputed_tokens\": %" PRIu64 ",\n", r->recomputed_tokens);
+    fprintf(f, "  \"recomputed_share\": %.6f,\n", r->recomputed_share);
+    fprintf(f, "  \"wrong_resumes\": %" PRIu64 ",\n", e->wrong_resumes);
+    fprintf(f, "  \"loads\": {\"completed\": %" PRIu64 ", \"failed\": %" PRIu64 "},\n", e->loads_ok,
+            e->loads_failed);
+    fprintf(f, "  \"saves\": {\"completed\": %" PRIu64 ", \"failed\": %" PRIu64 "},\n", r->saves_ok,
+            r->saves_failed);
+    fprintf(f, "  \"driver\": \"%s\",\n", cfg->driver == KVT_DRIVER_SIM ? "sim" : "live");
+    fprintf(f, "  \"seed\": %" PRIu64 ",\n", cfg->seed);
+    if (cfg->driver == KVT_DRIVER_SIM)
+        fprintf(f, "  \"trace_hash\": \"%016" PRIx64 "\",\n", r->trace_hash);
+    fprintf(f, "  \"wall_s\": %.3f,\n", r->wall_s);
+    fprintf(f, "  \"tp\": %u,\n", cfg->tp);
+    fprintf(f, "  \"hbm_pool_bytes\": %" PRIu64 ",\n", cfg->hbm_pool_bytes);
+    fprintf(f, "  \"cpu_pool_bytes\": %" PRIu64 ",\n", cfg->cpu_pool_bytes);
+    fprintf(f, "  \"steps\": %" PRIu64 ",\n", e->steps);
+    fprintf(f, "  \"model_time_s\": %.3f,\n", (double)e->model_time_us / 1e6);
+    fprintf(f, "  \"ttft_ms\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f},\n", e->ttft_p50_ms,
+            e->ttft_p90_ms, e->ttft_p99_ms);
+    fprintf(f, "  \"quiescent\": %s,\n", r->quiescent ? "true" : "false");
+    s_json_counters(f, r);
+    fprintf(f, "\n}\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, "kvtier replay: --json: cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
+{
+    const kvt_engine_result_t *e = &r->engine;
+    double in = e->input_tokens ? (double)e->input_tokens : 1.0;
+    printf("kvtier replay: %s\n", r->source);
+    printf("  driver %s, seed %" PRIu64 ", tp %u, hbm-pool %" PRIu64 " MiB/rank, cpu-pool %" PRIu64
+           " MiB/rank\n",
+           cfg->driver == KVT_DRIVER_SIM ? "sim" : "live", cfg->seed, cfg->tp,
+           cfg->hbm_pool_bytes >> 20, cfg->cpu_pool_bytes >> 20);
+    printf("  requests      %" PRIu64 " (%" PRIu64 " finished, %" PRIu64 " rejected)\n",
+           e->requests, e->finished, e->rejected);
+    printf("  input tokens  %" PRIu64 "\n", e->input_tokens);
+    printf("  hit tokens    hbm %" PRIu64 " (%.1f%%), cpu %" PRIu64 " (%.1f%%)\n",
+           e->hbm_hit_tokens, 100.0 * (double)e->hbm_hit_tokens / in, r->hit_cpu_tokens,
+           100.0 * (double)r->hit_cpu_tokens / in);
+    printf("  recomputed    %" PRIu64 " (%.1f%%)\n", r->recomputed_tokens,
+           100.0 * r->recomputed_share);
+    printf("  loads         %" PRIu64 " completed, %" PRIu64 " failed\n", e->loads_ok,
+           e->loads_failed);
+    printf("  saves         %" PRIu64 " completed, %" PRIu64 " failed\n", r->saves_ok,
+           r->saves_failed);
+    printf("  ttft (model)  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %.1f s modelled\n",
+           e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, (double)e->model_time_us / 1e6);
+    printf("  wrong resumes %" PRIu64 "\n", e->wrong_resumes);
+    if (cfg->driver == KVT_DRIVER_SIM)
+        printf("  trace hash    %016" PRIx64 " (%" PRIu64 " events)\n", r->trace_hash, r->events);
+    printf("  wall          %.2f s, %" PRIu64 " steps\n", r->wall_s, e->steps);
+    if (!r->quiescent)
+        printf("  NOT QUIESCENT: %s\n", r->problem);
+}
+
+int kvt_cmd_replay(int argc, char **argv)
+{
+    kvt_replay_cfg_t cfg;
+    kvt_replay_defaults(&cfg);
+    const char *json = NULL;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            s_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quiet")) {
+            quiet = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kvtier replay: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        uint64_t n;
+        int rc = 0;
+        if (!strcmp(a, "--trace"))
+            cfg.trace = v;
+        else if (!strcmp(a, "--json"))
+            json = v;
+        else if (!strcmp(a, "--record"))
+            cfg.record = v;
+        else if (!strcmp(a, "--driver")) {
+            if (!strcmp(v, "sim"))
+                cfg.driver = KVT_DRIVER_SIM;
+            else if (!strcmp(v, "live"))
+                cfg.driver = KVT_DRIVER_LIVE;
+            else
+                rc = -1;
+        } else if (!strcmp(a, "--limit"))
+            rc = kvt_cli_uint(v, 0, UINT32_MAX, &n) ?: (cfg.limit = (uint32_t)n, 0);
+        else if (!strcmp(a, "--seed"))
+            rc = kvt_cli_uint(v, 0, UINT64_MAX, &cfg.seed);
+        else if (!strcmp(a, "--tp"))
+            rc = kvt_cli_uint(v, 1, 64, &n) ?: (cfg.tp = (uint32_t)n, 0);
+        else if (!strcmp(a, "--log-level"))
+            rc = kvt_cli_uint(v, 0, 3, &n) ?: (cfg.log_level = (int)n, 0);
+        else if (!strcmp(a, "--hbm-pool"))
+            rc = kvt_cli_size(v, &cfg.hbm_pool_bytes);
+        else if (!strcmp(a, "--cpu-pool"))
+            rc = kvt_cli_size(v, &cfg.cpu_pool_bytes);
+        else {
+            fprintf(stderr, "kvtier replay: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (rc != 0) {
+            fprintf(stderr, "kvtier replay: %s: bad value '%s'\n", a, v);
+            return 2;
+        }
+    }
+    char err[512];
+    if (kvt_replay_validate(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        return 2;
+    }
+    kvt_replay_report_t *rep = calloc(1, sizeof *rep);
+    if (!rep) {
+        fprintf(stderr, "kvtier replay: out of memory\n");
+        return 1;
+    }
+    int status = 0;
+    if (kvt_replay_run(&cfg, rep, err, sizeof err) != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        free(rep);
+        return 2;
+    }
+    if (!quiet)
+        s_summary(&cfg, rep);
+    if (json && s_write_json(json, &cfg, rep) != 0)
+        status = 1;
+    if (rep->engine.wrong_resumes > 0) {
+        fprintf(stderr, "kvtier replay: FAILED: %" PRIu64 " wrong resumes\n",
+                rep->engine.wrong_resumes);
+        status = 1;
+    }
+    if (!rep->quiescent) {
+        fprintf(stderr, "kvtier replay: FAILED: %s\n", rep->problem);
+        status = 1;
+    }
+    if (rep->engine.finished + rep->engine.rejected != rep->engine.requests) {
+        fprintf(stderr, "kvtier replay: FAILED: %" PRIu64 " of %" PRIu64 " requests ended\n",
+                rep->engine.finished + rep->engine.rejected, rep->engine.requests);
+        status = 1;
+    }
+    free(rep);
+    return status;
+}

@@ -1,0 +1,55 @@
+/*  kvt_cli — see kvt_cli.h. */
+#include "kvt_cli.h"
+
+#include <string.h>
+#include <strings.h>
+
+static int s_digits(const char *s, const char **end, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9') {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+        p++;
+    }
+    *end = p;
+    *out = v;
+    return 0;
+}
+
+int kvt_cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    const char *end;
+    uint64_t v;
+    if (!s || s_digits(s, &end, &v) != 0 || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int kvt_cli_size(const char *s, uint64_t *out)
+{
+    const char *end;
+    uint64_t v;
+    if (!s || s_digits(s, &end, &v) != 0)
+        return -1;
+    static const struct {
+        const char *suffix; //  accepted spelling
+        unsigned shift;     //  power of two
+    } units[] = {{"", 0},     {"b", 0},   {"k", 10},   {"kb", 10}, {"kib", 10},
+                 {"m", 20},   {"mb", 20}, {"mib", 20}, {"g", 30},  {"gb", 30},
+                 {"gib", 30}, {"t", 40},  {"tb", 40},  {"tib", 40}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            if (units[i].shift && v > (UINT64_MAX >> units[i].shift))
+                return -1;
+            *out = v << units[i].shift;
+            return 0;
+        }
+    return -1;
+}

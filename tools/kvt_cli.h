@@ -1,0 +1,16 @@
+/*  kvt_cli — strict parsing of command-line values shared by the kvtier
+    subcommands. Each returns 0, or -1 when the whole string is not a valid
+    value in range (no partial parses, no silent wrap-around). */
+#ifndef KVT_CLI_H_INCLUDED
+#define KVT_CLI_H_INCLUDED
+
+#include <stdint.h>
+
+//  A decimal integer in [min, max].
+int kvt_cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+//  A byte size: an integer with an optional suffix B, KiB, MiB, GiB, TiB
+//  (binary; K/M/G/T and KB/MB/GB/TB are read as binary too).
+int kvt_cli_size(const char *s, uint64_t *out);
+
+#endif
