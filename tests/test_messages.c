@@ -441,7 +441,7 @@ Test(kvt_msg, trailing_bytes_are_rejected)
         two[len] = buf[0];
         cr_assert_eq(kvt_msg_decode(two, 2 * len, &msg, &err), -1, "two messages in one frame");
         cr_assert_str_eq(err.field, "frame");
-        cr_assert_eq(err.kind, kind);
+        cr_assert_eq((int)err.kind, kind);
         free(two);
         free(buf);
     }
