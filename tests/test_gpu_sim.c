@@ -1,0 +1,381 @@
+/*  test_gpu_sim.c — the host backend's SIM landing model on a manual clock:
+    the cost arithmetic (latency + bytes / bandwidth), stream order, parallel
+    streams, waits, stalls, forced synchronize, eta / next_eta, and that an
+    op that has not landed has not changed its destination.
+*/
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kvtier/kvt_gpu.h"
+
+static uint64_t s_clock(void *arg)
+{
+    return *(uint64_t *)arg;
+}
+
+static void s_quiet(void *arg, int level, const char *line)
+{
+    (void)arg;
+    (void)level;
+    (void)line;
+}
+
+//  A SIM device: one plane of 64 blocks x 1 layer x 1000 bytes, bandwidth
+//  1 byte/ns (so n blocks cost 1000 + n * 1000 ns), 2 slots of 500 bytes.
+typedef struct {
+    uint64_t now;      //  the manual clock
+    kvt_gpu_t *gpu;    //  the device
+    uint8_t buf[8000]; //  a chunk buffer
+} sim_t;
+
+static void s_open(sim_t *s, uint64_t bw, uint64_t lat)
+{
+    memset(s, 0, sizeof *s);
+    kvt_gpu_opts_t o = {0};
+    o.host_mode = KVT_GPU_HOST_SIM;
+    o.now = s_clock;
+    o.now_arg = &s->now;
+    o.sim_bandwidth_Bps = bw;
+    o.sim_latency_ns = lat;
+    o.log = s_quiet;
+    s->gpu = kvt_gpu_new(&o);
+    cr_assert_not_null(s->gpu, "%s", kvt_gpu_last_error());
+    cr_assert(kvt_gpu_is_sim(s->gpu));
+    kvt_gpu_plane_desc_t d = {"K", 1, 64, 1000, NULL};
+    cr_assert_eq(kvt_gpu_plane_add(s->gpu, &d), 0);
+    kvt_gpu_state_desc_t slots = {2, 500, NULL};
+    cr_assert_eq(kvt_gpu_state_add(s->gpu, KVT_GPU_STATE_SLOTS, &slots), 0);
+}
+
+static kvt_gpu_event_t *s_mark(sim_t *s, kvt_gpu_stream_t *st)
+{
+    kvt_gpu_event_t *ev = kvt_gpu_event_new(s->gpu);
+    cr_assert_eq(kvt_gpu_event_record(ev, st), 0);
+    return ev;
+}
+
+static uint8_t *s_block(sim_t *s, uint32_t b)
+{
+    return kvt_gpu_plane_ptr(s->gpu, 0, 0, b);
+}
+
+static void s_count_fn(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+Test(sim, cost_is_latency_plus_bytes_over_bandwidth)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 0), 1000);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 1), 1001);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 4096), 5096);
+    kvt_gpu_destroy(&s.gpu);
+
+    s_open(&s, 3000000000ull, 7); //  3 bytes / ns: partial ns round up
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 1), 8);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 3), 8);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 4), 9);
+    //  25 GB/s for 1 GiB: 42.9 ms, no overflow on the way.
+    kvt_gpu_destroy(&s.gpu);
+    s_open(&s, 25000000000ull, 5000);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 1ull << 30), 5000 + 42949673);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, SIZE_MAX), 5000 + 737869762948382065ull);
+    kvt_gpu_destroy(&s.gpu);
+    s_open(&s, 1, 5000); //  1 byte per second
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 2), 5000 + 2000000000ull);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, SIZE_MAX), UINT64_MAX, "saturates");
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, defaults_are_25_GBps_and_5_us)
+{
+    uint64_t now = 0;
+    kvt_gpu_opts_t o = {0};
+    o.host_mode = KVT_GPU_HOST_SIM;
+    o.now = s_clock;
+    o.now_arg = &now;
+    o.log = s_quiet;
+    kvt_gpu_t *gpu = kvt_gpu_new(&o);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(gpu, 25000), 5000 + 1000);
+    cr_assert(strstr(kvt_gpu_describe(gpu), "sim"), "%s", kvt_gpu_describe(gpu));
+    kvt_gpu_destroy(&gpu);
+}
+
+Test(sim, a_copy_changes_nothing_until_it_lands)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *st = kvt_gpu_stream_new(s.gpu, "s");
+    s.now = 100;
+    const uint32_t blocks[] = {9, 2};
+    memset(s.buf, 0xAB, 2000);
+    cr_assert_eq(kvt_gpu_scatter(st, blocks, 2, s.buf, 2000), 0);
+    kvt_gpu_event_t *ev = s_mark(&s, st);
+    cr_assert_eq(kvt_gpu_event_eta(ev), 100 + 1000 + 2000);
+    cr_assert_eq(kvt_gpu_next_eta(s.gpu), 3100);
+    s.now = 3099;
+    cr_assert_eq(kvt_gpu_event_query(ev), KVT_GPU_NOT_READY);
+    cr_assert_eq(kvt_gpu_progress(s.gpu), 0);
+    for (int k = 0; k < 1000; k++)
+        cr_assert(s_block(&s, 9)[k] == 0 && s_block(&s, 2)[k] == 0, "changed before landing");
+    s.now = 3100;
+    cr_assert_eq(kvt_gpu_progress(s.gpu), 1);
+    cr_assert_eq(kvt_gpu_event_query(ev), 0);
+    cr_assert_eq(s_block(&s, 9)[999], 0xAB);
+    cr_assert_eq(s_block(&s, 2)[0], 0xAB);
+    cr_assert_eq(kvt_gpu_next_eta(s.gpu), UINT64_MAX);
+    cr_assert_leq(kvt_gpu_event_eta(ev), s.now);
+    kvt_gpu_event_destroy(&ev);
+    kvt_gpu_stream_destroy(&st);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, ops_on_one_stream_run_one_after_another)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *st = kvt_gpu_stream_new(s.gpu, "s");
+    const uint32_t one[] = {1}, three[] = {4, 5, 6};
+    cr_assert_eq(kvt_gpu_gather(st, one, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *e1 = s_mark(&s, st);
+    cr_assert_eq(kvt_gpu_gather(st, three, 3, s.buf + 1000, 3000), 0);
+    kvt_gpu_event_t *e2 = s_mark(&s, st);
+    cr_assert_eq(kvt_gpu_event_eta(e1), 2000);
+    cr_assert_eq(kvt_gpu_event_eta(e2), 2000 + 4000);
+    //  Queued later, on an idle stream: starts when queued.
+    s.now = 10000;
+    cr_assert_eq(kvt_gpu_event_query(e2), 0);
+    cr_assert_eq(kvt_gpu_gather(st, one, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *e3 = s_mark(&s, st);
+    cr_assert_eq(kvt_gpu_event_eta(e3), 12000);
+    kvt_gpu_event_destroy(&e1);
+    kvt_gpu_event_destroy(&e2);
+    kvt_gpu_event_destroy(&e3);
+    kvt_gpu_stream_destroy(&st);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, separate_streams_run_in_parallel)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    kvt_gpu_stream_t *b = kvt_gpu_stream_new(s.gpu, "b");
+    const uint32_t x[] = {1, 2}, y[] = {3};
+    cr_assert_eq(kvt_gpu_gather(a, x, 2, s.buf, 2000), 0);
+    cr_assert_eq(kvt_gpu_gather(b, y, 1, s.buf + 2000, 1000), 0);
+    kvt_gpu_event_t *ea = s_mark(&s, a), *eb = s_mark(&s, b);
+    cr_assert_eq(kvt_gpu_event_eta(ea), 3000);
+    cr_assert_eq(kvt_gpu_event_eta(eb), 2000);
+    cr_assert_eq(kvt_gpu_next_eta(s.gpu), 2000);
+    kvt_gpu_event_destroy(&ea);
+    kvt_gpu_event_destroy(&eb);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_stream_destroy(&b);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, a_wait_delays_the_waiting_stream_to_the_awaited_landing)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    kvt_gpu_stream_t *b = kvt_gpu_stream_new(s.gpu, "b");
+    const uint32_t blk[] = {7};
+    //  A: scatter 0x11 into block 7 (lands 2000). B: wait, then gather
+    //  block 7 (lands 2000 + 2000), then another gather (6000).
+    memset(s.buf, 0x11, 1000);
+    cr_assert_eq(kvt_gpu_scatter(a, blk, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *ea = s_mark(&s, a);
+    cr_assert_eq(kvt_gpu_stream_wait_event(b, ea), 0);
+    cr_assert_eq(kvt_gpu_gather(b, blk, 1, s.buf + 1000, 1000), 0);
+    kvt_gpu_event_t *eb = s_mark(&s, b);
+    cr_assert_eq(kvt_gpu_gather(b, blk, 1, s.buf + 2000, 1000), 0);
+    kvt_gpu_event_t *eb2 = s_mark(&s, b);
+    cr_assert_eq(kvt_gpu_event_eta(ea), 2000);
+    cr_assert_eq(kvt_gpu_event_eta(eb), 4000);
+    cr_assert_eq(kvt_gpu_event_eta(eb2), 6000);
+    s.now = 3999;
+    cr_assert_eq(kvt_gpu_event_query(ea), 0);
+    cr_assert_eq(kvt_gpu_event_query(eb), KVT_GPU_NOT_READY);
+    cr_assert_eq(s.buf[1000], 0, "gathered before landing");
+    s.now = 4000;
+    cr_assert_eq(kvt_gpu_event_query(eb), 0);
+    cr_assert_eq(s.buf[1000], 0x11, "the gather saw the scatter's bytes");
+    cr_assert_eq(s.buf[1999], 0x11);
+    kvt_gpu_stats_t st;
+    kvt_gpu_stats(s.gpu, &st);
+    cr_assert_eq(st.waits, 1);
+    kvt_gpu_event_destroy(&ea);
+    kvt_gpu_event_destroy(&eb);
+    kvt_gpu_event_destroy(&eb2);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_stream_destroy(&b);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, a_wait_on_landed_work_adds_nothing)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    kvt_gpu_stream_t *b = kvt_gpu_stream_new(s.gpu, "b");
+    const uint32_t blk[] = {7};
+    cr_assert_eq(kvt_gpu_gather(a, blk, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *ea = s_mark(&s, a);
+    s.now = 5000;
+    cr_assert_eq(kvt_gpu_stream_wait_event(b, ea), 0);
+    cr_assert_eq(kvt_gpu_gather(b, blk, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *eb = s_mark(&s, b);
+    cr_assert_eq(kvt_gpu_event_eta(eb), 7000);
+    kvt_gpu_event_destroy(&ea);
+    kvt_gpu_event_destroy(&eb);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_stream_destroy(&b);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, a_host_function_costs_its_sim_cost_and_runs_when_it_lands)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    int ran = 0;
+    cr_assert_eq(kvt_gpu_launch_host_fn(a, s_count_fn, &ran, 777), 0);
+    kvt_gpu_event_t *ev = s_mark(&s, a);
+    cr_assert_eq(kvt_gpu_event_eta(ev), 777);
+    s.now = 776;
+    cr_assert_eq(kvt_gpu_progress(s.gpu), 0);
+    cr_assert_eq(ran, 0);
+    s.now = 777;
+    cr_assert_eq(kvt_gpu_progress(s.gpu), 1);
+    cr_assert_eq(ran, 1);
+    kvt_gpu_event_destroy(&ev);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, a_stall_holds_the_stream_and_its_waiters_until_cleared)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    kvt_gpu_stream_t *b = kvt_gpu_stream_new(s.gpu, "b");
+    const uint32_t blk[] = {3};
+    cr_assert_eq(kvt_gpu_stream_inject(a, KVT_GPU_FAULT_STALL, 0), 0);
+    memset(s.buf, 0x22, 1000);
+    cr_assert_eq(kvt_gpu_scatter(a, blk, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *ea = s_mark(&s, a);
+    cr_assert_eq(kvt_gpu_stream_wait_event(b, ea), 0);
+    cr_assert_eq(kvt_gpu_gather(b, blk, 1, s.buf + 1000, 1000), 0);
+    kvt_gpu_event_t *eb = s_mark(&s, b);
+    cr_assert_eq(kvt_gpu_event_eta(ea), UINT64_MAX);
+    cr_assert_eq(kvt_gpu_event_eta(eb), UINT64_MAX);
+    cr_assert_eq(kvt_gpu_next_eta(s.gpu), UINT64_MAX);
+    s.now = 1000000;
+    cr_assert_eq(kvt_gpu_event_query(ea), KVT_GPU_NOT_READY);
+    //  synchronize cannot force through a stall.
+    cr_assert_eq(kvt_gpu_event_synchronize(eb), KVT_GPU_NOT_READY);
+    cr_assert_eq(s_block(&s, 3)[0], 0);
+    cr_assert_eq(s.buf[1000], 0);
+    //  Cleared at t = 1 ms: A lands 2 us later, B 2 us after that.
+    cr_assert_eq(kvt_gpu_stream_inject(a, KVT_GPU_FAULT_NONE, 0), 0);
+    cr_assert_eq(kvt_gpu_event_eta(ea), 1002000);
+    cr_assert_eq(kvt_gpu_event_eta(eb), 1004000);
+    s.now = 1004000;
+    cr_assert_eq(kvt_gpu_event_query(eb), 0);
+    cr_assert_eq(s.buf[1000], 0x22);
+    kvt_gpu_event_destroy(&ea);
+    kvt_gpu_event_destroy(&eb);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_stream_destroy(&b);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, synchronize_lands_dependencies_at_once_and_says_so)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    kvt_gpu_stream_t *b = kvt_gpu_stream_new(s.gpu, "b");
+    kvt_gpu_stream_t *c = kvt_gpu_stream_new(s.gpu, "c");
+    const uint32_t blk[] = {3}, other[] = {40};
+    memset(s.buf, 0x33, 1000);
+    cr_assert_eq(kvt_gpu_scatter(a, blk, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *ea = s_mark(&s, a);
+    cr_assert_eq(kvt_gpu_stream_wait_event(b, ea), 0);
+    cr_assert_eq(kvt_gpu_gather(b, blk, 1, s.buf + 1000, 1000), 0);
+    kvt_gpu_event_t *eb = s_mark(&s, b);
+    //  An unrelated stream's op is not landed by B's synchronize.
+    memset(s.buf + 3000, 0x44, 1000);
+    cr_assert_eq(kvt_gpu_scatter(c, other, 1, s.buf + 3000, 1000), 0);
+    kvt_gpu_event_t *ec = s_mark(&s, c);
+    s.now = 10;
+    cr_assert_eq(kvt_gpu_event_synchronize(eb), KVT_GPU_FORCED);
+    cr_assert_eq(s.buf[1000], 0x33, "B's gather ran after A's scatter");
+    cr_assert_eq(kvt_gpu_event_query(ea), 0);
+    cr_assert_eq(kvt_gpu_event_query(ec), KVT_GPU_NOT_READY, "C is not a dependency");
+    cr_assert_eq(s_block(&s, 40)[0], 0);
+    kvt_gpu_stats_t st;
+    kvt_gpu_stats(s.gpu, &st);
+    cr_assert_eq(st.sim_forced, 1);
+    //  Already landed: 0, not counted again.
+    cr_assert_eq(kvt_gpu_event_synchronize(eb), 0);
+    //  The next op on B starts from now.
+    cr_assert_eq(kvt_gpu_gather(b, blk, 1, s.buf + 2000, 1000), 0);
+    kvt_gpu_event_t *eb2 = s_mark(&s, b);
+    cr_assert_eq(kvt_gpu_event_eta(eb2), 10 + 2000);
+    cr_assert_eq(kvt_gpu_stream_synchronize(c), KVT_GPU_FORCED);
+    cr_assert_eq(s_block(&s, 40)[0], 0x44);
+    kvt_gpu_stats(s.gpu, &st);
+    cr_assert_eq(st.sim_forced, 2);
+    kvt_gpu_event_destroy(&ea);
+    kvt_gpu_event_destroy(&eb);
+    kvt_gpu_event_destroy(&eb2);
+    kvt_gpu_event_destroy(&ec);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_stream_destroy(&b);
+    kvt_gpu_stream_destroy(&c);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, destroying_a_stream_lands_its_queue)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    const uint32_t blk[] = {5};
+    memset(s.buf, 0x55, 1000);
+    cr_assert_eq(kvt_gpu_scatter(a, blk, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *ea = s_mark(&s, a);
+    kvt_gpu_stream_destroy(&a);
+    cr_assert_null(a);
+    cr_assert_eq(s_block(&s, 5)[0], 0x55);
+    cr_assert_eq(kvt_gpu_event_query(ea), 0, "events outlive their stream");
+    kvt_gpu_event_destroy(&ea);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+Test(sim, state_copies_land_on_the_clock)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    memset(s.buf, 0x66, 500);
+    cr_assert_eq(kvt_gpu_state_from_host(a, KVT_GPU_STATE_SLOTS, 1, s.buf, 500), 0);
+    kvt_gpu_event_t *ev = s_mark(&s, a);
+    cr_assert_eq(kvt_gpu_event_eta(ev), 1500);
+    uint8_t *slot = kvt_gpu_state_ptr(s.gpu, KVT_GPU_STATE_SLOTS, 1);
+    s.now = 1499;
+    cr_assert_eq(kvt_gpu_event_query(ev), KVT_GPU_NOT_READY);
+    cr_assert_eq(slot[0], 0);
+    s.now = 1500;
+    cr_assert_eq(kvt_gpu_event_query(ev), 0);
+    cr_assert_eq(slot[499], 0x66);
+    kvt_gpu_event_destroy(&ev);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_destroy(&s.gpu);
+}
