@@ -102,6 +102,13 @@ uint64_t kvt_replay_counter(const kvt_replay_report_t *r, const char *actor, con
     return sum;
 }
 
+//  Device and store log lines follow the replay's log level.
+static void s_log(void *arg, int level, const char *line)
+{
+    if (level <= *(const int *)arg)
+        fprintf(stderr, "%s\n", line);
+}
+
 static uint64_t s_clock(void *arg)
 {
     return kvt_system_now((kvt_system_t *)arg);
@@ -122,6 +129,14 @@ typedef struct {
     kvt_aggregator_args_t agg;                //  aggregator args
     kvt_engine_args_t engine;                 //  engine args
 } s_run_t;
+
+static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
+{
+    static const char *fixed[] = {"engine", "scheduler", "aggregator"};
+    if (aid < 3)
+        return fixed[aid];
+    return (uint32_t)(aid - 3) < 2 * S_MAX_TP ? run->names[aid - 3] : "?";
+}
 
 static void s_run_free(s_run_t *run, uint32_t tp)
 {
@@ -177,6 +192,30 @@ static void s_check_quiescent(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_rep
             rep->quiescent = false;
             return;
         }
+    }
+}
+
+//  Appends every actor's runtime counters (rt.*) to the report, so a lost
+//  or undecodable message shows up in it.
+static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
+{
+    kvt_engine_result_t *e = &rep->engine;
+    for (kvt_aid_t aid = 0; aid < KVT_MAX_ACTORS; aid++) {
+        kvt_actor_stats_t st;
+        if (kvt_system_actor_stats(run->sys, aid, &st) != 0)
+            break;
+        const char *names[] = {"rt.delivered",     "rt.sent",           "rt.send_errors",
+                               "rt.decode_errors", "rt.unhandled",      "rt.handler_errors",
+                               "rt.timers_fired",  "rt.dropped_at_stop"};
+        uint64_t vals[] = {st.delivered, st.sent,           st.send_errors,  st.decode_errors,
+                           st.unhandled, st.handler_errors, st.timers_fired, st.dropped_at_stop};
+        for (int i = 0; i < 8 && e->ncounters < KVT_ENGINE_MAX_COUNTERS; i++) {
+            kvt_engine_counter_t *c = &e->counters[e->ncounters++];
+            snprintf(c->actor, sizeof c->actor, "%s", s_actor_name(run, aid));
+            snprintf(c->c.name, sizeof c->c.name, "%s", names[i]);
+            c->c.value = vals[i];
+        }
+        rep->runtime_errors += st.send_errors + st.decode_errors + st.unhandled + st.handler_errors;
     }
 }
 
@@ -241,6 +280,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         go.now_arg = run->sys;
         go.sim_bandwidth_Bps = cfg->sim_bw_Bps;
         go.sim_latency_ns = cfg->sim_lat_ns;
+        go.log = s_log;
+        go.log_arg = (void *)&cfg->log_level;
         run->gpu[r] = kvt_gpu_new(&go);
         if (!run->gpu[r]) {
             snprintf(err, errlen, "rank %u: cannot open the device: %s", r, kvt_gpu_last_error());
@@ -273,6 +314,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
             sc.pool.capacity_bytes = cfg->cpu_pool_bytes;
             sc.pool.clock = s_clock;
             sc.pool.clock_arg = run->sys;
+            sc.pool.log = s_log;
+            sc.pool.log_arg = (void *)&cfg->log_level;
             sc.pool.max_objects = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes) + 64;
             run->storage[r] = kvt_storage_new(&sc, err, errlen);
             if (!run->storage[r])
@@ -355,6 +398,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         rep->events = kvt_sim_events(run->sys);
     }
     kvt_system_stop(run->sys);
+    s_runtime_counters(run, rep);
 
     const kvt_engine_result_t *e = &rep->engine;
     rep->hit_cpu_tokens = e->tier_hit_tokens;

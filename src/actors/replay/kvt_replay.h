@@ -47,6 +47,7 @@ typedef struct {
     uint64_t events;            //  SIM: deliveries + timers
     double wall_s;              //  wall time of the run itself
     int exit_code;              //  what kvt_system_run returned
+    uint64_t runtime_errors;    //  send / decode / unhandled / handler errors over all actors
     bool quiescent;             //  nothing was left outstanding at the end
     char problem[512];          //  the first thing found wrong at the end ("" if none)
 } kvt_replay_report_t;

@@ -307,7 +307,8 @@ static uint32_t s_blocks_needed(const kvt_sched_t *self, uint32_t nfeed)
 int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
 {
     self->stats.arrivals++;
-    s_req_t probe = {.id = a->req, .gen = 0};
+    //  A refusal is reported as the request's first (and only) generation.
+    s_req_t probe = {.id = a->req, .gen = 1};
     bool refuse = a->ntokens == 0 || a->max_new_tokens == 0 ||
                   kvt_hmap_get(self->by_id, kvt_hmap_key64(a->req), NULL);
     uint64_t nfeed = (uint64_t)a->ntokens + a->max_new_tokens - 1;

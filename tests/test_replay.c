@@ -1,0 +1,162 @@
+/*  End to end: kvtier replay through every actor, under both drivers. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/replay/kvt_replay.h"
+
+#define TRACE KVT_SOURCE_DIR "/../shared/traces/conversation_trace.jsonl"
+
+static kvt_replay_report_t *s_run(const kvt_replay_cfg_t *cfg)
+{
+    kvt_replay_report_t *r = calloc(1, sizeof *r);
+    char err[512];
+    cr_assert_eq(kvt_replay_run(cfg, r, err, sizeof err), 0, "%s", err);
+    return r;
+}
+
+static void s_assert_clean(const kvt_replay_report_t *r)
+{
+    cr_assert_eq(r->engine.wrong_resumes, 0, "wrong resumes");
+    cr_assert(r->quiescent, "not quiescent: %s", r->problem);
+    cr_assert(r->engine.done);
+    cr_assert_eq(r->engine.finished + r->engine.rejected, r->engine.requests);
+    cr_assert_eq(r->runtime_errors, 0, "runtime errors (see rt.* counters)");
+    cr_assert_eq(kvt_replay_counter(r, NULL, "runner.blocks_wrong"), 0);
+}
+
+static void s_small(kvt_replay_cfg_t *c)
+{
+    kvt_replay_defaults(c);
+    c->limit = 60;
+    c->hbm_pool_bytes = 4ull << 20; //  512 blocks: the synthetic working set spills
+    c->cpu_pool_bytes = 64ull << 20;
+    c->log_level = 0;
+}
+
+Test(replay, sim_synthetic_runs_clean_and_restores_from_cpu, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    kvt_replay_report_t *r = s_run(&c);
+    s_assert_clean(r);
+    cr_assert_gt(r->hit_cpu_tokens, 0, "a small HBM pool must restore from the CPU tier");
+    cr_assert_gt(r->engine.loads_ok, 0);
+    cr_assert_gt(kvt_replay_counter(r, NULL, "runner.blocks_verified"), 0,
+                 "restored blocks were checked by the oracle");
+    cr_assert_neq(r->trace_hash, 0);
+    free(r);
+}
+
+Test(replay, live_synthetic_runs_clean_and_restores_from_cpu, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.driver = KVT_DRIVER_LIVE;
+    kvt_replay_report_t *r = s_run(&c);
+    s_assert_clean(r);
+    cr_assert_gt(r->hit_cpu_tokens, 0);
+    cr_assert_eq(r->trace_hash, 0, "LIVE has no trace hash");
+    free(r);
+}
+
+Test(replay, sim_same_seed_same_trace_hash, .timeout = 180)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.limit = 30;
+    uint64_t h[3];
+    for (int i = 0; i < 3; i++) {
+        kvt_replay_report_t *r = s_run(&c);
+        s_assert_clean(r);
+        h[i] = r->trace_hash;
+        free(r);
+    }
+    cr_assert_eq(h[0], h[1]);
+    cr_assert_eq(h[1], h[2]);
+    c.seed = 2;
+    kvt_replay_report_t *r = s_run(&c);
+    cr_assert_neq(r->trace_hash, h[0]);
+    free(r);
+}
+
+Test(replay, cpu_tier_lowers_recomputed_share, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    kvt_replay_report_t *with = s_run(&c);
+    c.cpu_pool_bytes = 0;
+    kvt_replay_report_t *without = s_run(&c);
+    s_assert_clean(with);
+    s_assert_clean(without);
+    cr_assert_eq(without->hit_cpu_tokens, 0);
+    cr_assert_eq(without->saves_ok, 0, "no tier: nothing is saved");
+    cr_assert_eq(with->engine.input_tokens, without->engine.input_tokens);
+    cr_assert_lt(with->recomputed_share, without->recomputed_share);
+    free(with);
+    free(without);
+}
+
+Test(replay, tp1_and_tp4_run_clean, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.limit = 30;
+    c.tp = 1;
+    kvt_replay_report_t *r = s_run(&c);
+    s_assert_clean(r);
+    free(r);
+    c.tp = 4;
+    r = s_run(&c);
+    s_assert_clean(r);
+    cr_assert_eq(kvt_replay_counter(r, "worker.3", "worker.saves_ok"),
+                 kvt_replay_counter(r, "worker.0", "worker.saves_ok"));
+    free(r);
+}
+
+Test(replay, bad_configuration_is_refused_naming_the_setting)
+{
+    kvt_replay_cfg_t c;
+    kvt_replay_defaults(&c);
+    c.hbm_pool_bytes = 1000;
+    char err[256];
+    kvt_replay_report_t r;
+    cr_assert_eq(kvt_replay_run(&c, &r, err, sizeof err), -1);
+    cr_assert(strstr(err, "hbm-pool") != NULL, "%s", err);
+    kvt_replay_defaults(&c);
+    c.cpu_pool_bytes = 1000;
+    cr_assert_eq(kvt_replay_validate(&c, err, sizeof err), -1);
+    cr_assert(strstr(err, "cpu-pool") != NULL, "%s", err);
+    kvt_replay_defaults(&c);
+    c.trace = "/nonexistent.jsonl";
+    cr_assert_eq(kvt_replay_run(&c, &r, err, sizeof err), -1);
+    cr_assert(strstr(err, "nonexistent") != NULL, "%s", err);
+}
+
+Test(replay, mooncake_conversation_trace_sim_and_live, .timeout = 600)
+{
+    if (access(TRACE, R_OK) != 0)
+        cr_skip_test("%s is not present", TRACE);
+    kvt_replay_cfg_t c;
+    kvt_replay_defaults(&c);
+    c.trace = TRACE;
+    c.limit = 200;
+    c.log_level = 0;
+    kvt_replay_report_t *sim = s_run(&c);
+    s_assert_clean(sim);
+    cr_assert_gt(sim->hit_cpu_tokens, 0);
+    c.cpu_pool_bytes = 0;
+    kvt_replay_report_t *hbm_only = s_run(&c);
+    s_assert_clean(hbm_only);
+    cr_assert_lt(sim->recomputed_share, hbm_only->recomputed_share);
+    c.cpu_pool_bytes = 512ull << 20;
+    c.driver = KVT_DRIVER_LIVE;
+    kvt_replay_report_t *live = s_run(&c);
+    s_assert_clean(live);
+    cr_assert_gt(live->hit_cpu_tokens, 0);
+    free(sim);
+    free(hbm_only);
+    free(live);
+}
