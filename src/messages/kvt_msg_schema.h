@@ -70,6 +70,21 @@ struct kvt_path {
     size_t len;         //  strlen (prefix)
 };
 
+//  Where a field lives in a body.
+#define KVT_F_AT(base, off)   ((void *)((char *)(base) + (off)))
+#define KVT_F_CAT(base, off)  ((const void *)((const char *)(base) + (off)))
+#define KVT_F_PTR(base, f)    (*(void **)KVT_F_AT(base, (f)->off))
+#define KVT_F_CPTR(base, f)   (*(void *const *)KVT_F_CAT(base, (f)->off))
+#define KVT_F_COUNT(base, f)  (*(uint32_t *)KVT_F_AT(base, (f)->count_off))
+#define KVT_F_CCOUNT(base, f) (*(const uint32_t *)KVT_F_CAT(base, (f)->count_off))
+
+//  The field is a pointer + count that kvt_msg_clear frees.
+static inline bool kvt_field_is_array(kvt_ftype_t type)
+{
+    return type == KVT_F_BYTES || type == KVT_F_U32S || type == KVT_F_HASHES ||
+           type == KVT_F_U64S || type == KVT_F_STRUCTS || type == KVT_F_COUNTERS;
+}
+
 //  Schema of a message kind's body, or NULL for NONE / unknown kinds.
 const kvt_schema_t *kvt_msg_schema(int kind);
 
