@@ -363,7 +363,8 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
         }
         n++;
     }
-    qsort(found, n, sizeof(*found), s_by_mtime);
+    if (n > 1)
+        qsort(found, n, sizeof(*found), s_by_mtime);
     //  Keep the newest files that fit the capacity and the table; delete the rest.
     uint64_t used = 0;
     uint32_t kept = 0;

@@ -714,6 +714,17 @@ size_t kvt_pool_count(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, siz
     return k;
 }
 
+size_t kvt_pool_count_missing(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                              kvt_obj_kind_t kind)
+{
+    kvt_pool_lock(self);
+    size_t k = 0;
+    while (k < n && kvt_pool_find(self, ns, keys[k], kind, KVT_POBJ_READY) == KVT_NIL)
+        k++;
+    kvt_pool_unlock(self);
+    return k;
+}
+
 kvt_touch_t kvt_pool_touch(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
 {
     assert(self);

@@ -162,6 +162,10 @@ typedef struct {
 int kvt_pool_commit_ex(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease, kvt_holder_t second,
                        kvt_lease_t *second_lease, kvt_pool_info_t *info);
 
+//  Number of leading keys with no ready object matching kind (takes the lock).
+size_t kvt_pool_count_missing(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                              kvt_obj_kind_t kind);
+
 //  Current time from the pool's clock.
 static inline uint64_t kvt_pool_now(kvt_pool_t *self)
 {

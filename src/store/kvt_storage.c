@@ -344,8 +344,15 @@ int kvt_storage_lookup(kvt_storage_t *self, uint64_t ns, const kvt_hash_t *keys,
     size_t pos = 0;
     while (pos < n && nseg < S_MAX_SEGMENTS) {
         bool pool_turn = nseg == 0 || !in_pool[nseg - 1];
-        size_t k = pool_turn ? kvt_pool_count(self->pool, ns, keys + pos, n - pos, kind)
-                             : kvt_disk_count(self->disk, ns, keys + pos, n - pos, kind);
+        size_t k;
+        if (pool_turn) {
+            k = kvt_pool_count(self->pool, ns, keys + pos, n - pos, kind);
+        } else {
+            //  Pool first per key: a disk run ends where the pool has a key again.
+            k = kvt_disk_count(self->disk, ns, keys + pos, n - pos, kind);
+            if (k > 0)
+                k = kvt_pool_count_missing(self->pool, ns, keys + pos, k, kind);
+        }
         if (k == 0 && nseg > 0)
             break;
         if (k > 0) {

@@ -1,0 +1,452 @@
+/*  test_store_disk.c — the disk backend (kvt_disk): verified reads, the
+    start-up rescan after a restart, corrupt / truncated / temporary files,
+    its own capacity and LRU, queued writes (duplicates, full queue, a stale
+    source discarded). Every test uses its own pid-qualified directory. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvtier/kvt_disk.h"
+
+#define NS  3u
+#define HDR 64u
+
+static char s_dir[256];
+
+static void s_mkdir(void)
+{
+    snprintf(s_dir, sizeof(s_dir), "/tmp/kvt-test-disk-%d-XXXXXX", (int)getpid());
+    cr_assert_not_null(mkdtemp(s_dir));
+}
+
+static void s_rmdir(void)
+{
+    DIR *d = opendir(s_dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[512];
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", s_dir, de->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(s_dir);
+}
+
+TestSuite(disk, .init = s_mkdir, .fini = s_rmdir);
+
+static kvt_hash_t s_key(uint64_t i)
+{
+    return (kvt_hash_t){.hi = 0x1111000000000000ull + i, .lo = ~i};
+}
+
+static void s_fill(uint8_t *buf, size_t n, uint64_t i)
+{
+    uint64_t x = i * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t j = 0; j < n; j++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[j] = (uint8_t)x;
+    }
+}
+
+static int s_lines; //  log lines received (tests run in their own process)
+
+static void s_log(void *arg, int level, const char *line)
+{
+    (void)arg;
+    (void)level;
+    (void)line;
+    __atomic_fetch_add(&s_lines, 1, __ATOMIC_RELAXED);
+}
+
+static kvt_disk_t *s_disk(uint64_t capacity, uint32_t threads, uint32_t depth)
+{
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.log = s_log;
+    cfg.dir = s_dir;
+    cfg.capacity_bytes = capacity;
+    cfg.io_threads = threads;
+    cfg.queue_depth = depth;
+    char err[256] = "";
+    kvt_disk_t *d = kvt_disk_new(&cfg, err, sizeof(err));
+    cr_assert_not_null(d, "kvt_disk_new: %s", err);
+    return d;
+}
+
+static void s_put(kvt_disk_t *d, uint64_t i, size_t size)
+{
+    uint8_t *buf = malloc(size);
+    s_fill(buf, size, i);
+    int rc = kvt_disk_put_copy(d, NS, s_key(i), KVT_OBJ_KV, buf, size);
+    free(buf);
+    cr_assert_eq(rc, KVT_STORE_OK, "put %llu: %s", (unsigned long long)i, kvt_store_strerror(rc));
+}
+
+//  Reads object i and checks its bytes.
+static int s_read(kvt_disk_t *d, uint64_t i, size_t size)
+{
+    uint8_t *buf = malloc(size), *want = malloc(size);
+    size_t got = 0;
+    kvt_obj_kind_t kind;
+    int rc = kvt_disk_read(d, NS, s_key(i), KVT_OBJ_KV, buf, size, &got, &kind);
+    if (rc == KVT_STORE_OK) {
+        s_fill(want, size, i);
+        cr_assert_eq(got, size);
+        cr_assert_eq(kind, KVT_OBJ_KV);
+        cr_assert_eq(memcmp(buf, want, size), 0, "bytes of %llu", (unsigned long long)i);
+    }
+    free(buf);
+    free(want);
+    return rc;
+}
+
+static void s_path(char *out, size_t cap, uint64_t i)
+{
+    kvt_hash_t k = s_key(i);
+    snprintf(out, cap, "%s/%016llx-%016llx%016llx-%u.kvt", s_dir, (unsigned long long)NS,
+             (unsigned long long)k.hi, (unsigned long long)k.lo, (unsigned)KVT_OBJ_KV);
+}
+
+static bool s_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static void s_set_mtime(uint64_t i, time_t sec)
+{
+    char path[512];
+    s_path(path, sizeof(path), i);
+    struct timespec ts[2] = {{.tv_sec = sec}, {.tv_sec = sec}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+Test(disk, a_put_is_readable_after_its_write_with_the_same_bytes)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 2, 8);
+    cr_assert_eq(s_read(d, 1, 5000), KVT_STORE_ENOTFOUND);
+    s_put(d, 1, 5000);
+    kvt_disk_flush(d);
+    cr_assert_eq(s_read(d, 1, 5000), KVT_STORE_OK);
+    char path[512];
+    s_path(path, sizeof(path), 1);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    cr_assert_eq(sb.st_size, HDR + 5000);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.puts, 1);
+    cr_assert_eq(st.objects, 1);
+    cr_assert_eq(st.used_bytes, HDR + 5000);
+    cr_assert_eq(st.hits[0], 1);
+    cr_assert_eq(st.misses[0], 1);
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_PRESENT);
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(2), KVT_OBJ_KV), KVT_TOUCH_GONE);
+    uint8_t small[10];
+    size_t got;
+    kvt_obj_kind_t kind;
+    cr_assert_eq(kvt_disk_read(d, NS, s_key(1), KVT_OBJ_KV, small, 10, &got, &kind),
+                 KVT_STORE_EINVAL, "a too small buffer is refused, not overrun");
+    kvt_disk_destroy(&d);
+    cr_assert_null(d);
+}
+
+Test(disk, a_restarted_process_rescans_and_keeps_the_same_objects)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 2, 16);
+    for (uint64_t i = 0; i < 10; i++)
+        s_put(d, i, 1000 + 100 * i);
+    kvt_disk_destroy(&d); //  flushes
+    d = s_disk(1 << 20, 2, 16);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.rescanned, 10);
+    cr_assert_eq(st.objects, 10);
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < 10; i++) {
+        cr_assert_eq(s_read(d, i, 1000 + 100 * i), KVT_STORE_OK);
+        bytes += HDR + 1000 + 100 * i;
+    }
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.used_bytes, bytes);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, the_rescan_rebuilds_the_lru_from_modification_times)
+{
+    uint64_t cap = 3 * (HDR + 1000);
+    kvt_disk_t *d = s_disk(cap, 1, 8);
+    for (uint64_t i = 0; i < 3; i++)
+        s_put(d, i, 1000);
+    kvt_disk_destroy(&d);
+    s_set_mtime(0, 1000000300); //  youngest
+    s_set_mtime(1, 1000000100); //  oldest
+    s_set_mtime(2, 1000000200);
+    d = s_disk(cap, 1, 8);
+    s_put(d, 3, 1000);
+    kvt_disk_flush(d);
+    cr_assert_eq(s_read(d, 1, 1000), KVT_STORE_ENOTFOUND, "the oldest file was evicted");
+    cr_assert_eq(s_read(d, 0, 1000), KVT_STORE_OK);
+    cr_assert_eq(s_read(d, 2, 1000), KVT_STORE_OK);
+    char path[512];
+    s_path(path, sizeof(path), 1);
+    cr_assert_not(s_exists(path));
+    kvt_disk_destroy(&d);
+    //  A smaller capacity at restart keeps the newest files that fit.
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.dir = s_dir;
+    cfg.capacity_bytes = 2 * (HDR + 1000);
+    d = kvt_disk_new(&cfg, NULL, 0);
+    cr_assert_not_null(d);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.rescanned, 2);
+    cr_assert_eq(st.evictions, 1);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_corrupted_file_is_a_counted_miss_and_is_deleted)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 2, 8);
+    s_put(d, 1, 4096);
+    kvt_disk_flush(d);
+    char path[512];
+    s_path(path, sizeof(path), 1);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    uint8_t x = 0xFF;
+    cr_assert_eq(pwrite(fd, &x, 1, HDR + 2000), 1); //  one payload byte
+    close(fd);
+    cr_assert_eq(s_read(d, 1, 4096), KVT_STORE_ECORRUPT);
+    cr_assert_not(s_exists(path), "deleted");
+    cr_assert_eq(s_read(d, 1, 4096), KVT_STORE_ENOTFOUND, "and forgotten");
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.corrupt, 1);
+    cr_assert_eq(st.misses[0], 2);
+    cr_assert_eq(st.hits[0], 0);
+    cr_assert_eq(st.objects, 0);
+    cr_assert_eq(st.used_bytes, 0);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_truncated_file_is_a_counted_miss_and_is_deleted)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 2, 8);
+    s_put(d, 1, 4096);
+    kvt_disk_flush(d);
+    char path[512];
+    s_path(path, sizeof(path), 1);
+    cr_assert_eq(truncate(path, HDR + 100), 0);
+    cr_assert_eq(s_read(d, 1, 4096), KVT_STORE_ECORRUPT);
+    cr_assert_not(s_exists(path));
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.corrupt, 1);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, the_rescan_deletes_temporary_and_corrupt_files_and_leaves_others)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 1, 8);
+    s_put(d, 1, 2000);
+    s_put(d, 2, 2000);
+    kvt_disk_destroy(&d);
+    char p1[512], p2[512], tmp[600], junk[600], other[600], misnamed[600];
+    s_path(p1, sizeof(p1), 1);
+    s_path(p2, sizeof(p2), 2);
+    snprintf(tmp, sizeof(tmp), "%s/.tmp-half-written.7", s_dir);
+    snprintf(junk, sizeof(junk), "%s/0000000000000003-00000000000000000000000000000009-1.kvt",
+             s_dir);
+    snprintf(other, sizeof(other), "%s/notes.txt", s_dir);
+    snprintf(misnamed, sizeof(misnamed), "%s/0000000000000003-%016llx%016llx-1.kvt", s_dir,
+             (unsigned long long)s_key(5).hi, (unsigned long long)s_key(5).lo);
+    FILE *f = fopen(tmp, "w");
+    fputs("partial", f);
+    fclose(f);
+    f = fopen(junk, "w");
+    fputs("not a header at all", f);
+    fclose(f);
+    f = fopen(other, "w");
+    fputs("keep me", f);
+    fclose(f);
+    //  A valid file under another object's name: the header does not match.
+    char cmd[1400];
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", p1, misnamed);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(truncate(p2, HDR + 10), 0); //  truncated: found by the length check
+    d = s_disk(1 << 20, 1, 8);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.tmp_removed, 1);
+    cr_assert_eq(st.corrupt, 3);
+    cr_assert_eq(st.rescanned, 1);
+    cr_assert_not(s_exists(tmp));
+    cr_assert_not(s_exists(junk));
+    cr_assert_not(s_exists(misnamed));
+    cr_assert_not(s_exists(p2));
+    cr_assert(s_exists(other), "files that are not ours are left alone");
+    cr_assert_eq(s_read(d, 1, 2000), KVT_STORE_OK);
+    cr_assert_eq(s_read(d, 2, 2000), KVT_STORE_ENOTFOUND);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, capacity_is_kept_by_evicting_the_oldest_files)
+{
+    uint64_t cap = 3 * (HDR + 1000);
+    kvt_disk_t *d = s_disk(cap, 1, 8);
+    for (uint64_t i = 0; i < 3; i++) {
+        s_put(d, i, 1000);
+        kvt_disk_flush(d);
+    }
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(0), KVT_OBJ_KV), KVT_TOUCH_PRESENT);
+    s_put(d, 3, 1000);
+    kvt_disk_flush(d);
+    cr_assert_eq(s_read(d, 1, 1000), KVT_STORE_ENOTFOUND);
+    cr_assert_eq(s_read(d, 0, 1000), KVT_STORE_OK);
+    uint8_t big[4 * 1000];
+    cr_assert_eq(kvt_disk_put_copy(d, NS, s_key(9), KVT_OBJ_KV, big, sizeof(big)),
+                 KVT_STORE_ETOOBIG);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.evictions, 1);
+    cr_assert_leq(st.used_bytes, cap);
+    cr_assert_eq(st.puts_dropped, 1);
+    kvt_hash_t keys[4] = {s_key(0), s_key(2), s_key(3), s_key(1)};
+    cr_assert_eq(kvt_disk_lookup(d, NS, keys, 4, KVT_OBJ_KV), 3);
+    cr_assert_eq(kvt_disk_count(d, NS, keys + 3, 1, KVT_OBJ_KV), 0);
+    cr_assert_eq(kvt_disk_remove(d, NS, s_key(0), KVT_OBJ_KV), KVT_STORE_OK);
+    cr_assert_eq(kvt_disk_remove(d, NS, s_key(0), KVT_OBJ_KV), KVT_STORE_ENOTFOUND);
+    kvt_disk_destroy(&d);
+}
+
+// ------------------------------------------ queued writes (a gated writer) --
+
+typedef struct {
+    pthread_mutex_t mu; //  guards the fields below
+    pthread_cond_t cv;  //  signalled on change
+    bool open;          //  writers may finish
+    int entered;        //  done callbacks entered
+    int verdict;        //  what done returns
+} gate_t;
+
+static int s_gated_done(void *arg, int rc)
+{
+    (void)rc;
+    gate_t *g = arg;
+    pthread_mutex_lock(&g->mu);
+    g->entered++;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    int v = g->verdict;
+    pthread_mutex_unlock(&g->mu);
+    return v;
+}
+
+static void s_gate_wait_entered(gate_t *g, int n)
+{
+    pthread_mutex_lock(&g->mu);
+    while (g->entered < n)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void s_gate_open(gate_t *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+Test(disk, a_put_of_an_object_being_written_is_a_duplicate_and_a_full_queue_refuses)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 1, 1);
+    gate_t g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    static uint8_t buf[3000];
+    cr_assert_eq(kvt_disk_put(d, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf), s_gated_done, &g),
+                 KVT_STORE_OK);
+    s_gate_wait_entered(&g, 1);
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_GONE,
+                 "not readable before its rename");
+    cr_assert_eq(kvt_disk_put_copy(d, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf)),
+                 KVT_STORE_DUPLICATE);
+    cr_assert_eq(kvt_disk_put_copy(d, NS, s_key(2), KVT_OBJ_KV, buf, sizeof(buf)), KVT_STORE_EBUSY);
+    cr_assert_eq(kvt_disk_remove(d, NS, s_key(1), KVT_OBJ_KV), KVT_STORE_EBUSY);
+    s_gate_open(&g);
+    kvt_disk_flush(d);
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_PRESENT);
+    cr_assert_eq(kvt_disk_put_copy(d, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf)),
+                 KVT_STORE_SKIPPED);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.puts_duplicate, 1);
+    cr_assert_eq(st.puts_dropped, 1);
+    cr_assert_eq(st.puts_skipped, 1);
+    cr_assert_eq(st.puts, 1);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_write_whose_source_went_stale_is_discarded)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 1, 4);
+    gate_t g = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                .cv = PTHREAD_COND_INITIALIZER,
+                .open = true,
+                .verdict = 1};
+    static uint8_t buf[3000];
+    cr_assert_eq(kvt_disk_put(d, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf), s_gated_done, &g),
+                 KVT_STORE_OK);
+    kvt_disk_flush(d);
+    cr_assert_eq(g.entered, 1, "done is called exactly once");
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_GONE);
+    char path[512];
+    s_path(path, sizeof(path), 1);
+    cr_assert_not(s_exists(path));
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.puts_discarded, 1);
+    cr_assert_eq(st.used_bytes, 0);
+    kvt_disk_destroy(&d);
+    //  Nothing was left behind for the next start either.
+    d = s_disk(1 << 20, 1, 4);
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.rescanned + st.tmp_removed + st.corrupt, 0);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_bad_setting_is_refused_with_its_name)
+{
+    kvt_disk_config_t cfg;
+    char err[256];
+    kvt_disk_config_defaults(&cfg);
+    cfg.capacity_bytes = 1 << 20;
+    cr_assert_null(kvt_disk_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "disk.dir"), "%s", err);
+    cfg.dir = s_dir;
+    cfg.capacity_bytes = 0;
+    cr_assert_null(kvt_disk_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "disk.capacity_bytes=0"), "%s", err);
+    cfg.capacity_bytes = 1 << 20;
+    cfg.io_threads = 1000;
+    cr_assert_null(kvt_disk_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "disk.io_threads=1000"), "%s", err);
+    cfg.io_threads = 1;
+    cfg.dir = "/proc/kvtier-cannot-create";
+    cr_assert_null(kvt_disk_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "disk.dir=/proc/kvtier-cannot-create"), "%s", err);
+}

@@ -1,0 +1,404 @@
+/*  test_store_storage.c — the storage manager (kvt_storage): touch's three
+    answers, put skipped when refreshed and re-stored when only on disk,
+    promotion on get, write policies, lookups across backends, a restart,
+    per-backend counters. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvtier/kvt_storage.h"
+
+#define NS   11u
+#define UNIT 4096u
+
+static char s_dir[256];
+
+static void s_mkdir(void)
+{
+    snprintf(s_dir, sizeof(s_dir), "/tmp/kvt-test-storage-%d-XXXXXX", (int)getpid());
+    cr_assert_not_null(mkdtemp(s_dir));
+}
+
+static void s_rmdir(void)
+{
+    DIR *d = opendir(s_dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[512];
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", s_dir, de->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(s_dir);
+}
+
+TestSuite(storage, .init = s_mkdir, .fini = s_rmdir);
+
+static void s_quiet(void *arg, int level, const char *line)
+{
+    (void)arg;
+    (void)level;
+    (void)line;
+}
+
+static kvt_hash_t s_key(uint64_t i)
+{
+    return (kvt_hash_t){.hi = i * 0x9E3779B97F4A7C15ull, .lo = 0x5555000000000000ull + i};
+}
+
+static void s_fill(uint8_t *buf, size_t n, uint64_t i)
+{
+    for (size_t j = 0; j < n; j++)
+        buf[j] = (uint8_t)(i * 31 + j * 7 + (j >> 8));
+}
+
+//  Pool of `units` 4 KiB units; disk of 1 MiB in s_dir (if disk).
+static kvt_storage_t *s_storage(size_t units, bool disk, kvt_write_policy_t policy)
+{
+    kvt_storage_config_t cfg;
+    kvt_storage_config_defaults(&cfg);
+    cfg.pool.capacity_bytes = units * UNIT;
+    cfg.pool.log = s_quiet;
+    cfg.disk_enabled = disk;
+    cfg.disk.dir = s_dir;
+    cfg.disk.capacity_bytes = 1 << 20;
+    cfg.write_policy = policy;
+    char err[256] = "";
+    kvt_storage_t *s = kvt_storage_new(&cfg, err, sizeof(err));
+    cr_assert_not_null(s, "kvt_storage_new: %s", err);
+    return s;
+}
+
+static int s_put(kvt_storage_t *s, uint64_t i)
+{
+    uint8_t buf[UNIT];
+    s_fill(buf, sizeof(buf), i);
+    return kvt_storage_put(s, NS, s_key(i), KVT_OBJ_KV, buf, sizeof(buf));
+}
+
+static kvt_holder_t s_holder(kvt_storage_t *s)
+{
+    kvt_holder_t h = 0;
+    cr_assert_eq(kvt_pool_holder_add(kvt_storage_pool(s), "lane", &h), KVT_STORE_OK);
+    return h;
+}
+
+//  Gets object i, checks its bytes, releases; returns the tier or -rc.
+static int s_get(kvt_storage_t *s, kvt_holder_t h, uint64_t i)
+{
+    kvt_lease_t l = {0};
+    kvt_obj_view_t v;
+    int rc = kvt_storage_get(s, NS, s_key(i), KVT_OBJ_KV, h, &l, &v);
+    if (rc != KVT_STORE_OK)
+        return rc < 0 ? rc : -100;
+    uint8_t want[UNIT];
+    s_fill(want, sizeof(want), i);
+    cr_assert_eq(v.size, UNIT);
+    cr_assert_eq(memcmp(v.ptr, want, UNIT), 0);
+    cr_assert_eq(kvt_storage_release(s, &l), KVT_STORE_OK);
+    return (int)v.tier;
+}
+
+//  Drops object i from the pool only (as an eviction would).
+static void s_drop_from_pool(kvt_storage_t *s, uint64_t i)
+{
+    cr_assert_eq(kvt_pool_remove(kvt_storage_pool(s), NS, s_key(i), KVT_OBJ_KV), KVT_STORE_OK);
+}
+
+Test(storage, touch_answers_refreshed_present_for_a_disk_only_object_and_gone)
+{
+    kvt_storage_t *s = s_storage(8, true, KVT_WRITE_ALWAYS);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    cr_assert_eq(s_put(s, 2), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 2);
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_REFRESHED);
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(2), KVT_OBJ_KV), KVT_TOUCH_PRESENT);
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(3), KVT_OBJ_KV), KVT_TOUCH_GONE);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.touches_refreshed, 1);
+    cr_assert_eq(st.touches_present, 1);
+    cr_assert_eq(st.touches_gone, 1);
+    cr_assert_eq(st.disk.touches_present, 1);
+    kvt_storage_destroy(&s);
+    cr_assert_null(s);
+}
+
+Test(storage, put_is_skipped_when_refreshed_and_restored_when_only_on_disk)
+{
+    kvt_storage_t *s = s_storage(8, true, KVT_WRITE_ALWAYS);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_SKIPPED);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 1);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK, "only on disk: stored into the pool again");
+    cr_assert(kvt_pool_contains(kvt_storage_pool(s), NS, s_key(1), KVT_OBJ_KV));
+    kvt_storage_flush(s);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.puts_skipped, 1);
+    cr_assert_eq(st.puts_restored, 1);
+    cr_assert_eq(st.puts, 2);
+    cr_assert_eq(st.pool.puts_skipped, 1);
+    cr_assert_eq(st.disk.puts, 1, "the disk copy was not written twice");
+    cr_assert_eq(st.disk.puts_skipped, 1);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, get_promotes_a_disk_hit_into_the_pool)
+{
+    kvt_storage_t *s = s_storage(8, true, KVT_WRITE_ALWAYS);
+    kvt_holder_t h = s_holder(s);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 1);
+    cr_assert_eq(s_get(s, h, 1), KVT_TIER_DISK);
+    cr_assert(kvt_pool_contains(kvt_storage_pool(s), NS, s_key(1), KVT_OBJ_KV));
+    cr_assert_eq(s_get(s, h, 1), KVT_TIER_POOL);
+    cr_assert_eq(s_get(s, h, 2), KVT_STORE_ENOTFOUND);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.gets, 3);
+    cr_assert_eq(st.get_hits_disk, 1);
+    cr_assert_eq(st.get_hits_pool, 1);
+    cr_assert_eq(st.get_misses, 1);
+    cr_assert_eq(st.promotions, 1);
+    cr_assert_eq(st.pool.pinned_bytes, 0);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, a_corrupt_disk_copy_is_a_counted_miss_never_promoted)
+{
+    kvt_storage_t *s = s_storage(8, true, KVT_WRITE_ALWAYS);
+    kvt_holder_t h = s_holder(s);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 1);
+    char path[512];
+    kvt_hash_t k = s_key(1);
+    snprintf(path, sizeof(path), "%s/%016llx-%016llx%016llx-1.kvt", s_dir, (unsigned long long)NS,
+             (unsigned long long)k.hi, (unsigned long long)k.lo);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, "X", 1, 64 + 100), 1);
+    close(fd);
+    cr_assert_eq(s_get(s, h, 1), KVT_STORE_ENOTFOUND);
+    cr_assert_not(kvt_pool_contains(kvt_storage_pool(s), NS, s_key(1), KVT_OBJ_KV));
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.disk.corrupt, 1);
+    cr_assert_eq(st.get_misses, 1);
+    cr_assert_eq(st.pool.used_bytes, 0, "the promotion's reservation was aborted");
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_GONE);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, a_restarted_rank_keeps_its_disk_tier)
+{
+    kvt_storage_t *s = s_storage(4, true, KVT_WRITE_ALWAYS);
+    for (uint64_t i = 0; i < 8; i++) {
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK); //  the pool holds 4, the disk all 8
+        kvt_storage_flush(s);                    //  (a queued write pins its pool object)
+    }
+    kvt_storage_destroy(&s);
+    s = s_storage(4, true, KVT_WRITE_ALWAYS);
+    kvt_holder_t h = s_holder(s);
+    kvt_hash_t keys[8];
+    for (uint64_t i = 0; i < 8; i++)
+        keys[i] = s_key(i);
+    size_t on_disk = 99;
+    cr_assert_eq(kvt_storage_lookup(s, NS, keys, 8, KVT_OBJ_KV, 0, NULL, &on_disk), 8);
+    cr_assert_eq(on_disk, 8);
+    for (uint64_t i = 0; i < 8; i++)
+        cr_assert_eq(s_get(s, h, i), KVT_TIER_DISK);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.disk.rescanned, 8);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, write_policy_never_leaves_the_disk_alone)
+{
+    kvt_storage_t *s = s_storage(2, true, KVT_WRITE_NEVER);
+    for (uint64_t i = 0; i < 4; i++)
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.disk.puts, 0);
+    cr_assert_eq(st.writes_queued, 0);
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(0), KVT_OBJ_KV), KVT_TOUCH_GONE);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, write_policy_on_evict_writes_back_what_the_pool_evicts)
+{
+    kvt_storage_t *s = s_storage(2, true, KVT_WRITE_ON_EVICT);
+    kvt_holder_t h = s_holder(s);
+    cr_assert_eq(s_put(s, 0), KVT_STORE_OK);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.disk.puts, 0, "nothing written before an eviction");
+    cr_assert_eq(s_put(s, 2), KVT_STORE_OK); //  evicts 0
+    kvt_storage_flush(s);
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.disk.puts, 1);
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(0), KVT_OBJ_KV), KVT_TOUCH_PRESENT);
+    cr_assert_eq(s_get(s, h, 0), KVT_TIER_DISK, "the written-back bytes are intact");
+    kvt_storage_flush(s); //  the promotion evicted 1, written back too
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.disk.puts, 2);
+    cr_assert_eq(s_put(s, 3), KVT_STORE_OK); //  evicts 2 ... or 0, already on disk
+    cr_assert_eq(s_put(s, 4), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.writeback_skipped, 1, "0 was already on disk");
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, write_policy_always_writes_through_and_releases_the_writer_lease)
+{
+    kvt_storage_t *s = s_storage(8, true, KVT_WRITE_ALWAYS);
+    for (uint64_t i = 0; i < 5; i++)
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.disk.puts, 5);
+    cr_assert_eq(st.writes_queued, 5);
+    cr_assert_eq(st.pool.pinned_bytes, 0);
+    cr_assert_eq(st.pool.leases_active, 0);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, zero_copy_reserve_and_commit_write_through_too)
+{
+    kvt_storage_t *s = s_storage(8, true, KVT_WRITE_ALWAYS);
+    kvt_holder_t h = s_holder(s);
+    kvt_resv_t r = {0};
+    void *p = NULL;
+    cr_assert_eq(kvt_storage_reserve(s, NS, s_key(7), KVT_OBJ_KV, UNIT, h, &r, &p), KVT_STORE_OK);
+    s_fill(p, UNIT, 7);
+    kvt_lease_t l = {0};
+    cr_assert_eq(kvt_storage_commit(s, &r, &l), KVT_STORE_OK);
+    cr_assert_neq(l.id, 0);
+    cr_assert_eq(kvt_storage_release(s, &l), KVT_STORE_OK);
+    cr_assert_eq(kvt_storage_release(s, &l), KVT_STORE_ESTALE);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 7);
+    cr_assert_eq(s_get(s, h, 7), KVT_TIER_DISK);
+    cr_assert_eq(kvt_storage_reserve(s, NS, s_key(8), KVT_OBJ_KV, UNIT, h, &r, &p), KVT_STORE_OK);
+    cr_assert_eq(kvt_storage_abort(s, &r), KVT_STORE_OK);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.pool.aborts, 1);
+    cr_assert_eq(st.pool.release_errors, 1);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, lookup_counts_leading_keys_in_any_backend_pool_first)
+{
+    kvt_storage_t *s = s_storage(16, true, KVT_WRITE_ALWAYS);
+    kvt_holder_t h = s_holder(s);
+    for (uint64_t i = 0; i < 8; i++)
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 3); //  pool: 0 1 2 _ _ 5 6 7   disk: all
+    s_drop_from_pool(s, 4);
+    kvt_pool_t *pool = kvt_storage_pool(s);
+    kvt_disk_t *disk = kvt_storage_disk(s);
+    cr_assert_eq(kvt_disk_remove(disk, NS, s_key(6), KVT_OBJ_KV), KVT_STORE_OK);
+    kvt_hash_t keys[9];
+    for (uint64_t i = 0; i < 9; i++)
+        keys[i] = s_key(i);
+    size_t on_disk = 0;
+    kvt_lease_t l = {0};
+    cr_assert_eq(kvt_storage_lookup(s, NS, keys, 9, KVT_OBJ_KV, h, &l, &on_disk), 8);
+    cr_assert_eq(on_disk, 2);
+    kvt_pool_stats_t ps;
+    kvt_pool_stats(pool, &ps);
+    cr_assert_eq(ps.pinned_bytes, 6 * UNIT, "the pool-resident hits are pinned");
+    cr_assert_eq(kvt_storage_release(s, &l), KVT_STORE_OK);
+    //  A missing key ends the prefix even if later keys are present.
+    cr_assert_eq(kvt_disk_remove(disk, NS, s_key(4), KVT_OBJ_KV), KVT_STORE_OK);
+    cr_assert_eq(kvt_storage_lookup(s, NS, keys, 9, KVT_OBJ_KV, 0, NULL, &on_disk), 4);
+    cr_assert_eq(on_disk, 1);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.lookups, 2);
+    cr_assert_eq(st.lookup_keys_disk, 3);
+    cr_assert_eq(st.lookup_keys_pool, 9);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, a_pool_only_manager_works_without_a_disk)
+{
+    kvt_storage_t *s = s_storage(2, false, KVT_WRITE_ALWAYS);
+    kvt_holder_t h = s_holder(s);
+    cr_assert_null(kvt_storage_disk(s));
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    cr_assert_eq(s_get(s, h, 1), KVT_TIER_POOL);
+    cr_assert_eq(s_get(s, h, 2), KVT_STORE_ENOTFOUND);
+    kvt_hash_t k = s_key(1);
+    cr_assert_eq(kvt_storage_lookup(s, NS, &k, 1, KVT_OBJ_KV, 0, NULL, NULL), 1);
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(2), KVT_OBJ_KV), KVT_TOUCH_GONE);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, counters_name_every_backend_and_match_the_stats)
+{
+    kvt_storage_t *s = s_storage(8, true, KVT_WRITE_ALWAYS);
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    size_t n = kvt_storage_counters(s, NULL, 0);
+    cr_assert_gt(n, 60);
+    kvt_counter_t *c = calloc(n, sizeof(*c));
+    cr_assert_eq(kvt_storage_counters(s, c, n), n);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    bool saw_used = false, saw_disk = false, saw_kind = false;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(c[i].name, "pool.used_bytes") == 0) {
+            saw_used = true;
+            cr_assert_eq(c[i].value, st.pool.used_bytes);
+        }
+        if (strcmp(c[i].name, "disk.puts") == 0) {
+            saw_disk = true;
+            cr_assert_eq(c[i].value, 1);
+        }
+        if (strcmp(c[i].name, "pool.hits.kv_state") == 0)
+            saw_kind = true;
+        for (size_t j = 0; j < i; j++)
+            cr_assert_str_neq(c[i].name, c[j].name, "names are unique");
+    }
+    cr_assert(saw_used && saw_disk && saw_kind);
+    free(c);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, a_bad_setting_is_refused_with_its_name)
+{
+    kvt_storage_config_t cfg;
+    char err[256];
+    kvt_storage_config_defaults(&cfg);
+    cfg.pool.capacity_bytes = 1 << 20;
+    cfg.write_policy = (kvt_write_policy_t)7;
+    cr_assert_null(kvt_storage_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "write_policy=7"), "%s", err);
+    cfg.write_policy = KVT_WRITE_ALWAYS;
+    cfg.disk_enabled = true;
+    cr_assert_null(kvt_storage_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "disk.dir"), "%s", err);
+}
