@@ -68,6 +68,7 @@ struct _kvt_sched_t {
     uint32_t *save_free;      //  free save slots
     uint32_t nsave_free;      //  entries in save_free
     kvt_hmap_t *save_by_id;   //  hash (op, key) → save slot
+    kvt_hmap_t *inflight;     //  chunk key → 1 while any request's save of it is out
     uint32_t leased;          //  block references held by saves
     uint32_t *scratch_blocks; //  block ids for the match at admission
     //  plan scratch (valid until the next plan)
@@ -254,8 +255,10 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->tier = kvt_tierindex_new(cfg->tier_chunks);
     self->by_id = kvt_hmap_new(256, false);
     self->save_by_id = kvt_hmap_new(256, false);
+    self->inflight = kvt_hmap_new(256, false);
     self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
-    if (!self->bm || !self->tier || !self->by_id || !self->save_by_id || !self->scratch_blocks)
+    if (!self->bm || !self->tier || !self->by_id || !self->save_by_id || !self->inflight ||
+        !self->scratch_blocks)
         goto oom;
     kvt_ilist_init(&self->waiting);
     kvt_ilist_init(&self->active);
@@ -285,6 +288,7 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     free(self->save_blocks);
     free(self->save_free);
     kvt_hmap_destroy(&self->save_by_id);
+    kvt_hmap_destroy(&self->inflight);
     free(self->scratch_blocks);
     free(self->p_entries);
     free(self->p_loads);
@@ -440,10 +444,12 @@ static int s_plan_save(kvt_sched_t *self, s_req_t *r, uint32_t start, uint32_t e
     return 0;
 }
 
-static bool s_save_outstanding(kvt_sched_t *self, s_req_t *r, kvt_hash_t key)
+//  True while some request's save of this chunk is out: one copy of a
+//  chunk in flight is enough (equal keys are equal bytes), and a second
+//  writer would only be refused by the pool as a duplicate.
+static bool s_save_outstanding(kvt_sched_t *self, kvt_hash_t key)
 {
-    kvt_opid_t op = {r->id, r->gen};
-    return kvt_hmap_get(self->save_by_id, s_save_id(op, key), NULL);
+    return kvt_hmap_get(self->inflight, key, NULL);
 }
 
 //  Records an outstanding chunk save and leases its source blocks.
@@ -454,8 +460,12 @@ static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_ha
         return -1;
     uint32_t si = self->save_free[self->nsave_free - 1];
     kvt_opid_t op = {r->id, r->gen};
-    if (kvt_hmap_put(self->save_by_id, s_save_id(op, key), si) != 0)
+    if (kvt_hmap_put(self->inflight, key, 1) != 0)
         return -1;
+    if (kvt_hmap_put(self->save_by_id, s_save_id(op, key), si) != 0) {
+        kvt_hmap_del(self->inflight, key, NULL);
+        return -1;
+    }
     self->nsave_free--;
     s_save_t *s = &self->saves[si];
     s->req_slot = slot;
@@ -488,7 +498,7 @@ static void s_emit_saves(kvt_sched_t *self, uint32_t slot)
     uint32_t run_start = UINT32_MAX;
     for (uint32_t t = r->save_frontier; t < upto; t += cs) {
         kvt_hash_t key = s_chunk_key(self, r, t / cs);
-        bool skip = kvt_tierindex_contains(self->tier, key) || s_save_outstanding(self, r, key);
+        bool skip = kvt_tierindex_contains(self->tier, key) || s_save_outstanding(self, key);
         if (!skip && s_track_save(self, slot, t / cs, key) != 0)
             skip = true; //  out of memory: leave it unsaved
         else if (skip)
@@ -783,6 +793,7 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     if (!kvt_hmap_del(self->save_by_id, s_save_id(v->op, v->key), &si))
         return -1;
     s_save_t *s = &self->saves[si];
+    kvt_hmap_del(self->inflight, s->key, NULL);
     uint32_t *lease = self->save_blocks + (size_t)si * self->bpc;
     for (uint32_t i = 0; i < self->bpc; i++)
         kvt_blockmgr_unref(self->bm, lease[i]);
