@@ -74,11 +74,15 @@ ParameterizedTest(int *mode, faults, a_failed_op_changes_nothing_and_reports_eve
     cr_assert_eq(kvt_gpu_scatter(a, blk, 1, d.buf, 128), 0, "queued; fails when it runs");
     kvt_gpu_event_t *after = kvt_gpu_event_new(d.gpu);
     cr_assert_eq(kvt_gpu_event_record(after, a), 0);
+    //  B is held until its work is queued (else, under LIVE, its wait could
+    //  fail, and refuse the gather, before the gather is queued).
+    cr_assert_eq(kvt_gpu_stream_inject(b, KVT_GPU_FAULT_STALL, 0), 0);
     cr_assert_eq(kvt_gpu_stream_wait_event(b, after), 0);
     memset(d.buf + 2048, 0xEE, 128);
     cr_assert_eq(kvt_gpu_gather(b, blk, 1, d.buf + 2048, 128), 0);
     kvt_gpu_event_t *eb = kvt_gpu_event_new(d.gpu);
     cr_assert_eq(kvt_gpu_event_record(eb, b), 0);
+    cr_assert_eq(kvt_gpu_stream_inject(b, KVT_GPU_FAULT_NONE, 0), 0);
 
     cr_assert_eq(s_sync(before), 0, "work before the failure succeeded");
     cr_assert_eq(s_sync(after), KVT_GPU_EFAULT);
