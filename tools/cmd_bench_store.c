@@ -1,0 +1,605 @@
+/*  kvtier bench store — throughput and latency of the tier store, each
+    against a baseline measured in the same run.
+
+    * put / get: a chunk of 16 blocks copied into the CPU pool (reserve,
+      16 memcpy from scattered source blocks, commit — into a full pool, so
+      every put also evicts) and out of it (acquire, 16 memcpy to scattered
+      blocks, release), for 16, 64 and 256 KiB blocks. Baseline: the same
+      16 memcpy between the same source/destination blocks and a plain
+      buffer as large as the pool. Measurements alternate baseline / pool,
+      after a warm-up pass; medians are reported.
+    * lookup of a 512-chunk prefix (without and with pin + release), touch.
+    * disk: put (queued zero-copy writes of 1 MiB objects until flushed) and
+      get (synchronous verified reads). On a machine with free memory these
+      are page-cache bound, not device bound.
+    * fragmentation: a mixed workload of chunks, images and chunk+image
+      objects into a full pool: occupancy and eviction overhead.
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvt_cli.h"
+#include "kvt_cmd.h"
+#include "kvtier/kvt_disk.h"
+#include "kvtier/kvt_pool.h"
+
+#define S_BLOCKS  16           //  blocks per chunk
+#define S_REPEATS 7            //  alternating baseline / pool measurements
+#define S_PLANE   (256u << 20) //  bytes of the scattered block plane
+#define S_NS      1u           //  namespace of every bench object
+
+typedef struct {
+    double seconds;      //  per measurement (split over repeats)
+    uint64_t pool_bytes; //  CPU pool size
+    const char *json;    //  --json PATH, or NULL
+    const char *disk_in; //  --disk-dir, or NULL
+    uint64_t disk_bytes; //  bytes written by the disk bench
+} s_opts_t;
+
+typedef struct {
+    unsigned block_kib; //  block size
+    double put, get;    //  pool GB/s (median)
+    double mput, mget;  //  memcpy baseline GB/s (median)
+    double rput, rget;  //  median of the per-pair ratios pool / memcpy
+} s_size_t;
+
+typedef struct {
+    kvt_pool_t *pool;   //  the pool under test
+    kvt_holder_t h;     //  bench holder
+    uint8_t *plane;     //  scattered source / destination blocks
+    uint8_t *flat;      //  baseline buffer as large as the pool
+    size_t block;       //  block bytes
+    size_t nblocks;     //  blocks in the plane
+    size_t nslots;      //  chunks in the pool / flat buffer
+    uint64_t next_key;  //  next fresh key for puts
+    uint64_t first_key; //  oldest key still resident (for gets)
+} s_ctx_t;
+
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static kvt_hash_t s_key(uint64_t i)
+{
+    return (kvt_hash_t){.hi = 0xBE7C000000000000ull ^ i, .lo = i * 0x9E3779B97F4A7C15ull};
+}
+
+//  Block j of chunk i: a fixed pseudo-random permutation of the plane.
+static uint8_t *s_block(s_ctx_t *c, uint64_t i, unsigned j)
+{
+    uint64_t b = ((i * S_BLOCKS + j) * 0x9E3779B97F4A7C15ull) & (c->nblocks - 1);
+    return c->plane + b * c->block;
+}
+
+static int s_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double s_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), s_cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ----------------------------------------------------------- put / get --
+
+typedef int (*s_step_fn)(s_ctx_t *c, uint64_t i);
+
+static int s_put_pool(s_ctx_t *c, uint64_t i)
+{
+    (void)i;
+    kvt_resv_t r;
+    void *p;
+    uint64_t k = c->next_key++;
+    int rc =
+        kvt_pool_reserve(c->pool, S_NS, s_key(k), KVT_OBJ_KV, S_BLOCKS * c->block, c->h, &r, &p);
+    if (rc != KVT_STORE_OK)
+        return rc;
+    for (unsigned j = 0; j < S_BLOCKS; j++)
+        memcpy((uint8_t *)p + j * c->block, s_block(c, k, j), c->block);
+    return kvt_pool_commit(c->pool, &r, NULL);
+}
+
+static int s_put_base(s_ctx_t *c, uint64_t i)
+{
+    uint8_t *dst = c->flat + (i % c->nslots) * S_BLOCKS * c->block;
+    for (unsigned j = 0; j < S_BLOCKS; j++)
+        memcpy(dst + j * c->block, s_block(c, i, j), c->block);
+    return 0;
+}
+
+static int s_get_pool(s_ctx_t *c, uint64_t i)
+{
+    uint64_t live = c->next_key - c->first_key;
+    uint64_t k = c->first_key + (i % live);
+    kvt_lease_t l;
+    kvt_obj_view_t v;
+    int rc = kvt_pool_acquire(c->pool, S_NS, s_key(k), KVT_OBJ_KV, c->h, &l, &v);
+    if (rc != KVT_STORE_OK)
+        return rc;
+    for (unsigned j = 0; j < S_BLOCKS; j++)
+        memcpy(s_block(c, k, j), (const uint8_t *)v.ptr + j * c->block, c->block);
+    return kvt_pool_release(c->pool, &l);
+}
+
+static int s_get_base(s_ctx_t *c, uint64_t i)
+{
+    const uint8_t *src = c->flat + (i % c->nslots) * S_BLOCKS * c->block;
+    for (unsigned j = 0; j < S_BLOCKS; j++)
+        memcpy(s_block(c, i, j), src + j * c->block, c->block);
+    return 0;
+}
+
+//  Runs fn for `seconds`; returns GB/s, or -1 on a store error.
+static double s_run(s_ctx_t *c, s_step_fn fn, double seconds, uint64_t *iter)
+{
+    size_t chunk = S_BLOCKS * c->block;
+    uint64_t n = 0;
+    double t0 = s_now(), t;
+    do {
+        for (int b = 0; b < 8; b++, n++)
+            if (fn(c, (*iter)++) != 0)
+                return -1;
+        t = s_now();
+    } while (t - t0 < seconds);
+    return (double)n * (double)chunk / (t - t0) / 1e9;
+}
+
+//  Alternating baseline / pool repeats: medians into *base and *pool, and
+//  the median of the ratios of adjacent pairs (robust to drift on a shared
+//  machine) into *ratio.
+static int s_pair(s_ctx_t *c, s_step_fn base_fn, s_step_fn pool_fn, double seconds, double *base,
+                  double *pool, double *ratio)
+{
+    double b[S_REPEATS], p[S_REPEATS], q[S_REPEATS];
+    uint64_t ib = 0, ip = 0;
+    //  Warm-up: one pass over the whole pool for each.
+    double warm = seconds / S_REPEATS;
+    if (s_run(c, base_fn, warm, &ib) < 0 || s_run(c, pool_fn, warm, &ip) < 0)
+        return -1;
+    for (int r = 0; r < S_REPEATS; r++) {
+        b[r] = s_run(c, base_fn, seconds / S_REPEATS, &ib);
+        p[r] = s_run(c, pool_fn, seconds / S_REPEATS, &ip);
+        if (b[r] < 0 || p[r] < 0)
+            return -1;
+        q[r] = p[r] / b[r];
+    }
+    *ratio = s_median(q, S_REPEATS);
+    *base = s_median(b, S_REPEATS);
+    *pool = s_median(p, S_REPEATS);
+    return 0;
+}
+
+static kvt_pool_t *s_pool(uint64_t bytes, kvt_holder_t *h)
+{
+    kvt_pool_config_t cfg;
+    kvt_pool_config_defaults(&cfg);
+    cfg.capacity_bytes = bytes;
+    cfg.name = "bench.pool";
+    char err[256];
+    kvt_pool_t *pool = kvt_pool_new(&cfg, err, sizeof(err));
+    if (!pool) {
+        fprintf(stderr, "kvtier bench store: %s\n", err);
+        return NULL;
+    }
+    if (kvt_pool_holder_add(pool, "bench", h) != KVT_STORE_OK)
+        kvt_pool_destroy(&pool);
+    return pool;
+}
+
+//  put / get at one block size; the pool is left full for lookup / touch.
+static int s_bench_size(const s_opts_t *o, s_ctx_t *c, s_size_t *out)
+{
+    size_t chunk = S_BLOCKS * c->block;
+    c->nblocks = S_PLANE / c->block;
+    c->nslots = o->pool_bytes / chunk;
+    c->next_key = c->first_key = (uint64_t)c->block << 32;
+    //  Fill the pool with chunks of this size first: puts run into a full pool.
+    for (size_t i = 0; i < c->nslots; i++)
+        if (s_put_pool(c, 0) != 0)
+            return -1;
+    if (s_pair(c, s_put_base, s_put_pool, o->seconds, &out->mput, &out->put, &out->rput) != 0)
+        return -1;
+    //  The pool is full of the newest puts; gets read those that are resident.
+    kvt_pool_stats_t st;
+    kvt_pool_stats(c->pool, &st);
+    c->first_key = c->next_key - st.objects;
+    if (s_pair(c, s_get_base, s_get_pool, o->seconds, &out->mget, &out->get, &out->rget) != 0)
+        return -1;
+    return 0;
+}
+
+// ------------------------------------------------------- lookup, touch --
+
+static void s_bench_lookup(s_ctx_t *c, double seconds, double *us, double *pin_us, double *touch)
+{
+    kvt_hash_t keys[512];
+    for (int i = 0; i < 512; i++)
+        keys[i] = s_key(c->first_key + (uint64_t)i);
+    uint64_t n = 0;
+    double t0 = s_now(), t;
+    do {
+        for (int b = 0; b < 16; b++, n++)
+            if (kvt_pool_lookup(c->pool, S_NS, keys, 512, KVT_OBJ_KV, 0, NULL) != 512)
+                fprintf(stderr, "kvtier bench store: lookup found fewer than 512 keys\n");
+        t = s_now();
+    } while (t - t0 < seconds / 3);
+    *us = (t - t0) / (double)n * 1e6;
+    n = 0;
+    t0 = s_now();
+    do {
+        for (int b = 0; b < 16; b++, n++) {
+            kvt_lease_t l = {0};
+            kvt_pool_lookup(c->pool, S_NS, keys, 512, KVT_OBJ_KV, c->h, &l);
+            kvt_pool_release(c->pool, &l);
+        }
+        t = s_now();
+    } while (t - t0 < seconds / 3);
+    *pin_us = (t - t0) / (double)n * 1e6;
+    n = 0;
+    t0 = s_now();
+    do {
+        for (int b = 0; b < 1024; b++, n++)
+            kvt_pool_touch(c->pool, S_NS, keys[n & 511], KVT_OBJ_KV);
+        t = s_now();
+    } while (t - t0 < seconds / 3);
+    *touch = (t - t0) / (double)n * 1e9;
+}
+
+// ---------------------------------------------------------------- disk --
+
+static void s_rm_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[4200];
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int s_bench_disk(const s_opts_t *o, uint8_t *src, double *put, double *get, char *dir,
+                        size_t dirlen)
+{
+    snprintf(dir, dirlen, "%s/kvtier-bench-store-%d-XXXXXX", o->disk_in ? o->disk_in : "/tmp",
+             (int)getpid());
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "kvtier bench store: --disk-dir %s: %s\n", o->disk_in ? o->disk_in : "/tmp",
+                strerror(errno));
+        return -1;
+    }
+    const size_t obj = S_BLOCKS * (64u << 10);
+    size_t n = (size_t)(o->disk_bytes / obj);
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.dir = dir;
+    cfg.capacity_bytes = o->disk_bytes * 2;
+    char err[256];
+    kvt_disk_t *disk = kvt_disk_new(&cfg, err, sizeof(err));
+    int rc = -1;
+    if (!disk) {
+        fprintf(stderr, "kvtier bench store: %s\n", err);
+        goto cleanup;
+    }
+    double t0 = s_now();
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p = src + (i * obj) % (S_PLANE - obj + 1);
+        int r;
+        //  A full queue refuses at once; the bench (not the store) waits.
+        while ((r = kvt_disk_put(disk, S_NS, s_key(i), KVT_OBJ_KV, p, obj, NULL, NULL)) ==
+               KVT_STORE_EBUSY)
+            sched_yield();
+        if (r != KVT_STORE_OK) {
+            fprintf(stderr, "kvtier bench store: disk put: %s\n", kvt_store_strerror(r));
+            goto cleanup;
+        }
+    }
+    kvt_disk_flush(disk);
+    *put = (double)(n * obj) / (s_now() - t0) / 1e9;
+    uint8_t *dst = malloc(obj);
+    if (!dst)
+        goto cleanup;
+    t0 = s_now();
+    for (size_t i = 0; i < n; i++) {
+        size_t got;
+        kvt_obj_kind_t kind;
+        int r = kvt_disk_read(disk, S_NS, s_key(i), KVT_OBJ_KV, dst, obj, &got, &kind);
+        if (r != KVT_STORE_OK) {
+            fprintf(stderr, "kvtier bench store: disk read: %s\n", kvt_store_strerror(r));
+            free(dst);
+            goto cleanup;
+        }
+    }
+    *get = (double)(n * obj) / (s_now() - t0) / 1e9;
+    free(dst);
+    rc = 0;
+cleanup:
+    kvt_disk_destroy(&disk);
+    s_rm_tree(dir);
+    return rc;
+}
+
+// ------------------------------------------------------- fragmentation --
+
+typedef struct {
+    double occupancy;   //  mean used / capacity after each put once full
+    double evict_ratio; //  evicted bytes / committed bytes once full
+    uint64_t failed;    //  failed allocations
+    uint64_t extents;   //  free extents at the end
+} s_frag_t;
+
+//  70 % 1 MiB chunks, 20 % images of 16..256 KiB, 10 % chunk + image.
+static int s_bench_frag(s_frag_t *f)
+{
+    kvt_holder_t h;
+    kvt_pool_t *pool = s_pool(256u << 20, &h);
+    if (!pool)
+        return -1;
+    uint8_t *src = calloc(1, (1u << 20) + (256u << 10));
+    if (!src) {
+        kvt_pool_destroy(&pool);
+        return -1;
+    }
+    uint64_t x = 88172645463325252ull;
+    double occ = 0;
+    uint64_t samples = 0, put0 = 0, ev0 = 0;
+    kvt_pool_stats_t st;
+    for (uint64_t i = 0; i < 20000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned r = (unsigned)(x % 100);
+        size_t image = (16u << 10) * (1 + (x >> 20) % 16);
+        size_t size = r < 70 ? (1u << 20) : r < 90 ? image : (1u << 20) + image;
+        kvt_obj_kind_t kind = r < 70 ? KVT_OBJ_KV : r < 90 ? KVT_OBJ_STATE : KVT_OBJ_KV_STATE;
+        kvt_pool_put(pool, S_NS, s_key(i), kind, src, size);
+        kvt_pool_stats(pool, &st);
+        if (i == 2000) {
+            put0 = st.put_bytes;
+            ev0 = st.evicted_bytes;
+        }
+        if (i >= 2000) {
+            occ += (double)st.used_bytes / (double)st.capacity_bytes;
+            samples++;
+        }
+    }
+    f->occupancy = occ / (double)samples;
+    f->evict_ratio = (double)(st.evicted_bytes - ev0) / (double)(st.put_bytes - put0);
+    f->failed = st.alloc_failed;
+    f->extents = st.free_extents;
+    free(src);
+    kvt_pool_destroy(&pool);
+    return 0;
+}
+
+// ---------------------------------------------------------------- main --
+
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: kvtier bench store [--json PATH] [--disk-dir DIR] [--seconds S]\n"
+                 "                          [--pool SIZE] [--disk-bytes SIZE]\n"
+                 "  --json PATH        also write the results as JSON\n"
+                 "  --disk-dir DIR     where the disk bench writes (a temporary directory\n"
+                 "                     inside DIR, removed after); default /tmp\n"
+                 "  --seconds S        time per measurement, default 0.5 (0.05..60)\n"
+                 "  --pool SIZE        CPU pool size, default 1GiB (64MiB..64GiB)\n"
+                 "  --disk-bytes SIZE  bytes written by the disk bench, default 512MiB\n");
+}
+
+static int s_parse(int argc, char **argv, s_opts_t *o)
+{
+    *o = (s_opts_t){.seconds = 0.5, .pool_bytes = 1ull << 30, .disk_bytes = 512ull << 20};
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            s_usage(stdout);
+            return 1;
+        }
+        bool known = !strcmp(f, "--json") || !strcmp(f, "--disk-dir") || !strcmp(f, "--seconds") ||
+                     !strcmp(f, "--pool") || !strcmp(f, "--disk-bytes");
+        if (!known) {
+            fprintf(stderr, "kvtier bench store: unknown flag '%s'\n", f);
+            s_usage(stderr);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kvtier bench store: %s needs a value\n", f);
+            return -1;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(f, "--json")) {
+            o->json = v;
+        } else if (!strcmp(f, "--disk-dir")) {
+            struct stat sb;
+            if (stat(v, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+                fprintf(stderr, "kvtier bench store: --disk-dir %s: not a directory\n", v);
+                return -1;
+            }
+            o->disk_in = v;
+        } else if (!strcmp(f, "--seconds")) {
+            char *end = NULL;
+            errno = 0;
+            double s = strtod(v, &end);
+            if (errno || end == v || *end || !(s >= 0.05 && s <= 60)) {
+                fprintf(stderr, "kvtier bench store: --seconds %s: expected 0.05..60\n", v);
+                return -1;
+            }
+            o->seconds = s;
+        } else {
+            uint64_t n;
+            bool pool = !strcmp(f, "--pool");
+            uint64_t lo = pool ? 64ull << 20 : 16ull << 20, hi = 64ull << 30;
+            if (kvt_cli_size(v, &n) != 0 || n < lo || n > hi) {
+                fprintf(stderr,
+                        "kvtier bench store: %s %s: expected a size in [%llu MiB, 64 GiB]\n", f, v,
+                        (unsigned long long)(lo >> 20));
+                return -1;
+            }
+            *(pool ? &o->pool_bytes : &o->disk_bytes) = n;
+        }
+    }
+    return 0;
+}
+
+static void s_machine(char *cpu, size_t cap, double *mem_gib)
+{
+    snprintf(cpu, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p += 1 + (p[1] == ' ');
+                p[strcspn(p, "\n")] = 0;
+                snprintf(cpu, cap, "%s", p);
+            }
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    *mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1u << 30);
+}
+
+static void s_json_size(FILE *j, const s_size_t *s, bool last)
+{
+    fprintf(j,
+            "    \"%uKiB\": {\"chunk_KiB\": %u, \"put_GBps\": %.3f, \"get_GBps\": %.3f, "
+            "\"memcpy_put_GBps\": %.3f, \"memcpy_get_GBps\": %.3f, \"put_ratio\": %.3f, "
+            "\"get_ratio\": %.3f}%s\n",
+            s->block_kib, s->block_kib * S_BLOCKS, s->put, s->get, s->mput, s->mget, s->rput,
+            s->rget, last ? "" : ",");
+}
+
+int kvt_cmd_bench_store(int argc, char **argv)
+{
+    s_opts_t o;
+    int p = s_parse(argc, argv, &o);
+    if (p != 0)
+        return p > 0 ? 0 : 2;
+    char cpu[256], dir[4096] = "";
+    double mem_gib;
+    s_machine(cpu, sizeof(cpu), &mem_gib);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("kvtier bench store: %ld cpus (%s), %.1f GiB memory, pool %llu MiB, %.2f s per "
+           "measurement\n",
+           ncpu, cpu, mem_gib, (unsigned long long)(o.pool_bytes >> 20), o.seconds);
+
+    int rc = 1;
+    s_ctx_t c = {0};
+    c.pool = s_pool(o.pool_bytes, &c.h);
+    c.plane = malloc(S_PLANE);
+    c.flat = malloc(o.pool_bytes);
+    if (!c.pool || !c.plane || !c.flat) {
+        fprintf(stderr, "kvtier bench store: cannot allocate %llu MiB of buffers\n",
+                (unsigned long long)((o.pool_bytes * 2 + S_PLANE) >> 20));
+        goto cleanup;
+    }
+    memset(c.plane, 0x5a, S_PLANE); //  page-touched, like the pool's arena
+    memset(c.flat, 0xa5, o.pool_bytes);
+
+    s_size_t sizes[3] = {{.block_kib = 16}, {.block_kib = 64}, {.block_kib = 256}};
+    double lookup_us = 0, lookup_pin_us = 0, touch_ns = 0;
+    printf("%-8s %-9s %10s %10s %7s %10s %10s %7s\n", "block", "chunk", "put GB/s", "memcpy",
+           "ratio", "get GB/s", "memcpy", "ratio");
+    for (int s = 0; s < 3; s++) {
+        c.block = (size_t)sizes[s].block_kib << 10;
+        if (s_bench_size(&o, &c, &sizes[s]) != 0) {
+            fprintf(stderr, "kvtier bench store: a pool operation failed at %u KiB blocks\n",
+                    sizes[s].block_kib);
+            goto cleanup;
+        }
+        printf("%3u KiB  %5u KiB %10.2f %10.2f %7.2f %10.2f %10.2f %7.2f\n", sizes[s].block_kib,
+               sizes[s].block_kib * S_BLOCKS, sizes[s].put, sizes[s].mput, sizes[s].rput,
+               sizes[s].get, sizes[s].mget, sizes[s].rget);
+        if (sizes[s].block_kib == 64)
+            s_bench_lookup(&c, o.seconds, &lookup_us, &lookup_pin_us, &touch_ns);
+    }
+    printf("lookup of a 512-chunk prefix: %.2f us (with pin + release: %.2f us); touch: %.0f ns\n",
+           lookup_us, lookup_pin_us, touch_ns);
+
+    double dput = 0, dget = 0;
+    if (s_bench_disk(&o, c.plane, &dput, &dget, dir, sizeof(dir)) != 0)
+        goto cleanup;
+    printf("disk (%s, 1 MiB objects, %llu MiB): put %.2f GB/s, get %.2f GB/s "
+           "(page-cache bound: the files fit in memory)\n",
+           o.disk_in ? o.disk_in : "/tmp", (unsigned long long)(o.disk_bytes >> 20), dput, dget);
+
+    s_frag_t frag;
+    if (s_bench_frag(&frag) != 0)
+        goto cleanup;
+    printf("fragmentation (mixed 1 MiB chunks / 16-256 KiB images / chunk+image into a full "
+           "256 MiB pool): occupancy %.3f, evicted/put bytes %.3f, failed %llu, free extents "
+           "%llu\n",
+           frag.occupancy, frag.evict_ratio, (unsigned long long)frag.failed,
+           (unsigned long long)frag.extents);
+
+    const s_size_t *m = &sizes[1];
+    bool met = m->rput >= 0.8 && m->rget >= 0.8 && lookup_us <= 50;
+    printf("targets (64 KiB blocks: put and get >= 0.8 x memcpy; lookup <= 50 us): %s\n",
+           met ? "met" : "NOT met");
+    if (o.json) {
+        FILE *j = fopen(o.json, "w");
+        if (!j) {
+            fprintf(stderr, "kvtier bench store: --json %s: %s\n", o.json, strerror(errno));
+            goto cleanup;
+        }
+        fprintf(j, "{\n  \"bench\": \"store\",\n");
+        fprintf(j, "  \"machine\": {\"nproc\": %ld, \"cpu\": \"%s\", \"mem_GiB\": %.1f},\n", ncpu,
+                cpu, mem_gib);
+        fprintf(j, "  \"pool_bytes\": %llu,\n  \"seconds\": %.3f,\n",
+                (unsigned long long)o.pool_bytes, o.seconds);
+        fprintf(j, "  \"block_KiB\": 64,\n  \"chunk_KiB\": %u,\n", 64 * S_BLOCKS);
+        fprintf(j, "  \"put_GBps\": %.3f,\n  \"get_GBps\": %.3f,\n", m->put, m->get);
+        fprintf(j, "  \"memcpy_put_GBps\": %.3f,\n  \"memcpy_get_GBps\": %.3f,\n", m->mput,
+                m->mget);
+        fprintf(j, "  \"put_ratio\": %.3f,\n  \"get_ratio\": %.3f,\n", m->rput, m->rget);
+        fprintf(j, "  \"lookup_us_512\": %.3f,\n  \"lookup_pin_us_512\": %.3f,\n", lookup_us,
+                lookup_pin_us);
+        fprintf(j, "  \"touch_ns\": %.1f,\n", touch_ns);
+        fprintf(j,
+                "  \"disk\": {\"put_GBps\": %.3f, \"get_GBps\": %.3f, \"object_KiB\": %u, "
+                "\"bytes\": %llu, \"note\": \"page-cache bound\"},\n",
+                dput, dget, 64 * S_BLOCKS, (unsigned long long)o.disk_bytes);
+        fprintf(j, "  \"sizes\": {\n");
+        for (int s = 0; s < 3; s++)
+            s_json_size(j, &sizes[s], s == 2);
+        fprintf(j, "  },\n");
+        fprintf(j,
+                "  \"fragmentation\": {\"occupancy\": %.3f, \"evicted_per_put_bytes\": %.3f, "
+                "\"alloc_failed\": %llu, \"free_extents\": %llu},\n",
+                frag.occupancy, frag.evict_ratio, (unsigned long long)frag.failed,
+                (unsigned long long)frag.extents);
+        fprintf(j,
+                "  \"targets\": {\"ratio_min\": 0.8, \"lookup_us_512_max\": 50, \"met\": %s}\n}\n",
+                met ? "true" : "false");
+        fclose(j);
+    }
+    rc = 0;
+cleanup:
+    kvt_pool_destroy(&c.pool);
+    free(c.plane);
+    free(c.flat);
+    return rc;
+}
