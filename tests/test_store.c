@@ -475,6 +475,33 @@ Test(pool, a_full_object_table_evicts_or_fails_with_efull)
     kvt_pool_destroy(&pool);
 }
 
+Test(pool, an_allocation_that_cannot_succeed_evicts_nothing)
+{
+    kvt_pool_config_t cfg;
+    kvt_pool_config_defaults(&cfg);
+    cfg.capacity_bytes = 4 * UNIT;
+    cfg.max_objects = 2;
+    kvt_pool_t *pool = kvt_pool_new(&cfg, NULL, 0);
+    cr_assert_not_null(pool);
+    kvt_holder_t h = s_holder(pool, "load");
+    s_put(pool, 0, UNIT);
+    s_put(pool, 1, 3 * UNIT);
+    kvt_lease_t l = {0};
+    kvt_obj_view_t v;
+    cr_assert_eq(kvt_pool_acquire(pool, NS, s_key(1), KVT_OBJ_KV, h, &l, &v), KVT_STORE_OK);
+    //  The table is full and 2 units are wanted: evicting 0 frees a slot but
+    //  only one unit, so nothing may be evicted at all.
+    uint8_t buf[2 * UNIT] = {0};
+    cr_assert_eq(kvt_pool_put(pool, NS, s_key(2), KVT_OBJ_KV, buf, sizeof(buf)),
+                 KVT_STORE_ENOSPACE);
+    cr_assert(s_has(pool, 0));
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.evictions, 0);
+    kvt_pool_release(pool, &l);
+    kvt_pool_destroy(&pool);
+}
+
 // -------------------------------------------------------- TTL and reclaim --
 
 Test(pool, an_orphaned_lease_is_reclaimed_at_ttl_counted_and_logged_once)

@@ -259,6 +259,25 @@ Test(disk, a_truncated_file_is_a_counted_miss_and_is_deleted)
     kvt_disk_destroy(&d);
 }
 
+Test(disk, a_file_with_trailing_bytes_is_a_counted_miss_and_is_deleted)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 2, 8);
+    s_put(d, 1, 4096);
+    kvt_disk_flush(d);
+    char path[512];
+    s_path(path, sizeof(path), 1);
+    FILE *f = fopen(path, "a");
+    cr_assert_not_null(f);
+    fputs("appended", f);
+    fclose(f);
+    cr_assert_eq(s_read(d, 1, 4096), KVT_STORE_ECORRUPT);
+    cr_assert_not(s_exists(path));
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.corrupt, 1);
+    kvt_disk_destroy(&d);
+}
+
 Test(disk, the_rescan_deletes_temporary_and_corrupt_files_and_leaves_others)
 {
     kvt_disk_t *d = s_disk(1 << 20, 1, 8);
