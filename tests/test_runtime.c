@@ -1,8 +1,86 @@
 /*  test_runtime.c — the actor runtime under the SIM driver: ping-pong,
     fan-out/fan-in, timers, determinism, every fault hook, crash/restart,
     decode errors, the trace and its reader. */
+#if defined(__SANITIZE_THREAD__)
+/*  ThreadSanitizer builds. Criterion 2.4.1 cannot start under TSan: BoxFort
+    probes random addresses in [0x2000'0000'0000, 0x6000'0000'0000) for its
+    shared arena, TSan has reserved that range, and the runner aborts with
+    "Could not initialize inheritable arena". So under TSan these tests run
+    with a minimal runner of the same shape: one forked process per test with
+    its timeout, the same Test / cr_assert spellings (messages are not
+    formatted), and a Criterion-style Synthesis line. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *suite; //  suite name
+    const char *name;  //  test name
+    void (*fn)(void);  //  test body
+    double timeout;    //  seconds, 0 = none
+} s_tcase_t;
+
+static s_tcase_t s_tcases[64];
+static int s_ntcases;
+
+#define Test(S_, N_, ...)                                                                    \
+    static void S_##_##N_##_impl(void);                                                      \
+    __attribute__((constructor)) static void S_##_##N_##_reg(void)                           \
+    {                                                                                        \
+        if (s_ntcases < 64)                                                                  \
+            s_tcases[s_ntcases++] =                                                          \
+                (s_tcase_t){.suite = #S_, .name = #N_, .fn = S_##_##N_##_impl, __VA_ARGS__}; \
+    }                                                                                        \
+    static void S_##_##N_##_impl(void)
+
+static void s_check(bool ok, const char *what, const char *file, int line)
+{
+    if (ok)
+        return;
+    fprintf(stderr, "[----] %s:%d: Assertion Failed: %s\n", file, line, what);
+    _exit(1);
+}
+
+#define S_CHECK(cond, ...)         s_check(!!(cond), #cond, __FILE__, __LINE__)
+#define cr_assert(...)             S_CHECK(__VA_ARGS__, 0)
+#define cr_assert_eq(a, b, ...)    S_CHECK((a) == (b))
+#define cr_assert_neq(a, b, ...)   S_CHECK((a) != (b))
+#define cr_assert_gt(a, b, ...)    S_CHECK((a) > (b))
+#define cr_assert_geq(a, b, ...)   S_CHECK((a) >= (b))
+#define cr_assert_lt(a, b, ...)    S_CHECK((a) < (b))
+#define cr_assert_not_null(p, ...) S_CHECK((p) != NULL)
+#define cr_assert_null(p, ...)     S_CHECK((p) == NULL)
+#define cr_log_info(...)           (fprintf(stderr, "[----] " __VA_ARGS__), fputc('\n', stderr))
+
+int main(void)
+{
+    int pass = 0, fail = 0, crash = 0;
+    for (int i = 0; i < s_ntcases; i++) {
+        s_tcase_t *t = &s_tcases[i];
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (t->timeout > 0)
+                alarm((unsigned)t->timeout + 1);
+            t->fn();
+            exit(0); //  atexit handlers run: czmq reports dangling sockets, TSan its summary
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        bool ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        crash += pid > 0 && WIFSIGNALED(status);
+        ok ? pass++ : fail++;
+        fprintf(stderr, "[%s] %s::%s\n", ok ? "PASS" : "FAIL", t->suite, t->name);
+    }
+    fprintf(stderr, "[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Crashing: %d \n",
+            s_ntcases, pass, fail, crash);
+    return fail ? 1 : 0;
+}
+#else
 #include <criterion/criterion.h>
-#include <criterion/redirect.h>
+#endif
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +89,19 @@
 #include <unistd.h>
 
 #include "kvtier/kvt_actor.h"
+
+//  ASan builds: Criterion 2.4.1's runner process (the parent that spawns one
+//  process per test) leaks a few of its own allocations when tests run in
+//  parallel. The runner is the process without BoxFort's BXFI_MAP variable;
+//  only there is leak tracking switched off. Test processes keep it.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+__attribute__((constructor)) static void s_runner_without_lsan(void)
+{
+    if (!getenv("BXFI_MAP"))
+        __lsan_disable();
+}
+#endif
 
 // ------------------------------------------------------ test actors -------
 
@@ -456,15 +547,19 @@ Test(runtime_sim, different_seeds_different_orders, .timeout = 60)
             cr_assert_neq(ha, hb, "different orders give different hashes");
         }
         //  FIFO per channel holds whatever the seed: each sender's seqs rise.
+        //  (Checked into a count, asserted once: thousands of passing
+        //  assertions trip a leak in the Criterion 2.4.1 runner under ASan.)
         uint64_t last[5] = {0};
         bool seen[5] = {false};
+        uint32_t fifo_broken = 0;
         for (uint32_t i = 0; i < nb; i++) {
             uint32_t from = (uint32_t)(b[i] >> 32);
             uint64_t seq = b[i] & 0xFFFFFFFFu;
-            cr_assert(!seen[from] || seq > last[from], "FIFO on channel %u", from);
+            fifo_broken += seen[from] && seq <= last[from];
             seen[from] = true;
             last[from] = seq;
         }
+        cr_assert_eq(fifo_broken, 0, "FIFO on every channel (seed %" PRIu64 ")", seed);
     }
     cr_assert_eq(differing, 4, "every other seed gives another delivery order");
 }
@@ -599,12 +694,13 @@ Test(runtime_fault, delay_moves_later_but_keeps_fifo, .timeout = 30)
     cr_assert_lt(first_a_plain, 8, "without the fault it is not last");
     //  FIFO on a's channel: 100..107 in order, none before the delayed one.
     uint64_t next = 100;
+    uint32_t broken = 0;
     for (uint32_t i = 0; i < delayed.n; i++)
         if (delayed.seq[i] >= 100 && delayed.seq[i] < 200) {
-            cr_assert_eq(delayed.seq[i], next, "a's channel stays FIFO");
-            cr_assert_geq(delayed.at[i], 1000000);
+            broken += delayed.seq[i] != next || delayed.at[i] < 1000000;
             next++;
         }
+    cr_assert_eq(broken, 0, "a's channel stays FIFO, all of it behind the delayed one");
     cr_assert_eq(next, 108);
 }
 
@@ -773,6 +869,25 @@ Test(runtime_trace, print_a_recorded_trace, .timeout = 30)
     cr_assert_not_null(strstr(text, want), "the reader recomputes the run's hash");
 }
 
+//  Sends this process's stderr to a temporary file until s_stderr_restore;
+//  returns the file (the caller reads and closes it).
+static int s_saved_stderr = -1;
+static FILE *s_stderr_to_file(void)
+{
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    fflush(stderr);
+    s_saved_stderr = dup(2);
+    dup2(fileno(f), 2);
+    return f;
+}
+static void s_stderr_restore(void)
+{
+    fflush(stderr);
+    dup2(s_saved_stderr, 2);
+    close(s_saved_stderr);
+}
+
 static void s_corrupt(const char *what, long keep, long poke_at, uint8_t poke, const char *expect)
 {
     s_trace_path(what);
@@ -785,48 +900,53 @@ static void s_corrupt(const char *what, long keep, long poke_at, uint8_t poke, c
     }
     if (keep >= 0)
         cr_assert_eq(truncate(s_path, keep), 0);
-    fflush(stderr);
     FILE *out = tmpfile();
+    FILE *err = s_stderr_to_file();
     int rc = kvt_trace_print(s_path, out);
+    s_stderr_restore();
     fclose(out);
-    fflush(stderr);
     unlink(s_path);
     cr_assert_eq(rc, -1, "%s is rejected", what);
-    char *err = s_slurp(cr_get_redirected_stderr());
-    cr_assert_not_null(strstr(err, expect), "message names the problem: %s", err);
+    char *text = s_slurp(err);
+    fclose(err);
+    cr_assert_not_null(strstr(text, expect), "message names the problem: %s", text);
 }
 
-Test(runtime_trace, rejects_bad_magic, .init = cr_redirect_stderr, .timeout = 30)
+Test(runtime_trace, rejects_bad_magic, .timeout = 30)
 {
     s_corrupt("magic", -1, 0, 'X', "bad magic");
 }
 
-Test(runtime_trace, rejects_truncated_header, .init = cr_redirect_stderr, .timeout = 30)
+Test(runtime_trace, rejects_truncated_header, .timeout = 30)
 {
     s_corrupt("header", 20, -1, 0, "truncated header");
 }
 
-Test(runtime_trace, rejects_truncated_record, .init = cr_redirect_stderr, .timeout = 30)
+Test(runtime_trace, rejects_truncated_record, .timeout = 30)
 {
     //  header 42 + "t" (2) + "ping" (5) + "pong" (5) = 54; 3 records + 7 bytes
     s_corrupt("record", 54 + 3 * 40 + 7, -1, 0, "truncated record 3");
 }
 
-Test(runtime_trace, rejects_bad_version, .init = cr_redirect_stderr, .timeout = 30)
+Test(runtime_trace, rejects_bad_version, .timeout = 30)
 {
     s_corrupt("version", -1, 8, 9, "unsupported version 9");
 }
 
-Test(runtime_trace, rejects_bad_record, .init = cr_redirect_stderr, .timeout = 30)
+Test(runtime_trace, rejects_bad_record, .timeout = 30)
 {
     s_corrupt("type", -1, 54 + 40, 7, "record 1: unknown type 7");
 }
 
-Test(runtime_trace, rejects_missing_file, .init = cr_redirect_stderr, .timeout = 30)
+Test(runtime_trace, rejects_missing_file, .timeout = 30)
 {
-    cr_assert_eq(kvt_trace_print("/nonexistent/kvt.trace", NULL), -1);
-    fflush(stderr);
-    cr_assert_not_null(strstr(s_slurp(cr_get_redirected_stderr()), "cannot open"));
+    FILE *err = s_stderr_to_file();
+    int rc = kvt_trace_print("/nonexistent/kvt.trace", NULL);
+    s_stderr_restore();
+    cr_assert_eq(rc, -1);
+    char *text = s_slurp(err);
+    fclose(err);
+    cr_assert_not_null(strstr(text, "cannot open"), "%s", text);
 }
 
 // -------------------------------------------------------- throughput -------

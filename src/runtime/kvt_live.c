@@ -62,6 +62,16 @@ int kvt_live_new(kvt_system_t *sys)
     return 0;
 }
 
+//  Unbinds (synchronous for inproc, so the name is free at once; releases
+//  the port / socket file for tcp / ipc) and closes an inbox.
+static void s_close_inbox(zsock_t **inbox_p, const char *endpoint)
+{
+    if (!*inbox_p)
+        return;
+    zsock_unbind(*inbox_p, "%s", endpoint);
+    zsock_destroy(inbox_p);
+}
+
 static void s_close_all(zsock_t **socks, uint32_t n)
 {
     if (!socks)
@@ -78,7 +88,7 @@ void kvt_live_destroy(kvt_system_t *sys)
     s_close_all(live->post, KVT_MAX_ACTORS);
     free(live->post);
     for (uint32_t i = 0; i < sys->nactors; i++)
-        zsock_destroy(&sys->actors[i]->inbox); //  bound but never handed to a thread
+        s_close_inbox(&sys->actors[i]->inbox, sys->actors[i]->endpoint); //  never handed over
     free(live);
     sys->live = NULL;
 }
@@ -314,10 +324,10 @@ cleanup:
         s_close_all(L->out, sys->nactors);
         free(L->out);
         zpoller_destroy(&L->poller);
-        zsock_destroy(&L->inbox);
+        s_close_inbox(&L->inbox, a->endpoint);
         free(L);
     }
-    zsock_destroy(&inbox);
+    s_close_inbox(&inbox, a->endpoint);
     a->live = NULL;
     atomic_store_explicit(&a->live_done, true, memory_order_release);
 }
@@ -403,7 +413,7 @@ int kvt_live_start(kvt_system_t *sys)
     return 0;
 fail_bind:
     for (uint32_t i = 0; i < sys->nactors; i++)
-        zsock_destroy(&sys->actors[i]->inbox);
+        s_close_inbox(&sys->actors[i]->inbox, sys->actors[i]->endpoint);
     return -1;
 }
 
