@@ -125,6 +125,11 @@ typedef struct {
     uint64_t sim_lat_jitter_ns; //  default 4000
 } kvt_system_opts_t;
 
+//  sim_lat_min_ns / sim_lat_jitter_ns of 0 select the defaults; this value
+//  asks for exactly zero (e.g. no jitter, so simultaneous sends tie and only
+//  the seeded choice orders them).
+#define KVT_LAT_ZERO UINT64_MAX
+
 //  Creates an empty system. NULL on bad options (logged).
 kvt_system_t *kvt_system_new(const kvt_system_opts_t *opts);
 

@@ -166,8 +166,12 @@ kvt_system_t *kvt_system_new(const kvt_system_opts_t *opts)
     self->seed = o.seed;
     self->log_level = 1; //  until the option is validated
     snprintf(self->name, sizeof self->name, "%s", "kvt");
-    self->lat_min_ns = o.sim_lat_min_ns ? o.sim_lat_min_ns : 1000;
-    self->lat_jitter_ns = o.sim_lat_jitter_ns ? o.sim_lat_jitter_ns : 4000;
+    self->lat_min_ns = o.sim_lat_min_ns == KVT_LAT_ZERO ? 0
+                       : o.sim_lat_min_ns               ? o.sim_lat_min_ns
+                                                        : 1000;
+    self->lat_jitter_ns = o.sim_lat_jitter_ns == KVT_LAT_ZERO ? 0
+                          : o.sim_lat_jitter_ns               ? o.sim_lat_jitter_ns
+                                                              : 4000;
     self->sysactor.aid = KVT_AID_SYSTEM;
     snprintf(self->sysactor.name, sizeof self->sysactor.name, "%s", KVT_SYSTEM_NAME);
     self->sysactor.ctx = (kvt_ctx_t){.sys = self, .actor = &self->sysactor};
