@@ -787,3 +787,41 @@ FOR_BACKENDS(pinned_host_memory_is_zeroed_and_usable)
     cr_assert_not_null(kvt_gpu_host_alloc(gpu, 4096));
     kvt_gpu_destroy(&gpu);
 }
+
+//  Segments long enough for the host backend's streaming-store path, with
+//  unaligned buffers and lengths that are not a multiple of 64.
+FOR_BACKENDS(long_unaligned_segments_are_byte_exact)
+{
+    _Atomic uint64_t clock = 0;
+    kvt_gpu_t *gpu = s_open_be(*be, &clock, 0);
+    const size_t bb[2] = {8192 + 24, 1024 + 8};
+    for (int p = 0; p < 2; p++) {
+        kvt_gpu_plane_desc_t d = {NULL, 2, 16, bb[p], NULL};
+        cr_assert_eq(kvt_gpu_plane_add(gpu, &d), p);
+    }
+    size_t block = 2 * (bb[0] + bb[1]);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    uint8_t *in = kvt_gpu_host_alloc(gpu, 5 * block + 64);
+    uint8_t *out = kvt_gpu_host_alloc(gpu, 5 * block + 64);
+    const uint32_t blocks[] = {9, 2, 15, 3, 0};
+    for (size_t k = 0; k < 5 * block; k++)
+        in[5 + k] = (uint8_t)(k * 7 + k / 251);
+    cr_assert_eq(kvt_gpu_scatter(s, blocks, 5, in + 5, 5 * block), 0);
+    cr_assert_eq(kvt_gpu_gather(s, blocks, 5, out + 3, 5 * block), 0);
+    kvt_gpu_event_t *ev = kvt_gpu_event_new(gpu);
+    cr_assert_eq(kvt_gpu_event_record(ev, s), 0);
+    if (kvt_gpu_is_sim(gpu)) {
+        atomic_store(&clock, kvt_gpu_event_eta(ev));
+        cr_assert_eq(kvt_gpu_event_query(ev), 0);
+    } else
+        cr_assert_eq(kvt_gpu_event_synchronize(ev), 0);
+    cr_assert_eq(memcmp(in + 5, out + 3, 5 * block), 0);
+    if (kvt_gpu_backend(gpu) == KVT_GPU_BACKEND_HOST) {
+        //  Block 15, plane 0, layer 1 is list entry 2 in the chunk layout.
+        size_t off = kvt_gpu_chunk_offset(gpu, 0, 1, 5, 2);
+        cr_assert_eq(memcmp(kvt_gpu_plane_ptr(gpu, 0, 1, 15), in + 5 + off, bb[0]), 0);
+    }
+    kvt_gpu_event_destroy(&ev);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+}
