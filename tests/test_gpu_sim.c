@@ -90,6 +90,15 @@ Test(sim, cost_is_latency_plus_bytes_over_bandwidth)
     kvt_gpu_destroy(&s.gpu);
 }
 
+Test(sim, zero_latency_is_asked_for_explicitly)
+{
+    sim_t s;
+    s_open(&s, 1000000000, KVT_GPU_SIM_ZERO_LATENCY);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 0), 0);
+    cr_assert_eq(kvt_gpu_sim_cost_ns(s.gpu, 1000), 1000);
+    kvt_gpu_destroy(&s.gpu);
+}
+
 Test(sim, defaults_are_25_GBps_and_5_us)
 {
     uint64_t now = 0;

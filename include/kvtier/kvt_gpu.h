@@ -109,6 +109,10 @@ typedef uint64_t(kvt_gpu_clock_fn)(void *arg);
 //  trailing newline. Called from the thread that made the call.
 typedef void(kvt_gpu_log_fn)(void *arg, int level, const char *line);
 
+//  sim_latency_ns value that asks for exactly zero fixed cost per copy (0
+//  selects the default).
+#define KVT_GPU_SIM_ZERO_LATENCY UINT64_MAX
+
 //  Options for kvt_gpu_new. Zero-initialise; a zero field means its default.
 typedef struct {
     kvt_gpu_backend_t backend;     //  which backend (default AUTO)

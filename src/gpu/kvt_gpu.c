@@ -225,6 +225,8 @@ static int s_fill_opts(kvt_gpu_opts_t *o, const kvt_gpu_opts_t *in)
         o->sim_bandwidth_Bps = KVT_GPU_DEFAULT_BW_BPS;
     if (o->sim_latency_ns == 0)
         o->sim_latency_ns = KVT_GPU_DEFAULT_LATENCY_NS;
+    else if (o->sim_latency_ns == KVT_GPU_SIM_ZERO_LATENCY)
+        o->sim_latency_ns = 0;
     if (o->event_max_rerecords == 0)
         o->event_max_rerecords = KVT_GPU_DEFAULT_MAX_RERECORDS;
     if (o->event_max_rerecords > 1000000)
