@@ -9,7 +9,8 @@
 
     Build: cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DKVTIER_FUZZ=ON
            cmake --build build-fuzz --target fuzz_decode
-    Run:   ./build-fuzz/fuzz_decode -max_len=4096 corpus-tmp tests/fuzz/corpus/decode
+    Run:   ./build-fuzz/fuzz_decode -max_len=8192 -dict=tests/fuzz/decode.dict corpus-tmp \
+               tests/fuzz/corpus/decode
 */
 #include <msgpack.h>
 #include <stdbool.h>
