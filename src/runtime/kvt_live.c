@@ -167,7 +167,7 @@ int kvt_live_cancel(kvt_system_t *sys, kvt_actor_t *a, uint64_t id)
 void kvt_live_exit(kvt_system_t *sys, kvt_actor_t *a, int code)
 {
     if (zsock_send(a->live->pipe, "si", "EXIT", code) != 0)
-        kvt_log(sys, a->name, 0, "exit(%d): cannot reach the main thread", code);
+        kvt_log(sys, a->name, 1, "exit(%d) not delivered: the main thread is not reading", code);
 }
 
 // ---------------------------------------------------------- the thread ----
@@ -288,6 +288,9 @@ static void s_task(zsock_t *pipe, void *args)
         a->state = a->cls->init(&a->ctx, a->args);
     atomic_store_explicit(&a->live_init, a->state ? 1 : -1, memory_order_release);
     zsock_signal(pipe, 0);
+    //  From here the pipe carries only EXIT upward: never block on it (its
+    //  HWM is 1000), or an actor that exits often could hang the shutdown.
+    zsock_set_sndtimeo(pipe, 0);
     if (!a->state)
         goto cleanup;
     L->poller = zpoller_new(pipe, L->inbox, NULL);
