@@ -208,13 +208,10 @@ static const s_tf_t f_entry[] = {
     {1, "req", W_UINT, 0},   {2, "gen", W_UINT, 0},         {3, "start", W_UINT, 0},
     {4, "end", W_UINT, 0},   {5, "first_block", W_UINT, 0}, {6, "blocks", W_BIN, 0},
     {7, "hashes", W_BIN, 0}, {8, "verify_end", W_UINT, 0},  END_FIELDS};
-static const s_tf_t f_spec[] = {{1, "req", W_UINT, 0},
-                                {2, "gen", W_UINT, 0},
-                                {3, "start", W_UINT, 0},
-                                {4, "end", W_UINT, 0},
-                                {5, "keys", W_BIN, 0},
-                                {6, "blocks", W_BIN, 0},
-                                END_FIELDS};
+static const s_tf_t f_spec[] = {{1, "req", W_UINT, 0},     {2, "gen", W_UINT, 0},
+                                {3, "start", W_UINT, 0},   {4, "end", W_UINT, 0},
+                                {5, "keys", W_BIN, 0},     {6, "blocks", W_BIN, 0},
+                                {7, "attempt", W_UINT, 1}, END_FIELDS};
 static const s_tf_t f_event[] = {{1, "req", W_UINT, 0},
                                  {2, "gen", W_UINT, 0},
                                  {3, "type", W_UINT, 0},
@@ -233,13 +230,16 @@ static const s_tf_t f_done[] = {{1, "step", W_UINT, 0},
                                 {6, "wrong", W_ARRAY, 0},
                                 {7, "detail", W_UINT, 0},
                                 END_FIELDS};
-static const s_tf_t f_completion[] = {
-    {1, "chan", W_UINT, 0}, {2, "req", W_UINT, 0}, {3, "gen", W_UINT, 0},    {4, "key", W_BIN, 0},
-    {5, "rank", W_UINT, 0}, {6, "ok", W_BOOL, 0},  {7, "detail", W_UINT, 0}, END_FIELDS};
+static const s_tf_t f_completion[] = {{1, "chan", W_UINT, 0},   {2, "req", W_UINT, 0},
+                                      {3, "gen", W_UINT, 0},    {4, "key", W_BIN, 0},
+                                      {5, "rank", W_UINT, 0},   {6, "ok", W_BOOL, 0},
+                                      {7, "detail", W_UINT, 0}, {8, "attempt", W_UINT, 1},
+                                      {9, "lower", W_UINT, 1},  END_FIELDS};
 static const s_tf_t f_verdict[] = {{1, "chan", W_UINT, 0},    {2, "req", W_UINT, 0},
                                    {3, "gen", W_UINT, 0},     {4, "key", W_BIN, 0},
                                    {5, "ok", W_BOOL, 0},      {6, "detail", W_UINT, 0},
-                                   {7, "nfailed", W_UINT, 0}, END_FIELDS};
+                                   {7, "nfailed", W_UINT, 0}, {8, "attempt", W_UINT, 1},
+                                   {9, "lower", W_UINT, 1},   END_FIELDS};
 static const s_tf_t f_stats[] = {
     {1, "request", W_BOOL, 0}, {2, "from", W_STR, 0}, {3, "counters", W_MAP, 0}, END_FIELDS};
 static const s_tf_t f_shutdown[] = {{1, "code", W_UINT, 0}, {2, "text", W_STR, 1}, END_FIELDS};

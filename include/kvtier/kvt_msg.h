@@ -142,7 +142,10 @@ typedef struct {
 
 //  Restore chunks [start, end) of a request into device blocks.
 //  {1: req u64, 2: gen u32, 3: start u32, 4: end u32, 5: keys bin (16 B × nchunks),
-//   6: blocks bin (u32 LE × nblocks)}
+//   6: blocks bin (u32 LE × nblocks), 7: attempt u32 (optional, default 0)}
+//  attempt numbers a re-dispatch of the same items (a failed chunk save sent
+//  again): it is part of every report key, so a new attempt can never be
+//  mistaken for the settled one.
 //  start and end lie on the chunk grid; nchunks = (end-start)/chunk_size and
 //  nblocks = (end-start)/block_size (checked by the worker, which knows the
 //  geometry; the decoder checks start < end and array shapes).
@@ -154,6 +157,7 @@ typedef struct {
     uint32_t nkeys;   //  length of keys
     uint32_t *blocks; //  destination device blocks for [start, end)
     uint32_t nblocks; //  length of blocks
+    uint32_t attempt; //  re-dispatch number (0 = first); part of the report key
 } kvt_load_spec_t;
 
 //  Store device blocks [start, end) of a request as chunks.
@@ -222,20 +226,24 @@ typedef struct {
 } kvt_step_done_t;
 
 //  Completion: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: rank u32,
-//   6: ok bool, 7: detail u32}
-//  The report key is (chan, op, key): key is the chunk key for a save and the
-//  zero hash for a load.
+//   6: ok bool, 7: detail u32, 8: attempt u32 (optional), 9: lower u32 (optional)}
+//  The report key is (chan, op, key, attempt): key is the chunk key for a
+//  save and the zero hash for a load. lower: chunks a load read from a tier
+//  below the CPU pool (disk).
 typedef struct {
-    uint8_t chan;    //  kvt_chan_t
-    kvt_opid_t op;   //  operation id
-    kvt_hash_t key;  //  item key within the operation
-    uint32_t rank;   //  reporting rank
-    bool ok;         //  the item succeeded on this rank
-    uint32_t detail; //  kvt_detail_t
+    uint8_t chan;     //  kvt_chan_t
+    kvt_opid_t op;    //  operation id
+    kvt_hash_t key;   //  item key within the operation
+    uint32_t rank;    //  reporting rank
+    bool ok;          //  the item succeeded on this rank
+    uint32_t detail;  //  kvt_detail_t
+    uint32_t attempt; //  the spec's attempt (part of the report key)
+    uint32_t lower;   //  load: chunks read from a lower tier (disk) on this rank
 } kvt_completion_t;
 
 //  Verdict: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: ok bool,
-//   6: detail u32, 7: nfailed u32}
+//   6: detail u32, 7: nfailed u32, 8: attempt u32 (optional), 9: lower u32 (optional)}
+//  lower: the largest Completion.lower over the ranks.
 typedef struct {
     uint8_t chan;     //  kvt_chan_t
     kvt_opid_t op;    //  operation id
@@ -243,6 +251,8 @@ typedef struct {
     bool ok;          //  AND over all ranks (failure-dominant)
     uint32_t detail;  //  detail of the first failing rank, or 0
     uint32_t nfailed; //  ranks that reported failure
+    uint32_t attempt; //  the spec's attempt
+    uint32_t lower;   //  load: most chunks any rank read from a lower tier
 } kvt_verdict_t;
 
 //  One named counter.

@@ -227,10 +227,24 @@ static bool s_present(const kvt_field_t *f, const void *base)
 {
     if (!f->optional)
         return true;
-    if (f->type == KVT_F_STR)
-        return *(const char *)KVT_F_CAT(base, f->off) != '\0';
-    assert(kvt_field_is_array(f->type));
-    return KVT_F_CCOUNT(base, f) > 0;
+    const void *at = KVT_F_CAT(base, f->off);
+    switch (f->type) {
+    case KVT_F_STR:
+        return *(const char *)at != '\0';
+    case KVT_F_U64:
+        return *(const uint64_t *)at != 0;
+    case KVT_F_U32:
+        return *(const uint32_t *)at != 0;
+    case KVT_F_U8:
+        return *(const uint8_t *)at != 0;
+    case KVT_F_BOOL:
+        return *(const bool *)at;
+    default:
+        //  An optional scalar is omitted when zero (the decoder's default);
+        //  an optional array when empty.
+        assert(kvt_field_is_array(f->type));
+        return KVT_F_CCOUNT(base, f) > 0;
+    }
 }
 
 static int s_pack_field(msgpack_packer *pk, const kvt_field_t *f, const void *base)

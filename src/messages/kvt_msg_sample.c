@@ -85,6 +85,7 @@ static void s_spec(s_rng_t *rng, kvt_load_spec_t *s, uint32_t nkeys, uint32_t nb
     s->keys = s_hashes(rng, nkeys, 0, ok);
     s->nblocks = nblocks;
     s->blocks = s_blocks(rng, nblocks, ok);
+    s->attempt = 1 + (uint32_t)(s_next(rng) % 3);
 }
 
 static void s_event(s_rng_t *rng, kvt_event_t *ev, uint8_t type)
@@ -208,6 +209,8 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         } else {
             s_spec(rng, s, 2, 32, ok);
         }
+        if (max)
+            s->attempt = UINT32_MAX;
         break;
     }
     case KVT_MSG_COMPLETION: {
@@ -222,6 +225,8 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         c->rank = max ? KVT_MSG_MAX_RANKS - 1 : min ? 0 : 5;
         c->ok = !min && !max;
         c->detail = max ? KVT_DETAIL_MAX : 0;
+        c->attempt = max ? UINT32_MAX : min ? 0 : 2;
+        c->lower = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 3;
         break;
     }
     case KVT_MSG_VERDICT: {
@@ -236,6 +241,8 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         v->ok = !min && !max;
         v->detail = max ? KVT_DETAIL_MAX : 0;
         v->nfailed = max ? KVT_MSG_MAX_RANKS : 0;
+        v->attempt = max ? UINT32_MAX : min ? 0 : 2;
+        v->lower = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 3;
         break;
     }
     case KVT_MSG_STATS: {

@@ -21,6 +21,11 @@
         .count_off = offsetof(T, cnt), .min = (lo), .max = (hi), .sub = (sb), \
         .same_count_as = (same)                                               \
     }
+#define S_OPTIONAL(k, nm, ty, T, m, lo, hi)                                              \
+    {                                                                                    \
+        .key = (k), .name = (nm), .type = (ty), .optional = true, .off = offsetof(T, m), \
+        .min = (lo), .max = (hi), .same_count_as = -1                                    \
+    }
 #define S_COUNT(fields) ((uint32_t)(sizeof(fields) / sizeof((fields)[0])))
 
 // ---------------------------------------------------------- cross-field --
@@ -131,6 +136,7 @@ static const kvt_field_t s_spec[] = {
     S_ARRAY(5, "keys", KVT_F_HASHES, kvt_load_spec_t, keys, nkeys, 0, KVT_MSG_MAX_CHUNKS, NULL, -1),
     S_ARRAY(6, "blocks", KVT_F_U32S, kvt_load_spec_t, blocks, nblocks, 0, KVT_MSG_MAX_BLOCKS, NULL,
             -1),
+    S_OPTIONAL(7, "attempt", KVT_F_U32, kvt_load_spec_t, attempt, 0, UINT32_MAX),
 };
 static const kvt_schema_t s_load_schema = {"LoadSpec", sizeof(kvt_load_spec_t), s_spec,
                                            S_COUNT(s_spec), s_check_spec};
@@ -191,6 +197,8 @@ static const kvt_field_t s_completion[] = {
     S_SCALAR(5, "rank", KVT_F_U32, kvt_completion_t, rank, 0, KVT_MSG_MAX_RANKS - 1),
     S_SCALAR(6, "ok", KVT_F_BOOL, kvt_completion_t, ok, 0, 1),
     S_SCALAR(7, "detail", KVT_F_U32, kvt_completion_t, detail, 0, KVT_DETAIL_MAX),
+    S_OPTIONAL(8, "attempt", KVT_F_U32, kvt_completion_t, attempt, 0, UINT32_MAX),
+    S_OPTIONAL(9, "lower", KVT_F_U32, kvt_completion_t, lower, 0, KVT_MSG_MAX_CHUNKS),
 };
 
 static const kvt_field_t s_verdict[] = {
@@ -201,6 +209,8 @@ static const kvt_field_t s_verdict[] = {
     S_SCALAR(5, "ok", KVT_F_BOOL, kvt_verdict_t, ok, 0, 1),
     S_SCALAR(6, "detail", KVT_F_U32, kvt_verdict_t, detail, 0, KVT_DETAIL_MAX),
     S_SCALAR(7, "nfailed", KVT_F_U32, kvt_verdict_t, nfailed, 0, KVT_MSG_MAX_RANKS),
+    S_OPTIONAL(8, "attempt", KVT_F_U32, kvt_verdict_t, attempt, 0, UINT32_MAX),
+    S_OPTIONAL(9, "lower", KVT_F_U32, kvt_verdict_t, lower, 0, KVT_MSG_MAX_CHUNKS),
 };
 
 static const kvt_field_t s_stats[] = {
