@@ -91,6 +91,16 @@ typedef struct {
     uint64_t rng;                 //  xorshift state
 } s_ctx_t;
 
+//  Copies `src` into out[len], truncating.
+static void s_copy_str(char *out, size_t len, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, src, n);
+    out[n] = 0;
+}
+
 static double s_now(void)
 {
     struct timespec ts;
@@ -388,7 +398,7 @@ static int s_measure(const s_opts_t *o, s_result_t *r, char *describe, size_t de
         fprintf(stderr, "kvtier bench gather: cannot open the device: %s\n", kvt_gpu_last_error());
         return 1;
     }
-    snprintf(describe, describe_len, "%s", kvt_gpu_describe(c.gpu));
+    s_copy_str(describe, describe_len, kvt_gpu_describe(c.gpu));
     *backend = kvt_gpu_backend(c.gpu);
     c.host = *backend == KVT_GPU_BACKEND_HOST;
     size_t block = (size_t)r->block_kib << 10;
@@ -477,7 +487,7 @@ cleanup:
 //  First "model name" line of /proc/cpuinfo, or "unknown".
 static void s_cpu_model(char *out, size_t len)
 {
-    snprintf(out, len, "unknown");
+    s_copy_str(out, len, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
         return;
@@ -490,7 +500,7 @@ static void s_cpu_model(char *out, size_t len)
                 while (*colon == ' ' || *colon == '\t')
                     colon++;
                 colon[strcspn(colon, "\n")] = 0;
-                snprintf(out, len, "%s", colon);
+                s_copy_str(out, len, colon);
             }
             break;
         }

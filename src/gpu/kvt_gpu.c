@@ -129,7 +129,7 @@ static int s_probe(kvt_gpu_backend_t backend, char *why, size_t why_len)
 {
     int count = 0;
     int rc = KVT_GPU_EUNSUPPORTED;
-    snprintf(why, why_len, "not compiled in");
+    kvt_gpu_fmt(why, why_len, "not compiled in");
 #ifdef KVT_HAVE_CUDA
     if (backend == KVT_GPU_BACKEND_CUDA)
         rc = kvt_gpu_cuda_probe(&count, why, why_len);
@@ -139,7 +139,7 @@ static int s_probe(kvt_gpu_backend_t backend, char *why, size_t why_len)
         rc = kvt_gpu_hip_probe(&count, why, why_len);
 #endif
     if (rc == 0 && count <= 0) {
-        snprintf(why, why_len, "0 devices");
+        kvt_gpu_fmt(why, why_len, "0 devices");
         rc = KVT_GPU_ENODEV;
     }
     return rc;
@@ -150,16 +150,16 @@ kvt_gpu_backend_t kvt_gpu_probe(char *why, size_t why_len)
     char cuda[160], hip[160];
     if (s_probe(KVT_GPU_BACKEND_CUDA, cuda, sizeof cuda) == 0) {
         if (why)
-            snprintf(why, why_len, "cuda: %s", cuda);
+            kvt_gpu_fmt(why, why_len, "cuda: %s", cuda);
         return KVT_GPU_BACKEND_CUDA;
     }
     if (s_probe(KVT_GPU_BACKEND_HIP, hip, sizeof hip) == 0) {
         if (why)
-            snprintf(why, why_len, "hip: %s; cuda: %s", hip, cuda);
+            kvt_gpu_fmt(why, why_len, "hip: %s; cuda: %s", hip, cuda);
         return KVT_GPU_BACKEND_HIP;
     }
     if (why)
-        snprintf(why, why_len, "no device backend usable (cuda: %s; hip: %s)", cuda, hip);
+        kvt_gpu_fmt(why, why_len, "no device backend usable (cuda: %s; hip: %s)", cuda, hip);
     return KVT_GPU_BACKEND_HOST;
 }
 
@@ -186,7 +186,7 @@ static int s_try_device(kvt_gpu_t *self, kvt_gpu_backend_t backend, char *why, s
     if (rc != 0)
         return rc;
     char probe_why[160];
-    snprintf(probe_why, sizeof probe_why, "%s", why);
+    kvt_gpu_fmt(probe_why, sizeof probe_why, "%s", why);
     self->ops = s_ops_of(backend);
     self->backend = backend;
     rc = self->ops->init(self);
@@ -242,13 +242,13 @@ static int s_fill_opts(kvt_gpu_opts_t *o, const kvt_gpu_opts_t *in)
 static void s_host_describe(kvt_gpu_t *self, const char *why)
 {
     if (self->opts.host_mode == KVT_GPU_HOST_SIM)
-        snprintf(self->describe, sizeof self->describe,
-                 "host (sim, %.3g GB/s, %llu ns per copy): %s",
-                 (double)self->opts.sim_bandwidth_Bps / 1e9,
-                 (unsigned long long)self->opts.sim_latency_ns, why);
+        kvt_gpu_fmt(self->describe, sizeof self->describe,
+                    "host (sim, %.3g GB/s, %llu ns per copy): %s",
+                    (double)self->opts.sim_bandwidth_Bps / 1e9,
+                    (unsigned long long)self->opts.sim_latency_ns, why);
     else
-        snprintf(self->describe, sizeof self->describe,
-                 "host (live, a worker thread per stream): %s", why);
+        kvt_gpu_fmt(self->describe, sizeof self->describe,
+                    "host (live, a worker thread per stream): %s", why);
 }
 
 kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
@@ -282,8 +282,8 @@ kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
             self->opts.log(self->opts.log_arg, 0, kvt_gpu_last_error());
             goto cleanup;
         }
-        snprintf(self->describe, sizeof self->describe, "%s (device %d): requested; %s",
-                 kvt_gpu_backend_name(want), self->opts.device, why);
+        kvt_gpu_fmt(self->describe, sizeof self->describe, "%s (device %d): requested; %s",
+                    kvt_gpu_backend_name(want), self->opts.device, why);
     } else if (want == KVT_GPU_BACKEND_HOST || self->opts.host_mode == KVT_GPU_HOST_SIM) {
         self->ops = &kvt_gpu_host_ops;
         self->backend = KVT_GPU_BACKEND_HOST;
@@ -294,14 +294,14 @@ kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
     } else {
         //  AUTO, live: the first device backend with a device, else host.
         if (s_try_device(self, KVT_GPU_BACKEND_CUDA, why, sizeof why) == 0)
-            snprintf(self->describe, sizeof self->describe, "cuda (device %d): AUTO: %s",
-                     self->opts.device, why);
+            kvt_gpu_fmt(self->describe, sizeof self->describe, "cuda (device %d): AUTO: %s",
+                        self->opts.device, why);
         else if (s_try_device(self, KVT_GPU_BACKEND_HIP, why2, sizeof why2) == 0)
-            snprintf(self->describe, sizeof self->describe, "hip (device %d): AUTO: %s; cuda: %s",
-                     self->opts.device, why2, why);
+            kvt_gpu_fmt(self->describe, sizeof self->describe,
+                        "hip (device %d): AUTO: %s; cuda: %s", self->opts.device, why2, why);
         else {
-            snprintf(line, sizeof line, "AUTO: no device backend usable (cuda: %s; hip: %s)", why,
-                     why2);
+            kvt_gpu_fmt(line, sizeof line, "AUTO: no device backend usable (cuda: %s; hip: %s)",
+                        why, why2);
             self->ops = &kvt_gpu_host_ops;
             self->backend = KVT_GPU_BACKEND_HOST;
             s_host_describe(self, line);
@@ -448,9 +448,9 @@ int kvt_gpu_plane_add(kvt_gpu_t *self, const kvt_gpu_plane_desc_t *desc)
             pl->layer_base[l] = (char *)region + (size_t)l * layer_bytes;
     }
     if (desc->name)
-        snprintf(pl->name, sizeof pl->name, "%s", desc->name);
+        kvt_gpu_fmt(pl->name, sizeof pl->name, "%s", desc->name);
     else
-        snprintf(pl->name, sizeof pl->name, "plane%u", self->nplanes);
+        kvt_gpu_fmt(pl->name, sizeof pl->name, "plane%u", self->nplanes);
     pl->layers = desc->layers;
     pl->block_bytes = desc->block_bytes;
     pl->chunk_base = self->block_bytes;

@@ -51,14 +51,14 @@ int kvt_gpu_cuda_probe(int *count, char *why, size_t why_len)
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
     if (rc != cudaSuccess) {
-        snprintf(why, why_len, "no usable device (%s: %s)", cudaGetErrorName(rc),
-                 cudaGetErrorString(rc));
+        kvt_gpu_fmt(why, why_len, "no usable device (%s: %s)", cudaGetErrorName(rc),
+                    cudaGetErrorString(rc));
         (void)cudaGetLastError();
         *count = 0;
         return KVT_GPU_ENODEV;
     }
     *count = n;
-    snprintf(why, why_len, "%d device(s)", n);
+    kvt_gpu_fmt(why, why_len, "%d device(s)", n);
     return 0;
 }
 
@@ -87,7 +87,7 @@ static int s_init(kvt_gpu_t *gpu)
         rc = s_err("cudaGetDeviceProperties", crc);
         goto cleanup;
     }
-    snprintf(c->name, sizeof c->name, "%s", prop.name);
+    kvt_gpu_fmt(c->name, sizeof c->name, "%s", prop.name);
     c->memory = prop.totalGlobalMem;
     kvt_gpu_log(gpu, 2, "cuda: device %d: %s, %.1f GiB, runtime %d", c->device, c->name,
                 (double)c->memory / (1u << 30), CUDART_VERSION);

@@ -51,14 +51,14 @@ int kvt_gpu_hip_probe(int *count, char *why, size_t why_len)
     int n = 0;
     hipError_t rc = hipGetDeviceCount(&n);
     if (rc != hipSuccess) {
-        snprintf(why, why_len, "no usable device (%s: %s)", hipGetErrorName(rc),
-                 hipGetErrorString(rc));
+        kvt_gpu_fmt(why, why_len, "no usable device (%s: %s)", hipGetErrorName(rc),
+                    hipGetErrorString(rc));
         (void)hipGetLastError();
         *count = 0;
         return KVT_GPU_ENODEV;
     }
     *count = n;
-    snprintf(why, why_len, "%d device(s)", n);
+    kvt_gpu_fmt(why, why_len, "%d device(s)", n);
     return 0;
 }
 
@@ -86,7 +86,7 @@ static int s_init(kvt_gpu_t *gpu)
         rc = s_err("hipGetDeviceProperties", hrc);
         goto cleanup;
     }
-    snprintf(h->name, sizeof h->name, "%s", prop.name);
+    kvt_gpu_fmt(h->name, sizeof h->name, "%s", prop.name);
     h->memory = prop.totalGlobalMem;
     kvt_gpu_log(gpu, 2, "hip: device %d: %s, %.1f GiB, HIP %d.%d", h->device, h->name,
                 (double)h->memory / (1u << 30), HIP_VERSION_MAJOR, HIP_VERSION_MINOR);

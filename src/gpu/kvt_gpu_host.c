@@ -197,10 +197,10 @@ static bool s_fails(s_op_t *op)
     if (s->fail_seq != S_NONE)
         return true;
     if (op->inject_fail)
-        snprintf(s->fail_why, sizeof s->fail_why, "injected failure");
+        kvt_gpu_fmt(s->fail_why, sizeof s->fail_why, "injected failure");
     else if (op->kind == S_OP_WAIT && op->target->fail_seq <= op->target_seq)
-        snprintf(s->fail_why, sizeof s->fail_why, "awaited stream '%s' failed (op %llu)",
-                 op->target->name, (unsigned long long)op->target->fail_seq);
+        kvt_gpu_fmt(s->fail_why, sizeof s->fail_why, "awaited stream '%s' failed (op %llu)",
+                    op->target->name, (unsigned long long)op->target->fail_seq);
     else
         return false;
     s->fail_seq = op->seq;
@@ -415,7 +415,7 @@ static int s_stream_new(kvt_gpu_stream_t *fs)
     if (!s)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "stream_new: out of memory");
     s->gpu = gpu;
-    snprintf(s->name, sizeof s->name, "%s", fs->name);
+    kvt_gpu_fmt(s->name, sizeof s->name, "%s", fs->name);
     s->refs = 1;
     s->fail_seq = S_NONE;
     pthread_cond_init(&s->cv_work, NULL);

@@ -30,7 +30,7 @@ kvt_gpu_stream_t *kvt_gpu_stream_new(kvt_gpu_t *gpu, const char *name)
         return NULL;
     }
     self->gpu = gpu;
-    snprintf(self->name, sizeof self->name, "%s", name ? name : "stream");
+    kvt_gpu_fmt(self->name, sizeof self->name, "%s", name ? name : "stream");
     if (gpu->ops->stream_new(self) != 0) {
         free(self);
         return NULL;
