@@ -213,6 +213,33 @@ uint64_t kvt_mono_ns(void);
 
 // ------------------------------------------------------------- SIM --------
 
+//  One fault rule.
+typedef struct {
+    kvt_fault_type_t type; //  drop / delay / duplicate
+    kvt_aid_t from;        //  sender or KVT_ANY_ACTOR
+    kvt_aid_t to;          //  receiver or KVT_ANY_ACTOR
+    int kind;              //  message kind or KVT_ANY_KIND
+    uint32_t remaining;    //  messages it still applies to
+    uint32_t hits;         //  messages it applied to
+    uint64_t delay_ns;     //  extra latency (DELAY)
+} kvt_fault_rule_t;
+
+//  The fault rules of a SIM system, in the order they were added.
+typedef struct {
+    kvt_fault_rule_t *rules; //  the rules
+    uint32_t n;              //  length of rules
+    uint32_t active;         //  rules with remaining > 0 (0: nothing to check)
+} kvt_faults_t;
+
+void kvt_faults_fini(kvt_faults_t *f);
+//  Finds the rule that applies to a message being sent: the first matching
+//  one with hits left (its hit is counted). Returns its type, or 0 for none;
+//  a DELAY rule's delay goes to *delay_ns.
+kvt_fault_type_t kvt_faults_match(kvt_faults_t *f, kvt_aid_t from, kvt_aid_t to, int kind,
+                                  uint64_t *delay_ns);
+//  The rules of a SIM system; NULL for a LIVE one.
+kvt_faults_t *kvt_sim_faults(kvt_system_t *sys);
+
 int kvt_sim_new(kvt_system_t *sys);
 void kvt_sim_destroy(kvt_system_t *sys);
 int kvt_sim_start(kvt_system_t *sys);

@@ -21,7 +21,8 @@
       3. otherwise the clock jumps to the earliest head time or timer
          deadline; with neither the system is quiescent.
     Every structure is indexed by actor ids and creation order, so the run
-    depends only on the seed and on what the actors do.
+    depends only on the seed and on what the actors do. Fault rules are
+    matched in kvt_sim_fault.c; their effect on a frame is applied here.
 */
 #include <assert.h>
 #include <stdlib.h>
@@ -57,17 +58,6 @@ typedef struct {
     uint32_t pos;     //  index in ready[] or in the pending heap
 } s_chan_t;
 
-//  One fault rule.
-typedef struct {
-    kvt_fault_type_t type; //  drop / delay / duplicate
-    kvt_aid_t from;        //  sender or KVT_ANY_ACTOR
-    kvt_aid_t to;          //  receiver or KVT_ANY_ACTOR
-    int kind;              //  message kind or KVT_ANY_KIND
-    uint32_t remaining;    //  messages it still applies to
-    uint32_t hits;         //  messages it applied to
-    uint64_t delay_ns;     //  extra latency (DELAY)
-} s_rule_t;
-
 struct _kvt_sim_t {
     uint64_t now;                        //  virtual clock (ns)
     kvt_rng_t rng;                       //  delivery choice and latency jitter
@@ -81,9 +71,7 @@ struct _kvt_sim_t {
     uint32_t npending;                   //  length of pending
     uint32_t set_cap;                    //  capacity of ready and of pending (>= nchans)
     kvt_timers_t timers;                 //  every actor's timers
-    s_rule_t *rules;                     //  fault rules in the order added
-    uint32_t nrules;                     //  length of rules
-    uint32_t active_rules;               //  rules with remaining > 0
+    kvt_faults_t faults;                 //  fault rules
     uint64_t events;                     //  deliveries + timers run
     uint64_t inflight;                   //  frames queued on all channels
     bool exit_req;                       //  an actor called kvt_ctx_exit
@@ -306,7 +294,7 @@ void kvt_sim_destroy(kvt_system_t *sys)
     free(sim->chans);
     free(sim->ready);
     free(sim->pending);
-    free(sim->rules);
+    kvt_faults_fini(&sim->faults);
     kvt_timers_fini(&sim->timers);
     free(sim);
     sys->sim = NULL;
@@ -376,19 +364,6 @@ void kvt_sim_exit(kvt_system_t *sys, int code)
 
 // ----------------------------------------------------------------- send ---
 
-static s_rule_t *s_match_rule(kvt_sim_t *sim, kvt_aid_t from, kvt_aid_t to, int kind)
-{
-    for (uint32_t i = 0; i < sim->nrules; i++) {
-        s_rule_t *r = &sim->rules[i];
-        if (r->remaining == 0)
-            continue;
-        if ((r->from == KVT_ANY_ACTOR || r->from == from) &&
-            (r->to == KVT_ANY_ACTOR || r->to == to) && (r->kind == KVT_ANY_KIND || r->kind == kind))
-            return r;
-    }
-    return NULL;
-}
-
 int kvt_sim_send(kvt_system_t *sys, kvt_aid_t from, kvt_aid_t to, int kind, uint8_t *buf,
                  size_t len)
 {
@@ -402,24 +377,13 @@ int kvt_sim_send(kvt_system_t *sys, kvt_aid_t from, kvt_aid_t to, int kind, uint
         return 0; //  sent; lost in the network like any message to a dead peer
     }
     uint64_t extra = 0;
-    bool dup = false;
-    if (sim->active_rules > 0) {
-        s_rule_t *r = s_match_rule(sim, from, to, kind);
-        if (r) {
-            r->hits++;
-            if (--r->remaining == 0)
-                sim->active_rules--;
-            if (r->type == KVT_FAULT_DROP) {
-                kvt_count(&dst->stats, KVT_ST_DROPPED_FAULT);
-                free(buf);
-                return 0;
-            }
-            if (r->type == KVT_FAULT_DELAY)
-                extra = r->delay_ns;
-            else
-                dup = true;
-        }
+    kvt_fault_type_t fault = kvt_faults_match(&sim->faults, from, to, kind, &extra);
+    if (fault == KVT_FAULT_DROP) {
+        kvt_count(&dst->stats, KVT_ST_DROPPED_FAULT);
+        free(buf);
+        return 0;
     }
+    bool dup = fault == KVT_FAULT_DUPLICATE;
     uint64_t lat = sys->lat_min_ns;
     if (sys->lat_jitter_ns)
         lat += kvt_rng_next(&sim->rng) % (sys->lat_jitter_ns + 1);
@@ -570,44 +534,14 @@ int kvt_sim_run(kvt_system_t *sys, uint64_t until_ns, uint64_t max_events)
 
 // ------------------------------------------------------------- public -----
 
+kvt_faults_t *kvt_sim_faults(kvt_system_t *sys)
+{
+    return sys->driver == KVT_DRIVER_SIM && sys->sim ? &sys->sim->faults : NULL;
+}
+
 static bool s_sim_running(kvt_system_t *self)
 {
     return self && self->driver == KVT_DRIVER_SIM && self->sim;
-}
-
-int kvt_sim_fault(kvt_system_t *self, kvt_fault_type_t type, kvt_aid_t from, kvt_aid_t to, int kind,
-                  uint32_t count, uint64_t delay_ns)
-{
-    if (!s_sim_running(self))
-        return 0;
-    bool from_ok = from == KVT_ANY_ACTOR || from == KVT_AID_SYSTEM || from < self->nactors;
-    bool to_ok = to == KVT_ANY_ACTOR || to < self->nactors;
-    bool type_ok = type == KVT_FAULT_DROP || type == KVT_FAULT_DELAY || type == KVT_FAULT_DUPLICATE;
-    if (!from_ok || !to_ok || !type_ok || count == 0 || kind < 0 || kind >= KVT_MSG_KIND_COUNT) {
-        kvt_log(self, KVT_SYSTEM_NAME, 0, "fault: bad rule (type %d, from %u, to %u, kind %d)",
-                (int)type, (unsigned)from, (unsigned)to, kind);
-        return 0;
-    }
-    kvt_sim_t *sim = self->sim;
-    s_rule_t *rules = realloc(sim->rules, (sim->nrules + 1) * sizeof *rules);
-    if (!rules)
-        return 0;
-    sim->rules = rules;
-    rules[sim->nrules++] = (s_rule_t){.type = type,
-                                      .from = from,
-                                      .to = to,
-                                      .kind = kind,
-                                      .remaining = count,
-                                      .delay_ns = delay_ns};
-    sim->active_rules++;
-    return (int)sim->nrules;
-}
-
-uint32_t kvt_sim_fault_hits(kvt_system_t *self, int rule_id)
-{
-    if (!s_sim_running(self) || rule_id <= 0 || (uint32_t)rule_id > self->sim->nrules)
-        return 0;
-    return self->sim->rules[rule_id - 1].hits;
 }
 
 int kvt_sim_crash(kvt_system_t *self, kvt_aid_t aid)
