@@ -30,9 +30,9 @@ static void s_assert_clean(const kvt_replay_report_t *r)
 static void s_small(kvt_replay_cfg_t *c)
 {
     kvt_replay_defaults(c);
-    c->limit = 60;
-    c->hbm_pool_bytes = 4ull << 20; //  512 blocks: the synthetic working set spills
-    c->cpu_pool_bytes = 64ull << 20;
+    c->limit = 160;
+    c->hbm_pool_bytes = 2ull << 20; //  1024 blocks: the synthetic working set spills
+    c->cpu_pool_bytes = 32ull << 20;
     c->log_level = 0;
 }
 
@@ -66,7 +66,7 @@ Test(replay, sim_same_seed_same_trace_hash, .timeout = 180)
 {
     kvt_replay_cfg_t c;
     s_small(&c);
-    c.limit = 30;
+    c.limit = 80;
     uint64_t h[3];
     for (int i = 0; i < 3; i++) {
         kvt_replay_report_t *r = s_run(&c);
@@ -103,7 +103,7 @@ Test(replay, tp1_and_tp4_run_clean, .timeout = 120)
 {
     kvt_replay_cfg_t c;
     s_small(&c);
-    c.limit = 30;
+    c.limit = 80;
     c.tp = 1;
     kvt_replay_report_t *r = s_run(&c);
     s_assert_clean(r);
@@ -142,7 +142,7 @@ Test(replay, mooncake_conversation_trace_sim_and_live, .timeout = 600)
     kvt_replay_cfg_t c;
     kvt_replay_defaults(&c);
     c.trace = TRACE;
-    c.limit = 200;
+    c.limit = 500;
     c.log_level = 0;
     kvt_replay_report_t *sim = s_run(&c);
     s_assert_clean(sim);

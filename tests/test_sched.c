@@ -173,6 +173,7 @@ typedef struct {
     uint32_t loaded;             //  LOADED events
     uint32_t retreats;           //  RETREAT events
     uint32_t finished;           //  FINISH events
+    uint32_t max_attempt;        //  highest save attempt seen
 } rig_t;
 
 static void rig_init(rig_t *r, uint32_t hbm_blocks, uint32_t tier_chunks)
@@ -243,6 +244,9 @@ static int rig_step(rig_t *r)
             v->chan = KVT_CHAN_SAVE;
             v->op = p->saves[i].op;
             v->key = p->saves[i].keys[k];
+            v->attempt = p->saves[i].attempt;
+            if (v->attempt > r->max_attempt)
+                r->max_attempt = v->attempt;
             v->ok = !r->fail_saves;
             v->detail = r->fail_saves ? KVT_DETAIL_NO_SPACE : 0;
             r->saves_seen++;
@@ -485,6 +489,8 @@ Test(sched, failed_save_is_reemitted_once_while_running)
     kvt_sched_stats_t st;
     kvt_sched_stats(r.s, &st);
     cr_assert_eq(st.saves_reemitted, 1);
+    //  The re-emitted chunk carried a new attempt, so its reports open a new key.
+    cr_assert_eq(r.max_attempt, 1);
     cr_assert_eq(st.saves_failed, st.saves_dispatched);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);

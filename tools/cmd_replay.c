@@ -20,8 +20,13 @@ static void s_usage(FILE *out)
             "  --driver sim|live  actor driver (default sim)\n"
             "  --seed S           seed of the SIM driver and the synthetic workload (default 1)\n"
             "  --tp N             tensor-parallel ranks (default 2)\n"
-            "  --hbm-pool SIZE    device KV memory per rank (default 64MiB)\n"
+            "  --hbm-pool SIZE    device KV memory per rank (default 16MiB)\n"
             "  --cpu-pool SIZE    CPU tier per rank; 0 disables it (default 512MiB)\n"
+            "  --layers N         model layers (default 4)\n"
+            "  --planes N         KV planes per layer, e.g. K and V (default 2)\n"
+            "  --token-bytes N    bytes per token per layer per plane (default 16)\n"
+            "  --max-running N    requests admitted at once (default 64)\n"
+            "  --step-tokens N    token budget of one step (default 4096)\n"
             "  --json PATH        write the report as JSON\n"
             "  --record FILE      SIM: record every delivery (read with kvtier inspect)\n"
             "  --log-level N      0 errors .. 3 debug (default 1)\n"
@@ -165,7 +170,22 @@ int kvt_cmd_replay(int argc, char **argv)
             rc = kvt_cli_uint(v, 1, 64, &n) ?: (cfg.tp = (uint32_t)n, 0);
         else if (!strcmp(a, "--log-level"))
             rc = kvt_cli_uint(v, 0, 3, &n) ?: (cfg.log_level = (int)n, 0);
-        else if (!strcmp(a, "--hbm-pool"))
+        else if (!strcmp(a, "--layers")) {
+            if ((rc = kvt_cli_uint(v, 1, 1024, &n)) == 0)
+                cfg.layers = (uint32_t)n;
+        } else if (!strcmp(a, "--planes")) {
+            if ((rc = kvt_cli_uint(v, 1, 8, &n)) == 0)
+                cfg.planes = (uint32_t)n;
+        } else if (!strcmp(a, "--token-bytes")) {
+            if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
+                cfg.token_bytes = (uint32_t)n;
+        } else if (!strcmp(a, "--max-running")) {
+            if ((rc = kvt_cli_uint(v, 1, 65536, &n)) == 0)
+                cfg.max_running = (uint32_t)n;
+        } else if (!strcmp(a, "--step-tokens")) {
+            if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
+                cfg.step_tokens = (uint32_t)n;
+        } else if (!strcmp(a, "--hbm-pool"))
             rc = kvt_cli_size(v, &cfg.hbm_pool_bytes);
         else if (!strcmp(a, "--cpu-pool"))
             rc = kvt_cli_size(v, &cfg.cpu_pool_bytes);

@@ -167,8 +167,9 @@ typedef kvt_load_spec_t kvt_save_spec_t;
 //  A scheduler event the engine measures (admission, load result, finish).
 //  {1: req u64, 2: gen u32, 3: type u8, 4: a u32, 5: b u32, 6: c u32}
 typedef enum {
-    KVT_EV_ADMIT = 1,   //  admitted: a = HBM hit tokens, b = tier tokens to load, c = prompt
-    KVT_EV_LOADED = 2,  //  load verdict ok: a = resume point B
+    KVT_EV_ADMIT = 1, //  admitted: a = HBM hit tokens, b = tier tokens to load, c = prompt
+    KVT_EV_LOADED =
+        2, //  load verdict ok: a = resume point B, b = tier tokens, c = of them from disk
     KVT_EV_RETREAT = 3, //  load verdict failed: a = new resume point, b = detail
     KVT_EV_FINISH = 4,  //  finished: a = prompt tokens, b = generated tokens
     KVT_EV_MAX = 4,

@@ -13,12 +13,13 @@
 
 typedef struct {
     kvt_completion_t first;  //  the first report (channel, op, key)
-    kvt_hash_t id;           //  hash of (chan, op, key)
+    kvt_hash_t id;           //  hash of (chan, op, key, attempt)
     uint64_t since;          //  time of the first report
     uint64_t ranks[S_WORDS]; //  ranks that reported
     uint32_t nreported;      //  popcount of ranks
     uint32_t nfailed;        //  ranks that reported failure
     uint32_t detail;         //  first failing rank's detail
+    uint32_t lower;          //  largest `lower` reported
     bool surfaced;           //  already reported as stale
 } s_open_t;
 
@@ -44,12 +45,13 @@ struct _kvt_agg_t {
 
 static kvt_hash_t s_id(const kvt_completion_t *c)
 {
-    uint8_t buf[1 + 8 + 4 + 16];
+    uint8_t buf[1 + 8 + 4 + 16 + 4];
     buf[0] = c->chan;
     memcpy(buf + 1, &c->op.req, 8);
     memcpy(buf + 9, &c->op.gen, 4);
     memcpy(buf + 13, &c->key.hi, 8);
     memcpy(buf + 21, &c->key.lo, 8);
+    memcpy(buf + 29, &c->attempt, 4);
     XXH128_hash_t h = XXH3_128bits(buf, sizeof buf);
     kvt_hash_t out = {h.high64, h.low64};
     return out;
@@ -166,6 +168,8 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     o->ranks[c->rank / 64] |= bit;
     o->nreported++;
     self->stats.reports++;
+    if (c->lower > o->lower)
+        o->lower = c->lower;
     if (!c->ok) {
         if (o->nfailed == 0)
             o->detail = c->detail ? c->detail : KVT_DETAIL_IO;
@@ -181,6 +185,8 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     verdict->ok = o->nfailed == 0;
     verdict->detail = o->nfailed ? o->detail : KVT_DETAIL_OK;
     verdict->nfailed = o->nfailed;
+    verdict->attempt = o->first.attempt;
+    verdict->lower = o->lower;
     kvt_hmap_del(self->by_id, id, NULL);
     kvt_ilist_remove(o->surfaced ? &self->surfaced : &self->age, self->prev, self->next, slot);
     self->free_slots[self->nfree++] = slot;

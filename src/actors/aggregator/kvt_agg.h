@@ -1,6 +1,6 @@
 /*  kvt_agg — the aggregator's core: quorum per report key over TP ranks.
 
-    A key (channel, operation id, item key) settles when every rank has
+    A key (channel, operation id, item key, attempt) settles when every rank has
     reported on it; the verdict's ok is the AND of the reports (failure-
     dominant) and its detail is the first failing rank's (rule A1). Settled
     keys go into a bounded tombstone ring so a late duplicate is dropped

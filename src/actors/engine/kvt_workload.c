@@ -451,7 +451,7 @@ kvt_workload_t *kvt_workload_synthetic(const kvt_synth_cfg_t *cfg_in, uint32_t l
 {
     kvt_synth_cfg_t c = *cfg_in;
     if (!c.sessions)
-        c.sessions = 48;
+        c.sessions = 128;
     if (!c.turns)
         c.turns = 6;
     if (!c.system_blocks)

@@ -49,7 +49,7 @@ kvt_workload_t *kvt_workload_mooncake(const char *path, uint32_t limit, char *er
 
 typedef struct {
     uint64_t seed;          //  generator seed
-    uint32_t sessions;      //  conversations (default 48)
+    uint32_t sessions;      //  conversations (default 128)
     uint32_t turns;         //  turns per conversation (default 6)
     uint32_t system_blocks; //  shared system prompt, in 512-token blocks (default 4)
     uint32_t user_blocks;   //  new blocks per turn, at most (default 2)

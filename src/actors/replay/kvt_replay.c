@@ -22,11 +22,11 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     cfg->driver = KVT_DRIVER_SIM;
     cfg->seed = 1;
     cfg->tp = 2;
-    cfg->hbm_pool_bytes = 64ull << 20;
+    cfg->hbm_pool_bytes = 16ull << 20;
     cfg->cpu_pool_bytes = 512ull << 20;
     cfg->layers = 4;
     cfg->planes = 2;
-    cfg->token_bytes = 64;
+    cfg->token_bytes = 16;
     cfg->block_size = 16;
     cfg->chunk_size = 256;
     cfg->max_running = 64;

@@ -34,6 +34,7 @@ typedef struct {
     uint32_t save_frontier;  //  tokens [0, frontier) are in the tier or being saved
     uint32_t saves_inflight; //  chunk saves without a verdict
     uint32_t save_budget;    //  failed-save re-emits left
+    uint32_t save_attempt;   //  attempt number of the request's saves (bumped by a re-emit)
     uint32_t verify_end;     //  > 0: the next entry asks the runner to verify [0, verify_end)
     uint32_t registered;     //  blocks [0, registered) are shared or indexed
     uint32_t planned_end;    //  end token of this request's entry in the last plan (0 = none)
@@ -127,9 +128,9 @@ static int s_reserve_sz(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key)
+static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
 {
-    uint64_t in[4] = {op.req, op.gen, key.hi, key.lo};
+    uint64_t in[5] = {op.req, op.gen, key.hi, key.lo, attempt};
     XXH128_hash_t h = XXH3_128bits(in, sizeof in);
     kvt_hash_t out = {h.high64, h.low64};
     return out;
@@ -429,6 +430,7 @@ static int s_plan_save(kvt_sched_t *self, s_req_t *r, uint32_t start, uint32_t e
     memset(sp, 0, sizeof(*sp));
     sp->op.req = r->id;
     sp->op.gen = r->gen;
+    sp->attempt = r->save_attempt;
     sp->start = start;
     sp->end = end;
     //  Pointers are fixed up once the scratch stops growing (s_finish_plan).
@@ -462,7 +464,7 @@ static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_ha
     kvt_opid_t op = {r->id, r->gen};
     if (kvt_hmap_put(self->inflight, key, 1) != 0)
         return -1;
-    if (kvt_hmap_put(self->save_by_id, s_save_id(op, key), si) != 0) {
+    if (kvt_hmap_put(self->save_by_id, s_save_id(op, key, r->save_attempt), si) != 0) {
         kvt_hmap_del(self->inflight, key, NULL);
         return -1;
     }
@@ -770,7 +772,12 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         s_index_blocks(self, r, r->computed);
         self->stats.loads_ok++;
         self->stats.tier_hit_tokens += r->load_end - r->load_floor;
-        s_event(self, r, KVT_EV_LOADED, r->load_end, r->load_end - r->load_floor, 0);
+        //  lower: the most chunks any rank had to read from below the CPU pool.
+        uint32_t lower_tokens = v->lower * self->cfg.chunk_size;
+        if (lower_tokens > r->load_end - r->load_floor)
+            lower_tokens = r->load_end - r->load_floor;
+        self->stats.lower_hit_tokens += lower_tokens;
+        s_event(self, r, KVT_EV_LOADED, r->load_end, r->load_end - r->load_floor, lower_tokens);
     } else {
         //  Retreat to the kept HBM prefix; the private blocks the load was
         //  filling are recomputed in place. A miss means the tier view was
@@ -790,7 +797,7 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
     uint32_t si;
-    if (!kvt_hmap_del(self->save_by_id, s_save_id(v->op, v->key), &si))
+    if (!kvt_hmap_del(self->save_by_id, s_save_id(v->op, v->key, v->attempt), &si))
         return -1;
     s_save_t *s = &self->saves[si];
     kvt_hmap_del(self->inflight, s->key, NULL);
@@ -812,6 +819,7 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         if (r->state == R_RUNNING && r->gen == s->op.gen && r->save_budget > 0 &&
             s->start < r->save_frontier) {
             r->save_budget--;
+            r->save_attempt++;
             r->save_frontier = s->start;
             self->stats.saves_reemitted++;
         }
@@ -861,6 +869,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(finished);
     S_C(hbm_hit_tokens);
     S_C(tier_hit_tokens);
+    S_C(lower_hit_tokens);
     S_C(loads_dispatched);
     S_C(loads_ok);
     S_C(loads_failed);

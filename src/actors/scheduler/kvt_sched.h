@@ -44,6 +44,7 @@ typedef struct {
     uint64_t finished;         //  requests that generated all their tokens
     uint64_t hbm_hit_tokens;   //  prompt tokens served from HBM blocks
     uint64_t tier_hit_tokens;  //  prompt tokens restored from the tier (verdict ok)
+    uint64_t lower_hit_tokens; //  ... of which some rank read from below the CPU pool (disk)
     uint64_t loads_dispatched; //  loads sent to the ranks
     uint64_t loads_ok;         //  load verdicts ok
     uint64_t loads_failed;     //  load verdicts failed (request retreated)

@@ -14,6 +14,7 @@ typedef enum { J_LOAD = 1, J_SAVE = 2 } s_job_kind_t;
 typedef struct s_job {
     s_job_kind_t kind;      //  load or save
     kvt_opid_t op;          //  operation id
+    uint32_t attempt;       //  the spec's attempt (part of every report key)
     uint32_t nchunks;       //  chunks in the job
     kvt_hash_t *keys;       //  chunk keys (save: one report per key)
     kvt_lease_t *leases;    //  load: one lease per chunk
@@ -50,8 +51,10 @@ typedef struct {
     uint64_t drained_at_stop;  //  items reported failed at shutdown
 } s_worker_t;
 
-static void s_report(kvt_ctx_t *ctx, s_worker_t *self, uint8_t chan, kvt_opid_t op, kvt_hash_t key,
-                     bool ok, uint32_t detail)
+//  Sends one Completion. `lower`: for a load, the chunks read from the disk.
+static void s_report_lower(kvt_ctx_t *ctx, s_worker_t *self, uint8_t chan, kvt_opid_t op,
+                           uint32_t attempt, kvt_hash_t key, bool ok, uint32_t detail,
+                           uint32_t lower)
 {
     kvt_msg_t m;
     memset(&m, 0, sizeof m);
@@ -62,9 +65,17 @@ static void s_report(kvt_ctx_t *ctx, s_worker_t *self, uint8_t chan, kvt_opid_t 
     m.u.completion.rank = self->a.rank;
     m.u.completion.ok = ok;
     m.u.completion.detail = ok ? KVT_DETAIL_OK : detail;
+    m.u.completion.attempt = attempt;
+    m.u.completion.lower = lower;
     if (kvt_ctx_send(ctx, self->agg, &m) != 0)
         kvt_ctx_log(ctx, 0, "cannot send Completion for %llu/%u", (unsigned long long)op.req,
                     op.gen);
+}
+
+static void s_report(kvt_ctx_t *ctx, s_worker_t *self, uint8_t chan, kvt_opid_t op,
+                     uint32_t attempt, kvt_hash_t key, bool ok, uint32_t detail)
+{
+    s_report_lower(ctx, self, chan, op, attempt, key, ok, detail, 0);
 }
 
 static void s_job_free(s_worker_t *self, s_job_t *job)
@@ -110,12 +121,12 @@ static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
                     sp->op.gen, sp->start, sp->end, bad);
         self->loads_refused++;
         self->loads_failed++;
-        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, zero, false, KVT_DETAIL_INVALID);
+        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, KVT_DETAIL_INVALID);
         return 0;
     }
     if (!self->a.storage) {
         self->loads_failed++;
-        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, zero, false, KVT_DETAIL_MISS);
+        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, KVT_DETAIL_MISS);
         return 0;
     }
     s_job_t *job = calloc(1, sizeof *job);
@@ -124,11 +135,12 @@ static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     if (!job || !job->leases) {
         free(job);
         self->loads_failed++;
-        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, zero, false, KVT_DETAIL_NO_SPACE);
+        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, KVT_DETAIL_NO_SPACE);
         return 0;
     }
     job->kind = J_LOAD;
     job->op = sp->op;
+    job->attempt = sp->attempt;
     job->nchunks = sp->nkeys;
     uint32_t detail = KVT_DETAIL_OK;
     uint32_t got = 0;
@@ -171,7 +183,7 @@ static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
             kvt_storage_release(self->a.storage, &job->leases[i]);
         s_job_free(self, job);
         self->loads_failed++;
-        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, zero, false, detail);
+        s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, detail);
         return 0;
     }
     s_enqueue(ctx, self, job);
@@ -192,7 +204,8 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         //  Every chunk key in the spec was dispatched: report each once.
         for (uint32_t i = 0; i < sp->nkeys; i++) {
             self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->keys[i], false, KVT_DETAIL_INVALID);
+            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i], false,
+                     KVT_DETAIL_INVALID);
         }
         return 0;
     }
@@ -206,18 +219,21 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
             s_job_free(self, job);
         for (uint32_t i = 0; i < sp->nkeys; i++) {
             self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->keys[i], false, KVT_DETAIL_NO_SPACE);
+            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i], false,
+                     KVT_DETAIL_NO_SPACE);
         }
         return 0;
     }
     job->kind = J_SAVE;
     job->op = sp->op;
+    job->attempt = sp->attempt;
     uint32_t queued = 0;
     for (uint32_t c = 0; c < sp->nkeys; c++) {
         kvt_hash_t key = sp->keys[c];
         if (!self->a.storage) {
             self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, key, false, KVT_DETAIL_NO_SPACE);
+            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, key, false,
+                     KVT_DETAIL_NO_SPACE);
             continue;
         }
         kvt_resv_t resv = {0};
@@ -227,12 +243,12 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         if (rc == KVT_STORE_SKIPPED) {
             self->saves_present++;
             self->saves_ok++;
-            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, key, true, KVT_DETAIL_OK);
+            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, key, true, KVT_DETAIL_OK);
             continue;
         }
         if (rc != KVT_STORE_OK) {
             self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, key, false,
+            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, key, false,
                      rc == KVT_STORE_DUPLICATE ? KVT_DETAIL_DUPLICATE : kvt_store_detail(rc));
             continue;
         }
@@ -244,7 +260,7 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
             kvt_storage_abort(self->a.storage, &resv);
             self->copy_errors++;
             self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, key, false,
+            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, key, false,
                      rc == KVT_GPU_EINVAL ? KVT_DETAIL_INVALID : KVT_DETAIL_IO);
             continue;
         }
@@ -265,7 +281,8 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         for (uint32_t i = 0; i < queued; i++) {
             kvt_storage_abort(self->a.storage, &job->resvs[i]);
             self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, job->keys[i], false, KVT_DETAIL_IO);
+            s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, job->keys[i], false,
+                     KVT_DETAIL_IO);
         }
         s_job_free(self, job);
         return 0;
@@ -298,8 +315,8 @@ static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uin
             if (st != KVT_GPU_OK)
                 self->copy_errors++;
         }
-        s_report(ctx, self, KVT_CHAN_LOAD, job->op, zero, ok,
-                 st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail);
+        s_report_lower(ctx, self, KVT_CHAN_LOAD, job->op, job->attempt, zero, ok,
+                       st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail, ok ? job->ndisk : 0);
     } else {
         for (uint32_t i = 0; i < job->nchunks; i++) {
             bool ok = false;
@@ -311,7 +328,7 @@ static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uin
                 self->saves_ok++;
             else
                 self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, job->op, job->keys[i], ok,
+            s_report(ctx, self, KVT_CHAN_SAVE, job->op, job->attempt, job->keys[i], ok,
                      st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail);
         }
         if (st != KVT_GPU_OK)
