@@ -586,7 +586,7 @@ static int s_write_json(const char *path, const s_opts_t *o, const s_result_t *r
                 "\"memcpy_GBps\": %.3f, \"memcpy_to_pool_GBps\": %.3f, \"gather_ratio\": %.3f, "
                 "\"scatter_ratio\": %.3f, \"verified\": %s}%s\n",
                 r->block_kib, r->seg_bytes, r->chunk_bytes, r->num_blocks, r->gather, r->scatter,
-                r->base_chunk, r->base_pool, r->gather / r->base_chunk, r->scatter / r->base_pool,
+                r->base_chunk, r->base_pool, r->gather_ratio, r->scatter_ratio,
                 r->verified ? "true" : "false", s + 1 < S_NSIZES ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
