@@ -1,7 +1,8 @@
 /*  kvt_gpu_int.h — private to src/gpu: the front-end objects shared by every
     backend and the backend vtable (one table per backend, redis-ae style).
 
-    The front (kvt_gpu.c, kvt_gpu_stream.c, kvt_gpu_event_pool.c) validates
+    The front (kvt_gpu.c, kvt_gpu_stream.c, kvt_gpu_event_pool.c,
+    kvt_gpu_copy.c) validates
     every argument, keeps the geometry, the counters and the lists of open
     objects, and turns gather / scatter / state copies into one copy batch
     (kvt_gpu_copy_t) per op. A backend only moves bytes and orders work.

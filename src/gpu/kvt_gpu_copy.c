@@ -1,0 +1,117 @@
+/*  kvt_gpu_copy.c — copy batches: the segments of one op (built by the
+    front in the chunk layout, merged where both ends continue), and the
+    host backend's copy loop.
+*/
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "kvt_gpu_int.h"
+
+kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count)
+{
+    size_t bytes = sizeof(kvt_gpu_copy_t) + (size_t)count * (2 * sizeof(void *) + sizeof(size_t));
+    kvt_gpu_copy_t *copy = malloc(bytes);
+    if (!copy)
+        return NULL;
+    copy->dir = dir;
+    copy->count = 0;
+    copy->bytes = 0;
+    copy->dst = (void **)(copy + 1);
+    copy->src = (const void **)(copy->dst + count);
+    copy->len = (size_t *)(copy->src + count);
+    return copy;
+}
+
+void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t len)
+{
+    uint32_t k = copy->count;
+    if (k > 0 && (char *)copy->dst[k - 1] + copy->len[k - 1] == (char *)dst &&
+        (const char *)copy->src[k - 1] + copy->len[k - 1] == (const char *)src) {
+        copy->len[k - 1] += len;
+    } else {
+        copy->dst[k] = dst;
+        copy->src[k] = src;
+        copy->len[k] = len;
+        copy->count = k + 1;
+    }
+    copy->bytes += len;
+}
+
+#ifdef __SSE2__
+//  Copies with non-temporal (streaming) stores: the destination is written
+//  without being read into the cache first. Needs an sfence before the
+//  bytes are published to another thread.
+static void s_copy_stream(char *dst, const char *src, size_t len)
+{
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    len -= head;
+    __m128i *d = (__m128i *)(void *)dst;
+    const __m128i *s = (const __m128i *)(const void *)src;
+    size_t n = len / 64;
+    for (size_t i = 0; i < n; i++, d += 4, s += 4) {
+        __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+        __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+        _mm_stream_si128(d, a);
+        _mm_stream_si128(d + 1, b);
+        _mm_stream_si128(d + 2, c);
+        _mm_stream_si128(d + 3, e);
+    }
+    memcpy(d, s, len % 64);
+}
+#endif
+
+//  Starts loading the first bytes of a segment that lies at a random place
+//  (the block side), so its DRAM and page-walk latency overlaps the copy of
+//  the segment before it.
+static void s_prefetch_head(const char *p, bool for_write)
+{
+    for (int off = 0; off < 256; off += 64) {
+        if (for_write)
+            __builtin_prefetch(p + off, 1, 3);
+        else
+            __builtin_prefetch(p + off, 0, 3);
+    }
+}
+
+void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy)
+{
+    //  Loop shape, from measurements (docs/performance-gather.md):
+    //  * gather (D2H): prefetch the head of the next block segment; stream
+    //    the stores (skip the destination's read-for-ownership) from 8 KiB
+    //    segments up, below that a plain memcpy is faster;
+    //  * scatter (H2D): stream the stores into the scattered blocks from
+    //    1 KiB up; below that prefetch the next destination for writing.
+    bool gather = copy->dir == KVT_GPU_D2H;
+    size_t stream_from = copy->dir == KVT_GPU_H2D ? 1024 : 8192;
+    bool streamed = false;
+    for (uint32_t k = 0; k < copy->count; k++) {
+        size_t len = copy->len[k];
+        if (k + 1 < copy->count) {
+            if (gather)
+                s_prefetch_head(copy->src[k + 1], false);
+            else if (copy->dir == KVT_GPU_H2D && copy->len[k + 1] < stream_from)
+                s_prefetch_head(copy->dst[k + 1], true);
+        }
+#ifdef __SSE2__
+        if (len >= stream_from) {
+            s_copy_stream(copy->dst[k], copy->src[k], len);
+            streamed = true;
+            continue;
+        }
+#endif
+        memcpy(copy->dst[k], copy->src[k], len);
+    }
+#ifdef __SSE2__
+    //  Streaming stores are weakly ordered: fence before the op completes.
+    if (streamed)
+        _mm_sfence();
+#else
+    (void)streamed;
+#endif
+}
