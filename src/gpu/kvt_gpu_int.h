@@ -2,10 +2,10 @@
     backend and the backend vtable (one table per backend, redis-ae style).
 
     The front (kvt_gpu.c, kvt_gpu_stream.c, kvt_gpu_event_pool.c,
-    kvt_gpu_copy.c) validates
-    every argument, keeps the geometry, the counters and the lists of open
-    objects, and turns gather / scatter / state copies into one copy batch
-    (kvt_gpu_copy_t) per op. A backend only moves bytes and orders work.
+    kvt_gpu_copy.c) validates every argument, keeps the geometry, the
+    counters and the lists of open objects, and turns gather / scatter /
+    state copies into one copy batch (kvt_gpu_copy_t) per op. A backend only
+    moves bytes and orders work.
 
     Locking: gpu->mu protects the front's lists, counters and `frozen`. The
     host backend uses the same mutex for its queues. The front never holds
