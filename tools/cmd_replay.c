@@ -13,25 +13,29 @@
 
 static void s_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: kvtier replay [options]\n"
-            "  --trace FILE       Mooncake jsonl trace (default: built-in synthetic workload)\n"
-            "  --limit N          replay the first N requests (default: all)\n"
-            "  --driver sim|live  actor driver (default sim)\n"
-            "  --seed S           seed of the SIM driver and the synthetic workload (default 1)\n"
-            "  --tp N             tensor-parallel ranks (default 2)\n"
-            "  --hbm-pool SIZE    device KV memory per rank (default 16MiB)\n"
-            "  --cpu-pool SIZE    CPU tier per rank; 0 disables it (default 512MiB)\n"
-            "  --layers N         model layers (default 4)\n"
-            "  --planes N         KV planes per layer, e.g. K and V (default 2)\n"
-            "  --token-bytes N    bytes per token per layer per plane (default 16)\n"
-            "  --max-running N    requests admitted at once (default 64)\n"
-            "  --step-tokens N    token budget of one step (default 4096)\n"
-            "  --json PATH        write the report as JSON\n"
-            "  --record FILE      SIM: record every delivery (read with kvtier inspect)\n"
-            "  --log-level N      0 errors .. 3 debug (default 1)\n"
-            "  --quiet            no human summary\n"
-            "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
+    fprintf(
+        out,
+        "usage: kvtier replay [options]\n"
+        "  --trace FILE       Mooncake jsonl trace (default: built-in synthetic workload)\n"
+        "  --limit N          replay the first N requests (default: all)\n"
+        "  --driver sim|live  actor driver (default sim)\n"
+        "  --seed S           seed of the SIM driver and the synthetic workload (default 1)\n"
+        "  --tp N             tensor-parallel ranks (default 2)\n"
+        "  --hbm-pool SIZE    device KV memory per rank (default 16MiB)\n"
+        "  --cpu-pool SIZE    CPU tier per rank; 0 disables it (default 512MiB)\n"
+        "  --disk-dir DIR     disk tier below the CPU pool, DIR/rank<r> per rank (default none)\n"
+        "  --disk-pool SIZE   disk tier per rank (default 4GiB)\n"
+        "  --disk-write always|evict  write-through (default) or write-back on eviction\n"
+        "  --layers N         model layers (default 4)\n"
+        "  --planes N         KV planes per layer, e.g. K and V (default 2)\n"
+        "  --token-bytes N    bytes per token per layer per plane (default 16)\n"
+        "  --max-running N    requests admitted at once (default 64)\n"
+        "  --step-tokens N    token budget of one step (default 4096)\n"
+        "  --json PATH        write the report as JSON\n"
+        "  --record FILE      SIM: record every delivery (read with kvtier inspect)\n"
+        "  --log-level N      0 errors .. 3 debug (default 1)\n"
+        "  --quiet            no human summary\n"
+        "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
 static void s_json_counters(FILE *f, const kvt_replay_report_t *r)
@@ -64,8 +68,11 @@ static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt
     fprintf(f, "  \"finished\": %" PRIu64 ",\n", e->finished);
     fprintf(f, "  \"rejected\": %" PRIu64 ",\n", e->rejected);
     fprintf(f, "  \"input_tokens\": %" PRIu64 ",\n", e->input_tokens);
-    fprintf(f, "  \"hit_tokens\": {\"hbm\": %" PRIu64 ", \"cpu\": %" PRIu64 "},\n",
-            e->hbm_hit_tokens, r->hit_cpu_tokens);
+    fprintf(f, "  \"hit_tokens\": {\"hbm\": %" PRIu64 ", \"cpu\": %" PRIu64, e->hbm_hit_tokens,
+            r->hit_cpu_tokens);
+    if (cfg->disk_dir)
+        fprintf(f, ", \"disk\": %" PRIu64, r->hit_disk_tokens);
+    fprintf(f, "},\n");
     fprintf(f, "  \"recomputed_tokens\": %" PRIu64 ",\n", r->recomputed_tokens);
     fprintf(f, "  \"recomputed_share\": %.6f,\n", r->recomputed_share);
     fprintf(f, "  \"wrong_resumes\": %" PRIu64 ",\n", e->wrong_resumes);
@@ -107,9 +114,13 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
     printf("  requests      %" PRIu64 " (%" PRIu64 " finished, %" PRIu64 " rejected)\n",
            e->requests, e->finished, e->rejected);
     printf("  input tokens  %" PRIu64 "\n", e->input_tokens);
-    printf("  hit tokens    hbm %" PRIu64 " (%.1f%%), cpu %" PRIu64 " (%.1f%%)\n",
-           e->hbm_hit_tokens, 100.0 * (double)e->hbm_hit_tokens / in, r->hit_cpu_tokens,
+    printf("  hit tokens    hbm %" PRIu64 " (%.1f%%), cpu %" PRIu64 " (%.1f%%)", e->hbm_hit_tokens,
+           100.0 * (double)e->hbm_hit_tokens / in, r->hit_cpu_tokens,
            100.0 * (double)r->hit_cpu_tokens / in);
+    if (cfg->disk_dir)
+        printf(", disk %" PRIu64 " (%.1f%%)", r->hit_disk_tokens,
+               100.0 * (double)r->hit_disk_tokens / in);
+    printf("\n");
     printf("  recomputed    %" PRIu64 " (%.1f%%)\n", r->recomputed_tokens,
            100.0 * r->recomputed_share);
     printf("  loads         %" PRIu64 " completed, %" PRIu64 " failed\n", e->loads_ok,
@@ -187,7 +198,18 @@ int kvt_cmd_replay(int argc, char **argv)
                 cfg.step_tokens = (uint32_t)n;
         } else if (!strcmp(a, "--hbm-pool"))
             rc = kvt_cli_size(v, &cfg.hbm_pool_bytes);
-        else if (!strcmp(a, "--cpu-pool"))
+        else if (!strcmp(a, "--disk-dir"))
+            cfg.disk_dir = v;
+        else if (!strcmp(a, "--disk-pool"))
+            rc = kvt_cli_size(v, &cfg.disk_pool_bytes);
+        else if (!strcmp(a, "--disk-write")) {
+            if (!strcmp(v, "always"))
+                cfg.disk_write_on_evict = false;
+            else if (!strcmp(v, "evict"))
+                cfg.disk_write_on_evict = true;
+            else
+                rc = -1;
+        } else if (!strcmp(a, "--cpu-pool"))
             rc = kvt_cli_size(v, &cfg.cpu_pool_bytes);
         else {
             fprintf(stderr, "kvtier replay: unknown option '%s' (see --help)\n", a);

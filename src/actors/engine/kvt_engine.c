@@ -134,6 +134,7 @@ static void s_events(s_engine_t *self, const kvt_step_plan_t *p)
             break;
         case KVT_EV_LOADED:
             o->tier_hit_tokens += ev->b;
+            o->disk_hit_tokens += ev->c;
             o->loads_ok++;
             break;
         case KVT_EV_RETREAT:

@@ -33,6 +33,7 @@ typedef struct {
     uint64_t input_tokens;    //  prompt tokens of finished requests
     uint64_t hbm_hit_tokens;  //  prompt tokens served from HBM
     uint64_t tier_hit_tokens; //  prompt tokens restored from the tier (verdict ok)
+    uint64_t disk_hit_tokens; //  ... of them, tokens some rank read from its disk tier
     uint64_t loads_ok;        //  load verdicts ok
     uint64_t loads_failed;    //  load verdicts failed (retreats)
     uint64_t wrong_resumes;   //  requests whose restored bytes differed from a recompute

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "actors/aggregator/kvt_aggregator.h"
@@ -24,6 +26,7 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     cfg->tp = 2;
     cfg->hbm_pool_bytes = 16ull << 20;
     cfg->cpu_pool_bytes = 512ull << 20;
+    cfg->disk_pool_bytes = 4ull << 30;
     cfg->layers = 4;
     cfg->planes = 2;
     cfg->token_bytes = 16;
@@ -85,6 +88,19 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
                  (unsigned long long)c->cpu_pool_bytes, chunk);
         return -1;
     }
+    if (c->disk_dir && c->cpu_pool_bytes == 0) {
+        snprintf(err, errlen, "disk-dir: a disk tier needs the CPU tier above it (cpu-pool > 0)");
+        return -1;
+    }
+    if (c->disk_dir && c->disk_pool_bytes < chunk * 2) {
+        snprintf(err, errlen, "disk-pool: %llu bytes holds fewer than two chunks of %zu bytes",
+                 (unsigned long long)c->disk_pool_bytes, chunk);
+        return -1;
+    }
+    if (c->disk_dir && strlen(c->disk_dir) > 400) {
+        snprintf(err, errlen, "disk-dir: path longer than 400 bytes");
+        return -1;
+    }
     return 0;
 }
 
@@ -121,6 +137,7 @@ typedef struct {
     kvt_gpu_t *gpu[S_MAX_TP];                 //  one device per rank
     void *arena[S_MAX_TP];                    //  pinned CPU pool memory per rank
     kvt_storage_t *storage[S_MAX_TP];         //  one tier per rank
+    char disk_dirs[S_MAX_TP][512];            //  disk directory per rank
     kvt_runner_args_t runner[S_MAX_TP];       //  runner args
     kvt_worker_args_t worker[S_MAX_TP];       //  worker args
     char names[2 * S_MAX_TP + 4][32];         //  actor names
@@ -271,6 +288,10 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         goto fail;
     }
 
+    if (cfg->disk_dir && mkdir(cfg->disk_dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "disk-dir: cannot create %s: %s", cfg->disk_dir, strerror(errno));
+        goto fail;
+    }
     for (uint32_t r = 0; r < cfg->tp; r++) {
         kvt_gpu_opts_t go;
         memset(&go, 0, sizeof go);
@@ -317,6 +338,19 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
             sc.pool.log = s_log;
             sc.pool.log_arg = (void *)&cfg->log_level;
             sc.pool.max_objects = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes) + 64;
+            if (cfg->disk_dir) {
+                snprintf(run->disk_dirs[r], sizeof run->disk_dirs[r], "%s/rank%u", cfg->disk_dir,
+                         r);
+                sc.disk_enabled = true;
+                sc.disk.dir = run->disk_dirs[r];
+                sc.disk.capacity_bytes = cfg->disk_pool_bytes;
+                sc.disk.clock = s_clock;
+                sc.disk.clock_arg = run->sys;
+                sc.disk.log = s_log;
+                sc.disk.log_arg = (void *)&cfg->log_level;
+                sc.disk.max_objects = (uint32_t)(cfg->disk_pool_bytes / chunk_bytes) + 64;
+                sc.write_policy = cfg->disk_write_on_evict ? KVT_WRITE_ON_EVICT : KVT_WRITE_ALWAYS;
+            }
             run->storage[r] = kvt_storage_new(&sc, err, errlen);
             if (!run->storage[r])
                 goto fail;
@@ -328,7 +362,14 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.block_size = cfg->block_size;
     run->sched.cfg.chunk_size = cfg->chunk_size;
     run->sched.cfg.hbm_blocks = hbm_blocks;
-    run->sched.cfg.tier_chunks = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes);
+    //  The tier view holds what the pool and the disk hold together: with
+    //  write-through the disk holds a superset, with write-back the union.
+    uint64_t view = cfg->cpu_pool_bytes / chunk_bytes;
+    if (cfg->disk_dir && cfg->cpu_pool_bytes) {
+        uint64_t disk = cfg->disk_pool_bytes / (chunk_bytes + 64);
+        view = cfg->disk_write_on_evict ? view + disk : (disk > view ? disk : view);
+    }
+    run->sched.cfg.tier_chunks = view > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)view;
     run->sched.cfg.max_running = cfg->max_running;
     run->sched.cfg.step_tokens = cfg->step_tokens;
     run->sched.cfg.save_retries = 1;
@@ -374,6 +415,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         wa->block_size = cfg->block_size;
         wa->chunk_size = cfg->chunk_size;
         wa->aggregator = "aggregator";
+        wa->sync_disk = cfg->driver == KVT_DRIVER_SIM && cfg->disk_dir != NULL;
         added = kvt_system_add(run->sys, run->names[2 * r], &kvt_runner_class, ra, NULL) !=
                     KVT_AID_NONE &&
                 kvt_system_add(run->sys, run->names[2 * r + 1], &kvt_worker_class, wa, NULL) !=
@@ -401,7 +443,9 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     s_runtime_counters(run, rep);
 
     const kvt_engine_result_t *e = &rep->engine;
-    rep->hit_cpu_tokens = e->tier_hit_tokens;
+    //  A chunk any rank had to read from its disk counts as a disk hit.
+    rep->hit_disk_tokens = e->disk_hit_tokens;
+    rep->hit_cpu_tokens = e->tier_hit_tokens - e->disk_hit_tokens;
     uint64_t served = e->hbm_hit_tokens + e->tier_hit_tokens;
     rep->recomputed_tokens = e->input_tokens > served ? e->input_tokens - served : 0;
     rep->recomputed_share =

@@ -15,30 +15,34 @@
 #include "kvtier/kvt_actor.h"
 
 typedef struct {
-    const char *trace;       //  Mooncake jsonl path; NULL: the built-in synthetic workload
-    uint32_t limit;          //  requests to replay (0 = all)
-    kvt_driver_t driver;     //  SIM or LIVE (default SIM)
-    uint64_t seed;           //  seeds the synthetic workload and the SIM driver (default 1)
-    uint32_t tp;             //  tensor-parallel ranks (default 2)
-    uint64_t hbm_pool_bytes; //  device KV memory per rank (default 16 MiB)
-    uint64_t cpu_pool_bytes; //  CPU tier per rank; 0 disables the tier (default 512 MiB)
-    uint32_t layers;         //  model layers (default 4)
-    uint32_t planes;         //  KV planes, e.g. K and V (default 2)
-    uint32_t token_bytes;    //  bytes per token per layer per plane (default 16)
-    uint32_t block_size;     //  tokens per block (default 16)
-    uint32_t chunk_size;     //  tokens per chunk (default 256)
-    uint32_t max_running;    //  requests admitted at once (default 64)
-    uint32_t step_tokens;    //  token budget per step (default 4096)
-    uint64_t sim_bw_Bps;     //  SIM copy bandwidth (default 25e9)
-    uint64_t sim_lat_ns;     //  SIM copy latency (default 5000)
-    const char *record;      //  SIM: record every delivery to this file (NULL = no)
-    int log_level;           //  0..3 (default 1)
+    const char *trace;        //  Mooncake jsonl path; NULL: the built-in synthetic workload
+    uint32_t limit;           //  requests to replay (0 = all)
+    kvt_driver_t driver;      //  SIM or LIVE (default SIM)
+    uint64_t seed;            //  seeds the synthetic workload and the SIM driver (default 1)
+    uint32_t tp;              //  tensor-parallel ranks (default 2)
+    uint64_t hbm_pool_bytes;  //  device KV memory per rank (default 16 MiB)
+    uint64_t cpu_pool_bytes;  //  CPU tier per rank; 0 disables the tier (default 512 MiB)
+    const char *disk_dir;     //  disk tier below the CPU pool: DIR/rank<r> per rank (NULL = none)
+    uint64_t disk_pool_bytes; //  disk tier capacity per rank (default 4 GiB)
+    bool disk_write_on_evict; //  write-back on pool eviction instead of write-through
+    uint32_t layers;          //  model layers (default 4)
+    uint32_t planes;          //  KV planes, e.g. K and V (default 2)
+    uint32_t token_bytes;     //  bytes per token per layer per plane (default 16)
+    uint32_t block_size;      //  tokens per block (default 16)
+    uint32_t chunk_size;      //  tokens per chunk (default 256)
+    uint32_t max_running;     //  requests admitted at once (default 64)
+    uint32_t step_tokens;     //  token budget per step (default 4096)
+    uint64_t sim_bw_Bps;      //  SIM copy bandwidth (default 25e9)
+    uint64_t sim_lat_ns;      //  SIM copy latency (default 5000)
+    const char *record;       //  SIM: record every delivery to this file (NULL = no)
+    int log_level;            //  0..3 (default 1)
 } kvt_replay_cfg_t;
 
 typedef struct {
     kvt_engine_result_t engine; //  what the engine measured, with every actor's counters
     char source[256];           //  workload description
     uint64_t hit_cpu_tokens;    //  restored from the CPU tier
+    uint64_t hit_disk_tokens;   //  restored with some rank reading its disk tier
     uint64_t recomputed_tokens; //  input tokens neither in HBM nor restored
     double recomputed_share;    //  recomputed / input tokens
     uint64_t saves_ok;          //  chunk saves that reached quorum

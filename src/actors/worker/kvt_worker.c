@@ -328,6 +328,8 @@ static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uin
                 self->saves_ok++;
             else
                 self->saves_failed++;
+            if (ok && self->a.sync_disk)
+                kvt_storage_flush(self->a.storage);
             s_report(ctx, self, KVT_CHAN_SAVE, job->op, job->attempt, job->keys[i], ok,
                      st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail);
         }

@@ -38,6 +38,8 @@ typedef struct {
     uint32_t chunk_size;    //  tokens per chunk
     const char *aggregator; //  name of the aggregator actor
     uint64_t poll_ns;       //  LIVE: event poll interval (default 20 µs)
+    bool sync_disk;         //  wait for disk writes after each save (SIM: keeps the disk
+                            //  tier's contents a function of the seed, not of thread timing)
 } kvt_worker_args_t;
 
 //  The actor class.
