@@ -7,8 +7,9 @@
     pinned (kvt_gpu_host_alloc), otherwise one cudaMemcpyAsync per merged
     segment. cudaGetDeviceCount leaves its argument untouched on error, so
     the count is initialised and the return code checked. The device is
-    selected on every thread that calls in (it is per thread in CUDA).
+    selected on every call (it is per thread in CUDA).
 */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,11 @@
 
 //  The device state.
 typedef struct {
-    int device;     //  device ordinal
-    char name[256]; //  device name
-    size_t memory;  //  device memory, bytes
-    bool batch_ok;  //  cudaMemcpyBatchAsync accepted so far
+    int device;           //  device ordinal
+    char name[256];       //  device name
+    size_t memory;        //  device memory, bytes
+    atomic_bool batch_ok; //  cudaMemcpyBatchAsync accepted so far (any thread)
 } s_cuda_t;
-
-static _Thread_local int s_tls_device = -1; //  device this thread last selected
 
 static int s_err(const char *what, cudaError_t rc)
 {
@@ -33,16 +32,17 @@ static int s_err(const char *what, cudaError_t rc)
                         cudaGetErrorString(rc));
 }
 
-//  Selects the device on the calling thread.
+//  Selects the device on the calling thread (the current device is per
+//  thread, and the caller's own code may have changed it since).
 static int s_bind(kvt_gpu_t *gpu)
 {
     s_cuda_t *c = gpu->impl;
-    if (s_tls_device == c->device)
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == c->device)
         return 0;
     cudaError_t rc = cudaSetDevice(c->device);
     if (rc != cudaSuccess)
         return s_err("cudaSetDevice", rc);
-    s_tls_device = c->device;
     return 0;
 }
 
@@ -75,9 +75,8 @@ static int s_init(kvt_gpu_t *gpu)
     if (!c)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "cuda: out of memory");
     c->device = gpu->opts.device;
-    c->batch_ok = true;
+    atomic_init(&c->batch_ok, true);
     gpu->impl = c;
-    s_tls_device = -1;
     int rc = s_bind(gpu);
     if (rc != 0)
         goto cleanup;
@@ -257,7 +256,7 @@ static int s_copy(kvt_gpu_stream_t *fs, kvt_gpu_copy_t *copy, bool pinned)
                                                           : cudaMemcpyDeviceToDevice;
     cudaStream_t st = fs->impl;
 #if CUDART_VERSION >= 12080
-    if (copy->count > 1 && pinned && c->batch_ok) {
+    if (copy->count > 1 && pinned && atomic_load(&c->batch_ok)) {
         struct cudaMemcpyAttributes attr;
         memset(&attr, 0, sizeof attr);
         attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
@@ -268,9 +267,9 @@ static int s_copy(kvt_gpu_stream_t *fs, kvt_gpu_copy_t *copy, bool pinned)
             goto cleanup;
         //  Nothing was queued: fall back to one copy per segment from now on.
         (void)cudaGetLastError();
-        c->batch_ok = false;
-        kvt_gpu_log(gpu, 1, "cuda: cudaMemcpyBatchAsync refused (%s); one copy per segment",
-                    cudaGetErrorName(crc));
+        if (atomic_exchange(&c->batch_ok, false))
+            kvt_gpu_log(gpu, 1, "cuda: cudaMemcpyBatchAsync refused (%s); one copy per segment",
+                        cudaGetErrorName(crc));
     }
 #else
     (void)c;

@@ -6,7 +6,7 @@
     hipEventDisableTiming. A gather / scatter is one hipMemcpyAsync per
     merged segment (HIP has no batched copy); copies from / to memory that
     is not pinned (kvt_gpu_host_alloc) are synchronous in HIP. The device is
-    selected on every thread that calls in (it is per thread in HIP).
+    selected on every call (it is per thread in HIP).
     hipEventQuery on a never-recorded event reports success, which is the
     interface's documented behaviour too.
 */
@@ -25,24 +25,23 @@ typedef struct {
     size_t memory;  //  device memory, bytes
 } s_hip_t;
 
-static _Thread_local int s_tls_device = -1; //  device this thread last selected
-
 static int s_err(const char *what, hipError_t rc)
 {
     return kvt_gpu_fail(KVT_GPU_EDEVICE, "hip: %s: %s (%s)", what, hipGetErrorName(rc),
                         hipGetErrorString(rc));
 }
 
-//  Selects the device on the calling thread.
+//  Selects the device on the calling thread (the current device is per
+//  thread, and the caller's own code may have changed it since).
 static int s_bind(kvt_gpu_t *gpu)
 {
     s_hip_t *h = gpu->impl;
-    if (s_tls_device == h->device)
+    int current = -1;
+    if (hipGetDevice(&current) == hipSuccess && current == h->device)
         return 0;
     hipError_t rc = hipSetDevice(h->device);
     if (rc != hipSuccess)
         return s_err("hipSetDevice", rc);
-    s_tls_device = h->device;
     return 0;
 }
 
@@ -76,7 +75,6 @@ static int s_init(kvt_gpu_t *gpu)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "hip: out of memory");
     h->device = gpu->opts.device;
     gpu->impl = h;
-    s_tls_device = -1;
     int rc = s_bind(gpu);
     if (rc != 0)
         goto cleanup;
