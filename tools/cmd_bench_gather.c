@@ -168,8 +168,19 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             o->quiet = true;
             continue;
         }
+        static const char *const with_value[] = {
+            "--json", "--backend", "--planes",   "--layers",   "--blocks", "--pool",
+            "--ring", "--rounds",  "--round-ms", "--inflight", "--seed",
+        };
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0] && !known; k++)
+            known = strcmp(f, with_value[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "kvtier bench gather: unknown flag '%s'\n", f);
+            return 2;
+        }
         if (i + 1 >= argc) {
-            fprintf(stderr, "kvtier bench gather: %s needs a value (or is unknown)\n", f);
+            fprintf(stderr, "kvtier bench gather: %s needs a value\n", f);
             return 2;
         }
         const char *v = argv[++i];
