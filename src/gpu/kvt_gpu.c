@@ -279,8 +279,8 @@ kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
             self->opts.log(self->opts.log_arg, 0, kvt_gpu_last_error());
             goto cleanup;
         }
-        kvt_gpu_fmt(self->describe, sizeof self->describe, "%s (device %d): requested; %s",
-                    kvt_gpu_backend_name(want), self->opts.device, why);
+        kvt_gpu_fmt(self->describe, sizeof self->describe, "%s (%s): requested; %s",
+                    kvt_gpu_backend_name(want), self->device_desc, why);
     } else if (want == KVT_GPU_BACKEND_HOST || self->opts.host_mode == KVT_GPU_HOST_SIM) {
         self->ops = &kvt_gpu_host_ops;
         self->backend = KVT_GPU_BACKEND_HOST;
@@ -291,11 +291,11 @@ kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
     } else {
         //  AUTO, live: the first device backend with a device, else host.
         if (s_try_device(self, KVT_GPU_BACKEND_CUDA, why, sizeof why) == 0)
-            kvt_gpu_fmt(self->describe, sizeof self->describe, "cuda (device %d): AUTO: %s",
-                        self->opts.device, why);
+            kvt_gpu_fmt(self->describe, sizeof self->describe, "cuda (%s): AUTO: %s",
+                        self->device_desc, why);
         else if (s_try_device(self, KVT_GPU_BACKEND_HIP, why2, sizeof why2) == 0)
-            kvt_gpu_fmt(self->describe, sizeof self->describe,
-                        "hip (device %d): AUTO: %s; cuda: %s", self->opts.device, why2, why);
+            kvt_gpu_fmt(self->describe, sizeof self->describe, "hip (%s): AUTO: %s; cuda: %s",
+                        self->device_desc, why2, why);
         else {
             kvt_gpu_fmt(line, sizeof line, "AUTO: no device backend usable (cuda: %s; hip: %s)",
                         why, why2);

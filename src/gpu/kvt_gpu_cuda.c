@@ -88,8 +88,8 @@ static int s_init(kvt_gpu_t *gpu)
     }
     kvt_gpu_fmt(c->name, sizeof c->name, "%s", prop.name);
     c->memory = prop.totalGlobalMem;
-    kvt_gpu_log(gpu, 2, "cuda: device %d: %s, %.1f GiB, runtime %d", c->device, c->name,
-                (double)c->memory / (1u << 30), CUDART_VERSION);
+    kvt_gpu_fmt(gpu->device_desc, sizeof gpu->device_desc, "device %d: %s, %.1f GiB, runtime %d",
+                c->device, c->name, (double)c->memory / (1u << 30), CUDART_VERSION);
     return 0;
 
 cleanup:

@@ -86,8 +86,9 @@ static int s_init(kvt_gpu_t *gpu)
     }
     kvt_gpu_fmt(h->name, sizeof h->name, "%s", prop.name);
     h->memory = prop.totalGlobalMem;
-    kvt_gpu_log(gpu, 2, "hip: device %d: %s, %.1f GiB, HIP %d.%d", h->device, h->name,
-                (double)h->memory / (1u << 30), HIP_VERSION_MAJOR, HIP_VERSION_MINOR);
+    kvt_gpu_fmt(gpu->device_desc, sizeof gpu->device_desc, "device %d: %s, %.1f GiB, HIP %d.%d",
+                h->device, h->name, (double)h->memory / (1u << 30), HIP_VERSION_MAJOR,
+                HIP_VERSION_MINOR);
     return 0;
 
 cleanup:

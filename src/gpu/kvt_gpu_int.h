@@ -81,6 +81,7 @@ struct _kvt_gpu_t {
     kvt_gpu_backend_t backend;                  //  HOST, HIP or CUDA
     kvt_gpu_opts_t opts;                        //  options with defaults filled in
     char describe[512];                         //  the selection line
+    char device_desc[200];                      //  HIP / CUDA: the device, set by init
     kvt_gpu_plane_t planes[KVT_GPU_MAX_PLANES]; //  registered planes
     uint32_t nplanes;                           //  planes registered
     uint32_t num_blocks;                        //  blocks per layer (all planes)
