@@ -276,7 +276,10 @@ int kvt_gpu_state_copy(kvt_gpu_stream_t *s, kvt_gpu_state_pool_t dst_pool, uint3
 //  Host function run in stream order (CUDA / HIP: cudaLaunchHostFunc /
 //  hipStreamAddCallback, where it must not call the device runtime; host LIVE:
 //  on the stream's worker; host SIM: when it lands, costing sim_cost_ns).
-//  A simulated forward uses it as its "kernel".
+//  It must not call kvt_gpu_* (under SIM it runs under the device lock); it
+//  may write through kvt_gpu_plane_ptr / kvt_gpu_state_ptr pointers taken
+//  before. A simulated forward uses it as its "kernel". On a failed stream it
+//  does not run.
 typedef void(kvt_gpu_host_fn)(void *arg);
 int kvt_gpu_launch_host_fn(kvt_gpu_stream_t *s, kvt_gpu_host_fn *fn, void *arg,
                            uint64_t sim_cost_ns);
