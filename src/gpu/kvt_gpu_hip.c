@@ -274,7 +274,9 @@ typedef struct {
 static void s_trampoline(hipStream_t stream, hipError_t status, void *user)
 {
     s_call_t *call = user;
-    call->fn(call->arg);
+    //  As on the other backends, a failed stream does not run it.
+    if (status == hipSuccess)
+        call->fn(call->arg);
     free(call);
 }
 
