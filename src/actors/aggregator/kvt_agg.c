@@ -223,6 +223,13 @@ uint32_t kvt_agg_check_stale(kvt_agg_t *self, uint64_t now, kvt_completion_t *ou
     return found;
 }
 
+uint64_t kvt_agg_next_stale(const kvt_agg_t *self)
+{
+    if (self->stale_ns == 0 || self->age.head == KVT_ILIST_NONE)
+        return UINT64_MAX;
+    return self->open[self->age.head].since + self->stale_ns;
+}
+
 void kvt_agg_stats(const kvt_agg_t *self, kvt_agg_stats_t *out)
 {
     *out = self->stats;

@@ -49,6 +49,10 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now,
 //  many were newly surfaced.
 uint32_t kvt_agg_check_stale(kvt_agg_t *self, uint64_t now, kvt_completion_t *out, uint32_t max);
 
+//  When the oldest open key that was not surfaced yet becomes stale;
+//  UINT64_MAX when there is none (or no bound).
+uint64_t kvt_agg_next_stale(const kvt_agg_t *self);
+
 void kvt_agg_stats(const kvt_agg_t *self, kvt_agg_stats_t *out);
 
 #endif

@@ -20,11 +20,13 @@ typedef struct {
 
 static void s_arm(kvt_ctx_t *ctx, s_aggregator_t *self)
 {
-    kvt_agg_stats_t st;
-    kvt_agg_stats(self->core, &st);
-    //  Only while keys are open, so an idle system stays quiescent.
-    if (self->timer == 0 && st.open > 0 && self->a.stale_ns > 0)
-        self->timer = kvt_ctx_timer(ctx, self->a.stale_ns / 2, S_TIMER_STALE);
+    //  Armed for the moment the oldest unsurfaced open key turns stale, and
+    //  only while there is one, so an idle system stays quiescent.
+    uint64_t at = kvt_agg_next_stale(self->core);
+    if (self->timer != 0 || at == UINT64_MAX)
+        return;
+    uint64_t now = kvt_ctx_now(ctx);
+    self->timer = kvt_ctx_timer(ctx, at > now ? at - now : 0, S_TIMER_STALE);
 }
 
 static int s_on_completion(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)

@@ -1,0 +1,363 @@
+/*  The rank data path as actors under the SIM driver: two real workers (a
+    device and a tier each), the real aggregator, and a probe in the
+    scheduler's place that records verdicts and counters. Specs are posted
+    to the workers as the runner would send them. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/aggregator/kvt_aggregator.h"
+#include "actors/common/kvt_oracle.h"
+#include "actors/worker/kvt_worker.h"
+#include "kvtier/kvt_gpu.h"
+#include "kvtier/kvt_storage.h"
+
+#define BS     16
+#define CS     64
+#define BPC    (CS / BS)
+#define NB     64 //  device blocks per rank
+#define TP     2
+#define PLANES 2
+#define TOKB   16 //  bytes per token per plane (one layer)
+
+typedef struct {
+    kvt_verdict_t verdicts[64];  //  verdicts in arrival order
+    uint64_t at[64];             //  virtual time of each verdict
+    uint32_t nverdicts;          //  entries
+    kvt_counter_t counters[256]; //  last Stats reply
+    uint32_t ncounters;          //  entries
+} probe_t;
+
+static probe_t s_probe;
+
+static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
+{
+    if (s_probe.nverdicts < 64) {
+        s_probe.at[s_probe.nverdicts] = kvt_ctx_now(ctx);
+        s_probe.verdicts[s_probe.nverdicts++] = m->u.verdict;
+    }
+    return 0;
+}
+
+static int s_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
+{
+    s_probe.ncounters = m->u.stats.ncounters < 256 ? m->u.stats.ncounters : 256;
+    memcpy(s_probe.counters, m->u.stats.counters, s_probe.ncounters * sizeof(kvt_counter_t));
+    return 0;
+}
+
+//  Ping(seq = actor id): ask that actor for its counters.
+static int s_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
+{
+    kvt_msg_t q;
+    memset(&q, 0, sizeof q);
+    q.kind = KVT_MSG_STATS;
+    q.u.stats.request = true;
+    return kvt_ctx_send(ctx, (kvt_aid_t)m->u.ping.seq, &q);
+}
+
+static void *s_probe_init(kvt_ctx_t *ctx, void *args)
+{
+    return &s_probe;
+}
+
+static void s_probe_stop(kvt_ctx_t *ctx, void *self)
+{
+}
+
+static const kvt_actor_class_t s_probe_class = {
+    .type = "probe",
+    .init = s_probe_init,
+    .stop = s_probe_stop,
+    .on = {[KVT_MSG_VERDICT] = s_on_verdict,
+           [KVT_MSG_STATS] = s_on_stats,
+           [KVT_MSG_PING] = s_on_ping},
+};
+
+typedef struct {
+    kvt_system_t *sys;           //  SIM system
+    kvt_gpu_t *gpu[TP];          //  one device per rank
+    kvt_storage_t *st[TP];       //  one tier per rank
+    kvt_worker_args_t wa[TP];    //  worker args
+    kvt_aggregator_args_t aa;    //  aggregator args
+    kvt_aid_t agg, probe, w[TP]; //  ids
+} rig_t;
+
+static rig_t R;
+
+static uint64_t s_clock(void *arg)
+{
+    return kvt_system_now((kvt_system_t *)arg);
+}
+
+static void s_quiet(void *arg, int level, const char *line)
+{
+}
+
+static void rig_up(uint64_t bandwidth)
+{
+    memset(&R, 0, sizeof R);
+    memset(&s_probe, 0, sizeof s_probe);
+    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = 3, .name = "actors"};
+    R.sys = kvt_system_new(&so);
+    cr_assert_not_null(R.sys);
+    R.probe = kvt_system_add(R.sys, "scheduler", &s_probe_class, NULL, NULL);
+    R.aa =
+        (kvt_aggregator_args_t){.nranks = TP, .scheduler = "scheduler", .stale_ns = 1000000000ull};
+    R.agg = kvt_system_add(R.sys, "aggregator", &kvt_aggregator_class, &R.aa, NULL);
+    for (int r = 0; r < TP; r++) {
+        kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
+                             .host_mode = KVT_GPU_HOST_SIM,
+                             .now = s_clock,
+                             .now_arg = R.sys,
+                             .sim_bandwidth_Bps = bandwidth,
+                             .log = s_quiet};
+        R.gpu[r] = kvt_gpu_new(&go);
+        cr_assert_not_null(R.gpu[r]);
+        for (int p = 0; p < PLANES; p++) {
+            kvt_gpu_plane_desc_t pd = {.layers = 1, .num_blocks = NB, .block_bytes = BS * TOKB};
+            cr_assert_geq(kvt_gpu_plane_add(R.gpu[r], &pd), 0);
+        }
+        kvt_storage_config_t sc;
+        kvt_storage_config_defaults(&sc);
+        sc.pool.capacity_bytes = 64 * BPC * kvt_gpu_block_bytes(R.gpu[r]);
+        sc.pool.clock = s_clock;
+        sc.pool.clock_arg = R.sys;
+        sc.pool.log = s_quiet;
+        char err[256];
+        R.st[r] = kvt_storage_new(&sc, err, sizeof err);
+        cr_assert_not_null(R.st[r], "%s", err);
+        R.wa[r] = (kvt_worker_args_t){.rank = (uint32_t)r,
+                                      .gpu = R.gpu[r],
+                                      .storage = R.st[r],
+                                      .ns = 7,
+                                      .block_size = BS,
+                                      .chunk_size = CS,
+                                      .aggregator = "aggregator"};
+        char name[16];
+        snprintf(name, sizeof name, "worker.%d", r);
+        R.w[r] = kvt_system_add(R.sys, name, &kvt_worker_class, &R.wa[r], NULL);
+    }
+    cr_assert_eq(kvt_system_start(R.sys), 0);
+}
+
+static void rig_down(void)
+{
+    kvt_system_destroy(&R.sys);
+    for (int r = 0; r < TP; r++) {
+        kvt_storage_destroy(&R.st[r]);
+        kvt_gpu_destroy(&R.gpu[r]);
+    }
+}
+
+static void rig_run(void)
+{
+    int rc = kvt_system_run(R.sys, 0, 1000000);
+    cr_assert_eq(rc, KVT_RUN_QUIESCENT, "run ended with %d", rc);
+}
+
+static uint64_t rig_counter(kvt_aid_t aid, const char *name)
+{
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_PING;
+    m.u.ping.seq = aid;
+    s_probe.ncounters = 0;
+    cr_assert_eq(kvt_system_post(R.sys, R.probe, &m), 0);
+    rig_run();
+    for (uint32_t i = 0; i < s_probe.ncounters; i++)
+        if (!strcmp(s_probe.counters[i].name, name))
+            return s_probe.counters[i].value;
+    cr_assert_fail("counter %s not reported", name);
+    return 0;
+}
+
+static kvt_hash_t K(uint64_t i)
+{
+    return (kvt_hash_t){.hi = 0xABCDull + i, .lo = i * 977 + 1};
+}
+
+//  Posts the same spec to every worker (as every runner would).
+static void rig_spec(kvt_msg_kind_t kind, uint64_t req, uint32_t start, uint32_t nchunks,
+                     const uint32_t *blocks, uint64_t key0)
+{
+    kvt_hash_t keys[16];
+    for (uint32_t i = 0; i < nchunks; i++)
+        keys[i] = K(key0 + i);
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = kind;
+    m.u.load_spec = (kvt_load_spec_t){.op = {req, 1},
+                                      .start = start,
+                                      .end = start + nchunks * CS,
+                                      .keys = keys,
+                                      .nkeys = nchunks,
+                                      .blocks = (uint32_t *)blocks,
+                                      .nblocks = nchunks * BPC};
+    for (int r = 0; r < TP; r++)
+        cr_assert_eq(kvt_system_post(R.sys, R.w[r], &m), 0);
+}
+
+//  Fills blocks with the oracle bytes of (hash K(key0 + b / BPC), plane).
+static void rig_fill(int rank, const uint32_t *blocks, uint32_t n, uint64_t key0)
+{
+    for (uint32_t b = 0; b < n; b++)
+        for (uint32_t p = 0; p < PLANES; p++)
+            kvt_oracle_fill(kvt_gpu_plane_ptr(R.gpu[rank], p, 0, blocks[b]), BS * TOKB,
+                            K(key0 + b / BPC), b % BPC, p, (uint32_t)rank);
+}
+
+static bool rig_check(int rank, const uint32_t *blocks, uint32_t n, uint64_t key0)
+{
+    for (uint32_t b = 0; b < n; b++)
+        for (uint32_t p = 0; p < PLANES; p++)
+            if (!kvt_oracle_check(kvt_gpu_plane_ptr(R.gpu[rank], p, 0, blocks[b]), BS * TOKB,
+                                  K(key0 + b / BPC), b % BPC, p, (uint32_t)rank))
+                return false;
+    return true;
+}
+
+static const uint32_t SRC[8] = {3, 9, 1, 40, 22, 23, 5, 60};
+static const uint32_t DST[8] = {11, 12, 13, 14, 30, 31, 32, 33};
+
+Test(actors, save_then_load_round_trips_every_byte_on_every_rank, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 8, 100);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 100);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 2, "one verdict per chunk");
+    for (int i = 0; i < 2; i++) {
+        cr_assert(s_probe.verdicts[i].ok);
+        cr_assert_eq(s_probe.verdicts[i].chan, KVT_CHAN_SAVE);
+    }
+    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 2, DST, 100);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 3, "one verdict for the whole load");
+    cr_assert(s_probe.verdicts[2].ok);
+    cr_assert_eq(s_probe.verdicts[2].chan, KVT_CHAN_LOAD);
+    for (int r = 0; r < TP; r++)
+        cr_assert(rig_check(r, DST, 8, 100), "rank %d restored wrong bytes", r);
+    cr_assert_eq(rig_counter(R.agg, "agg.reports"), 3 * TP);
+    cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
+    rig_down();
+}
+
+Test(actors, rule_L2_report_never_precedes_the_copy, .timeout = 30)
+{
+    //  1 MB/s: gathering one 2 KiB chunk takes ~2 ms of virtual time.
+    rig_up(1000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 200);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 200);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 1);
+    uint64_t cost = kvt_gpu_sim_cost_ns(R.gpu[0], BPC * kvt_gpu_block_bytes(R.gpu[0]));
+    cr_assert_geq(s_probe.at[0], cost, "verdict at %llu ns, before the copy landed (%llu ns)",
+                  (unsigned long long)s_probe.at[0], (unsigned long long)cost);
+    rig_down();
+}
+
+Test(actors, rule_L1_missing_chunk_fails_the_load_once, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    rig_spec(KVT_MSG_LOAD_SPEC, 5, 0, 2, DST, 900);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 1);
+    cr_assert_not(s_probe.verdicts[0].ok);
+    cr_assert_eq(s_probe.verdicts[0].detail, KVT_DETAIL_MISS);
+    cr_assert_eq(s_probe.verdicts[0].nfailed, TP);
+    cr_assert_eq(rig_counter(R.agg, "agg.reports"), TP, "exactly one report per rank");
+    rig_down();
+}
+
+Test(actors, rule_L4_off_grid_spec_is_refused_with_one_report_per_item, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    //  start 16 is not on the 64-token chunk grid.
+    rig_spec(KVT_MSG_SAVE_SPEC, 6, 16, 2, SRC, 300);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 2);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_not(s_probe.verdicts[i].ok);
+        cr_assert_eq(s_probe.verdicts[i].detail, KVT_DETAIL_INVALID);
+    }
+    cr_assert_eq(rig_counter(R.w[0], "worker.saves_refused"), 1);
+    cr_assert_eq(rig_counter(R.agg, "agg.reports"), 2 * TP);
+    rig_down();
+}
+
+Test(actors, rule_A1_one_failing_rank_fails_the_verdict, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 400);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 400);
+    rig_run();
+    //  Rank 1 loses the chunk; rank 0 still has it.
+    cr_assert_eq(kvt_pool_remove(kvt_storage_pool(R.st[1]), 7, K(400), KVT_OBJ_KV), 0);
+    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 400);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 2);
+    cr_assert_not(s_probe.verdicts[1].ok);
+    cr_assert_eq(s_probe.verdicts[1].nfailed, 1);
+    cr_assert_eq(s_probe.verdicts[1].detail, KVT_DETAIL_MISS);
+    rig_down();
+}
+
+Test(actors, dropped_completion_leaves_the_key_unsettled_and_surfaces_it, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 500);
+    int rule = kvt_sim_fault(R.sys, KVT_FAULT_DROP, R.w[1], R.agg, KVT_MSG_COMPLETION, 1, 0);
+    cr_assert_gt(rule, 0);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 500);
+    rig_run(); //  the aggregator's stale timer keeps running until it surfaced the key
+    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
+    cr_assert_eq(s_probe.nverdicts, 0, "one rank never reported: no verdict");
+    cr_assert_eq(rig_counter(R.agg, "agg.open"), 1);
+    cr_assert_eq(rig_counter(R.agg, "agg.stale"), 1, "the unsettled key is surfaced");
+    rig_down();
+}
+
+Test(actors, duplicated_completion_is_dropped, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 600);
+    kvt_sim_fault(R.sys, KVT_FAULT_DUPLICATE, R.w[0], R.agg, KVT_MSG_COMPLETION, 1, 0);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 600);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 1, "still exactly one verdict");
+    cr_assert(s_probe.verdicts[0].ok);
+    uint64_t dup = rig_counter(R.agg, "agg.dup_dropped");
+    uint64_t late = rig_counter(R.agg, "agg.late_dropped");
+    cr_assert_eq(dup + late, 1, "the copy is dropped (dup %llu, late %llu)",
+                 (unsigned long long)dup, (unsigned long long)late);
+    rig_down();
+}
+
+Test(actors, crashed_worker_reports_its_pending_items_failed, .timeout = 30)
+{
+    //  Slow copies so the save is still pending when the worker crashes.
+    rig_up(1000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 700);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 700);
+    //  Deliver the specs, not the copies' landing.
+    kvt_system_run(R.sys, 200000, 0);
+    cr_assert_eq(s_probe.nverdicts, 0);
+    cr_assert_eq(kvt_sim_crash(R.sys, R.w[1]), 0);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 1, "the shutdown path reported the pending item");
+    cr_assert_not(s_probe.verdicts[0].ok);
+    cr_assert_eq(s_probe.verdicts[0].detail, KVT_DETAIL_SHUTDOWN);
+    kvt_pool_stats_t ps;
+    kvt_pool_stats(kvt_storage_pool(R.st[1]), &ps);
+    cr_assert_eq(ps.objects_writing, 0, "the crashed worker's reservation was aborted");
+    cr_assert_eq(ps.objects, 0);
+    rig_down();
+}
