@@ -143,11 +143,13 @@ Test(agg, rule_A4_incomplete_key_is_surfaced_once)
     kvt_agg_report(a, &c, 100, &v);
     kvt_completion_t d = C(KVT_CHAN_LOAD, 2, 1, 0, 0, true, 0);
     kvt_agg_report(a, &d, 900, &v);
+    cr_assert_eq(kvt_agg_next_stale(a), 1100, "the oldest open key turns stale at 1100");
     cr_assert_eq(kvt_agg_check_stale(a, 1000, NULL, 0), 0);
     kvt_completion_t out[4];
     cr_assert_eq(kvt_agg_check_stale(a, 1100, out, 4), 1);
     cr_assert_eq(out[0].op.req, 1);
     cr_assert_eq(kvt_agg_check_stale(a, 1200, out, 4), 0, "surfaced once");
+    cr_assert_eq(kvt_agg_next_stale(a), 1900);
     cr_assert_eq(kvt_agg_check_stale(a, 1900, out, 4), 1);
     cr_assert_eq(out[0].op.req, 2);
     //  A surfaced key still settles normally.
