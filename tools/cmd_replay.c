@@ -38,20 +38,31 @@ static void s_usage(FILE *out)
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
+//  Counters grouped by actor, actors in the order they first reported.
 static void s_json_counters(FILE *f, const kvt_replay_report_t *r)
 {
     fprintf(f, "  \"counters\": {");
-    const char *actor = NULL;
-    for (uint32_t i = 0; i < r->engine.ncounters; i++) {
-        const kvt_engine_counter_t *c = &r->engine.counters[i];
-        if (!actor || strcmp(actor, c->actor) != 0) {
-            fprintf(f, "%s\n    \"%s\": {", actor ? "\n    }," : "", c->actor);
-            actor = c->actor;
-        } else
-            fprintf(f, ",");
-        fprintf(f, "\n      \"%s\": %" PRIu64, c->c.name, c->c.value);
+    const kvt_engine_counter_t *cs = r->engine.counters;
+    uint32_t n = r->engine.ncounters;
+    bool first_actor = true;
+    for (uint32_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (uint32_t k = 0; k < i && !seen; k++)
+            seen = strcmp(cs[k].actor, cs[i].actor) == 0;
+        if (seen)
+            continue;
+        fprintf(f, "%s\n    \"%s\": {", first_actor ? "" : ",", cs[i].actor);
+        first_actor = false;
+        bool first = true;
+        for (uint32_t k = i; k < n; k++) {
+            if (strcmp(cs[k].actor, cs[i].actor) != 0)
+                continue;
+            fprintf(f, "%s\n      \"%s\": %" PRIu64, first ? "" : ",", cs[k].c.name, cs[k].c.value);
+            first = false;
+        }
+        fprintf(f, "\n    }");
     }
-    fprintf(f, "%s\n  }", actor ? "\n    }" : "");
+    fprintf(f, "%s}", first_actor ? "" : "\n  ");
 }
 
 static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
