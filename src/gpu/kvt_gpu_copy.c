@@ -81,7 +81,7 @@ static void s_prefetch_head(const char *p, bool for_write)
 
 void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy)
 {
-    //  Loop shape, from measurements (docs/performance-gather.md):
+    //  Loop shape, from measurements (docs/performance.md):
     //  * gather (D2H): prefetch the head of the next block segment; stream
     //    the stores (skip the destination's read-for-ownership) from 8 KiB
     //    segments up, below that a plain memcpy is faster;
