@@ -1,0 +1,171 @@
+/*  The `kvtier` command: exit codes, error messages naming the bad flag,
+    and that every subcommand runs and writes what it promises. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KVTIER KVT_BINARY_DIR "/kvtier"
+
+static char s_out[65536]; //  stdout of the last run
+static char s_err[65536]; //  stderr of the last run
+
+static void s_slurp(const char *path, char *buf, size_t size)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    unlink(path);
+}
+
+//  Runs `kvtier ARGS`, returns its exit status.
+static int s_run(const char *args)
+{
+    char out[64], err[64], cmd[4096];
+    snprintf(out, sizeof out, "/tmp/kvt-cli-%d.out", (int)getpid());
+    snprintf(err, sizeof err, "/tmp/kvt-cli-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", KVTIER, args, out, err);
+    int rc = system(cmd);
+    s_slurp(out, s_out, sizeof s_out);
+    s_slurp(err, s_err, sizeof s_err);
+    cr_assert(WIFEXITED(rc), "kvtier %s did not exit normally", args);
+    return WEXITSTATUS(rc);
+}
+
+static void s_bad(const char *args, const char *needle)
+{
+    cr_assert_eq(s_run(args), 2, "kvtier %s: expected exit 2", args);
+    cr_assert(strstr(s_err, needle) != NULL, "kvtier %s: stderr '%s' does not name '%s'", args,
+              s_err, needle);
+}
+
+Test(cli, bad_flags_and_values_exit_2_naming_them)
+{
+    s_bad("", "usage");
+    s_bad("frobnicate", "frobnicate");
+    s_bad("replay --tp 0", "--tp");
+    s_bad("replay --tp two", "--tp");
+    s_bad("replay --limit -3", "--limit");
+    s_bad("replay --driver fast", "--driver");
+    s_bad("replay --hbm-pool 12XB", "--hbm-pool");
+    s_bad("replay --cpu-pool", "--cpu-pool");
+    s_bad("replay --hbm-pool 1KiB", "hbm-pool");
+    s_bad("replay --cpu-pool 1000", "cpu-pool");
+    s_bad("replay --seed 99999999999999999999999", "--seed");
+    s_bad("replay --no-such-flag 1", "--no-such-flag");
+    s_bad("replay --disk-dir /tmp/x --cpu-pool 0", "disk-dir");
+    s_bad("replay --disk-write sometimes", "--disk-write");
+    s_bad("replay --trace /nonexistent/trace.jsonl", "/nonexistent/trace.jsonl");
+    s_bad("bench", "gather");
+    s_bad("bench teleport", "teleport");
+    s_bad("inspect", "usage");
+}
+
+Test(cli, bad_trace_line_exits_2_naming_line_and_field)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/kvt-cli-%d.jsonl", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fputs("{\"timestamp\":0,\"input_length\":10,\"output_length\":2,\"hash_ids\":[1]}\n"
+          "{\"timestamp\":1,\"input_length\":10,\"output_length\":2,\"hash_ids\":[1,2]}\n",
+          f);
+    fclose(f);
+    char args[128];
+    snprintf(args, sizeof args, "replay --trace %s", path);
+    s_bad(args, ":2: field 'hash_ids'");
+    unlink(path);
+}
+
+Test(cli, sizes_accept_binary_suffixes)
+{
+    cr_assert_eq(s_run("replay --limit 5 --hbm-pool 8MiB --cpu-pool 33554432 --quiet"), 0, "%s",
+                 s_err);
+    cr_assert_eq(s_run("replay --limit 5 --hbm-pool 8m --cpu-pool 0.5GiB --quiet"), 2);
+    cr_assert_eq(s_run("replay --limit 5 --hbm-pool 8M --cpu-pool 1GiB --quiet"), 0, "%s", s_err);
+}
+
+Test(cli, version_names_the_backends)
+{
+    cr_assert_eq(s_run("version"), 0);
+    cr_assert(strstr(s_out, "kvtier") != NULL);
+    cr_assert(strstr(s_out, "host") != NULL, "%s", s_out);
+    cr_assert(strstr(s_out, "AUTO") != NULL || strstr(s_out, "select") != NULL, "%s", s_out);
+}
+
+Test(cli, replay_writes_the_json_report_and_summary, .timeout = 120)
+{
+    char json[64], args[256];
+    snprintf(json, sizeof json, "/tmp/kvt-cli-%d.json", (int)getpid());
+    snprintf(args, sizeof args, "replay --limit 40 --tp 2 --json %s", json);
+    cr_assert_eq(s_run(args), 0, "%s", s_err);
+    cr_assert(strstr(s_out, "wrong resumes 0") != NULL, "%s", s_out);
+    char buf[65536];
+    s_slurp(json, buf, sizeof buf);
+    const char *fields[] = {"\"requests\"",
+                            "\"input_tokens\"",
+                            "\"hit_tokens\"",
+                            "\"hbm\"",
+                            "\"cpu\"",
+                            "\"recomputed_tokens\"",
+                            "\"recomputed_share\"",
+                            "\"wrong_resumes\": 0",
+                            "\"loads\"",
+                            "\"completed\"",
+                            "\"failed\"",
+                            "\"saves\"",
+                            "\"driver\": \"sim\"",
+                            "\"seed\": 1",
+                            "\"trace_hash\"",
+                            "\"wall_s\"",
+                            "\"counters\""};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        cr_assert(strstr(buf, fields[i]) != NULL, "JSON lacks %s", fields[i]);
+}
+
+Test(cli, recorded_trace_is_readable_by_inspect, .timeout = 60)
+{
+    char rec[64], args[256];
+    snprintf(rec, sizeof rec, "/tmp/kvt-cli-%d.trace", (int)getpid());
+    snprintf(args, sizeof args, "replay --limit 3 --quiet --record %s", rec);
+    cr_assert_eq(s_run(args), 0, "%s", s_err);
+    snprintf(args, sizeof args, "inspect %s", rec);
+    cr_assert_eq(s_run(args), 0, "%s", s_err);
+    cr_assert(strstr(s_out, "Schedule") != NULL, "inspect output lacks message kinds");
+    cr_assert(strstr(s_out, "StepPlan") != NULL);
+    FILE *f = fopen(rec, "r+");
+    cr_assert_not_null(f);
+    fputs("garbage!", f);
+    fclose(f);
+    cr_assert_eq(s_run(args), 1, "a corrupt trace file is an error");
+    cr_assert(strstr(s_err, "magic") != NULL, "%s", s_err);
+    unlink(rec);
+}
+
+Test(cli, benchmarks_run_and_write_their_json, .timeout = 300)
+{
+    char json[64], args[256], buf[65536];
+    snprintf(json, sizeof json, "/tmp/kvt-cli-%d-g.json", (int)getpid());
+    snprintf(args, sizeof args,
+             "bench gather --pool 64MiB --ring 32MiB --rounds 2 --round-ms 10 --quiet --json %s",
+             json);
+    cr_assert_eq(s_run(args), 0, "%s", s_err);
+    s_slurp(json, buf, sizeof buf);
+    const char *g[] = {"gather_GBps",  "scatter_GBps",  "memcpy_GBps",
+                       "gather_ratio", "scatter_ratio", "sizes"};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        cr_assert(strstr(buf, g[i]) != NULL, "bench gather JSON lacks %s", g[i]);
+    snprintf(json, sizeof json, "/tmp/kvt-cli-%d-s.json", (int)getpid());
+    snprintf(args, sizeof args,
+             "bench store --seconds 0.1 --pool 64MiB --disk-bytes 16MiB --json %s", json);
+    cr_assert_eq(s_run(args), 0, "%s", s_err);
+    s_slurp(json, buf, sizeof buf);
+    const char *s[] = {"put_GBps", "get_GBps", "lookup_us_512", "touch_ns", "disk", "sizes"};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        cr_assert(strstr(buf, s[i]) != NULL, "bench store JSON lacks %s", s[i]);
+}
