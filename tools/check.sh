@@ -30,7 +30,9 @@ stage_format() {
 build() { # dir flags...
     local dir=$1; shift
     cmake -S . -B "$dir" -DKVTIER_WERROR=ON "$@" >/dev/null || return 1
-    cmake --build "$dir" -j"$JOBS" 2>&1 | grep -Ev '^\[ *[0-9]+%\]' || true
+    # The filter always succeeds and PIPESTATUS[0] decides: a `|| true` after
+    # the whole pipeline would, under pipefail, hide a failed build.
+    cmake --build "$dir" -j"$JOBS" 2>&1 | { grep -Ev '^\[ *[0-9]+%\]' || true; }
     [ "${PIPESTATUS[0]}" -eq 0 ]
 }
 
