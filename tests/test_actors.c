@@ -361,3 +361,70 @@ Test(actors, crashed_worker_reports_its_pending_items_failed, .timeout = 30)
     cr_assert_eq(ps.objects, 0);
     rig_down();
 }
+
+Test(actors, rule_L2_load_report_never_precedes_the_copy, .timeout = 30)
+{
+    rig_up(1000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 800);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 800);
+    rig_run();
+    uint64_t t0 = kvt_system_now(R.sys);
+    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 800);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 2);
+    cr_assert(s_probe.verdicts[1].ok);
+    uint64_t cost = kvt_gpu_sim_cost_ns(R.gpu[0], BPC * kvt_gpu_block_bytes(R.gpu[0]));
+    cr_assert_geq(s_probe.at[1] - t0, cost, "load verdict %llu ns after dispatch, copy takes %llu",
+                  (unsigned long long)(s_probe.at[1] - t0), (unsigned long long)cost);
+    for (int r = 0; r < TP; r++)
+        cr_assert(rig_check(r, DST, 4, 800));
+    rig_down();
+}
+
+Test(actors, repeated_save_spec_runs_once, .timeout = 30)
+{
+    rig_up(1000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 8, 900);
+    int rule =
+        kvt_sim_fault(R.sys, KVT_FAULT_DUPLICATE, KVT_ANY_ACTOR, R.w[0], KVT_MSG_SAVE_SPEC, 1, 0);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 900);
+    rig_run();
+    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
+    cr_assert_eq(s_probe.nverdicts, 2, "one verdict per chunk");
+    cr_assert(s_probe.verdicts[0].ok, "the copy must not be reported as a duplicate writer");
+    cr_assert(s_probe.verdicts[1].ok);
+    cr_assert_eq(rig_counter(R.w[0], "worker.duplicates"), 2);
+    cr_assert_eq(rig_counter(R.w[0], "worker.saves_ok"), 2);
+    //  The stored chunks hold the bytes the blocks had when saved.
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 8, 1900); //  the source blocks are reused
+    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 2, DST, 900);
+    rig_run();
+    cr_assert(s_probe.verdicts[2].ok);
+    for (int r = 0; r < TP; r++)
+        cr_assert(rig_check(r, DST, 8, 900));
+    rig_down();
+}
+
+Test(actors, repeated_load_spec_runs_once, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 950);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 950);
+    rig_run();
+    int rule =
+        kvt_sim_fault(R.sys, KVT_FAULT_DUPLICATE, KVT_ANY_ACTOR, R.w[1], KVT_MSG_LOAD_SPEC, 1, 0);
+    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 950);
+    rig_run();
+    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
+    cr_assert_eq(s_probe.nverdicts, 2);
+    cr_assert(s_probe.verdicts[1].ok);
+    cr_assert_eq(rig_counter(R.w[1], "worker.duplicates"), 1);
+    cr_assert_eq(rig_counter(R.w[1], "worker.loads_ok"), 1, "the second copy never ran");
+    cr_assert_eq(rig_counter(R.agg, "agg.late_dropped") + rig_counter(R.agg, "agg.dup_dropped"), 0,
+                 "no second report either");
+    rig_down();
+}

@@ -184,15 +184,18 @@ int kvt_cmd_replay(int argc, char **argv)
                 cfg.driver = KVT_DRIVER_LIVE;
             else
                 rc = -1;
-        } else if (!strcmp(a, "--limit"))
-            rc = kvt_cli_uint(v, 0, UINT32_MAX, &n) ?: (cfg.limit = (uint32_t)n, 0);
-        else if (!strcmp(a, "--seed"))
+        } else if (!strcmp(a, "--limit")) {
+            if ((rc = kvt_cli_uint(v, 0, UINT32_MAX, &n)) == 0)
+                cfg.limit = (uint32_t)n;
+        } else if (!strcmp(a, "--seed"))
             rc = kvt_cli_uint(v, 0, UINT64_MAX, &cfg.seed);
-        else if (!strcmp(a, "--tp"))
-            rc = kvt_cli_uint(v, 1, 64, &n) ?: (cfg.tp = (uint32_t)n, 0);
-        else if (!strcmp(a, "--log-level"))
-            rc = kvt_cli_uint(v, 0, 3, &n) ?: (cfg.log_level = (int)n, 0);
-        else if (!strcmp(a, "--layers")) {
+        else if (!strcmp(a, "--tp")) {
+            if ((rc = kvt_cli_uint(v, 1, 64, &n)) == 0)
+                cfg.tp = (uint32_t)n;
+        } else if (!strcmp(a, "--log-level")) {
+            if ((rc = kvt_cli_uint(v, 0, 3, &n)) == 0)
+                cfg.log_level = (int)n;
+        } else if (!strcmp(a, "--layers")) {
             if ((rc = kvt_cli_uint(v, 1, 1024, &n)) == 0)
                 cfg.layers = (uint32_t)n;
         } else if (!strcmp(a, "--planes")) {

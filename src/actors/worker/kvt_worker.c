@@ -1,11 +1,15 @@
 /*  kvt_worker — see kvt_worker.h. */
 #include "kvt_worker.h"
 
-#include "actors/common/kvt_counters.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
+
+#include "actors/common/kvt_counters.h"
+#include "actors/common/kvt_hmap.h"
+
+#define S_SEEN_RING 65536 //  item ids remembered to drop a repeated spec
 
 #define S_TIMER_POLL 1 //  timer tag: poll pending jobs
 
@@ -37,6 +41,12 @@ typedef struct {
     s_job_t *tail;             //  newest pending job
     uint32_t pending;          //  jobs pending
     uint64_t poll_timer;       //  armed poll timer id (0 = none)
+    uint64_t poll_at;          //  driver time the armed timer fires
+    kvt_hmap_t *seen;          //  ids of items this worker accepted (in flight or settled)
+    kvt_hash_t *seen_ring;     //  the same ids in arrival order, to forget the oldest
+    uint32_t seen_pos;         //  next ring slot
+    uint32_t seen_used;        //  ring entries in use
+    bool copy_failed_logged;   //  a failed copy stream was logged (once)
     //  counters (reported in Stats)
     uint64_t loads_ok;         //  load completions ok
     uint64_t loads_failed;     //  load completions failed
@@ -49,6 +59,7 @@ typedef struct {
     uint64_t saves_refused;    //  save specs refused by validation
     uint64_t copy_errors;      //  device copies that failed
     uint64_t drained_at_stop;  //  items reported failed at shutdown
+    uint64_t duplicates;       //  items dropped because this worker already accepted them
 } s_worker_t;
 
 //  Sends one Completion. `lower`: for a load, the chunks read from the disk.
@@ -76,6 +87,42 @@ static void s_report(kvt_ctx_t *ctx, s_worker_t *self, uint8_t chan, kvt_opid_t 
                      uint32_t attempt, kvt_hash_t key, bool ok, uint32_t detail)
 {
     s_report_lower(ctx, self, chan, op, attempt, key, ok, detail, 0);
+}
+
+//  An item is a load (op, attempt) or one chunk of a save (op, key,
+//  attempt). A spec that reaches the worker twice (a duplicated message)
+//  must not run twice: a second scatter could land in blocks that belong to
+//  another request by then, and a second save would race the first one's
+//  reservation. Returns true when the item is new (and remembers it).
+static bool s_first_time(s_worker_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt,
+                         kvt_hash_t key)
+{
+    uint64_t in[6] = {chan, op.req, op.gen, attempt, key.hi, key.lo};
+    XXH128_hash_t h = XXH3_128bits(in, sizeof in);
+    kvt_hash_t id = {h.high64, h.low64};
+    if (kvt_hmap_get(self->seen, id, NULL)) {
+        self->duplicates++;
+        return false;
+    }
+    if (self->seen_used == S_SEEN_RING) {
+        kvt_hmap_del(self->seen, self->seen_ring[self->seen_pos], NULL);
+        self->seen_used--;
+    }
+    if (kvt_hmap_put(self->seen, id, 1) == 0) {
+        self->seen_ring[self->seen_pos] = id;
+        self->seen_pos = (self->seen_pos + 1) % S_SEEN_RING;
+        self->seen_used++;
+    }
+    return true;
+}
+
+//  Under SIM, disk writes queued by this handler (write-through, write-back
+//  of an eviction, a promotion) finish before it returns, so the disk tier's
+//  contents do not depend on I/O thread timing.
+static void s_sync_disk(s_worker_t *self)
+{
+    if (self->a.sync_disk && self->a.storage)
+        kvt_storage_flush(self->a.storage);
 }
 
 static void s_job_free(s_worker_t *self, s_job_t *job)
@@ -110,10 +157,8 @@ static void s_enqueue(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job);
 
 // -------------------------------------------------------------- loads ----
 
-static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+static void s_load(kvt_ctx_t *ctx, s_worker_t *self, const kvt_load_spec_t *sp)
 {
-    s_worker_t *self = selfp;
-    const kvt_load_spec_t *sp = &msg->u.load_spec;
     kvt_hash_t zero = {0, 0};
     const char *bad = s_validate(self, sp);
     if (bad) {
@@ -122,12 +167,12 @@ static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         self->loads_refused++;
         self->loads_failed++;
         s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, KVT_DETAIL_INVALID);
-        return 0;
+        return;
     }
     if (!self->a.storage) {
         self->loads_failed++;
         s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, KVT_DETAIL_MISS);
-        return 0;
+        return;
     }
     s_job_t *job = calloc(1, sizeof *job);
     if (job)
@@ -136,7 +181,7 @@ static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         free(job);
         self->loads_failed++;
         s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, KVT_DETAIL_NO_SPACE);
-        return 0;
+        return;
     }
     job->kind = J_LOAD;
     job->op = sp->op;
@@ -184,18 +229,30 @@ static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         s_job_free(self, job);
         self->loads_failed++;
         s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, detail);
-        return 0;
+        return;
     }
     s_enqueue(ctx, self, job);
+}
+
+static int s_on_load(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_worker_t *self = selfp;
+    const kvt_load_spec_t *sp = &msg->u.load_spec;
+    kvt_hash_t zero = {0, 0};
+    if (!s_first_time(self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero)) {
+        kvt_ctx_log(ctx, 1, "dropping a repeated load %llu/%u (attempt %u)",
+                    (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
+        return 0;
+    }
+    s_load(ctx, self, sp);
+    s_sync_disk(self);
     return 0;
 }
 
 // -------------------------------------------------------------- saves ----
 
-static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+static void s_save(kvt_ctx_t *ctx, s_worker_t *self, const kvt_save_spec_t *sp)
 {
-    s_worker_t *self = selfp;
-    const kvt_save_spec_t *sp = &msg->u.save_spec;
     const char *bad = s_validate(self, sp);
     if (bad) {
         kvt_ctx_log(ctx, 1, "refusing save %llu/%u [%u,%u): %s", (unsigned long long)sp->op.req,
@@ -203,11 +260,13 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         self->saves_refused++;
         //  Every chunk key in the spec was dispatched: report each once.
         for (uint32_t i = 0; i < sp->nkeys; i++) {
+            if (!s_first_time(self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i]))
+                continue;
             self->saves_failed++;
             s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i], false,
                      KVT_DETAIL_INVALID);
         }
-        return 0;
+        return;
     }
     s_job_t *job = calloc(1, sizeof *job);
     if (job) {
@@ -218,11 +277,13 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         if (job)
             s_job_free(self, job);
         for (uint32_t i = 0; i < sp->nkeys; i++) {
+            if (!s_first_time(self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i]))
+                continue;
             self->saves_failed++;
             s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i], false,
                      KVT_DETAIL_NO_SPACE);
         }
-        return 0;
+        return;
     }
     job->kind = J_SAVE;
     job->op = sp->op;
@@ -230,6 +291,11 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     uint32_t queued = 0;
     for (uint32_t c = 0; c < sp->nkeys; c++) {
         kvt_hash_t key = sp->keys[c];
+        if (!s_first_time(self, KVT_CHAN_SAVE, sp->op, sp->attempt, key)) {
+            kvt_ctx_log(ctx, 1, "dropping a repeated save of a chunk of %llu/%u (attempt %u)",
+                        (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
+            continue;
+        }
         if (!self->a.storage) {
             self->saves_failed++;
             s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, key, false,
@@ -271,7 +337,7 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     job->nchunks = queued;
     if (queued == 0) {
         s_job_free(self, job);
-        return 0;
+        return;
     }
     job->event = kvt_gpu_event_pool_get(self->evp);
     if (!job->event || kvt_gpu_event_record(job->event, self->save_s) != KVT_GPU_OK) {
@@ -285,9 +351,16 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
                      KVT_DETAIL_IO);
         }
         s_job_free(self, job);
-        return 0;
+        return;
     }
     s_enqueue(ctx, self, job);
+}
+
+static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_worker_t *self = selfp;
+    s_save(ctx, self, &msg->u.save_spec);
+    s_sync_disk(self);
     return 0;
 }
 
@@ -328,8 +401,6 @@ static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uin
                 self->saves_ok++;
             else
                 self->saves_failed++;
-            if (ok && self->a.sync_disk)
-                kvt_storage_flush(self->a.storage);
             s_report(ctx, self, KVT_CHAN_SAVE, job->op, job->attempt, job->keys[i], ok,
                      st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail);
         }
@@ -338,18 +409,32 @@ static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uin
     }
 }
 
+//  Arms the poll timer. Under SIM it wakes exactly when the earliest
+//  pending job's copies land (re-arming earlier when a new job lands
+//  first); under LIVE it polls every poll_ns while jobs are pending.
 static void s_arm(kvt_ctx_t *ctx, s_worker_t *self)
 {
-    if (self->poll_timer || !self->head)
+    if (!self->head)
         return;
-    uint64_t after = self->a.poll_ns;
+    uint64_t now = kvt_ctx_now(ctx);
+    uint64_t at = now + self->a.poll_ns;
     if (kvt_gpu_is_sim(self->a.gpu)) {
-        //  Under SIM wake exactly when the oldest job's copies land.
-        uint64_t eta = kvt_gpu_event_eta(self->head->event);
-        uint64_t now = kvt_ctx_now(ctx);
-        after = eta == UINT64_MAX ? self->a.poll_ns : (eta > now ? eta - now : 0);
+        uint64_t eta = UINT64_MAX;
+        for (s_job_t *j = self->head; j; j = j->next) {
+            uint64_t e = kvt_gpu_event_eta(j->event);
+            if (e < eta)
+                eta = e;
+        }
+        if (eta != UINT64_MAX)
+            at = eta > now ? eta : now;
     }
-    self->poll_timer = kvt_ctx_timer(ctx, after, S_TIMER_POLL);
+    if (self->poll_timer) {
+        if (self->poll_at <= at)
+            return;
+        kvt_ctx_cancel(ctx, self->poll_timer);
+    }
+    self->poll_at = at;
+    self->poll_timer = kvt_ctx_timer(ctx, at - now, S_TIMER_POLL);
 }
 
 static void s_poll(kvt_ctx_t *ctx, s_worker_t *self)
@@ -360,6 +445,10 @@ static void s_poll(kvt_ctx_t *ctx, s_worker_t *self)
         s_job_t *job = *pp;
         int st = kvt_gpu_event_query(job->event);
         if (st == KVT_GPU_NOT_READY) {
+            //  Still copying: keep its leases alive, so the TTL can never
+            //  hand the bytes it reads to someone else mid-copy.
+            for (uint32_t i = 0; job->kind == J_LOAD && i < job->nchunks; i++)
+                kvt_pool_lease_renew(kvt_storage_pool(self->a.storage), job->leases[i]);
             prev = job;
             pp = &job->next;
             continue;
@@ -368,11 +457,17 @@ static void s_poll(kvt_ctx_t *ctx, s_worker_t *self)
         if (self->tail == job)
             self->tail = prev;
         self->pending--;
+        if (st != KVT_GPU_OK && !self->copy_failed_logged) {
+            kvt_ctx_log(ctx, 0, "a copy failed (%s): this rank's items fail until it is reset",
+                        kvt_gpu_strerror(st));
+            self->copy_failed_logged = true;
+        }
         s_settle(ctx, self, job, st, KVT_DETAIL_IO);
         s_job_free(self, job);
     }
     if (self->a.storage)
         kvt_storage_reclaim(self->a.storage);
+    s_sync_disk(self);
     s_arm(ctx, self);
 }
 
@@ -418,6 +513,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, cap, "worker.copy_errors", self->copy_errors);
     kvt_counter_add(c, &n, cap, "worker.pending", self->pending);
     kvt_counter_add(c, &n, cap, "worker.drained_at_stop", self->drained_at_stop);
+    kvt_counter_add(c, &n, cap, "worker.duplicates", self->duplicates);
     if (self->a.storage) {
         size_t total = kvt_storage_counters(self->a.storage, c + n, cap - n);
         n += total < cap - n ? (uint32_t)total : cap - n;
@@ -454,6 +550,12 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     snprintf(name, sizeof name, "save.%u", self->a.rank);
     self->save_s = kvt_gpu_stream_new(self->a.gpu, name);
     self->evp = kvt_gpu_event_pool_new(self->a.gpu);
+    self->seen = kvt_hmap_new(S_SEEN_RING, true);
+    self->seen_ring = malloc(S_SEEN_RING * sizeof(kvt_hash_t));
+    if (!self->seen || !self->seen_ring) {
+        kvt_ctx_log(ctx, 0, "out of memory");
+        goto fail;
+    }
     if (!self->load_s || !self->save_s || !self->evp) {
         kvt_ctx_log(ctx, 0, "cannot create streams: %s", kvt_gpu_last_error());
         goto fail;
@@ -461,6 +563,8 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     return self;
 fail:
     kvt_gpu_event_pool_destroy(&self->evp);
+    kvt_hmap_destroy(&self->seen);
+    free(self->seen_ring);
     kvt_gpu_stream_destroy(&self->load_s);
     kvt_gpu_stream_destroy(&self->save_s);
     if (self->holder)
@@ -488,6 +592,8 @@ static void s_stop(kvt_ctx_t *ctx, void *selfp)
         kvt_ctx_log(ctx, 1, "reported %llu pending items failed at shutdown",
                     (unsigned long long)self->drained_at_stop);
     kvt_gpu_event_pool_destroy(&self->evp);
+    kvt_hmap_destroy(&self->seen);
+    free(self->seen_ring);
     kvt_gpu_stream_destroy(&self->load_s);
     kvt_gpu_stream_destroy(&self->save_s);
     if (self->holder)
