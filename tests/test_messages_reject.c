@@ -190,8 +190,11 @@ typedef struct {
     }
 
 static const s_tf_t f_ping[] = {{1, "seq", W_UINT, 0}, {2, "payload", W_BIN, 1}, END_FIELDS};
-static const s_tf_t f_schedule[] = {
-    {1, "step", W_UINT, 0}, {2, "arrivals", W_ARRAY, 0}, {3, "now_us", W_UINT, 0}, END_FIELDS};
+static const s_tf_t f_schedule[] = {{1, "step", W_UINT, 0},
+                                    {2, "arrivals", W_ARRAY, 0},
+                                    {3, "now_us", W_UINT, 0},
+                                    {4, "prev_failed", W_BOOL, 1},
+                                    END_FIELDS};
 static const s_tf_t f_arrival[] = {{1, "req", W_UINT, 0},
                                    {2, "tokens", W_BIN, 0},
                                    {3, "max_new_tokens", W_UINT, 0},

@@ -48,6 +48,7 @@ Test(replay, sim_synthetic_runs_clean_and_restores_from_cpu, .timeout = 120)
     cr_assert_gt(kvt_replay_counter(r, NULL, "runner.blocks_verified"), 0,
                  "restored blocks were checked by the oracle");
     cr_assert_neq(r->trace_hash, 0);
+    kvt_replay_report_clear(r);
     free(r);
 }
 
@@ -60,6 +61,7 @@ Test(replay, live_synthetic_runs_clean_and_restores_from_cpu, .timeout = 120)
     s_assert_clean(r);
     cr_assert_gt(r->hit_cpu_tokens, 0);
     cr_assert_eq(r->trace_hash, 0, "LIVE has no trace hash");
+    kvt_replay_report_clear(r);
     free(r);
 }
 
@@ -73,6 +75,7 @@ Test(replay, sim_same_seed_same_trace_hash, .timeout = 180)
         kvt_replay_report_t *r = s_run(&c);
         s_assert_clean(r);
         h[i] = r->trace_hash;
+        kvt_replay_report_clear(r);
         free(r);
     }
     cr_assert_eq(h[0], h[1]);
@@ -80,6 +83,7 @@ Test(replay, sim_same_seed_same_trace_hash, .timeout = 180)
     c.seed = 2;
     kvt_replay_report_t *r = s_run(&c);
     cr_assert_neq(r->trace_hash, h[0]);
+    kvt_replay_report_clear(r);
     free(r);
 }
 
@@ -96,7 +100,9 @@ Test(replay, cpu_tier_lowers_recomputed_share, .timeout = 120)
     cr_assert_eq(without->saves_ok, 0, "no tier: nothing is saved");
     cr_assert_eq(with->engine.input_tokens, without->engine.input_tokens);
     cr_assert_lt(with->recomputed_share, without->recomputed_share);
+    kvt_replay_report_clear(with);
     free(with);
+    kvt_replay_report_clear(without);
     free(without);
 }
 
@@ -108,12 +114,14 @@ Test(replay, tp1_and_tp4_run_clean, .timeout = 120)
     c.tp = 1;
     kvt_replay_report_t *r = s_run(&c);
     s_assert_clean(r);
+    kvt_replay_report_clear(r);
     free(r);
     c.tp = 4;
     r = s_run(&c);
     s_assert_clean(r);
     cr_assert_eq(kvt_replay_counter(r, "worker.3", "worker.saves_ok"),
                  kvt_replay_counter(r, "worker.0", "worker.saves_ok"));
+    kvt_replay_report_clear(r);
     free(r);
 }
 
@@ -157,8 +165,11 @@ Test(replay, mooncake_conversation_trace_sim_and_live, .timeout = 600)
     kvt_replay_report_t *live = s_run(&c);
     s_assert_clean(live);
     cr_assert_gt(live->hit_cpu_tokens, 0);
+    kvt_replay_report_clear(sim);
     free(sim);
+    kvt_replay_report_clear(hbm_only);
     free(hbm_only);
+    kvt_replay_report_clear(live);
     free(live);
 }
 
@@ -184,18 +195,21 @@ Test(replay, disk_tier_restores_what_the_cpu_pool_evicted, .timeout = 240)
     cr_assert_gt(r->hit_disk_tokens, 0, "restores must come from the disk tier");
     cr_assert_gt(kvt_replay_counter(r, NULL, "storage.promotions"), 0);
     uint64_t h = r->trace_hash;
+    kvt_replay_report_clear(r);
     free(r);
     //  Same seed, fresh directory: the same run (disk writes are awaited
     //  under SIM, so thread timing cannot change the outcome).
     s_rmdir_tree(dir);
     r = s_run(&c);
     cr_assert_eq(r->trace_hash, h);
+    kvt_replay_report_clear(r);
     free(r);
     s_rmdir_tree(dir);
     c.driver = KVT_DRIVER_LIVE;
     r = s_run(&c);
     s_assert_clean(r);
     cr_assert_gt(r->hit_disk_tokens, 0);
+    kvt_replay_report_clear(r);
     free(r);
     s_rmdir_tree(dir);
 }

@@ -212,7 +212,9 @@ static void rig_audit(rig_t *r)
 //  and saves. Returns the plan's return code.
 static int rig_step(rig_t *r)
 {
-    int rc = kvt_sched_plan(r->s, ++r->step, &r->plan);
+    int rc = kvt_sched_plan(r->s, ++r->step, false, &r->plan);
+    if (rc == KVT_SCHED_HOLD)
+        r->step--; //  a held step is planned again with the same number
     if (rc < 0)
         return rc;
     const kvt_step_plan_t *p = &r->plan;
@@ -338,8 +340,12 @@ Test(sched, evicted_prefix_is_restored_from_the_tier)
     cr_assert_eq(r.loaded, 1);
     kvt_sched_stats_t st;
     kvt_sched_stats(r.s, &st);
-    //  Two full chunks (128 tokens) restored; the HBM hit was gone.
-    cr_assert_eq(st.tier_hit_tokens, 128);
+    //  Request 2 evicted request 1's tail: 2 blocks (32 tokens) are still in
+    //  HBM. The load refills [0, 128) from the tier (the chunk floor of the
+    //  32-token hit is 0); the hit is credited to HBM (rule B3), the rest to
+    //  the tier.
+    cr_assert_eq(r.admit_hbm - 0, st.hbm_hit_tokens);
+    cr_assert_eq(st.tier_hit_tokens, 128 - 32);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
@@ -401,8 +407,9 @@ Test(sched, unaligned_hbm_hit_loads_from_the_chunk_floor)
     cr_assert_eq(r.plan.loads[0].start, 128);
     cr_assert_eq(r.plan.loads[0].end, 192);
     cr_assert_eq(r.plan.loads[0].nblocks, 4);
-    cr_assert_eq(r.admit_hbm, 128);
-    cr_assert_eq(r.admit_tier, 64);
+    //  The hit is recorded as found (rule B3): 144 from HBM, 48 from the tier.
+    cr_assert_eq(r.admit_hbm, 144);
+    cr_assert_eq(r.admit_tier, 48);
     rig_deliver(&r);
     cr_assert_eq(rig_step(&r), 1);
     cr_assert_eq(r.plan.entries[0].start, 192);
@@ -539,5 +546,159 @@ Test(sched, many_requests_under_pressure_stay_consistent)
     kvt_sched_stats(r.s, &st);
     cr_assert_eq(st.finished, 40);
     cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, repeated_or_skipped_step_is_refused_without_side_effects)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 100, 1, 4);
+    kvt_step_plan_t p;
+    cr_assert_eq(kvt_sched_plan(r.s, 1, false, &p), 1);
+    cr_assert_eq(kvt_sched_plan(r.s, 1, false, &p), KVT_SCHED_REFUSED, "step 1 again");
+    cr_assert_eq(kvt_sched_plan(r.s, 3, false, &p), KVT_SCHED_REFUSED, "step 2 was skipped");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.stale_schedules, 2);
+    cr_assert_eq(st.steps, 1);
+    cr_assert_eq(st.tokens_planned, 100, "the refused calls planned nothing");
+    cr_assert_eq(kvt_sched_plan(r.s, 2, false, &p), 1);
+    cr_assert_eq(p.entries[0].start, 100, "step 2 starts where step 1 ended");
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, failed_step_is_rolled_back_and_planned_again)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 100, 1, 2);
+    kvt_step_plan_t p;
+    cr_assert_eq(kvt_sched_plan(r.s, 1, false, &p), 1);
+    cr_assert_eq(p.entries[0].end, 100);
+    cr_assert_eq(kvt_sched_plan(r.s, 2, true, &p), 1);
+    cr_assert_eq(p.entries[0].start, 0, "none of step 1's tokens counted");
+    cr_assert_eq(p.entries[0].end, 100);
+    kvt_blockmgr_stats_t b;
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.steps_failed, 1);
+    cr_assert_eq(kvt_sched_plan(r.s, 3, false, &p), 1);
+    cr_assert_eq(p.entries[0].start, 100);
+    (void)b;
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, rule_B2_failed_load_retreats_to_the_hbm_hit_sharing_its_blocks)
+{
+    rig_t r;
+    rig_init(&r, 16, 64);
+    rig_arrive(&r, 1, 200, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 100, 90000, 1);
+    rig_run(&r, 50);
+    r.fail_loads = true;
+    rig_arrive(&r, 3, 200, 100, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.loads[0].start, 128);
+    rig_deliver(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    //  HBM still held 144 tokens: the retreat shares [128, 144) again and
+    //  resumes at the hit, not at the chunk floor.
+    cr_assert_eq(r.retreats, 1);
+    cr_assert_eq(r.plan.entries[0].start, 144);
+    cr_assert_eq(r.plan.entries[0].verify_end, 144);
+    rig_deliver(&r);
+    rig_run(&r, 50);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.hbm_lost_tokens, 0);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, one_save_in_flight_per_chunk_key_across_requests)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    //  Two requests with the same 130-token prompt admitted together: both
+    //  compute the same two chunks in the same step.
+    rig_arrive(&r, 1, 130, 7, 1);
+    rig_arrive(&r, 2, 130, 7, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nentries, 2);
+    cr_assert_eq(rig_step(&r), 1);
+    //  Request 2's first chunk is complete too, but request 1's save of the
+    //  same key is already out: not sent twice.
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.saves_dispatched, 2);
+    cr_assert_eq(st.saves_skipped, 1);
+    rig_deliver(&r);
+    rig_run(&r, 50);
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.saves_dispatched, 2, "each chunk key is saved once, not once per request");
+    cr_assert_eq(st.saves_skipped, 2);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, rule_S3_a_failure_with_no_retry_left_stops_the_requests_saves)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    r.fail_saves = true;
+    rig_arrive(&r, 1, 200, 1, 80); //  decodes long enough to see several rounds
+    rig_run(&r, 200);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.saves_reemitted, 1);
+    cr_assert_eq(st.saves_stopped, 1);
+    cr_assert_eq(st.saves_ok, 0);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, max_running_beyond_one_message_is_refused)
+{
+    kvt_sched_cfg_t cfg = {.block_size = 16,
+                           .chunk_size = 64,
+                           .hbm_blocks = 64,
+                           .max_running = KVT_MSG_MAX_ENTRIES + 1,
+                           .step_tokens = 1u << 20};
+    char err[128];
+    cr_assert_null(kvt_sched_new(&cfg, err, sizeof err));
+    cr_assert(strstr(err, "max_running") != NULL, "%s", err);
+}
+
+Test(sched, a_plan_stays_within_one_message)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = {.block_size = 16,
+                           .chunk_size = 64,
+                           .hbm_blocks = 1u << 20,
+                           .tier_chunks = 0,
+                           .max_running = KVT_MSG_MAX_ENTRIES,
+                           .step_tokens = 1u << 24,
+                           .ns = kvt_namespace_hash("x")};
+    char err[128];
+    memset(&r, 0, sizeof r);
+    r.s = kvt_sched_new(&cfg, err, sizeof err);
+    cr_assert_not_null(r.s, "%s", err);
+    //  600 requests of 60k tokens: one step computing all of them would need
+    //  600 × 3750 block ids, far beyond one 16 MiB frame.
+    for (uint64_t i = 0; i < 600; i++)
+        rig_arrive(&r, i, 60000, (uint32_t)i * 100000, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_msg_t m = {.kind = KVT_MSG_STEP_PLAN};
+    m.u.step_plan = r.plan;
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvt_msg_encode(&m, &buf, &len), 0, "the plan must encode");
+    cr_assert_leq(len, KVT_MSG_MAX_FRAME);
+    free(buf);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_gt(st.plan_deferred, 0);
     kvt_sched_destroy(&r.s);
 }

@@ -247,6 +247,7 @@ int kvt_cmd_replay(int argc, char **argv)
     int status = 0;
     if (kvt_replay_run(&cfg, rep, err, sizeof err) != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
+        kvt_replay_report_clear(rep);
         free(rep);
         return 2;
     }
@@ -268,6 +269,7 @@ int kvt_cmd_replay(int argc, char **argv)
                 rep->engine.finished + rep->engine.rejected, rep->engine.requests);
         status = 1;
     }
+    kvt_replay_report_clear(rep);
     free(rep);
     return status;
 }

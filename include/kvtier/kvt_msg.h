@@ -112,12 +112,16 @@ typedef struct {
     uint64_t arrival_us;     //  arrival time on the trace clock (µs)
 } kvt_arrival_t;
 
-//  Schedule: {1: step u64, 2: arrivals [Arrival], 3: now_us u64}
+//  Schedule: {1: step u64, 2: arrivals [Arrival], 3: now_us u64,
+//   4: prev_failed bool (optional)}
+//  prev_failed: the previous step did not run on every rank; none of its
+//  tokens count.
 typedef struct {
     uint64_t step;           //  the step to plan (the previous one has completed)
     kvt_arrival_t *arrivals; //  requests that arrived since the last Schedule
     uint32_t narrivals;      //  length of arrivals
     uint64_t now_us;         //  engine's trace clock (µs)
+    bool prev_failed;        //  step - 1 failed on some rank: roll it back
 } kvt_schedule_t;
 
 //  One request's work in a step.

@@ -144,6 +144,7 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         kvt_schedule_t *s = &msg->u.schedule;
         s->step = max ? UINT64_MAX : min ? 0 : 7;
         s->now_us = max ? UINT64_MAX : min ? 0 : 1234567;
+        s->prev_failed = !min;
         s->narrivals = max ? KVT_MSG_MAX_ENTRIES : min ? 0 : 3;
         s->arrivals = s_calloc(s->narrivals, sizeof *s->arrivals, ok);
         for (uint32_t i = 0; s->arrivals && i < s->narrivals; i++) {

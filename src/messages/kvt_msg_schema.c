@@ -112,6 +112,7 @@ static const kvt_field_t s_schedule[] = {
     S_ARRAY(2, "arrivals", KVT_F_STRUCTS, kvt_schedule_t, arrivals, narrivals, 0,
             KVT_MSG_MAX_ENTRIES, &s_arrival_schema, -1),
     S_SCALAR(3, "now_us", KVT_F_U64, kvt_schedule_t, now_us, 0, UINT64_MAX),
+    S_OPTIONAL(4, "prev_failed", KVT_F_BOOL, kvt_schedule_t, prev_failed, 0, 1),
 };
 
 static const kvt_field_t s_entry[] = {

@@ -171,8 +171,12 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     if (c->lower > o->lower)
         o->lower = c->lower;
     if (!c->ok) {
-        if (o->nfailed == 0)
-            o->detail = c->detail ? c->detail : KVT_DETAIL_IO;
+        //  The detail is the first failing rank's, except that a miss on any
+        //  rank wins: the scheduler corrects its tier view only on a miss, so
+        //  that must not depend on which rank reported first.
+        uint32_t d = c->detail ? c->detail : KVT_DETAIL_IO;
+        if (o->nfailed == 0 || d == KVT_DETAIL_MISS)
+            o->detail = d;
         o->nfailed++;
     }
     if (o->nreported < self->nranks)

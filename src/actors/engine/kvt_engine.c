@@ -19,6 +19,8 @@ typedef struct {
     uint64_t clock_us;        //  modelled clock
     int waiting_for;          //  W_*
     uint32_t step_pending;    //  ranks that have not answered StepDone
+    uint8_t *step_answered;   //  per rank: answered the running step's StepDone
+    bool step_failed;         //  a rank reported the running step failed
     uint64_t step_us;         //  modelled cost of the running step
     uint64_t *first_token_us; //  per request: modelled time of the first token (0 = not yet)
     uint8_t *wrong;           //  per request: a rank reported wrong restored bytes
@@ -28,12 +30,37 @@ typedef struct {
     uint64_t empty_steps;     //  plans with no work that were not idle (should not happen)
 } s_engine_t;
 
+int kvt_engine_result_add(kvt_engine_result_t *self, const char *actor, const char *name,
+                          uint64_t value)
+{
+    if (self->ncounters == self->counters_cap) {
+        uint32_t cap = self->counters_cap ? self->counters_cap * 2 : 256;
+        kvt_engine_counter_t *c = realloc(self->counters, (size_t)cap * sizeof *c);
+        if (!c)
+            return -1;
+        self->counters = c;
+        self->counters_cap = cap;
+    }
+    kvt_engine_counter_t *c = &self->counters[self->ncounters++];
+    snprintf(c->actor, sizeof c->actor, "%s", actor);
+    snprintf(c->c.name, sizeof c->c.name, "%s", name);
+    c->c.value = value;
+    return 0;
+}
+
+void kvt_engine_result_clear(kvt_engine_result_t *self)
+{
+    free(self->counters);
+    memset(self, 0, sizeof *self);
+}
+
 static int s_send_schedule(kvt_ctx_t *ctx, s_engine_t *self)
 {
     const kvt_workload_t *wl = self->a.wl;
     uint32_t first = self->next, n = 0;
     uint64_t bytes = 0;
-    while (first + n < wl->n && wl->reqs[first + n].arrival_us <= self->clock_us) {
+    while (first + n < wl->n && wl->reqs[first + n].arrival_us <= self->clock_us &&
+           n < KVT_MSG_MAX_ENTRIES) {
         uint64_t b = (uint64_t)wl->reqs[first + n].input_len * 4;
         if (n > 0 && bytes + b > self->a.max_arrival_bytes)
             break; //  the rest goes with the next step
@@ -64,10 +91,12 @@ static int s_send_schedule(kvt_ctx_t *ctx, s_engine_t *self)
     m.u.schedule.arrivals = arr;
     m.u.schedule.narrivals = n;
     m.u.schedule.now_us = self->clock_us;
+    m.u.schedule.prev_failed = self->step_failed;
     rc = kvt_ctx_send(ctx, self->sched, &m);
     if (rc == 0) {
         self->next += n;
         self->waiting_for = W_PLAN;
+        self->step_failed = false;
     }
 done:
     for (uint32_t i = 0; i < n; i++)
@@ -139,6 +168,8 @@ static void s_events(s_engine_t *self, const kvt_step_plan_t *p)
             break;
         case KVT_EV_RETREAT:
             o->loads_failed++;
+            //  c: HBM hit tokens the retreat could not keep.
+            o->hbm_hit_tokens -= ev->c < o->hbm_hit_tokens ? ev->c : o->hbm_hit_tokens;
             break;
         case KVT_EV_FINISH:
             self->ended++;
@@ -210,6 +241,8 @@ static int s_on_plan(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     m.u.step_exec.saves = p->saves;
     m.u.step_exec.nsaves = p->nsaves;
     self->step_pending = 0;
+    self->step_failed = false;
+    memset(self->step_answered, 0, self->a.tp);
     for (uint32_t r = 0; r < self->a.tp; r++) {
         m.u.step_exec.rank = r;
         if (kvt_ctx_send(ctx, self->runners[r], &m) != 0) {
@@ -226,13 +259,17 @@ static int s_on_done(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
 {
     s_engine_t *self = selfp;
     const kvt_step_done_t *d = &msg->u.step_done;
-    if (self->waiting_for != W_STEP || d->step != self->step || self->step_pending == 0) {
+    if (self->waiting_for != W_STEP || d->step != self->step || d->rank >= self->a.tp ||
+        from != self->runners[d->rank] || self->step_answered[d->rank]) {
         kvt_ctx_log(ctx, 1, "unexpected StepDone for step %llu from rank %u",
                     (unsigned long long)d->step, d->rank);
         return -1;
     }
-    if (!d->ok)
+    self->step_answered[d->rank] = 1;
+    if (!d->ok) {
         self->out->steps_failed++;
+        self->step_failed = true;
+    }
     for (uint32_t i = 0; i < d->nwrong; i++)
         if (d->wrong[i] < self->a.wl->n && !self->wrong[d->wrong[i]]) {
             self->wrong[d->wrong[i]] = 1;
@@ -250,12 +287,12 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     const kvt_stats_t *st = &msg->u.stats;
     if (st->request || self->waiting_for != W_STATS)
         return 0;
-    kvt_engine_result_t *o = self->out;
-    for (uint32_t i = 0; i < st->ncounters && o->ncounters < KVT_ENGINE_MAX_COUNTERS; i++) {
-        kvt_engine_counter_t *c = &o->counters[o->ncounters++];
-        snprintf(c->actor, sizeof c->actor, "%s", st->from);
-        c->c = st->counters[i];
-    }
+    for (uint32_t i = 0; i < st->ncounters; i++)
+        if (kvt_engine_result_add(self->out, st->from, st->counters[i].name,
+                                  st->counters[i].value) != 0) {
+            kvt_ctx_log(ctx, 0, "out of memory collecting counters");
+            break;
+        }
     if (++self->stats_received >= self->stats_expected)
         s_finish(ctx, self);
     return 0;
@@ -290,10 +327,11 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     uint32_t n = self->a.wl->n ? self->a.wl->n : 1;
     self->runners = calloc(self->a.tp ? self->a.tp : 1, sizeof(kvt_aid_t));
     self->first_token_us = calloc(n, sizeof(uint64_t));
+    self->step_answered = calloc(self->a.tp ? self->a.tp : 1, 1);
     self->wrong = calloc(n, 1);
     self->sched = kvt_ctx_lookup(ctx, self->a.scheduler);
     bool ok = self->runners && self->first_token_us && self->wrong && self->out &&
-              self->sched != KVT_AID_NONE && self->a.tp > 0;
+              self->step_answered && self->sched != KVT_AID_NONE && self->a.tp > 0;
     for (uint32_t r = 0; ok && r < self->a.tp; r++) {
         char name[32];
         snprintf(name, sizeof name, "runner.%u", r);
@@ -306,10 +344,11 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         free(self->runners);
         free(self->first_token_us);
         free(self->wrong);
+        free(self->step_answered);
         free(self);
         return NULL;
     }
-    memset(self->out, 0, sizeof *self->out);
+    kvt_engine_result_clear(self->out);
     self->out->requests = self->a.wl->n;
     kvt_ctx_timer(ctx, 0, S_TIMER_START);
     return self;
@@ -321,6 +360,7 @@ static void s_stop(kvt_ctx_t *ctx, void *selfp)
     free(self->runners);
     free(self->first_token_us);
     free(self->wrong);
+    free(self->step_answered);
     free(self);
 }
 

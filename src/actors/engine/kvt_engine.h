@@ -18,8 +18,6 @@
 #include "kvt_workload.h"
 #include "kvtier/kvt_actor.h"
 
-#define KVT_ENGINE_MAX_COUNTERS 2048 //  counters collected from all actors
-
 typedef struct {
     char actor[KVT_MSG_MAX_NAME + 1]; //  reporting actor
     kvt_counter_t c;                  //  counter name and value
@@ -27,25 +25,26 @@ typedef struct {
 
 //  What a replay measured. Filled by the engine before it exits.
 typedef struct {
-    uint64_t requests;        //  requests in the workload
-    uint64_t finished;        //  requests that generated all their tokens
-    uint64_t rejected;        //  requests the scheduler refused
-    uint64_t input_tokens;    //  prompt tokens of finished requests
-    uint64_t hbm_hit_tokens;  //  prompt tokens served from HBM
-    uint64_t tier_hit_tokens; //  prompt tokens restored from the tier (verdict ok)
-    uint64_t disk_hit_tokens; //  ... of them, tokens some rank read from its disk tier
-    uint64_t loads_ok;        //  load verdicts ok
-    uint64_t loads_failed;    //  load verdicts failed (retreats)
-    uint64_t wrong_resumes;   //  requests whose restored bytes differed from a recompute
-    uint64_t steps;           //  steps run
-    uint64_t steps_failed;    //  step reports with ok = false
-    uint64_t model_time_us;   //  modelled clock at the end
-    double ttft_p50_ms;       //  time to first token, modelled (ms)
-    double ttft_p90_ms;       //  ...
-    double ttft_p99_ms;       //  ...
-    bool done;                //  the engine reached the end of the workload
-    uint32_t ncounters;       //  entries in counters
-    kvt_engine_counter_t counters[KVT_ENGINE_MAX_COUNTERS]; //  every actor's counters
+    uint64_t requests;              //  requests in the workload
+    uint64_t finished;              //  requests that generated all their tokens
+    uint64_t rejected;              //  requests the scheduler refused
+    uint64_t input_tokens;          //  prompt tokens of finished requests
+    uint64_t hbm_hit_tokens;        //  prompt tokens served from HBM
+    uint64_t tier_hit_tokens;       //  prompt tokens restored from the tier (verdict ok)
+    uint64_t disk_hit_tokens;       //  ... of them, tokens some rank read from its disk tier
+    uint64_t loads_ok;              //  load verdicts ok
+    uint64_t loads_failed;          //  load verdicts failed (retreats)
+    uint64_t wrong_resumes;         //  requests whose restored bytes differed from a recompute
+    uint64_t steps;                 //  steps run
+    uint64_t steps_failed;          //  step reports with ok = false
+    uint64_t model_time_us;         //  modelled clock at the end
+    double ttft_p50_ms;             //  time to first token, modelled (ms)
+    double ttft_p90_ms;             //  ...
+    double ttft_p99_ms;             //  ...
+    bool done;                      //  the engine reached the end of the workload
+    kvt_engine_counter_t *counters; //  every actor's counters (owned; kvt_engine_result_clear)
+    uint32_t ncounters;             //  entries in counters
+    uint32_t counters_cap;          //  allocated entries
 } kvt_engine_result_t;
 
 typedef struct {
@@ -58,6 +57,13 @@ typedef struct {
     uint32_t max_arrival_bytes;    //  token bytes per Schedule message (default 4 MiB)
     kvt_engine_result_t *out;      //  where results go (owned by the caller)
 } kvt_engine_args_t;
+
+//  Appends a counter; returns 0 or -1 when out of memory.
+int kvt_engine_result_add(kvt_engine_result_t *self, const char *actor, const char *name,
+                          uint64_t value);
+
+//  Frees the counters and zeroes the result.
+void kvt_engine_result_clear(kvt_engine_result_t *self);
 
 //  The actor class.
 extern const kvt_actor_class_t kvt_engine_class;

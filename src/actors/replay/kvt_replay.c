@@ -104,6 +104,12 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     return 0;
 }
 
+void kvt_replay_report_clear(kvt_replay_report_t *report)
+{
+    kvt_engine_result_clear(&report->engine);
+    memset(report, 0, sizeof *report);
+}
+
 uint64_t kvt_replay_counter(const kvt_replay_report_t *r, const char *actor, const char *name)
 {
     uint64_t sum = 0;
@@ -226,12 +232,8 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
                                "rt.timers_fired",  "rt.dropped_at_stop"};
         uint64_t vals[] = {st.delivered, st.sent,           st.send_errors,  st.decode_errors,
                            st.unhandled, st.handler_errors, st.timers_fired, st.dropped_at_stop};
-        for (int i = 0; i < 8 && e->ncounters < KVT_ENGINE_MAX_COUNTERS; i++) {
-            kvt_engine_counter_t *c = &e->counters[e->ncounters++];
-            snprintf(c->actor, sizeof c->actor, "%s", s_actor_name(run, aid));
-            snprintf(c->c.name, sizeof c->c.name, "%s", names[i]);
-            c->c.value = vals[i];
-        }
+        for (int i = 0; i < 8; i++)
+            kvt_engine_result_add(e, s_actor_name(run, aid), names[i], vals[i]);
         rep->runtime_errors += st.send_errors + st.decode_errors + st.unhandled + st.handler_errors;
     }
 }

@@ -69,6 +69,9 @@ int kvt_replay_validate(const kvt_replay_cfg_t *cfg, char *err, size_t errlen);
 int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *report, char *err,
                    size_t errlen);
 
+//  Frees what a report owns (its counters). Safe on a zeroed report.
+void kvt_replay_report_clear(kvt_replay_report_t *report);
+
 //  Value of a collected counter (`actor` NULL: summed over every actor that
 //  reported it); 0 when absent.
 uint64_t kvt_replay_counter(const kvt_replay_report_t *report, const char *actor, const char *name);

@@ -59,6 +59,24 @@ static void s_forward(kvt_ctx_t *ctx, s_runner_t *self, kvt_msg_kind_t kind,
     }
 }
 
+//  Checks an entry's shape against the geometry before anything is written:
+//  its blocks must cover exactly [first_block * bs, end), exist on the
+//  device, and include every block to verify. NULL or what was wrong.
+static const char *s_check_entry(s_runner_t *self, const kvt_entry_t *en)
+{
+    uint32_t bs = self->a.block_size;
+    uint64_t last = (en->end - 1) / bs;
+    if (en->first_block > last || en->nblocks != last - en->first_block + 1)
+        return "blocks do not cover [first_block, end)";
+    if (en->verify_end > 0 && (en->first_block != 0 || en->verify_end / bs > en->nblocks))
+        return "verify range not covered by the blocks";
+    uint32_t nb = kvt_gpu_num_blocks(self->a.gpu);
+    for (uint32_t i = 0; i < en->nblocks; i++)
+        if (en->blocks[i] >= nb)
+            return "block id beyond the device's blocks";
+    return NULL;
+}
+
 static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
 {
     s_runner_t *self = selfp;
@@ -67,12 +85,23 @@ static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     uint32_t written = 0, verified = 0, nwrong = 0;
     bool ok = x->rank == self->a.rank;
     if (!ok)
-        kvt_ctx_log(ctx, 0, "StepExec for rank %u delivered to rank %u", x->rank, self->a.rank);
+        kvt_ctx_log(ctx, 0, "StepExec for rank %u delivered to rank %u: not run", x->rank,
+                    self->a.rank);
+    for (uint32_t e = 0; ok && e < x->nentries; e++) {
+        const char *bad = s_check_entry(self, &x->entries[e]);
+        if (bad) {
+            kvt_ctx_log(ctx, 0, "step %llu refused: entry %u (request %llu): %s",
+                        (unsigned long long)x->step, e, (unsigned long long)x->entries[e].op.req,
+                        bad);
+            ok = false;
+        }
+    }
 
-    //  Loads start before the forward; their blocks belong to parked
-    //  requests that no entry of this step touches.
-    if (ok)
-        s_forward(ctx, self, KVT_MSG_LOAD_SPEC, x->loads, x->nloads);
+    //  Loads and saves always go to the worker, even when the forward does
+    //  not run: each owes exactly one report, and the worker drops a spec it
+    //  has already seen. Loads start before the forward; their blocks belong
+    //  to parked requests that no entry of this step touches.
+    s_forward(ctx, self, KVT_MSG_LOAD_SPEC, x->loads, x->nloads);
 
     for (uint32_t e = 0; ok && e < x->nentries; e++) {
         const kvt_entry_t *en = &x->entries[e];
@@ -80,7 +109,7 @@ static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
             //  The oracle check: every restored block, before the forward.
             bool good = true;
             uint32_t nverify = en->verify_end / bs;
-            for (uint32_t b = 0; b < nverify && b < en->nblocks; b++) {
+            for (uint32_t b = 0; b < nverify; b++) {
                 verified++;
                 if (kvt_hash_is_zero(en->hashes[b]) ||
                     !s_verify_block(self, en->blocks[b], en->hashes[b])) {
@@ -97,7 +126,7 @@ static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
                         self->wrong_cap = cap;
                     }
                 }
-                if (nwrong < self->wrong_cap)
+                if (nwrong < self->wrong_cap && nwrong < KVT_MSG_MAX_ENTRIES)
                     self->wrong[nwrong++] = en->op.req;
                 kvt_ctx_log(ctx, 0,
                             "WRONG RESUME: request %llu has restored bytes that differ "
@@ -119,11 +148,10 @@ static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     }
     if (!ok)
         self->steps_failed++;
-    else {
+    else
         self->steps++;
-        //  Saves read blocks completed by earlier steps.
-        s_forward(ctx, self, KVT_MSG_SAVE_SPEC, x->saves, x->nsaves);
-    }
+    //  Saves read blocks completed by earlier steps.
+    s_forward(ctx, self, KVT_MSG_SAVE_SPEC, x->saves, x->nsaves);
     self->blocks_written += written;
     self->blocks_verified += verified;
 

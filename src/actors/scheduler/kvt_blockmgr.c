@@ -101,8 +101,12 @@ uint32_t kvt_blockmgr_match(kvt_blockmgr_t *self, const kvt_hash_t *hashes, cons
         }
         out[i] = b;
     }
-    self->stats.hit_blocks += i;
     return i;
+}
+
+void kvt_blockmgr_count_hit(kvt_blockmgr_t *self, uint32_t blocks)
+{
+    self->stats.hit_blocks += blocks;
 }
 
 void kvt_blockmgr_ref(kvt_blockmgr_t *self, uint32_t block)

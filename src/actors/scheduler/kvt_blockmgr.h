@@ -38,9 +38,14 @@ uint32_t kvt_blockmgr_total(const kvt_blockmgr_t *self);
 
 //  Longest prefix of hashes[0..n) whose blocks are cached and whose tokens
 //  (block_size per block, from `tokens`) match. Writes the block ids to
-//  out[]; takes no reference. Returns the number of blocks matched.
+//  out[]; takes no reference and counts nothing (a probe may be repeated;
+//  kvt_blockmgr_count_hit records a hit that was used). Returns the number
+//  of blocks matched.
 uint32_t kvt_blockmgr_match(kvt_blockmgr_t *self, const kvt_hash_t *hashes, const uint32_t *tokens,
                             uint32_t n, uint32_t *out);
+
+//  Counts `blocks` matched blocks that an admission used.
+void kvt_blockmgr_count_hit(kvt_blockmgr_t *self, uint32_t blocks);
 
 //  Takes a reference on a block (a cached free block leaves the LRU).
 void kvt_blockmgr_ref(kvt_blockmgr_t *self, uint32_t block);

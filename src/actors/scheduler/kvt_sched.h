@@ -54,11 +54,16 @@ typedef struct {
     uint64_t saves_reemitted;  //  failed chunk saves emitted again
     uint64_t saves_skipped;    //  complete chunks not saved because the tier holds them
     uint64_t stale_verdicts;   //  verdicts for an unknown or superseded operation
-    uint64_t steps;            //  plans built
-    uint64_t tokens_planned;   //  tokens listed in plans
-    uint32_t waiting;          //  gauge: requests waiting for admission
-    uint32_t running;          //  gauge: requests running
-    uint32_t loading;          //  gauge: requests parked on a load
+    uint64_t stale_schedules;  //  Schedules for a step already planned or not next (refused)
+    uint64_t steps_failed;     //  steps that did not run on every rank (rolled back)
+    uint64_t saves_stopped;    //  requests that stopped saving after a failure with no retry left
+    uint64_t hbm_lost_tokens;  //  HBM hit tokens lost when a failed load retreated below the hit
+    uint64_t plan_deferred;  //  entries / admissions / saves left for the next step (message size)
+    uint64_t steps;          //  plans built
+    uint64_t tokens_planned; //  tokens listed in plans
+    uint32_t waiting;        //  gauge: requests waiting for admission
+    uint32_t running;        //  gauge: requests running
+    uint32_t loading;        //  gauge: requests parked on a load
     uint32_t saves_outstanding; //  gauge: chunk saves without a verdict
     uint32_t leased_blocks;     //  gauge: block references held by saves
     uint32_t blocks_in_use;     //  gauge: blocks with a reference
@@ -75,18 +80,27 @@ void kvt_sched_destroy(kvt_sched_t **self_p);
 //  FINISH event with b = 0 is queued so the engine still hears about it.
 int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *arrival);
 
-//  Builds the plan for `step` (see above). The plan's arrays stay valid until
-//  the next call. Returns 1 when the plan carries work (entries, loads or
-//  saves), 0 when it is empty and nothing is outstanding (plan->idle), and
-//  -1 when it is empty but loads or saves are outstanding — the caller
-//  should hold its reply until a verdict arrives and call again.
-int kvt_sched_plan(kvt_sched_t *self, uint64_t step, kvt_step_plan_t *plan);
+//  Builds the plan for `step` (see above). Steps are numbered 1, 2, ...; a
+//  plan is built once per step, so a repeated or out-of-order Schedule is
+//  refused (-2) and changes nothing. `prev_failed`: step - 1 did not run on
+//  every rank, so none of its tokens count (they are planned again). The
+//  plan's arrays stay valid until the next call. Returns 1 when the plan
+//  carries work (entries, loads or saves), 0 when it is empty (plan->idle
+//  when nothing is waiting or outstanding either), -1 when it is empty but
+//  loads or saves are outstanding — the caller should hold its reply until a
+//  verdict arrives and call again with the same step.
+#define KVT_SCHED_HOLD    (-1)
+#define KVT_SCHED_REFUSED (-2)
+int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_plan_t *plan);
 
 //  Applies a verdict. Returns 0, or -1 when it was stale (counted).
 int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *verdict);
 
 //  True when no request, load or save is left (every block free).
 bool kvt_sched_quiescent(const kvt_sched_t *self);
+
+//  The step number the next plan must carry.
+uint64_t kvt_sched_next_step(const kvt_sched_t *self);
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out);
 

@@ -8,22 +8,28 @@
 #include "actors/common/kvt_counters.h"
 
 typedef struct {
-    kvt_scheduler_args_t a;    //  configuration
-    kvt_sched_t *core;         //  the scheduler's state
-    kvt_aid_t engine;          //  where plans go
-    bool held;                 //  a Schedule is waiting for a verdict
-    uint64_t held_step;        //  the step of the held Schedule
-    uint64_t holds;            //  counter: replies held for a verdict
-    uint64_t arrivals_refused; //  counter: arrivals the core refused
+    kvt_scheduler_args_t a;     //  configuration
+    kvt_sched_t *core;          //  the scheduler's state
+    kvt_aid_t engine;           //  where plans go
+    bool held;                  //  a Schedule is waiting for a verdict
+    uint64_t held_step;         //  the step of the held Schedule
+    uint64_t holds;             //  counter: replies held for a verdict
+    uint64_t arrivals_refused;  //  counter: arrivals the core refused
+    uint64_t schedules_refused; //  counter: Schedules for a step other than the next
 } s_scheduler_t;
 
 //  Plans `step` and sends it, or holds the reply. Returns 0 or -1.
-static int s_try_plan(kvt_ctx_t *ctx, s_scheduler_t *self, uint64_t step)
+static int s_try_plan(kvt_ctx_t *ctx, s_scheduler_t *self, uint64_t step, bool prev_failed)
 {
     kvt_msg_t m;
     memset(&m, 0, sizeof m);
-    int rc = kvt_sched_plan(self->core, step, &m.u.step_plan);
-    if (rc < 0) {
+    int rc = kvt_sched_plan(self->core, step, prev_failed, &m.u.step_plan);
+    if (rc == KVT_SCHED_REFUSED) {
+        kvt_ctx_log(ctx, 1, "Schedule for step %llu refused: not the next step",
+                    (unsigned long long)step);
+        return 0;
+    }
+    if (rc == KVT_SCHED_HOLD) {
         if (!self->held)
             self->holds++;
         self->held = true;
@@ -39,9 +45,18 @@ static int s_on_schedule(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t 
 {
     s_scheduler_t *self = selfp;
     const kvt_schedule_t *sc = &msg->u.schedule;
-    if (self->held) {
-        kvt_ctx_log(ctx, 1, "Schedule for step %llu while step %llu is held; replacing it",
-                    (unsigned long long)sc->step, (unsigned long long)self->held_step);
+    if (self->held && sc->step == self->held_step) {
+        //  A repeat of the held Schedule: its arrivals are already in.
+        kvt_ctx_log(ctx, 1, "repeated Schedule for held step %llu dropped",
+                    (unsigned long long)sc->step);
+        return 0;
+    }
+    if (sc->step != kvt_sched_next_step(self->core)) {
+        kvt_ctx_log(ctx, 1, "Schedule for step %llu refused: expected step %llu",
+                    (unsigned long long)sc->step,
+                    (unsigned long long)kvt_sched_next_step(self->core));
+        self->schedules_refused++;
+        return 0;
     }
     for (uint32_t i = 0; i < sc->narrivals; i++)
         if (kvt_sched_arrive(self->core, &sc->arrivals[i]) != 0) {
@@ -49,7 +64,7 @@ static int s_on_schedule(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t 
             kvt_ctx_log(ctx, 1, "request %llu refused (duplicate id or longer than the pool)",
                         (unsigned long long)sc->arrivals[i].req);
         }
-    return s_try_plan(ctx, self, sc->step);
+    return s_try_plan(ctx, self, sc->step, sc->prev_failed);
 }
 
 static int s_on_verdict(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
@@ -59,7 +74,7 @@ static int s_on_verdict(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *
         kvt_ctx_log(ctx, 3, "stale verdict chan=%u op=%llu/%u", msg->u.verdict.chan,
                     (unsigned long long)msg->u.verdict.op.req, msg->u.verdict.op.gen);
     if (self->held)
-        return s_try_plan(ctx, self, self->held_step);
+        return s_try_plan(ctx, self, self->held_step, false);
     return 0;
 }
 
@@ -79,6 +94,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, 96, "sched.quiescent", kvt_sched_quiescent(self->core));
     kvt_counter_add(c, &n, 96, "sched.holds", self->holds);
     kvt_counter_add(c, &n, 96, "sched.arrivals_refused", self->arrivals_refused);
+    kvt_counter_add(c, &n, 96, "sched.schedules_refused", self->schedules_refused);
     return kvt_counters_reply(ctx, from, c, n);
 }
 

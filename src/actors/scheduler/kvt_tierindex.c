@@ -78,6 +78,14 @@ uint32_t kvt_tierindex_lookup(kvt_tierindex_t *self, const kvt_hash_t *keys, uin
     return hit;
 }
 
+uint32_t kvt_tierindex_count(const kvt_tierindex_t *self, const kvt_hash_t *keys, uint32_t n)
+{
+    uint32_t hit = 0;
+    while (hit < n && kvt_hmap_get(self->map, keys[hit], NULL))
+        hit++;
+    return hit;
+}
+
 bool kvt_tierindex_contains(const kvt_tierindex_t *self, kvt_hash_t key)
 {
     return kvt_hmap_get(self->map, key, NULL);

@@ -35,6 +35,9 @@ void kvt_tierindex_destroy(kvt_tierindex_t **self_p);
 //  Number of leading keys[0..n) present; refreshes them deepest first.
 uint32_t kvt_tierindex_lookup(kvt_tierindex_t *self, const kvt_hash_t *keys, uint32_t n);
 
+//  Number of leading keys[0..n) present; pure (no refresh, no counters).
+uint32_t kvt_tierindex_count(const kvt_tierindex_t *self, const kvt_hash_t *keys, uint32_t n);
+
 bool kvt_tierindex_contains(const kvt_tierindex_t *self, kvt_hash_t key);
 
 //  Indexes key at the young end (refreshes it when present).

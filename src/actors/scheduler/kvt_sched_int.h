@@ -1,0 +1,139 @@
+/*  kvt_sched_int.h — private to the scheduler core (kvt_sched.c: requests,
+    admission, planning; kvt_sched_save.c: saves, verdicts, counters, audit).
+    Nothing outside src/actors/scheduler includes it. */
+#ifndef KVT_SCHED_INT_H_INCLUDED
+#define KVT_SCHED_INT_H_INCLUDED
+
+#include "actors/common/kvt_hmap.h"
+#include "actors/common/kvt_ilist.h"
+#include "kvt_blockmgr.h"
+#include "kvt_sched.h"
+#include "kvt_tierindex.h"
+
+enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
+
+//  Upper bound of a plan's encoded size: entries, loads and saves stop being
+//  added past it (the frame cap is KVT_MSG_MAX_FRAME; events and the
+//  envelope need the rest).
+#define KVT_SCHED_PLAN_BYTES (12u << 20)
+
+typedef struct {
+    uint64_t id;             //  request id
+    uint32_t gen;            //  generation of the current admission
+    uint8_t state;           //  R_*
+    bool saves_stopped;      //  a save failed with no re-emit left: save nothing more
+    uint32_t *tokens;        //  prompt + predetermined outputs (nfeed + 1 tokens)
+    uint32_t nprompt;        //  prompt tokens
+    uint32_t max_new;        //  tokens to generate
+    uint32_t nfeed;          //  tokens that go through a forward: nprompt + max_new - 1
+    kvt_hash_t *hashes;      //  prefix hash per full block of the fed tokens
+    uint32_t nhashed;        //  hashes[0..nhashed) computed
+    uint32_t *blocks;        //  block table (ceil (nfeed / bs) entries once admitted)
+    uint32_t nblocks;        //  entries in blocks (0 while waiting)
+    uint32_t computed;       //  tokens whose KV is valid in the blocks
+    uint32_t hbm_hit;        //  HBM hit at admission (tokens)
+    uint32_t load_floor;     //  first token of the outstanding load (chunk floor of hbm_hit)
+    uint32_t load_end;       //  resume point B of the outstanding load
+    uint32_t save_frontier;  //  tokens [0, frontier) are in the tier or being saved
+    uint32_t saves_inflight; //  chunk saves without a verdict
+    uint32_t save_budget;    //  failed-save re-emits left
+    uint32_t save_attempt;   //  attempt number of the request's saves (bumped by a re-emit)
+    uint32_t verify_end;     //  > 0: the next entry asks the runner to verify [0, verify_end)
+    uint32_t registered;     //  blocks [0, registered) are shared or indexed
+    uint32_t planned_end;    //  end token of this request's entry in the last plan (0 = none)
+    uint32_t probe_demand;   //  fresh blocks the last admission probe needed (0 = none yet)
+    uint32_t *hit_pins;      //  while loading: the shared HBM-hit blocks of [floor, hbm),
+                             //  referenced so a failed load can retreat to the hit (B2)
+    uint32_t nhit_pins;      //  entries in hit_pins
+    uint64_t arrival_us;     //  trace arrival time
+} kvt_sreq_t;
+
+typedef struct {
+    uint32_t req_slot; //  request record
+    kvt_opid_t op;     //  save operation id
+    uint32_t attempt;  //  attempt it was sent with
+    kvt_hash_t key;    //  chunk key
+    uint32_t start;    //  first token of the chunk
+    bool live;         //  slot in use
+} kvt_ssave_t;
+
+struct _kvt_sched_t {
+    kvt_sched_cfg_t cfg;      //  configuration
+    uint32_t bpc;             //  blocks per chunk
+    uint64_t next_step;       //  the step number the next plan must carry
+    kvt_blockmgr_t *bm;       //  HBM blocks
+    kvt_tierindex_t *tier;    //  tier view
+    kvt_sreq_t *reqs;         //  request records
+    uint32_t nreqs_cap;       //  records allocated
+    uint32_t *req_prev;       //  queue links (waiting / active lists)
+    uint32_t *req_next;       //  queue links
+    uint32_t *req_free;       //  free record slots
+    uint32_t nreq_free;       //  entries in req_free
+    kvt_hmap_t *by_id;        //  request id → slot
+    kvt_ilist_t waiting;      //  R_WAITING, arrival order
+    kvt_ilist_t active;       //  R_LOADING and R_RUNNING, admission order
+    kvt_ssave_t *saves;       //  outstanding chunk saves
+    uint32_t *save_blocks;    //  bpc leased blocks per save slot
+    uint32_t nsaves_cap;      //  save slots allocated
+    uint32_t *save_free;      //  free save slots
+    uint32_t nsave_free;      //  entries in save_free
+    kvt_hmap_t *save_by_id;   //  hash (op, key, attempt) → save slot
+    kvt_hmap_t *inflight;     //  chunk key → 1 while any request's save of it is out
+    uint32_t leased;          //  block references held by saves
+    uint32_t *scratch_blocks; //  block ids for the match at admission
+    //  plan scratch (valid until the next plan). Array fields of the specs
+    //  hold offsets into p_u32 / p_h until kvt_sched_finish_plan turns them
+    //  into pointers (the scratch may move while the plan grows).
+    kvt_entry_t *p_entries;   //  entries
+    uint32_t p_nentries;      //  used
+    uint32_t p_entries_cap;   //  allocated
+    kvt_load_spec_t *p_loads; //  loads
+    uint32_t p_nloads;        //  used
+    uint32_t p_loads_cap;     //  allocated
+    kvt_save_spec_t *p_saves; //  saves
+    uint32_t p_nsaves;        //  used
+    uint32_t p_saves_cap;     //  allocated
+    uint32_t *p_u32;          //  block ids of entries, loads and saves
+    size_t p_nu32;            //  used
+    size_t p_u32_cap;         //  allocated
+    kvt_hash_t *p_h;          //  hashes / keys of entries, loads and saves
+    size_t p_nh;              //  used
+    size_t p_h_cap;           //  allocated
+    size_t p_bytes;           //  estimated encoded size of the plan so far
+    kvt_event_t *events;      //  events since the last plan
+    uint32_t nevents;         //  used
+    uint32_t events_cap;      //  allocated
+    kvt_event_t *p_events;    //  events handed out with the last plan
+    uint32_t p_events_cap;    //  allocated
+    kvt_sched_stats_t stats;  //  counters
+};
+
+//  Growable array helpers: 0, or -1 when out of memory.
+int kvt_sched_reserve(void **arr, uint32_t *cap, uint32_t need, size_t elem);
+int kvt_sched_reserve_sz(void **arr, size_t *cap, size_t need, size_t elem);
+
+//  Queues an event for the next plan.
+void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
+                     uint32_t b, uint32_t c);
+
+//  Hash of block b of request r (computed on demand); key of chunk c.
+kvt_hash_t kvt_sched_hash_at(kvt_sched_t *self, kvt_sreq_t *r, uint32_t b);
+kvt_hash_t kvt_sched_chunk_key(kvt_sched_t *self, kvt_sreq_t *r, uint32_t chunk);
+
+//  Drops every block reference the request holds (tail first).
+void kvt_sched_release_blocks(kvt_sched_t *self, kvt_sreq_t *r);
+
+//  Frees a request record.
+void kvt_sched_free_record(kvt_sched_t *self, uint32_t slot);
+
+//  Indexes the request's blocks that are full below upto_tokens.
+void kvt_sched_index_blocks(kvt_sched_t *self, kvt_sreq_t *r, uint32_t upto_tokens);
+
+//  True while the plan may grow by `bytes` more.
+bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
+
+//  Emits saves for the request's complete chunks beyond its save frontier
+//  (kvt_sched_save.c).
+void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot);
+
+#endif
