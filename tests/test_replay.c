@@ -204,6 +204,21 @@ Test(replay, disk_tier_restores_what_the_cpu_pool_evicted, .timeout = 240)
     cr_assert_eq(r->trace_hash, h);
     kvt_replay_report_clear(r);
     free(r);
+    //  Write-back on eviction: deterministic too.
+    c.disk_write_on_evict = true;
+    s_rmdir_tree(dir);
+    r = s_run(&c);
+    s_assert_clean(r);
+    cr_assert_gt(r->hit_disk_tokens, 0);
+    h = r->trace_hash;
+    kvt_replay_report_clear(r);
+    free(r);
+    s_rmdir_tree(dir);
+    r = s_run(&c);
+    cr_assert_eq(r->trace_hash, h, "write-back runs differ");
+    kvt_replay_report_clear(r);
+    free(r);
+    c.disk_write_on_evict = false;
     s_rmdir_tree(dir);
     c.driver = KVT_DRIVER_LIVE;
     r = s_run(&c);

@@ -152,3 +152,51 @@ Test(workload, synthetic_turns_extend_the_previous_prompt)
     }
     kvt_workload_destroy(&w);
 }
+
+Test(workload, escapes_are_decoded_and_bad_ones_refused)
+{
+    char err[256];
+    const char *t = "{\"time\\u0073tamp\": 3, \"input_length\": 1, \"output_length\": 1, "
+                    "\"hash_ids\": [0], \"note\": \"a\\\"b\\\\c\\n\"}\n";
+    kvt_workload_t *wl = kvt_workload_mooncake(s_write(t), 0, err, sizeof err);
+    cr_assert_not_null(wl, "%s", err);
+    cr_assert_eq(wl->reqs[0].arrival_us, 3000, "\\u0073 is 's': the key is timestamp");
+    kvt_workload_destroy(&wl);
+    unlink(s_path);
+    s_expect_error("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
+                   "\"hash_ids\": [0], \"x\": \"bad \\q escape\"}\n",
+                   "bad escape");
+    s_expect_error("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
+                   "\"hash_ids\": [0], \"x\": \"\\u12\"}\n",
+                   "escape");
+}
+
+Test(workload, absurd_numbers_are_refused)
+{
+    s_expect_error("{\"timestamp\": 1e30, \"input_length\": 1, \"output_length\": 1, "
+                   "\"hash_ids\": [0]}\n",
+                   "field 'timestamp'");
+    s_expect_error("{\"timestamp\": 2000000000000000, \"input_length\": 1, \"output_length\": 1, "
+                   "\"hash_ids\": [0]}\n",
+                   "field 'timestamp': integer out of range");
+    s_expect_error("{\"timestamp\": 0, \"input_length\": 1048577, \"output_length\": 1, "
+                   "\"hash_ids\": [0]}\n",
+                   "field 'input_length'");
+}
+
+Test(workload, equal_timestamps_keep_file_order)
+{
+    char err[256];
+    const char *t = "{\"timestamp\":5,\"input_length\":1,\"output_length\":1,\"hash_ids\":[10]}\n"
+                    "{\"timestamp\":1,\"input_length\":1,\"output_length\":1,\"hash_ids\":[11]}\n"
+                    "{\"timestamp\":5,\"input_length\":1,\"output_length\":1,\"hash_ids\":[12]}\n"
+                    "{\"timestamp\":1,\"input_length\":1,\"output_length\":1,\"hash_ids\":[13]}\n"
+                    "{\"timestamp\":5,\"input_length\":1,\"output_length\":1,\"hash_ids\":[14]}\n";
+    kvt_workload_t *wl = kvt_workload_mooncake(s_write(t), 0, err, sizeof err);
+    cr_assert_not_null(wl, "%s", err);
+    uint32_t want[5] = {11, 13, 10, 12, 14};
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(wl->reqs[i].ids[0], want[i], "position %d", i);
+    kvt_workload_destroy(&wl);
+    unlink(s_path);
+}

@@ -38,6 +38,21 @@ static void s_usage(FILE *out)
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
+//  A JSON string literal (the workload names a path, which may hold any byte).
+static void s_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 //  Counters grouped by actor, actors in the order they first reported.
 static void s_json_counters(FILE *f, const kvt_replay_report_t *r)
 {
@@ -74,7 +89,9 @@ static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt
     }
     const kvt_engine_result_t *e = &r->engine;
     fprintf(f, "{\n");
-    fprintf(f, "  \"workload\": \"%s\",\n", r->source);
+    fprintf(f, "  \"workload\": ");
+    s_json_string(f, r->source);
+    fprintf(f, ",\n");
     fprintf(f, "  \"requests\": %" PRIu64 ",\n", e->requests);
     fprintf(f, "  \"finished\": %" PRIu64 ",\n", e->finished);
     fprintf(f, "  \"rejected\": %" PRIu64 ",\n", e->rejected);
@@ -153,7 +170,7 @@ int kvt_cmd_replay(int argc, char **argv)
     kvt_replay_cfg_t cfg;
     kvt_replay_defaults(&cfg);
     const char *json = NULL;
-    bool quiet = false;
+    bool quiet = false, disk_pool_set = false, disk_write_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -214,9 +231,11 @@ int kvt_cmd_replay(int argc, char **argv)
             rc = kvt_cli_size(v, &cfg.hbm_pool_bytes);
         else if (!strcmp(a, "--disk-dir"))
             cfg.disk_dir = v;
-        else if (!strcmp(a, "--disk-pool"))
+        else if (!strcmp(a, "--disk-pool")) {
             rc = kvt_cli_size(v, &cfg.disk_pool_bytes);
-        else if (!strcmp(a, "--disk-write")) {
+            disk_pool_set = true;
+        } else if (!strcmp(a, "--disk-write")) {
+            disk_write_set = true;
             if (!strcmp(v, "always"))
                 cfg.disk_write_on_evict = false;
             else if (!strcmp(v, "evict"))
@@ -235,6 +254,15 @@ int kvt_cmd_replay(int argc, char **argv)
         }
     }
     char err[512];
+    if (cfg.record && cfg.driver != KVT_DRIVER_SIM) {
+        fprintf(stderr, "kvtier replay: --record needs --driver sim\n");
+        return 2;
+    }
+    if (!cfg.disk_dir && (disk_pool_set || disk_write_set)) {
+        fprintf(stderr, "kvtier replay: %s needs --disk-dir\n",
+                disk_pool_set ? "--disk-pool" : "--disk-write");
+        return 2;
+    }
     if (kvt_replay_validate(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
         return 2;
@@ -267,6 +295,13 @@ int kvt_cmd_replay(int argc, char **argv)
     if (rep->engine.finished + rep->engine.rejected != rep->engine.requests) {
         fprintf(stderr, "kvtier replay: FAILED: %" PRIu64 " of %" PRIu64 " requests ended\n",
                 rep->engine.finished + rep->engine.rejected, rep->engine.requests);
+        status = 1;
+    }
+    if (rep->runtime_errors > 0 || rep->engine.steps_failed > 0) {
+        fprintf(stderr,
+                "kvtier replay: FAILED: %" PRIu64 " runtime errors, %" PRIu64
+                " failed steps (see the rt.* and runner.* counters)\n",
+                rep->runtime_errors, rep->engine.steps_failed);
         status = 1;
     }
     kvt_replay_report_clear(rep);

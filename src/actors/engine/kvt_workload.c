@@ -119,6 +119,20 @@ static bool s_expect(s_json_t *j, char c)
 
 //  Reads a JSON string (no unescaping needed for keys we know; escapes are
 //  skipped correctly) into buf (truncated).
+static int s_hex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+//  Reads a JSON string into buf (truncated), decoding its escapes; an
+//  escape JSON does not define is an error. A \u escape outside ASCII is
+//  kept as '?' (no key the reader knows is non-ASCII).
 static bool s_string(s_json_t *j, char *buf, size_t len)
 {
     s_ws(j);
@@ -127,14 +141,52 @@ static bool s_string(s_json_t *j, char *buf, size_t len)
     j->p++;
     size_t n = 0;
     while (j->p < j->end && *j->p != '"') {
-        if (*j->p == '\\') {
-            j->p++;
+        char c = *j->p++;
+        if ((unsigned char)c < 0x20)
+            return s_fail(j, "control character in a string");
+        if (c == '\\') {
             if (j->p >= j->end)
                 break;
+            char e = *j->p++;
+            switch (e) {
+            case '"':
+            case '\\':
+            case '/':
+                c = e;
+                break;
+            case 'b':
+                c = '\b';
+                break;
+            case 'f':
+                c = '\f';
+                break;
+            case 'n':
+                c = '\n';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            case 'u': {
+                int v = 0;
+                for (int k = 0; k < 4; k++) {
+                    int h = j->p < j->end ? s_hex(*j->p) : -1;
+                    if (h < 0)
+                        return s_fail(j, "bad \\u escape in a string");
+                    v = v * 16 + h;
+                    j->p++;
+                }
+                c = v > 0 && v < 0x80 ? (char)v : '?';
+                break;
+            }
+            default:
+                return s_fail(j, "bad escape in a string");
+            }
         }
         if (n + 1 < len)
-            buf[n++] = *j->p;
-        j->p++;
+            buf[n++] = c;
     }
     if (j->p >= j->end)
         return s_fail(j, "unterminated string");
@@ -164,7 +216,8 @@ static bool s_uint(s_json_t *j, uint64_t max, uint64_t *out)
         char *endp;
         errno = 0;
         double d = strtod(start, &endp);
-        if (errno || endp > j->end || d < 0 || d != (double)(uint64_t)d)
+        if (errno || endp > j->end || d < 0 || d >= 18446744073709551616.0 ||
+            d != (double)(uint64_t)d)
             return s_fail(j, "expected a non-negative integer");
         j->p = endp;
         v = (uint64_t)d;
@@ -261,7 +314,7 @@ static bool s_parse_line(s_json_t *j, kvt_wreq_t *r)
         if (!strcmp(key, "timestamp")) {
             dup = have_ts;
             have_ts = true;
-            if (!dup && !s_uint(j, UINT64_MAX / 1000, &ts))
+            if (!dup && !s_uint(j, KVT_WL_MAX_TIMESTAMP_MS, &ts))
                 goto fail;
         } else if (!strcmp(key, "input_length")) {
             dup = have_in;
@@ -289,8 +342,8 @@ static bool s_parse_line(s_json_t *j, kvt_wreq_t *r)
                             goto fail;
                         if (nids == cap) {
                             cap = cap ? cap * 2 : 32;
-                            if (cap > 4096) {
-                                s_fail(j, "more than 2048 block ids");
+                            if (cap > KVT_WL_MAX_IDS) {
+                                s_fail(j, "more than 2048 block ids (1 Mi tokens)");
                                 goto fail;
                             }
                             uint32_t *p = realloc(ids, cap * sizeof *ids);
@@ -492,7 +545,8 @@ kvt_workload_t *kvt_workload_synthetic(const kvt_synth_cfg_t *cfg_in, uint32_t l
             //  The last block is partial: a prompt rarely ends on 512 tokens.
             r.input_len =
                 (nh - 1) * KVT_WL_BLOCK_TOKENS + 1 + (uint32_t)s_below(&rng, KVT_WL_BLOCK_TOKENS);
-            r.output_len = 16 + (uint32_t)s_below(&rng, c.max_output > 16 ? c.max_output - 15 : 1);
+            r.output_len = c.max_output > 16 ? 16 + (uint32_t)s_below(&rng, c.max_output - 15)
+                                             : 1 + (uint32_t)s_below(&rng, c.max_output);
             r.ids = malloc(nh * sizeof *r.ids);
             if (!r.ids)
                 goto oom;

@@ -26,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KVT_WL_BLOCK_TOKENS 512 //  tokens per trace block id
+#define KVT_WL_BLOCK_TOKENS     512          //  tokens per trace block id
+#define KVT_WL_MAX_IDS          2048         //  block ids per request (1 Mi tokens)
+#define KVT_WL_MAX_TIMESTAMP_MS (1ull << 40) //  ~35 years of trace time
 
 typedef struct {
     uint64_t arrival_us; //  arrival on the trace clock (µs)

@@ -193,6 +193,7 @@ static void s_load(kvt_ctx_t *ctx, s_worker_t *self, const kvt_load_spec_t *sp)
         kvt_obj_view_t view;
         int rc = kvt_storage_get(self->a.storage, self->a.ns, sp->keys[got], KVT_OBJ_KV,
                                  self->holder, &job->leases[got], &view);
+        s_sync_disk(self); //  a promotion may have evicted (write-back) under SIM
         if (rc != KVT_STORE_OK) {
             detail = kvt_store_detail(rc);
             break;
@@ -306,6 +307,7 @@ static void s_save(kvt_ctx_t *ctx, s_worker_t *self, const kvt_save_spec_t *sp)
         void *ptr = NULL;
         int rc = kvt_storage_reserve(self->a.storage, self->a.ns, key, KVT_OBJ_KV,
                                      self->chunk_bytes, self->holder, &resv, &ptr);
+        s_sync_disk(self); //  the reservation may have evicted (write-back) under SIM
         if (rc == KVT_STORE_SKIPPED) {
             self->saves_present++;
             self->saves_ok++;
@@ -397,6 +399,7 @@ static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uin
                 ok = kvt_storage_commit(self->a.storage, &job->resvs[i], NULL) == KVT_STORE_OK;
             else
                 kvt_storage_abort(self->a.storage, &job->resvs[i]);
+            s_sync_disk(self); //  write-through queued by the commit
             if (ok)
                 self->saves_ok++;
             else
