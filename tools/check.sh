@@ -4,6 +4,7 @@
 #   2. warnings-as-errors build, every Criterion binary
 #   3. ASan + UBSan build, every Criterion binary
 #   4. TSan build, the binaries whose code runs threads (runtime, gpu, store, replay)
+#      (Criterion cannot run under TSan: these link the stand-in in tests/tsan)
 # Usage: tools/check.sh [format|plain|asan|tsan]...   (default: all stages)
 set -uo pipefail
 cd "$(dirname "$0")/.."
