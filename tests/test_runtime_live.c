@@ -20,19 +20,6 @@
 
 #include "kvtier/kvt_actor.h"
 
-//  ASan builds: Criterion 2.4.1's runner process (the parent that spawns one
-//  process per test) leaks a few of its own allocations when tests run in
-//  parallel. The runner is the process without BoxFort's BXFI_MAP variable;
-//  only there is leak tracking switched off. Test processes keep it.
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-__attribute__((constructor)) static void s_runner_without_lsan(void)
-{
-    if (!getenv("BXFI_MAP"))
-        __lsan_disable();
-}
-#endif
-
 #define S_LIMIT_NS (60ull * 1000000000ull) //  kvt_system_run bound: a hang fails, never blocks
 
 static kvt_msg_t s_ping(uint64_t seq)
