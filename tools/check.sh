@@ -33,7 +33,7 @@ build() { # dir flags...
     cmake -S . -B "$dir" -DKVTIER_WERROR=ON "$@" >/dev/null || return 1
     # The filter always succeeds and PIPESTATUS[0] decides: a `|| true` after
     # the whole pipeline would, under pipefail, hide a failed build.
-    cmake --build "$dir" -j"$JOBS" 2>&1 | { grep -Ev '^\[ *[0-9]+%\]' || true; }
+    cmake --build "$dir" -j"$JOBS" 2>&1 | { grep -Ev '^\[ *[0-9]+%\]|^g?make(\[[0-9]+\])?: (Entering|Leaving) directory' || true; }
     [ "${PIPESTATUS[0]}" -eq 0 ]
 }
 
