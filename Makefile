@@ -5,18 +5,21 @@ BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run check format format-check asan tsan fuzz clean
+.PHONY: all setup configure build run check format format-check clean
 
 all: build
 
 setup:
 	@tools/setup.sh
 
-build: setup
+configure: setup
 	@cmake -S . -B $(BUILD) -DKVTIER_WERROR=ON $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS)
 
-run: build
+build: configure
+	@cmake --build $(BUILD) -j$(JOBS) -- --no-print-directory
+
+run: configure
+	@cmake --build $(BUILD) --target kvtier -j$(JOBS) -- --no-print-directory
 	$(BUILD)/kvtier replay
 
 check: setup
