@@ -222,7 +222,7 @@ int kvt_cmd_replay(int argc, char **argv)
             if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
                 cfg.token_bytes = (uint32_t)n;
         } else if (!strcmp(a, "--max-running")) {
-            if ((rc = kvt_cli_uint(v, 1, 65536, &n)) == 0)
+            if ((rc = kvt_cli_uint(v, 1, KVT_MSG_MAX_ENTRIES, &n)) == 0)
                 cfg.max_running = (uint32_t)n;
         } else if (!strcmp(a, "--step-tokens")) {
             if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)

@@ -61,8 +61,8 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "block_size: must be in 1..1024";
     else if (c->chunk_size < c->block_size || c->chunk_size % c->block_size)
         bad = "chunk_size: must be a multiple of block_size";
-    else if (c->max_running < 1)
-        bad = "max_running: must be at least 1";
+    else if (c->max_running < 1 || c->max_running > KVT_MSG_MAX_ENTRIES)
+        bad = "max-running: must be in 1..4096 (entries one step message carries)";
     else if (c->step_tokens < c->max_running)
         bad = "step_tokens: must be at least max_running";
     else if (c->sim_bw_Bps == 0)

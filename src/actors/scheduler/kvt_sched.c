@@ -10,10 +10,6 @@
 #include "actors/common/kvt_prefix.h"
 #include "kvt_sched_int.h"
 
-//  Encoded-size estimates (msgpack overhead per element plus payload).
-#define S_ENTRY_BYTES(nblocks)       (48u + 20u * (size_t)(nblocks))
-#define S_SPEC_BYTES(nblocks, nkeys) (48u + 4u * (size_t)(nblocks) + 16u * (size_t)(nkeys))
-
 // ------------------------------------------------------------ helpers ----
 
 int kvt_sched_reserve(void **arr, uint32_t *cap, uint32_t need, size_t elem)
@@ -352,7 +348,7 @@ static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uin
     for (uint32_t c = 0; c < nchunks; c++)
         self->p_h[self->p_nh++] =
             kvt_sched_chunk_key(self, r, floor_tok / self->cfg.chunk_size + c);
-    self->p_bytes += S_SPEC_BYTES(nblocks, nchunks);
+    self->p_bytes += KVT_SCHED_SPEC_BYTES(nblocks, nchunks);
     return 0;
 }
 
@@ -413,8 +409,9 @@ static int s_admit(kvt_sched_t *self, uint32_t slot)
         return 0;
     }
     //  The plan must be able to carry the load and the request's first entry.
-    size_t bytes = S_ENTRY_BYTES(need) +
-                   (load ? S_SPEC_BYTES((tier - keep_tokens) / bs, (tier - keep_tokens) / cs) : 0);
+    size_t bytes =
+        KVT_SCHED_ENTRY_BYTES(need) +
+        (load ? KVT_SCHED_SPEC_BYTES((tier - keep_tokens) / bs, (tier - keep_tokens) / cs) : 0);
     if (!kvt_sched_plan_fits(self, bytes) || self->p_nloads >= KVT_MSG_MAX_ENTRIES) {
         self->stats.plan_deferred++;
         return 0;
@@ -493,7 +490,8 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
     uint32_t first = r->verify_end ? 0 : start / bs;
     uint32_t last = (end - 1) / bs;
     uint32_t n = last - first + 1;
-    if (!kvt_sched_plan_fits(self, S_ENTRY_BYTES(n)) || self->p_nentries >= KVT_MSG_MAX_ENTRIES) {
+    if (!kvt_sched_plan_fits(self, KVT_SCHED_ENTRY_BYTES(n)) ||
+        self->p_nentries >= KVT_MSG_MAX_ENTRIES) {
         self->stats.plan_deferred++;
         return -1;
     }
@@ -520,7 +518,7 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
         kvt_hash_t zero = {0, 0};
         self->p_h[self->p_nh++] = (b + 1) * bs <= end ? kvt_sched_hash_at(self, r, b) : zero;
     }
-    self->p_bytes += S_ENTRY_BYTES(n);
+    self->p_bytes += KVT_SCHED_ENTRY_BYTES(n);
     r->verify_end = 0;
     r->planned_end = end;
     self->stats.tokens_planned += end - start;

@@ -17,6 +17,10 @@ enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
 //  envelope need the rest).
 #define KVT_SCHED_PLAN_BYTES (12u << 20)
 
+//  Encoded-size estimates of plan elements (msgpack overhead plus payload).
+#define KVT_SCHED_ENTRY_BYTES(nblocks)       (48u + 20u * (size_t)(nblocks))
+#define KVT_SCHED_SPEC_BYTES(nblocks, nkeys) (48u + 4u * (size_t)(nblocks) + 16u * (size_t)(nkeys))
+
 typedef struct {
     uint64_t id;             //  request id
     uint32_t gen;            //  generation of the current admission

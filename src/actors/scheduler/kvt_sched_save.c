@@ -10,8 +10,6 @@
 #include "actors/common/kvt_counters.h"
 #include "kvt_sched_int.h"
 
-#define S_SPEC_BYTES(nblocks, nkeys) (48u + 4u * (size_t)(nblocks) + 16u * (size_t)(nkeys))
-
 static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
 {
     uint64_t in[5] = {op.req, op.gen, key.hi, key.lo, attempt};
@@ -64,7 +62,7 @@ static void s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
     self->p_nu32 += nblocks;
     for (uint32_t c = 0; c < nchunks; c++)
         self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, start / self->cfg.chunk_size + c);
-    self->p_bytes += S_SPEC_BYTES(nblocks, nchunks);
+    self->p_bytes += KVT_SCHED_SPEC_BYTES(nblocks, nchunks);
 }
 
 //  Records an outstanding chunk save and leases its source blocks. Returns
@@ -118,7 +116,8 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
     if (nchunks > room)
         nchunks = room;
     while (nchunks > 0 &&
-           !kvt_sched_plan_fits(self, S_SPEC_BYTES(nchunks * self->bpc, nchunks) + 48u * nchunks))
+           !kvt_sched_plan_fits(self,
+                                KVT_SCHED_SPEC_BYTES(nchunks * self->bpc, nchunks) + 48u * nchunks))
         nchunks /= 2;
     if (nchunks == 0 ||
         kvt_sched_reserve((void **)&self->p_saves, &self->p_saves_cap, self->p_nsaves + nchunks,
