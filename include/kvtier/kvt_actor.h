@@ -102,7 +102,7 @@ void kvt_ctx_log(kvt_ctx_t *ctx, int level, const char *fmt, ...)
 
 //  Asks the system to stop with `code` (e.g. the engine finished its trace).
 //  Under SIM, kvt_system_run returns after the current handler; under LIVE,
-//  kvt_system_wait returns and kvt_system_stop shuts every actor down.
+//  kvt_system_run returns the code and kvt_system_stop shuts every actor down.
 void kvt_ctx_exit(kvt_ctx_t *ctx, int code);
 
 //  The system this actor runs in (for the driver's clock, see below).
