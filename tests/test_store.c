@@ -578,6 +578,33 @@ Test(pool, a_live_holders_lease_expires_at_ttl_unless_renewed)
     kvt_pool_destroy(&pool);
 }
 
+Test(pool, a_renewed_reservation_outlives_the_ttl_and_a_stale_one_is_refused)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 4);
+    kvt_holder_t h = s_holder(pool, "save");
+    kvt_resv_t r = {0}, gone = {0};
+    void *p;
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(1), KVT_OBJ_KV, UNIT, h, &r, &p), KVT_STORE_OK);
+    env.now += 600 * 1000000ull;
+    cr_assert_eq(kvt_pool_resv_renew(pool, r), KVT_STORE_OK);
+    env.now += 600 * 1000000ull;
+    cr_assert_eq(kvt_pool_reclaim(pool), 0, "renewed 600 ms ago");
+    cr_assert_eq(kvt_pool_commit(pool, &r, NULL), KVT_STORE_OK);
+    cr_assert(s_has(pool, 1));
+    kvt_resv_t copy = {.id = 0};
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(2), KVT_OBJ_KV, UNIT, h, &gone, &p),
+                 KVT_STORE_OK);
+    copy = gone;
+    cr_assert_eq(kvt_pool_abort(pool, &gone), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_resv_renew(pool, copy), KVT_STORE_ESTALE, "aborted");
+    cr_assert_eq(kvt_pool_resv_renew(pool, (kvt_resv_t){.id = 0}), KVT_STORE_ESTALE);
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.release_errors, 2);
+    kvt_pool_destroy(&pool);
+}
+
 Test(pool, allocation_pressure_reclaims_expired_pins_instead_of_failing)
 {
     env_t env = {0};

@@ -150,8 +150,15 @@ int kvt_pool_acquire(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind
 //  and is counted (release_errors); nothing is freed twice.
 int kvt_pool_release(kvt_pool_t *self, kvt_lease_t *lease);
 
-//  Restarts a lease's TTL. ESTALE as release.
+//  Restarts a lease's TTL. ESTALE as release, and for a lease of a holder
+//  that was reset or removed since (an orphan).
 int kvt_pool_lease_renew(kvt_pool_t *self, kvt_lease_t lease);
+
+//  Restarts a write reservation's TTL (a copy into it is still running).
+//  ESTALE if it is unknown, already committed / aborted, was reclaimed at
+//  its TTL, or its holder was reset or removed since; counted in
+//  release_errors.
+int kvt_pool_resv_renew(kvt_pool_t *self, kvt_resv_t resv);
 
 //  Counts the leading keys[0..n) with a ready object matching kind and
 //  refreshes them deepest first, so the prefix ends younger than its suffix.

@@ -103,6 +103,9 @@ int kvt_storage_commit(kvt_storage_t *self, kvt_resv_t *resv, kvt_lease_t *lease
 //  Discards a reservation.
 int kvt_storage_abort(kvt_storage_t *self, kvt_resv_t *resv);
 
+//  Restarts a reservation's TTL: as kvt_pool_resv_renew.
+int kvt_storage_resv_renew(kvt_storage_t *self, kvt_resv_t resv);
+
 //  Copying put: reserve, copy, commit.
 int kvt_storage_put(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                     const void *src, size_t size);

@@ -559,6 +559,31 @@ cleanup:
     return rc;
 }
 
+int kvt_pool_resv_renew(kvt_pool_t *self, kvt_resv_t resv)
+{
+    assert(self);
+    int rc = KVT_STORE_OK;
+    kvt_pool_lock(self);
+    uint32_t i = s_resv_obj(self, &resv);
+    if (i == KVT_NIL) {
+        rc = KVT_STORE_ESTALE;
+        goto cleanup;
+    }
+    kvt_pobj_t *o = &self->objs[i];
+    kvt_phold_t *h = kvt_pool_holder(self, o->holder);
+    if (!h || h->epoch != o->epoch) {
+        self->st.release_errors++; //  an orphan: its holder was reset or removed
+        rc = KVT_STORE_ESTALE;
+        goto cleanup;
+    }
+    o->t_start = kvt_pool_now(self);
+    s_wr_unlink(self, i);
+    s_wr_push(self, i);
+cleanup:
+    kvt_pool_unlock(self);
+    return rc;
+}
+
 int kvt_pool_put(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                  const void *src, size_t size)
 {

@@ -229,6 +229,12 @@ int kvt_storage_abort(kvt_storage_t *self, kvt_resv_t *resv)
     return kvt_pool_abort(self->pool, resv);
 }
 
+int kvt_storage_resv_renew(kvt_storage_t *self, kvt_resv_t resv)
+{
+    assert(self);
+    return kvt_pool_resv_renew(self->pool, resv);
+}
+
 int kvt_storage_put(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                     const void *src, size_t size)
 {
