@@ -25,6 +25,16 @@
     op reports on its stream and on every event recorded after it (query
     returns KVT_GPU_EFAULT); nothing fails silently.
 
+    Failed calls are atomic for the caller. A call that returns an error
+    has left nothing running that touches its buffers: it queued nothing,
+    or (HIP / CUDA, a copy the runtime refused part-way) it waited for the
+    stream before returning and marked the stream failed, so that every
+    later call that queues on it, and query / synchronize, return
+    KVT_GPU_EFAULT (recovery is a new stream). The caller may free or reuse
+    the buffers of a failed call at once. (Only when the runtime cannot even
+    synchronize, a sticky error that loses the device context, is this left
+    to the runtime having stopped the work; that is logged at level 0.)
+
     Chunk buffer layout (identical on every backend). For a block list of n
     blocks, the chunk buffer holds, plane after plane in registration order,
     layer after layer, the n blocks' bytes in list order:
@@ -43,9 +53,10 @@
     safe from any thread: different streams may be driven from different
     threads. Ops queued on one stream run in the order the calls returned;
     drive one stream from one thread at a time to keep that order meaningful.
-    An event must not be destroyed while another thread uses it. The last
-    error is per thread. HIP / CUDA: the layer selects the device on every
-    thread that calls it.
+    An event must not be destroyed while another thread uses it. An event
+    pool and its events are destroyed only on the thread that created the
+    pool (see the event pool). The last error is per thread. HIP / CUDA: the layer selects the
+   device on every thread that calls it.
 
     docs/gpu.md describes the backends, the SIM landing model, the event
     pool and every configuration knob with its default and unit.
@@ -135,7 +146,10 @@ kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts);
 
 //  Drains every stream (SIM: lands every queued op at once), then destroys
 //  the streams, events and pools still open, the memory the layer
-//  allocated, and the device. NULL-safe; nulls the pointer.
+//  allocated, and the device. NULL-safe; nulls the pointer. Refused before
+//  touching anything (logged at level 0, last error set, counted in
+//  `refused`, *self_p left) while an event pool created by another thread
+//  is open: that pool's owner must destroy it first.
 void kvt_gpu_destroy(kvt_gpu_t **self_p);
 
 //  The backend in use, and its name ("host", "hip", "cuda"; "auto").
@@ -291,6 +305,9 @@ int kvt_gpu_launch_host_fn(kvt_gpu_stream_t *s, kvt_gpu_host_fn *fn, void *arg,
 kvt_gpu_event_t *kvt_gpu_event_new(kvt_gpu_t *gpu);
 
 //  Destroys an event (pending work it marks is unaffected). NULL-safe.
+//  A pool event is refused (logged at level 0, last error set, counted in
+//  the pool's `refused`, *self_p left): it goes back with
+//  kvt_gpu_event_pool_put.
 void kvt_gpu_event_destroy(kvt_gpu_event_t **self_p);
 
 //  Marks the current end of stream `s`: the event completes when every op
@@ -324,25 +341,38 @@ uint64_t kvt_gpu_event_eta(kvt_gpu_event_t *ev);
 
 // ----------------------------------------------------------- event pool ----
 
-//  Events for reuse. The pool is owned by the thread that creates it; an
-//  event is owned by the thread that created it (through get). An event is
-//  retired when it has no re-records left; it is destroyed at once on its
-//  owner thread, and a retirement on another thread is deferred to the
-//  owner's next pool call (get, put, collect).
+//  Events for reuse, each with at most 1 + event_max_rerecords records.
+//
+//  Ownership, one rule: the thread that creates the pool owns the pool and
+//  every event in it (whichever thread's get created the event), and
+//  events are destroyed only on that thread. Any thread may get and put.
+//  An event put back with no record left is retired: destroyed at once on
+//  the owner thread; put on another thread, it is deferred and destroyed
+//  by the owner's next pool call (get, put, collect, destroy). The owner
+//  must destroy the pool before it exits.
 kvt_gpu_event_pool_t *kvt_gpu_event_pool_new(kvt_gpu_t *gpu);
 
-//  Destroys the pool and every event it holds, deferred ones included (call
-//  on the owner thread once no other thread uses it). Events handed out and
-//  not put back are destroyed too. NULL-safe.
+//  On the owner thread, once no other thread uses the pool: destroys the
+//  pool and every event of it (free, deferred, and handed out and not put
+//  back). NULL-safe; nulls the pointer. On any other thread it is refused:
+//  nothing is destroyed, *self_p is left, the last error says why
+//  (KVT_GPU_ESTATE), the refusal is logged at level 0 and counted in
+//  `refused`.
 void kvt_gpu_event_pool_destroy(kvt_gpu_event_pool_t **self_p);
 
 //  An event with at least one record left (reused, else new). NULL on failure.
 kvt_gpu_event_t *kvt_gpu_event_pool_get(kvt_gpu_event_pool_t *self);
 
-//  Gives an event back (it may still be pending). Nulls *ev_p.
+//  Gives an event back (it may still be pending). Nulls *ev_p. An event this
+//  pool has not handed out (already put back, another pool's or device's,
+//  a plain event) is refused in every build (KVT_GPU_EINVAL in the last
+//  error, logged at level 0, counted in `refused`) and stays where it was,
+//  so that one event is never handed to two holders. A stale put after the
+//  event was handed out again cannot be told from its holder's put.
 void kvt_gpu_event_pool_put(kvt_gpu_event_pool_t *self, kvt_gpu_event_t **ev_p);
 
-//  Destroys the deferred events owned by the calling thread; returns how many.
+//  On the owner thread: destroys the deferred events and returns how many.
+//  Elsewhere: 0, nothing done.
 int kvt_gpu_event_pool_collect(kvt_gpu_event_pool_t *self);
 
 typedef struct {
@@ -353,7 +383,13 @@ typedef struct {
     uint64_t deferred;  //  retirements deferred to the owner thread
     uint64_t free;      //  events waiting in the pool now
     uint64_t in_use;    //  events handed out now
+    uint64_t pending;   //  deferred events not destroyed yet (now)
+    uint64_t refused; //  refused puts, destroys off the owner thread, event_destroy of pool events
 } kvt_gpu_event_pool_stats_t;
+
+//  The pool's counters. While the pool is open (only retired events are
+//  destroyed then): created = free + in_use + retired and
+//  retired = destroyed + pending.
 
 void kvt_gpu_event_pool_stats(kvt_gpu_event_pool_t *self, kvt_gpu_event_pool_stats_t *out);
 
@@ -396,7 +432,7 @@ typedef struct {
     uint64_t bytes_state;     //  bytes of state unit copies
     uint64_t records;         //  event records
     uint64_t waits;           //  stream waits queued
-    uint64_t refused;         //  calls refused for a bad argument
+    uint64_t refused;         //  calls refused for a bad argument (and refused device destroys)
     uint64_t sim_forced;      //  SIM synchronizes that landed ahead of the clock
 } kvt_gpu_stats_t;
 

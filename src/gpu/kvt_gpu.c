@@ -4,13 +4,23 @@
     the event pool in kvt_gpu_event_pool.c.
 */
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kvt_gpu_int.h"
 
-static _Thread_local char s_last_error[320]; //  this thread's last error
+static _Thread_local char s_last_error[320];   //  this thread's last error
+static _Thread_local uint64_t s_token;         //  this thread's token, 0 until asked
+static atomic_uint_least64_t s_next_token = 1; //  the next token handed out
+
+uint64_t kvt_gpu_thread_token(void)
+{
+    if (s_token == 0)
+        s_token = atomic_fetch_add(&s_next_token, 1);
+    return s_token;
+}
 
 int kvt_gpu_fail(int code, const char *fmt, ...)
 {
@@ -336,6 +346,27 @@ void kvt_gpu_destroy(kvt_gpu_t **self_p)
     kvt_gpu_t *self = *self_p;
     if (!self)
         return;
+    //  An event pool's events are destroyed only on its owner thread: a pool
+    //  another thread still owns makes the whole destroy a refusal, decided
+    //  before anything is touched (the caller can have the owner destroy it
+    //  and call again).
+    uint64_t me = kvt_gpu_thread_token();
+    uint64_t foreign = 0;
+    pthread_mutex_lock(&self->mu);
+    for (kvt_gpu_event_pool_t *pool = self->pools; pool; pool = pool->next)
+        foreign += pool->owner != me;
+    if (foreign)
+        self->stats.refused++;
+    pthread_mutex_unlock(&self->mu);
+    if (foreign) {
+        kvt_gpu_fail(KVT_GPU_ESTATE,
+                     "gpu destroy: refused, %llu event pool(s) owned by another thread are "
+                     "still open (a pool's events are destroyed only on the thread that created "
+                     "it: destroy them there first)",
+                     (unsigned long long)foreign);
+        kvt_gpu_log(self, 0, "%s", kvt_gpu_last_error());
+        return;
+    }
     //  End injected stalls (a drain behind one would never finish), then
     //  streams (each drains), then what may still reference them.
     if (self->ops->inject)

@@ -5,7 +5,9 @@
     cudaEventDisableTiming. A gather / scatter is one copy batch: on CUDA
     >= 12.8 it goes out as one cudaMemcpyBatchAsync when the host side is
     pinned (kvt_gpu_host_alloc), otherwise one cudaMemcpyAsync per merged
-    segment. cudaGetDeviceCount leaves its argument untouched on error, so
+    segment through kvt_gpu_copy_issue (a refusal part-way settles the
+    stream and fails it, so a failed call leaves nothing running).
+    cudaGetDeviceCount leaves its argument untouched on error, so
     the count is initialised and the return code checked. The device is
     selected on every call (it is per thread in CUDA).
 */
@@ -244,44 +246,87 @@ static int s_event_sync(kvt_gpu_event_t *ev)
     return rc != 0 ? rc : s_status("event", "synchronize", cudaEventSynchronize(ev->impl));
 }
 
+//  Queues one segment / waits for the stream, for kvt_gpu_copy_issue.
+typedef struct {
+    cudaStream_t st;          //  the stream
+    enum cudaMemcpyKind kind; //  direction of every segment
+} s_issue_t;
+
+static int s_issue(void *ctx, void *dst, const void *src, size_t len)
+{
+    s_issue_t *is = ctx;
+    cudaError_t crc = cudaMemcpyAsync(dst, src, len, is->kind, is->st);
+    return crc == cudaSuccess ? 0 : s_err("cudaMemcpyAsync", crc);
+}
+
+static int s_settle(void *ctx)
+{
+    s_issue_t *is = ctx;
+    cudaError_t crc = cudaStreamSynchronize(is->st);
+    return crc == cudaSuccess ? 0 : s_err("cudaStreamSynchronize", crc);
+}
+
+#if CUDART_VERSION >= 12080
+//  Queues the whole batch with one call. 12.8 and 12.9 take a failIdx
+//  before the stream; 13.0 dropped it (and made the arrays const).
+static cudaError_t s_batch(const kvt_gpu_copy_t *copy, cudaStream_t st, size_t *fail_idx)
+{
+    struct cudaMemcpyAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t attr_idx = 0;
+    *fail_idx = SIZE_MAX;
+#if CUDART_VERSION >= 13000
+    return cudaMemcpyBatchAsync(copy->dst, copy->src, copy->len, copy->count, &attr, &attr_idx, 1,
+                                st);
+#else
+    return cudaMemcpyBatchAsync(copy->dst, (void **)copy->src, copy->len, copy->count, &attr,
+                                &attr_idx, 1, fail_idx, st);
+#endif
+}
+#endif
+
 static int s_copy(kvt_gpu_stream_t *fs, kvt_gpu_copy_t *copy, bool pinned)
 {
     kvt_gpu_t *gpu = fs->gpu;
     s_cuda_t *c = gpu->impl;
+    s_issue_t is = {fs->impl, copy->dir == KVT_GPU_D2H   ? cudaMemcpyDeviceToHost
+                              : copy->dir == KVT_GPU_H2D ? cudaMemcpyHostToDevice
+                                                         : cudaMemcpyDeviceToDevice};
+    kvt_gpu_issuer_t io = {s_issue, s_settle, &is};
     int rc = s_bind(gpu);
     if (rc != 0)
         goto cleanup;
-    enum cudaMemcpyKind kind = copy->dir == KVT_GPU_D2H   ? cudaMemcpyDeviceToHost
-                               : copy->dir == KVT_GPU_H2D ? cudaMemcpyHostToDevice
-                                                          : cudaMemcpyDeviceToDevice;
-    cudaStream_t st = fs->impl;
 #if CUDART_VERSION >= 12080
     if (copy->count > 1 && pinned && atomic_load(&c->batch_ok)) {
-        struct cudaMemcpyAttributes attr;
-        memset(&attr, 0, sizeof attr);
-        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        size_t attr_idx = 0;
-        cudaError_t crc = cudaMemcpyBatchAsync(copy->dst, copy->src, copy->len, copy->count, &attr,
-                                               &attr_idx, 1, st);
+        size_t fail_idx = SIZE_MAX;
+        cudaError_t crc = s_batch(copy, is.st, &fail_idx);
         if (crc == cudaSuccess)
             goto cleanup;
-        //  Nothing was queued: fall back to one copy per segment from now on.
         (void)cudaGetLastError();
         if (atomic_exchange(&c->batch_ok, false))
             kvt_gpu_log(gpu, 1, "cuda: cudaMemcpyBatchAsync refused (%s); one copy per segment",
                         cudaGetErrorName(crc));
+        //  The runtime does not promise that a refused batch queued none of
+        //  its copies: wait for the stream before queuing the segments one
+        //  by one (a segment copied twice writes the same bytes again).
+        char why[200];
+        if (fail_idx == SIZE_MAX)
+            kvt_gpu_fmt(why, sizeof why, "cudaMemcpyBatchAsync of %u segments refused (%s)",
+                        copy->count, cudaGetErrorName(crc));
+        else
+            kvt_gpu_fmt(why, sizeof why,
+                        "cudaMemcpyBatchAsync of %u segments refused at copy %zu (%s)", copy->count,
+                        fail_idx, cudaGetErrorName(crc));
+        rc = kvt_gpu_stream_settle(fs, &io, why);
+        if (rc != 0)
+            goto cleanup;
     }
 #else
     (void)c;
     (void)pinned;
 #endif
-    for (uint32_t k = 0; k < copy->count; k++) {
-        cudaError_t crc = cudaMemcpyAsync(copy->dst[k], copy->src[k], copy->len[k], kind, st);
-        if (crc != cudaSuccess) {
-            rc = s_err("cudaMemcpyAsync", crc);
-            break;
-        }
-    }
+    rc = kvt_gpu_copy_issue(fs, copy, &io);
 
 cleanup:
     free(copy);

@@ -1,8 +1,25 @@
 /*  kvt_gpu_event_pool.c — reusable events with a bounded number of
-    re-records. An event that has no record left is retired: destroyed at
-    once when the thread retiring it owns it (created it), otherwise parked
-    on the deferred stack until the owner's next pool call. Every state
-    change happens under gpu->mu; backend destroys run outside it.
+    re-records.
+
+    Ownership, one rule: the thread that creates a pool owns the pool and
+    every event in it (whichever thread's get created the backend event).
+    Events are destroyed only on the owner thread:
+    * an event out of records is retired when it is put back: destroyed at
+      once on the owner thread, else parked on the deferred stack;
+    * the owner's next pool call (get, put, collect, destroy) destroys the
+      deferred events;
+    * kvt_gpu_event_pool_destroy off the owner thread is refused, and so is
+      kvt_gpu_event_destroy of a pool event (kvt_gpu_stream.c).
+    Threads are told apart by kvt_gpu_thread_token, which is never reused
+    (a pthread_t of an exited thread can be).
+
+    A put of an event this pool has not handed out (put twice, another
+    pool's or device's, a plain event) is refused and counted at run time,
+    in every build: pushing an event on the free stack twice would hand it
+    to two jobs.
+
+    Every state change happens under gpu->mu; backend destroys and log
+    lines happen outside it.
 */
 #include <assert.h>
 #include <stdlib.h>
@@ -18,7 +35,7 @@ kvt_gpu_event_pool_t *kvt_gpu_event_pool_new(kvt_gpu_t *gpu)
         return NULL;
     }
     self->gpu = gpu;
-    self->owner = pthread_self();
+    self->owner = kvt_gpu_thread_token();
     pthread_mutex_lock(&gpu->mu);
     self->next = gpu->pools;
     if (gpu->pools)
@@ -28,53 +45,45 @@ kvt_gpu_event_pool_t *kvt_gpu_event_pool_new(kvt_gpu_t *gpu)
     return self;
 }
 
-//  Removes `ev` from a link stack (under gpu->mu).
-static void s_unstack(kvt_gpu_event_t **top, kvt_gpu_event_t *ev)
+//  Takes `ev` off the pool's list of events (under gpu->mu); the caller
+//  destroys it.
+static void s_unlink(kvt_gpu_event_pool_t *self, kvt_gpu_event_t *ev)
 {
-    for (kvt_gpu_event_t **at = top; *at; at = &(*at)->link)
-        if (*at == ev) {
-            *at = ev->link;
-            ev->link = NULL;
-            return;
-        }
-}
-
-void kvt_gpu_event_pool_forget(kvt_gpu_event_t *ev)
-{
-    kvt_gpu_event_pool_t *pool = ev->pool;
-    if (ev->state == KVT_GPU_EV_FREE)
-        s_unstack(&pool->free, ev);
-    else if (ev->state == KVT_GPU_EV_DEFER)
-        s_unstack(&pool->deferred, ev);
     if (ev->pool_prev)
         ev->pool_prev->pool_next = ev->pool_next;
     else
-        pool->events = ev->pool_next;
+        self->events = ev->pool_next;
     if (ev->pool_next)
         ev->pool_next->pool_prev = ev->pool_prev;
-    pool->stats.destroyed++;
+    ev->pool_prev = ev->pool_next = ev->link = NULL;
     ev->pool = NULL;
     ev->state = KVT_GPU_EV_PLAIN;
+    self->stats.destroyed++;
 }
 
-//  Destroys the deferred events the calling thread owns. Returns how many.
+//  On the owner thread: destroys the deferred events. Returns how many.
 static int s_collect(kvt_gpu_event_pool_t *self)
 {
+    if (self->owner != kvt_gpu_thread_token())
+        return 0;
     kvt_gpu_t *gpu = self->gpu;
-    pthread_t me = pthread_self();
+    pthread_mutex_lock(&gpu->mu);
+    kvt_gpu_event_t *list = self->deferred;
+    self->deferred = NULL;
+    kvt_gpu_event_t *done = NULL;
+    while (list) {
+        kvt_gpu_event_t *ev = list;
+        list = ev->link;
+        s_unlink(self, ev);
+        ev->link = done;
+        done = ev;
+    }
+    pthread_mutex_unlock(&gpu->mu);
     int count = 0;
-    while (true) {
-        kvt_gpu_event_t *mine = NULL;
-        pthread_mutex_lock(&gpu->mu);
-        for (kvt_gpu_event_t *ev = self->deferred; ev; ev = ev->link)
-            if (pthread_equal(ev->owner, me)) {
-                mine = ev;
-                break;
-            }
-        pthread_mutex_unlock(&gpu->mu);
-        if (!mine)
-            break;
-        kvt_gpu_event_destroy(&mine);
+    while (done) {
+        kvt_gpu_event_t *ev = done;
+        done = ev->link;
+        kvt_gpu_event_free(ev);
         count++;
     }
     return count;
@@ -116,22 +125,43 @@ kvt_gpu_event_t *kvt_gpu_event_pool_get(kvt_gpu_event_pool_t *self)
     return ev;
 }
 
+//  Why `ev` cannot be put back into `self` (under gpu->mu), or NULL.
+static const char *s_bad_put(kvt_gpu_event_pool_t *self, kvt_gpu_event_t *ev)
+{
+    if (!ev->pool)
+        return "it is not a pool event (or was destroyed with its pool)";
+    if (ev->pool != self)
+        return "it belongs to another pool";
+    if (ev->state == KVT_GPU_EV_FREE)
+        return "it was already put back";
+    if (ev->state == KVT_GPU_EV_DEFER)
+        return "it was already put back and retired";
+    return NULL;
+}
+
 void kvt_gpu_event_pool_put(kvt_gpu_event_pool_t *self, kvt_gpu_event_t **ev_p)
 {
     assert(self && ev_p);
+    kvt_gpu_t *gpu = self->gpu;
     kvt_gpu_event_t *ev = *ev_p;
     *ev_p = NULL;
     if (ev) {
-        kvt_gpu_t *gpu = self->gpu;
+        bool owner = self->owner == kvt_gpu_thread_token();
         bool destroy_now = false;
+        const char *bad = "it belongs to another device";
         pthread_mutex_lock(&gpu->mu);
-        //  Only an event this pool handed out may come back.
-        assert(ev->pool == self && ev->state == KVT_GPU_EV_OUT);
-        if (ev->records >= ev->max_records) {
+        //  Another device's event is guarded by another mutex: only its
+        //  (immutable) device is read.
+        if (ev->gpu == gpu)
+            bad = s_bad_put(self, ev);
+        if (bad)
+            self->stats.refused++;
+        else if (ev->records >= ev->max_records) {
             self->stats.retired++;
-            if (pthread_equal(ev->owner, pthread_self()))
+            if (owner) {
+                s_unlink(self, ev);
                 destroy_now = true;
-            else {
+            } else {
                 self->stats.deferred++;
                 ev->state = KVT_GPU_EV_DEFER;
                 ev->link = self->deferred;
@@ -143,8 +173,12 @@ void kvt_gpu_event_pool_put(kvt_gpu_event_pool_t *self, kvt_gpu_event_t **ev_p)
             self->free = ev;
         }
         pthread_mutex_unlock(&gpu->mu);
+        if (bad) {
+            kvt_gpu_fail(KVT_GPU_EINVAL, "event_pool_put: refused, %s", bad);
+            kvt_gpu_log(gpu, 0, "%s", kvt_gpu_last_error());
+        }
         if (destroy_now)
-            kvt_gpu_event_destroy(&ev);
+            kvt_gpu_event_free(ev);
     }
     s_collect(self);
 }
@@ -156,11 +190,14 @@ void kvt_gpu_event_pool_stats(kvt_gpu_event_pool_t *self, kvt_gpu_event_pool_sta
     *out = self->stats;
     out->free = 0;
     out->in_use = 0;
+    out->pending = 0;
     for (kvt_gpu_event_t *ev = self->events; ev; ev = ev->pool_next) {
         if (ev->state == KVT_GPU_EV_FREE)
             out->free++;
         else if (ev->state == KVT_GPU_EV_OUT)
             out->in_use++;
+        else if (ev->state == KVT_GPU_EV_DEFER)
+            out->pending++;
     }
     pthread_mutex_unlock(&self->gpu->mu);
 }
@@ -172,15 +209,24 @@ void kvt_gpu_event_pool_destroy(kvt_gpu_event_pool_t **self_p)
     if (!self)
         return;
     kvt_gpu_t *gpu = self->gpu;
-    while (true) {
+    if (self->owner != kvt_gpu_thread_token()) {
         pthread_mutex_lock(&gpu->mu);
-        kvt_gpu_event_t *ev = self->events;
+        self->stats.refused++;
         pthread_mutex_unlock(&gpu->mu);
-        if (!ev)
-            break;
-        kvt_gpu_event_destroy(&ev);
+        kvt_gpu_fail(KVT_GPU_ESTATE,
+                     "event_pool_destroy: refused off the pool's owner thread (the thread that "
+                     "created it): its events are destroyed only there");
+        kvt_gpu_log(gpu, 0, "%s", kvt_gpu_last_error());
+        return;
     }
     pthread_mutex_lock(&gpu->mu);
+    kvt_gpu_event_t *list = self->events;
+    for (kvt_gpu_event_t *ev = list; ev; ev = ev->pool_next) {
+        ev->pool = NULL;
+        ev->state = KVT_GPU_EV_PLAIN;
+        ev->link = NULL;
+    }
+    self->events = self->free = self->deferred = NULL;
     if (self->prev)
         self->prev->next = self->next;
     else
@@ -188,6 +234,12 @@ void kvt_gpu_event_pool_destroy(kvt_gpu_event_pool_t **self_p)
     if (self->next)
         self->next->prev = self->prev;
     pthread_mutex_unlock(&gpu->mu);
+    while (list) {
+        kvt_gpu_event_t *ev = list;
+        list = ev->pool_next;
+        ev->pool_prev = ev->pool_next = NULL;
+        kvt_gpu_event_free(ev);
+    }
     free(self);
     *self_p = NULL;
 }

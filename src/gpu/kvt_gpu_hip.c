@@ -4,8 +4,10 @@
 
     Streams are non-blocking HIP streams; events are created with
     hipEventDisableTiming. A gather / scatter is one hipMemcpyAsync per
-    merged segment (HIP has no batched copy); copies from / to memory that
-    is not pinned (kvt_gpu_host_alloc) are synchronous in HIP. The device is
+    merged segment (HIP has no batched copy), through kvt_gpu_copy_issue
+    (a refusal part-way settles the stream and fails it, so a failed call
+    leaves nothing running); copies from / to memory that is not pinned
+    (kvt_gpu_host_alloc) are synchronous in HIP. The device is
     selected on every call (it is per thread in HIP).
     hipEventQuery on a never-recorded event reports success, which is the
     interface's documented behaviour too.
@@ -243,23 +245,36 @@ static int s_event_sync(kvt_gpu_event_t *ev)
     return rc != 0 ? rc : s_status("event", "synchronize", hipEventSynchronize(ev->impl));
 }
 
+//  Queues one segment / waits for the stream, for kvt_gpu_copy_issue.
+typedef struct {
+    hipStream_t st;     //  the stream
+    hipMemcpyKind kind; //  direction of every segment
+} s_issue_t;
+
+static int s_issue(void *ctx, void *dst, const void *src, size_t len)
+{
+    s_issue_t *is = ctx;
+    hipError_t hrc = hipMemcpyAsync(dst, src, len, is->kind, is->st);
+    return hrc == hipSuccess ? 0 : s_err("hipMemcpyAsync", hrc);
+}
+
+static int s_settle(void *ctx)
+{
+    s_issue_t *is = ctx;
+    hipError_t hrc = hipStreamSynchronize(is->st);
+    return hrc == hipSuccess ? 0 : s_err("hipStreamSynchronize", hrc);
+}
+
 static int s_copy(kvt_gpu_stream_t *fs, kvt_gpu_copy_t *copy, bool pinned)
 {
+    (void)pinned;
+    s_issue_t is = {fs->impl, copy->dir == KVT_GPU_D2H   ? hipMemcpyDeviceToHost
+                              : copy->dir == KVT_GPU_H2D ? hipMemcpyHostToDevice
+                                                         : hipMemcpyDeviceToDevice};
+    kvt_gpu_issuer_t io = {s_issue, s_settle, &is};
     int rc = s_bind(fs->gpu);
-    if (rc != 0)
-        goto cleanup;
-    hipMemcpyKind kind = copy->dir == KVT_GPU_D2H   ? hipMemcpyDeviceToHost
-                         : copy->dir == KVT_GPU_H2D ? hipMemcpyHostToDevice
-                                                    : hipMemcpyDeviceToDevice;
-    for (uint32_t k = 0; k < copy->count; k++) {
-        hipError_t hrc = hipMemcpyAsync(copy->dst[k], copy->src[k], copy->len[k], kind, fs->impl);
-        if (hrc != hipSuccess) {
-            rc = s_err("hipMemcpyAsync", hrc);
-            break;
-        }
-    }
-
-cleanup:
+    if (rc == 0)
+        rc = kvt_gpu_copy_issue(fs, copy, &io);
     free(copy);
     return rc;
 }

@@ -102,6 +102,8 @@ struct _kvt_gpu_stream_t {
     kvt_gpu_t *gpu;              //  device it belongs to
     char name[KVT_GPU_NAME_MAX]; //  for messages
     void *impl;                  //  backend stream
+    bool failed;                 //  a call failed with part of its work queued (under gpu->mu)
+    char fail_why[240];          //  what failed first (under gpu->mu)
     kvt_gpu_stream_t *prev;      //  gpu->streams list
     kvt_gpu_stream_t *next;      //  gpu->streams list
 };
@@ -119,8 +121,7 @@ struct _kvt_gpu_event_t {
     void *impl;                 //  backend event
     uint32_t records;           //  times recorded (under gpu->mu)
     uint32_t max_records;       //  1 + max re-records
-    pthread_t owner;            //  thread that created it
-    kvt_gpu_event_pool_t *pool; //  pool it belongs to, or NULL
+    kvt_gpu_event_pool_t *pool; //  pool it belongs to, or NULL (under gpu->mu)
     kvt_gpu_ev_state_t state;   //  where it is in its pool
     kvt_gpu_event_t *pool_prev; //  pool's list of its events
     kvt_gpu_event_t *pool_next; //  pool's list of its events
@@ -131,17 +132,22 @@ struct _kvt_gpu_event_t {
 
 struct _kvt_gpu_event_pool_t {
     kvt_gpu_t *gpu;                   //  device it belongs to
-    pthread_t owner;                  //  thread that created the pool
+    uint64_t owner;                   //  thread token of its creator, who owns every event
     kvt_gpu_event_t *events;          //  every event of the pool (pool_prev / pool_next)
     kvt_gpu_event_t *free;            //  events ready for get (link stack)
-    kvt_gpu_event_t *deferred;        //  retired events waiting for their owner (link stack)
-    kvt_gpu_event_pool_stats_t stats; //  counters (free / in_use computed on read)
+    kvt_gpu_event_t *deferred;        //  retired events waiting for the owner thread (link stack)
+    kvt_gpu_event_pool_stats_t stats; //  counters (free / in_use / pending computed on read)
     kvt_gpu_event_pool_t *prev;       //  gpu->pools list
     kvt_gpu_event_pool_t *next;       //  gpu->pools list
 };
 
-//  Unlinks a pool event the caller destroys itself (under gpu->mu).
-void kvt_gpu_event_pool_forget(kvt_gpu_event_t *ev);
+//  This thread's token: unique for the life of the process (a pthread_t
+//  can be reused by a later thread, a token never is).
+uint64_t kvt_gpu_thread_token(void);
+
+//  Destroys an event that is in no pool (any more): unlinks it from the
+//  device, destroys the backend event, frees it.
+void kvt_gpu_event_free(kvt_gpu_event_t *ev);
 
 //  The backend vtable. Every function returns 0 or a KVT_GPU_E* code and
 //  sets the last error. NULL entries mean "not supported here".
@@ -208,6 +214,36 @@ void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t 
 
 //  Runs a batch on the CPU (host backend; memcpy per segment).
 void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy);
+
+//  How a device backend queues one segment of a batch and waits for a
+//  stream; kvt_gpu_copy_issue applies the failure rule with them.
+typedef struct {
+    //  Queues one async copy on the stream: 0 or a KVT_GPU_E* code with the
+    //  last error set.
+    int (*issue)(void *ctx, void *dst, const void *src, size_t len);
+    //  Returns once nothing queued on the stream is still running: 0, or a
+    //  KVT_GPU_E* code (the runtime could not synchronize) with the last
+    //  error set.
+    int (*settle)(void *ctx);
+    void *ctx; //  the backend's argument (its stream, the copy kind)
+} kvt_gpu_issuer_t;
+
+//  Queues a batch one segment at a time (HIP, CUDA without a batched
+//  call). A call that fails must leave nothing running that touches the
+//  caller's buffers: when segment k > 0 is refused, segments 0..k-1 are
+//  already queued, so the stream is settled before returning and marked
+//  failed (kvt_gpu_stream_fail). A refusal of segment 0 queued nothing and
+//  leaves the stream usable. Returns 0 or the refused segment's code.
+int kvt_gpu_copy_issue(kvt_gpu_stream_t *s, const kvt_gpu_copy_t *copy, const kvt_gpu_issuer_t *io);
+
+//  Settles `s` through `io` after a call that may have queued part of its
+//  work failed (`why` says what). 0 when nothing is running any more; else
+//  the settle's code, with the stream marked failed and the failure logged.
+int kvt_gpu_stream_settle(kvt_gpu_stream_t *s, const kvt_gpu_issuer_t *io, const char *why);
+
+//  Marks `s` failed (keeps the first reason): every later call that queues
+//  on it, and query / synchronize, return KVT_GPU_EFAULT naming `why`.
+void kvt_gpu_stream_fail(kvt_gpu_stream_t *s, const char *why);
 
 //  Saturating a + b.
 static inline uint64_t kvt_gpu_sat_add(uint64_t a, uint64_t b)

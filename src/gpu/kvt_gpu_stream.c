@@ -2,6 +2,13 @@
     front validates (block ids, sizes, indices; refuses, never clamps),
     builds the copy batch in the chunk layout, counts, and hands the batch to
     the backend.
+
+    A call that returns an error leaves nothing running that touches its
+    buffers. The host backend queues an op whole or not at all; a device
+    backend that had part of a call queued when it failed settles the
+    stream first and marks it failed (kvt_gpu_copy_issue,
+    kvt_gpu_stream_settle); the front then refuses every later call that
+    queues on that stream.
 */
 #include <assert.h>
 #include <stdio.h>
@@ -64,16 +71,61 @@ void kvt_gpu_stream_destroy(kvt_gpu_stream_t **self_p)
     *self_p = NULL;
 }
 
+void kvt_gpu_stream_fail(kvt_gpu_stream_t *s, const char *why)
+{
+    kvt_gpu_t *gpu = s->gpu;
+    pthread_mutex_lock(&gpu->mu);
+    bool first = !s->failed;
+    if (first) {
+        s->failed = true;
+        kvt_gpu_fmt(s->fail_why, sizeof s->fail_why, "%s", why);
+    }
+    pthread_mutex_unlock(&gpu->mu);
+    if (first)
+        kvt_gpu_log(gpu, 1, "stream '%s' failed: %s", s->name, why);
+}
+
+int kvt_gpu_stream_settle(kvt_gpu_stream_t *s, const kvt_gpu_issuer_t *io, const char *why)
+{
+    int rc = io->settle(io->ctx);
+    if (rc == 0)
+        return 0;
+    //  The runtime cannot even synchronize: its error is sticky (the
+    //  context is lost and its work stopped); nothing more can be proven.
+    char what[240];
+    kvt_gpu_fmt(what, sizeof what, "%s; then waiting for the stream failed: %s", why,
+                kvt_gpu_last_error());
+    kvt_gpu_log(s->gpu, 0, "stream '%s': %s", s->name, what);
+    kvt_gpu_stream_fail(s, what);
+    return kvt_gpu_fail(rc, "%s", what);
+}
+
+//  EFAULT when a device backend failed `s` part-way through a call, else 0.
+static int s_check_failed(kvt_gpu_stream_t *s, const char *what)
+{
+    kvt_gpu_t *gpu = s->gpu;
+    int rc = 0;
+    pthread_mutex_lock(&gpu->mu);
+    if (s->failed)
+        rc = kvt_gpu_fail(KVT_GPU_EFAULT, "%s: stream '%s' failed earlier (%s)", what, s->name,
+                          s->fail_why);
+    pthread_mutex_unlock(&gpu->mu);
+    return rc;
+}
+
 int kvt_gpu_stream_query(kvt_gpu_stream_t *self)
 {
     assert(self);
-    return self->gpu->ops->stream_query(self);
+    int rc = s_check_failed(self, "stream_query");
+    return rc != 0 ? rc : self->gpu->ops->stream_query(self);
 }
 
 int kvt_gpu_stream_synchronize(kvt_gpu_stream_t *self)
 {
     assert(self);
-    return self->gpu->ops->stream_sync(self);
+    //  A failed stream was settled when it failed: nothing to wait for.
+    int rc = s_check_failed(self, "stream_synchronize");
+    return rc != 0 ? rc : self->gpu->ops->stream_sync(self);
 }
 
 // ------------------------------------------------------------------ ops ----
@@ -92,17 +144,40 @@ static bool s_pinned(kvt_gpu_t *gpu, const void *ptr, size_t len)
     return pinned;
 }
 
-//  Freezes the geometry and counts one queued op of `bytes` into `counter`.
-static void s_count_op(kvt_gpu_t *gpu, uint64_t *counter, uint64_t *bytes_counter, size_t bytes)
+//  Freezes the geometry and counts one queued op of `bytes` into `counter`
+//  before the backend queues it (so ops_done never runs ahead of
+//  ops_queued); a call the backend refuses is taken back (`back`).
+static void s_count_op(kvt_gpu_t *gpu, uint64_t *counter, uint64_t *bytes_counter, size_t bytes,
+                       bool back)
 {
     pthread_mutex_lock(&gpu->mu);
     gpu->frozen = true;
-    gpu->stats.ops_queued++;
-    if (counter)
-        (*counter)++;
-    if (bytes_counter)
-        *bytes_counter += bytes;
+    if (back) {
+        gpu->stats.ops_queued--;
+        if (counter)
+            (*counter)--;
+        if (bytes_counter)
+            *bytes_counter -= bytes;
+    } else {
+        gpu->stats.ops_queued++;
+        if (counter)
+            (*counter)++;
+        if (bytes_counter)
+            *bytes_counter += bytes;
+    }
     pthread_mutex_unlock(&gpu->mu);
+}
+
+//  Hands a batch to the backend and counts it (taken back on failure).
+static int s_queue_copy(kvt_gpu_stream_t *s, kvt_gpu_copy_t *copy, bool pinned, uint64_t *counter,
+                        uint64_t *bytes_counter, size_t bytes)
+{
+    kvt_gpu_t *gpu = s->gpu;
+    s_count_op(gpu, counter, bytes_counter, bytes, false);
+    int rc = gpu->ops->copy(s, copy, pinned);
+    if (rc != 0)
+        s_count_op(gpu, counter, bytes_counter, bytes, true);
+    return rc;
 }
 
 static int s_cmp_u32(const void *a, const void *b)
@@ -162,6 +237,9 @@ static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const uint32_t *b
         return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL,
                                            "%s: buffer of %zu bytes < %u blocks x %zu bytes = %zu",
                                            what, host ? host_len : 0, n, gpu->block_bytes, need));
+    rc = s_check_failed(s, what);
+    if (rc != 0)
+        return rc;
     uint64_t segs = 0;
     for (uint32_t p = 0; p < gpu->nplanes; p++)
         segs += (uint64_t)gpu->planes[p].layers * n;
@@ -186,9 +264,9 @@ static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const uint32_t *b
         }
     }
     bool pinned = gpu->backend != KVT_GPU_BACKEND_HOST && s_pinned(gpu, host, need);
-    s_count_op(gpu, dir == KVT_GPU_D2H ? &gpu->stats.gathers : &gpu->stats.scatters,
-               dir == KVT_GPU_D2H ? &gpu->stats.bytes_gathered : &gpu->stats.bytes_scattered, need);
-    return gpu->ops->copy(s, copy, pinned);
+    return s_queue_copy(
+        s, copy, pinned, dir == KVT_GPU_D2H ? &gpu->stats.gathers : &gpu->stats.scatters,
+        dir == KVT_GPU_D2H ? &gpu->stats.bytes_gathered : &gpu->stats.bytes_scattered, need);
 }
 
 int kvt_gpu_gather(kvt_gpu_stream_t *s, const uint32_t *blocks, uint32_t n, void *dst,
@@ -240,6 +318,9 @@ static int s_state_host(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, kvt_gpu_state_po
         return s_refused(gpu,
                          kvt_gpu_fail(KVT_GPU_EINVAL, "%s: buffer of %zu bytes < state_bytes %zu",
                                       what, host ? len : 0, bytes));
+    int rc = s_check_failed(s, what);
+    if (rc != 0)
+        return rc;
     kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc(dir, 1);
     if (!copy)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", what);
@@ -248,8 +329,7 @@ static int s_state_host(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, kvt_gpu_state_po
     else
         kvt_gpu_copy_push(copy, unit, host, bytes);
     bool pinned = gpu->backend != KVT_GPU_BACKEND_HOST && s_pinned(gpu, host, bytes);
-    s_count_op(gpu, &gpu->stats.state_copies, &gpu->stats.bytes_state, bytes);
-    return gpu->ops->copy(s, copy, pinned);
+    return s_queue_copy(s, copy, pinned, &gpu->stats.state_copies, &gpu->stats.bytes_state, bytes);
 }
 
 int kvt_gpu_state_to_host(kvt_gpu_stream_t *s, kvt_gpu_state_pool_t pool, uint32_t index, void *dst,
@@ -282,12 +362,14 @@ int kvt_gpu_state_copy(kvt_gpu_stream_t *s, kvt_gpu_state_pool_t dst_pool, uint3
                                            bytes, kvt_gpu_state_bytes(gpu, src_pool)));
     if (dst == src)
         return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "state_copy: a unit onto itself"));
+    int rc = s_check_failed(s, "state_copy");
+    if (rc != 0)
+        return rc;
     kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc(KVT_GPU_D2D, 1);
     if (!copy)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "state_copy: out of memory");
     kvt_gpu_copy_push(copy, dst, src, bytes);
-    s_count_op(gpu, &gpu->stats.state_copies, &gpu->stats.bytes_state, bytes);
-    return gpu->ops->copy(s, copy, true);
+    return s_queue_copy(s, copy, true, &gpu->stats.state_copies, &gpu->stats.bytes_state, bytes);
 }
 
 int kvt_gpu_launch_host_fn(kvt_gpu_stream_t *s, kvt_gpu_host_fn *fn, void *arg,
@@ -300,8 +382,14 @@ int kvt_gpu_launch_host_fn(kvt_gpu_stream_t *s, kvt_gpu_host_fn *fn, void *arg,
     if (!gpu->ops->host_fn)
         return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "launch_host_fn: not supported by %s",
                             gpu->ops->name);
-    s_count_op(gpu, NULL, NULL, 0);
-    return gpu->ops->host_fn(s, fn, arg, sim_cost_ns);
+    int rc = s_check_failed(s, "launch_host_fn");
+    if (rc != 0)
+        return rc;
+    s_count_op(gpu, NULL, NULL, 0, false);
+    rc = gpu->ops->host_fn(s, fn, arg, sim_cost_ns);
+    if (rc != 0)
+        s_count_op(gpu, NULL, NULL, 0, true);
+    return rc;
 }
 
 // --------------------------------------------------------------- events ----
@@ -315,7 +403,6 @@ kvt_gpu_event_t *kvt_gpu_event_new(kvt_gpu_t *gpu)
         return NULL;
     }
     self->gpu = gpu;
-    self->owner = pthread_self();
     self->max_records = gpu->opts.event_max_rerecords + 1;
     if (gpu->ops->event_new(self) != 0) {
         free(self);
@@ -330,16 +417,11 @@ kvt_gpu_event_t *kvt_gpu_event_new(kvt_gpu_t *gpu)
     return self;
 }
 
-void kvt_gpu_event_destroy(kvt_gpu_event_t **self_p)
+void kvt_gpu_event_free(kvt_gpu_event_t *self)
 {
-    assert(self_p);
-    kvt_gpu_event_t *self = *self_p;
-    if (!self)
-        return;
     kvt_gpu_t *gpu = self->gpu;
     pthread_mutex_lock(&gpu->mu);
-    if (self->pool)
-        kvt_gpu_event_pool_forget(self);
+    assert(!self->pool);
     if (self->prev)
         self->prev->next = self->next;
     else
@@ -349,6 +431,28 @@ void kvt_gpu_event_destroy(kvt_gpu_event_t **self_p)
     pthread_mutex_unlock(&gpu->mu);
     gpu->ops->event_destroy(self);
     free(self);
+}
+
+void kvt_gpu_event_destroy(kvt_gpu_event_t **self_p)
+{
+    assert(self_p);
+    kvt_gpu_event_t *self = *self_p;
+    if (!self)
+        return;
+    kvt_gpu_t *gpu = self->gpu;
+    //  A pool event is destroyed by its pool, on the pool's owner thread.
+    pthread_mutex_lock(&gpu->mu);
+    bool pooled = self->pool != NULL;
+    if (pooled)
+        self->pool->stats.refused++;
+    pthread_mutex_unlock(&gpu->mu);
+    if (pooled) {
+        kvt_gpu_fail(KVT_GPU_ESTATE, "event_destroy: refused, the event belongs to an event pool "
+                                     "(give it back with kvt_gpu_event_pool_put)");
+        kvt_gpu_log(gpu, 0, "%s", kvt_gpu_last_error());
+        return;
+    }
+    kvt_gpu_event_free(self);
     *self_p = NULL;
 }
 
@@ -360,6 +464,9 @@ int kvt_gpu_event_record(kvt_gpu_event_t *ev, kvt_gpu_stream_t *s)
         return s_refused(gpu,
                          kvt_gpu_fail(KVT_GPU_EINVAL,
                                       "event_record: stream '%s' is on another device", s->name));
+    int rc = s_check_failed(s, "event_record");
+    if (rc != 0)
+        return rc;
     pthread_mutex_lock(&gpu->mu);
     if (ev->records >= ev->max_records) {
         pthread_mutex_unlock(&gpu->mu);
@@ -369,7 +476,7 @@ int kvt_gpu_event_record(kvt_gpu_event_t *ev, kvt_gpu_stream_t *s)
     }
     ev->records++;
     pthread_mutex_unlock(&gpu->mu);
-    int rc = gpu->ops->event_record(ev, s);
+    rc = gpu->ops->event_record(ev, s);
     pthread_mutex_lock(&gpu->mu);
     if (rc != 0)
         ev->records--;
@@ -389,6 +496,9 @@ int kvt_gpu_stream_wait_event(kvt_gpu_stream_t *s, kvt_gpu_event_t *ev)
     if (ev->gpu != gpu)
         return s_refused(
             gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "stream_wait_event: the event is on another device"));
+    int rc = s_check_failed(s, "stream_wait_event");
+    if (rc != 0)
+        return rc;
     pthread_mutex_lock(&gpu->mu);
     gpu->frozen = true;
     gpu->stats.waits++;
