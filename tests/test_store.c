@@ -294,8 +294,32 @@ Test(pool, a_pinned_object_is_never_evicted)
     kvt_pool_stats(pool, &st);
     cr_assert_eq(st.pinned_bytes, UNIT);
     cr_assert_eq(kvt_pool_release(pool, &l), KVT_STORE_OK);
-    s_put(pool, 5, UNIT); //  unpinned now: the oldest goes
+    s_put(pool, 5, UNIT); //  unpinned now: evictable again (after 2, see below)
+    s_put(pool, 6, UNIT);
     cr_assert_not(s_has(pool, 0));
+    kvt_pool_destroy(&pool);
+}
+
+Test(pool, eviction_moves_a_pinned_object_it_passes_to_the_young_end)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 3);
+    kvt_holder_t h = s_holder(pool, "load");
+    for (uint64_t i = 0; i < 3; i++)
+        s_put(pool, i, UNIT);
+    kvt_lease_t l = {0};
+    kvt_obj_view_t v;
+    cr_assert_eq(kvt_pool_acquire(pool, NS, s_key(0), KVT_OBJ_KV, h, &l, &v), KVT_STORE_OK);
+    kvt_pool_touch(pool, NS, s_key(1), KVT_OBJ_KV);
+    kvt_pool_touch(pool, NS, s_key(2), KVT_OBJ_KV); //  LRU, old to young: 0 (pinned) 1 2
+    s_put(pool, 3, UNIT); //  passes 0 (in use: moved young), evicts 1; LRU: 2 0 3
+    cr_assert_not(s_has(pool, 1));
+    cr_assert_eq(kvt_pool_release(pool, &l), KVT_STORE_OK);
+    //  The next eviction does not walk past 0 again: it was moved, so the
+    //  oldest is 2 (a walk from the old end on every eviction is O(pinned)).
+    s_put(pool, 4, UNIT);
+    cr_assert_not(s_has(pool, 2));
+    cr_assert(s_has(pool, 0) && s_has(pool, 3) && s_has(pool, 4));
     kvt_pool_destroy(&pool);
 }
 
@@ -502,6 +526,78 @@ Test(pool, an_allocation_that_cannot_succeed_evicts_nothing)
     kvt_pool_destroy(&pool);
 }
 
+Test(pool, rule_M2_no_contiguous_run_means_nothing_is_evicted)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 4);
+    kvt_holder_t h = s_holder(pool, "load");
+    for (uint64_t i = 0; i < 4; i++) //  A B C D, one unit each, in address order
+        s_put(pool, i, UNIT);
+    kvt_lease_t la = {0}, lc = {0};
+    kvt_obj_view_t v;
+    cr_assert_eq(kvt_pool_acquire(pool, NS, s_key(0), KVT_OBJ_KV, h, &la, &v), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_acquire(pool, NS, s_key(2), KVT_OBJ_KV, h, &lc, &v), KVT_STORE_OK);
+    //  Two evictable units, but no two adjacent: a 2-unit put must fail
+    //  without evicting B or D.
+    uint8_t buf[2 * UNIT] = {0};
+    cr_assert_eq(kvt_pool_put(pool, NS, s_key(9), KVT_OBJ_KV, buf, sizeof(buf)),
+                 KVT_STORE_ENOSPACE);
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.evictions, 0);
+    cr_assert_eq(st.alloc_failed_pinned, 1);
+    cr_assert(s_has(pool, 1) && s_has(pool, 3));
+    cr_assert_eq(kvt_pool_release(pool, &lc), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_put(pool, NS, s_key(9), KVT_OBJ_KV, buf, sizeof(buf)), KVT_STORE_OK);
+    kvt_pool_release(pool, &la);
+    kvt_pool_destroy(&pool);
+}
+
+Test(pool, rule_M2_eviction_takes_only_the_run_the_allocation_needs)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 6);
+    kvt_holder_t h = s_holder(pool, "load");
+    for (uint64_t i = 0; i < 6; i++) //  A B C D E F in address and LRU order
+        s_put(pool, i, UNIT);
+    kvt_lease_t lb = {0};
+    kvt_obj_view_t v;
+    cr_assert_eq(kvt_pool_acquire(pool, NS, s_key(1), KVT_OBJ_KV, h, &lb, &v), KVT_STORE_OK);
+    //  A is oldest but pinned B bounds its run; C and D are the oldest pair
+    //  that make two contiguous units. Evicting A first would be for nothing.
+    uint8_t buf[2 * UNIT] = {0};
+    cr_assert_eq(kvt_pool_put(pool, NS, s_key(9), KVT_OBJ_KV, buf, sizeof(buf)), KVT_STORE_OK);
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.evictions, 2);
+    cr_assert(s_has(pool, 0), "A was not needed");
+    cr_assert_not(s_has(pool, 2));
+    cr_assert_not(s_has(pool, 3));
+    cr_assert(s_has(pool, 4) && s_has(pool, 5));
+    kvt_pool_release(pool, &lb);
+    kvt_pool_destroy(&pool);
+}
+
+Test(pool, rule_L5_a_size_near_size_max_is_too_big_not_wrapped)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 4);
+    kvt_holder_t h = s_holder(pool, "save");
+    kvt_resv_t r = {0};
+    void *p = NULL;
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(1), KVT_OBJ_KV, SIZE_MAX, h, &r, &p),
+                 KVT_STORE_ETOOBIG);
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(1), KVT_OBJ_KV, SIZE_MAX - UNIT + 2, h, &r, &p),
+                 KVT_STORE_ETOOBIG);
+    cr_assert_eq(r.id, 0);
+    cr_assert_null(p);
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.alloc_failed_toobig, 2);
+    cr_assert_eq(st.used_bytes, 0);
+    kvt_pool_destroy(&pool);
+}
+
 // -------------------------------------------------------- TTL and reclaim --
 
 Test(pool, an_orphaned_lease_is_reclaimed_at_ttl_counted_and_logged_once)
@@ -602,6 +698,142 @@ Test(pool, a_renewed_reservation_outlives_the_ttl_and_a_stale_one_is_refused)
     kvt_pool_stats_t st;
     kvt_pool_stats(pool, &st);
     cr_assert_eq(st.release_errors, 2);
+    kvt_pool_destroy(&pool);
+}
+
+Test(pool, rule_H1_an_expired_reservation_of_a_live_holder_is_quarantined_not_reused)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 3);
+    kvt_holder_t h = s_holder(pool, "save"), g = s_holder(pool, "load");
+    kvt_resv_t r = {0};
+    void *p;
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(1), KVT_OBJ_KV, UNIT, h, &r, &p), KVT_STORE_OK);
+    env.now += 1000 * 1000000ull; //  the copy into p is stalled past the ttl
+    cr_assert_eq(kvt_pool_reclaim(pool), 1);
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.reclaimed_expired, 1);
+    cr_assert_eq(st.reclaimed_quarantined, 1);
+    cr_assert_eq(st.quarantined_bytes, UNIT);
+    cr_assert_eq(st.objects_quarantined, 1);
+    cr_assert_eq(st.objects_writing, 0);
+    cr_assert_eq(st.used_bytes, UNIT, "the bytes stay allocated");
+    cr_assert_eq(kvt_pool_touch(pool, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_GONE, "unindexed");
+    //  Other objects fill the pool; none may land in the quarantined bytes.
+    s_put(pool, 2, UNIT);
+    s_put(pool, 3, UNIT);
+    s_put(pool, 4, UNIT); //  evicts 2, never the quarantined extent
+    kvt_lease_t l = {0};
+    kvt_obj_view_t v;
+    for (uint64_t i = 3; i <= 4; i++) {
+        cr_assert_eq(kvt_pool_acquire(pool, NS, s_key(i), KVT_OBJ_KV, g, &l, &v), KVT_STORE_OK);
+        cr_assert((const uint8_t *)v.ptr + UNIT <= (uint8_t *)p ||
+                      (const uint8_t *)v.ptr >= (uint8_t *)p + UNIT,
+                  "object %llu placed over the quarantined reservation", (unsigned long long)i);
+        cr_assert_eq(kvt_pool_release(pool, &l), KVT_STORE_OK);
+    }
+    memset(p, 0xEE, UNIT); //  the late copy lands
+    for (uint64_t i = 3; i <= 4; i++) {
+        cr_assert_eq(kvt_pool_acquire(pool, NS, s_key(i), KVT_OBJ_KV, g, &l, &v), KVT_STORE_OK);
+        cr_assert_eq(((const uint8_t *)v.ptr)[0], (uint8_t)i, "a committed object changed");
+        cr_assert_eq(kvt_pool_release(pool, &l), KVT_STORE_OK);
+    }
+    cr_assert_eq(kvt_pool_resv_renew(pool, r), KVT_STORE_ESTALE);
+    cr_assert_eq(kvt_pool_commit(pool, &r, NULL), KVT_STORE_ESTALE, "nothing was stored");
+    cr_assert_not(s_has(pool, 1));
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.quarantined_bytes, 0, "the commit's ESTALE freed it");
+    cr_assert_eq(st.objects_quarantined, 0);
+    cr_assert_eq(st.used_bytes, 2 * UNIT);
+    cr_assert_eq(kvt_pool_commit(pool, &r, NULL), KVT_STORE_ESTALE, "and only once");
+    kvt_pool_destroy(&pool);
+}
+
+Test(pool, a_quarantined_reservation_is_freed_by_its_abort_or_a_ttl_after_its_holder_reset)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 4);
+    kvt_holder_t h = s_holder(pool, "save");
+    kvt_resv_t a = {0}, b = {0}, c = {0};
+    void *p;
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(1), KVT_OBJ_KV, UNIT, h, &a, &p), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(2), KVT_OBJ_KV, UNIT, h, &b, &p), KVT_STORE_OK);
+    env.now += 1000 * 1000000ull;
+    cr_assert_eq(kvt_pool_reclaim(pool), 2);
+    //  The key is free again: a new writer is not a duplicate of the old one.
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(1), KVT_OBJ_KV, UNIT, h, &c, &p), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_abort(pool, &a), KVT_STORE_ESTALE);
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.quarantined_bytes, UNIT, "a's bytes went with its abort");
+    cr_assert_eq(st.aborts, 0);
+    cr_assert_eq(kvt_pool_commit(pool, &c, NULL), KVT_STORE_OK);
+    cr_assert(s_has(pool, 1));
+    //  b's lane is reset: a copy it queued may still run for a ttl, then the
+    //  bytes go although nobody commits or aborts b.
+    cr_assert_eq(kvt_pool_holder_reset(pool, h), KVT_STORE_OK);
+    env.now += 999 * 1000000ull;
+    kvt_pool_reclaim(pool);
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.quarantined_bytes, UNIT);
+    env.now += 1000000ull;
+    kvt_pool_reclaim(pool);
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.quarantined_bytes, 0);
+    cr_assert_eq(st.objects_quarantined, 0);
+    cr_assert_eq(st.used_bytes, UNIT);
+    cr_assert_eq(kvt_pool_commit(pool, &b, NULL), KVT_STORE_ESTALE);
+    kvt_pool_destroy(&pool);
+}
+
+Test(pool, rule_L4_an_orphan_lease_is_never_renewed_or_extended_by_lookup)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 4);
+    kvt_holder_t h = s_holder(pool, "lane");
+    s_put(pool, 0, UNIT);
+    s_put(pool, 1, UNIT);
+    kvt_hash_t k0 = s_key(0), k1 = s_key(1);
+    kvt_lease_t l = {0};
+    cr_assert_eq(kvt_pool_lookup(pool, NS, &k0, 1, KVT_OBJ_KV, h, &l), 1);
+    cr_assert_eq(kvt_pool_holder_reset(pool, h), KVT_STORE_OK);
+    env.now += 600 * 1000000ull;
+    cr_assert_eq(kvt_pool_lease_renew(pool, l), KVT_STORE_ESTALE);
+    cr_assert_eq(kvt_pool_lookup(pool, NS, &k1, 1, KVT_OBJ_KV, h, &l), KVT_STORE_ESTALE);
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.pinned_bytes, UNIT, "nothing was added to the orphan");
+    cr_assert_eq(st.release_errors, 2);
+    env.now += 400 * 1000000ull;
+    cr_assert_eq(kvt_pool_reclaim(pool), 1, "expires a ttl after it started, not after a renew");
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.reclaimed_orphaned, 1);
+    cr_assert_eq(st.pinned_bytes, 0);
+    kvt_pool_destroy(&pool);
+}
+
+Test(pool, rule_L4_an_orphan_reservation_never_commits)
+{
+    env_t env = {0};
+    kvt_pool_t *pool = s_pool(&env, 4);
+    kvt_holder_t h = s_holder(pool, "save");
+    kvt_resv_t r = {0}, q = {0};
+    void *p;
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(1), KVT_OBJ_KV, UNIT, h, &r, &p), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_reserve(pool, NS, s_key(2), KVT_OBJ_KV, UNIT, h, &q, &p), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_holder_reset(pool, h), KVT_STORE_OK);
+    cr_assert_eq(kvt_pool_resv_renew(pool, r), KVT_STORE_ESTALE);
+    kvt_lease_t l = {0};
+    cr_assert_eq(kvt_pool_commit(pool, &r, &l), KVT_STORE_ESTALE);
+    cr_assert_eq(l.id, 0);
+    cr_assert_not(s_has(pool, 1));
+    cr_assert_eq(kvt_pool_abort(pool, &q), KVT_STORE_OK, "an orphan may always be given up");
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.objects_writing, 0);
+    cr_assert_eq(st.used_bytes, 0, "both orphans' bytes are freed by their writer's call");
+    cr_assert_eq(st.puts, 0);
     kvt_pool_destroy(&pool);
 }
 
@@ -772,5 +1004,35 @@ Test(extents, random_alloc_free_keeps_accounting_and_coalesces)
     cr_assert_eq(a.used_units, 0);
     cr_assert_eq(a.free_extents, 1);
     cr_assert_eq(kvt_extents_largest_free(&a), 1000);
+    kvt_extents_fini(&a);
+}
+
+Test(extents, an_allocation_never_scans_holes_much_smaller_than_itself)
+{
+    //  Free holes of 256 units (a chunk) and a request of 300 (a chunk with
+    //  its image): same power of two, but no hole fits. The request must not
+    //  examine every hole, and must take a larger extent when there is one.
+    kvt_extents_t a;
+    cr_assert_eq(kvt_extents_init(&a, 200 * 257 + 1000, 400), 0);
+    uint32_t ids[200], spacer[200];
+    for (int i = 0; i < 200; i++) {
+        ids[i] = kvt_extents_alloc(&a, 256);
+        spacer[i] = kvt_extents_alloc(&a, 1);
+        cr_assert_neq(ids[i], KVT_NIL);
+        cr_assert_neq(spacer[i], KVT_NIL);
+    }
+    uint32_t tail = kvt_extents_alloc(&a, 1000);
+    cr_assert_neq(tail, KVT_NIL);
+    for (int i = 0; i < 200; i++)
+        kvt_extents_free(&a, ids[i]);
+    a.scanned = 0;
+    cr_assert_eq(kvt_extents_alloc(&a, 300), KVT_NIL);
+    cr_assert_leq(a.scanned, 16, "examined %llu holes", (unsigned long long)a.scanned);
+    kvt_extents_free(&a, tail);
+    a.scanned = 0;
+    uint32_t big = kvt_extents_alloc(&a, 300);
+    cr_assert_neq(big, KVT_NIL);
+    cr_assert_eq(kvt_extents_off(&a, big), 200 * 257);
+    cr_assert_leq(a.scanned, 16);
     kvt_extents_fini(&a);
 }

@@ -352,6 +352,147 @@ Test(disk, capacity_is_kept_by_evicting_the_oldest_files)
     kvt_disk_destroy(&d);
 }
 
+Test(disk, a_read_refreshes_the_file_in_the_disk_lru)
+{
+    uint64_t cap = 3 * (HDR + 1000);
+    kvt_disk_t *d = s_disk(cap, 1, 8);
+    for (uint64_t i = 0; i < 3; i++) {
+        s_put(d, i, 1000);
+        kvt_disk_flush(d);
+    }
+    cr_assert_eq(s_read(d, 0, 1000), KVT_STORE_OK); //  0 was the oldest
+    s_put(d, 3, 1000);
+    kvt_disk_flush(d);
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_GONE, "1 went instead");
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(0), KVT_OBJ_KV), KVT_TOUCH_PRESENT);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_file_holding_another_objects_valid_bytes_is_never_handed_out)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 1, 8);
+    s_put(d, 1, 3000);
+    s_put(d, 2, 3000);
+    kvt_disk_flush(d);
+    //  A whole, valid file of object 2 under object 1's name: its header and
+    //  payload checksums are right, its length too; only the header's name
+    //  differs from what the index expects.
+    char p1[512], p2[512], cmd[1100];
+    s_path(p1, sizeof(p1), 1);
+    s_path(p2, sizeof(p2), 2);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", p2, p1);
+    cr_assert_eq(system(cmd), 0);
+    uint8_t buf[3000];
+    size_t got = 0;
+    kvt_obj_kind_t kind;
+    cr_assert_eq(kvt_disk_read(d, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf), &got, &kind),
+                 KVT_STORE_ECORRUPT);
+    cr_assert_not(s_exists(p1));
+    cr_assert_eq(s_read(d, 2, 3000), KVT_STORE_OK);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.corrupt, 1);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, rule_L1_a_restart_with_less_room_skips_a_newest_file_that_does_not_fit)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 1, 8);
+    for (uint64_t i = 0; i < 5; i++)
+        s_put(d, i, 4096);
+    s_put(d, 99, 64 << 10);
+    kvt_disk_destroy(&d);
+    for (uint64_t i = 0; i < 5; i++)
+        s_set_mtime(i, 1000000100 + (time_t)i);
+    s_set_mtime(99, 1000000200); //  the newest, and too big for the new budget
+    d = s_disk(32 << 10, 1, 8);  //  the five small files fit (5 x 4160 bytes)
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.rescanned, 5);
+    cr_assert_eq(st.evictions, 1);
+    for (uint64_t i = 0; i < 5; i++)
+        cr_assert_eq(s_read(d, i, 4096), KVT_STORE_OK);
+    char big[512];
+    s_path(big, sizeof(big), 99);
+    cr_assert_not(s_exists(big));
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, rule_L2_the_rescan_leaves_files_that_are_not_object_names_alone_and_counts_them)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 1, 8);
+    s_put(d, 1, 2000);
+    kvt_disk_destroy(&d);
+    const char *names[] = {"model.kvt", "0000000000000003-nothex-1.kvt", "README", ".hidden"};
+    char path[600];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", s_dir, names[i]);
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fputs("someone else's", f);
+        fclose(f);
+    }
+    d = s_disk(1 << 20, 1, 8);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.foreign_files, 4);
+    cr_assert_eq(st.corrupt, 0);
+    cr_assert_eq(st.rescanned, 1);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", s_dir, names[i]);
+        cr_assert(s_exists(path), "%s was deleted", names[i]);
+    }
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, rule_L5_a_size_near_size_max_is_too_big_not_wrapped)
+{
+    kvt_disk_t *d = s_disk(1 << 20, 1, 8);
+    static uint8_t buf[16];
+    cr_assert_eq(kvt_disk_put(d, NS, s_key(1), KVT_OBJ_KV, buf, SIZE_MAX - 20, NULL, NULL),
+                 KVT_STORE_ETOOBIG);
+    kvt_disk_flush(d);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.puts_dropped, 1);
+    cr_assert_eq(st.used_bytes, 0);
+    cr_assert_eq(st.objects_writing + st.puts + st.io_errors, 0);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_pinned_file_is_never_evicted_until_unpinned)
+{
+    uint64_t cap = 3 * (HDR + 1000);
+    kvt_disk_t *d = s_disk(cap, 1, 8);
+    for (uint64_t i = 0; i < 3; i++) {
+        s_put(d, i, 1000);
+        kvt_disk_flush(d);
+    }
+    size_t size = 0;
+    kvt_obj_kind_t kind;
+    uint64_t pin = 0;
+    cr_assert_eq(kvt_disk_pin(d, NS, s_key(0), KVT_OBJ_KV, &size, &kind, &pin), KVT_STORE_OK);
+    cr_assert_eq(size, 1000);
+    cr_assert_neq(pin, 0);
+    cr_assert_eq(kvt_disk_remove(d, NS, s_key(0), KVT_OBJ_KV), KVT_STORE_EBUSY);
+    s_put(d, 3, 1000); //  0 is the oldest but pinned: 1 goes
+    kvt_disk_flush(d);
+    cr_assert_eq(s_read(d, 0, 1000), KVT_STORE_OK);
+    cr_assert_eq(kvt_disk_touch(d, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_GONE);
+    //  Pinned and queued bytes are not evictable: a put that needs them fails
+    //  without deleting anything.
+    uint8_t big[2 * 1000 + HDR + 1];
+    cr_assert_eq(kvt_disk_put_copy(d, NS, s_key(9), KVT_OBJ_KV, big, sizeof(big)),
+                 KVT_STORE_ENOSPACE);
+    kvt_disk_unpin(d, pin);
+    kvt_disk_unpin(d, pin); //  a second unpin of the same pin changes nothing
+    cr_assert_eq(kvt_disk_remove(d, NS, s_key(0), KVT_OBJ_KV), KVT_STORE_OK);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.evictions, 1);
+    kvt_disk_destroy(&d);
+}
+
 // ------------------------------------------ queued writes (a gated writer) --
 
 typedef struct {
@@ -468,4 +609,35 @@ Test(disk, a_bad_setting_is_refused_with_its_name)
     cfg.dir = "/proc/kvtier-cannot-create";
     cr_assert_null(kvt_disk_new(&cfg, err, sizeof(err)));
     cr_assert(strstr(err, "disk.dir=/proc/kvtier-cannot-create"), "%s", err);
+}
+
+Test(disk, rule_M3_a_put_that_cannot_fit_beside_queued_writes_deletes_nothing)
+{
+    kvt_disk_t *d = s_disk(10 * (4096 + HDR), 1, 4);
+    for (uint64_t i = 0; i < 4; i++) {
+        s_put(d, i, 4096);
+        kvt_disk_flush(d);
+    }
+    gate_t g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    static uint8_t buf[6 * 4096];
+    cr_assert_eq(kvt_disk_put(d, NS, s_key(50), KVT_OBJ_KV, buf, 5 * 4096, s_gated_done, &g),
+                 KVT_STORE_OK);
+    s_gate_wait_entered(&g, 1); //  in flight: its room is taken, it cannot be evicted
+    cr_assert_eq(kvt_disk_put_copy(d, NS, s_key(60), KVT_OBJ_KV, buf, 6 * 4096),
+                 KVT_STORE_ENOSPACE);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.evictions, 0, "nothing deleted for a put that could not fit");
+    cr_assert_eq(st.objects, 4);
+    cr_assert_eq(st.puts_dropped, 1);
+    //  One that fits beside the queued write evicts only what it needs.
+    cr_assert_eq(kvt_disk_put_copy(d, NS, s_key(61), KVT_OBJ_KV, buf, 2 * 4096), KVT_STORE_OK);
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.evictions, 1);
+    s_gate_open(&g);
+    kvt_disk_flush(d);
+    kvt_disk_stats(d, &st);
+    cr_assert_leq(st.used_bytes, st.capacity_bytes);
+    cr_assert_eq(st.objects, 5);
+    kvt_disk_destroy(&d);
 }

@@ -10,9 +10,10 @@
     directory is optional (config).
 
     kvt_disk_new rescans the directory: temporary files are deleted; each
-    object file's header is validated (magic, version, header checksum, name
-    matches header, file length matches header) and indexed, oldest mtime at
-    the old end of the LRU; a file that fails is counted and deleted. Payload
+    file named like an object has its header validated (magic, version,
+    header checksum, name matches header, file length matches header) and is
+    indexed, oldest mtime at the old end of the LRU; one that fails is
+    counted and deleted. Any other entry is left alone (counted). Payload
     checksums are verified on every read: a corrupt or truncated file is a
     miss that is counted and deleted, never bytes handed to a caller.
 
@@ -75,6 +76,7 @@ typedef struct {
     uint64_t tmp_removed;     //  temporary files deleted by the rescan
     uint64_t touches_present; //  touches that found a file
     uint64_t touches_gone;    //  touches that did not
+    uint64_t foreign_files;   //  directory entries the rescan left alone: not an object name
 } kvt_disk_stats_t;
 
 //  Called exactly once per accepted zero-copy put, on an I/O thread, after
@@ -109,6 +111,17 @@ int kvt_disk_put_copy(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kin
 //  No refresh, no counters.
 int kvt_disk_stat(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, size_t *size,
                   kvt_obj_kind_t *found);
+
+//  As kvt_disk_stat, and pins the file: eviction skips it (and
+//  kvt_disk_remove answers EBUSY) until kvt_disk_unpin (*pin), so a reader
+//  that must read it later (a promotion) cannot lose it to a put made
+//  meanwhile. A file that fails validation at read is still deleted.
+int kvt_disk_pin(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, size_t *size,
+                 kvt_obj_kind_t *found, uint64_t *pin);
+
+//  Drops a pin taken by kvt_disk_pin (a pin of a file deleted since is
+//  ignored). Exactly once per pin.
+void kvt_disk_unpin(kvt_disk_t *self, uint64_t pin);
 
 //  Reads the file matching the query into dst (cap bytes) and verifies it;
 //  refreshes it in the disk LRU. OK: *size and *found are set. ENOTFOUND on a

@@ -95,6 +95,9 @@ typedef struct {
     uint64_t pin_table_full;      //  lookups whose pins were cut short by a full lease/pin table
     uint64_t reclaimed_orphaned;  //  leases + reservations reclaimed after a holder reset/removal
     uint64_t reclaimed_expired;   //  leases + reservations of a live holder reclaimed at TTL
+    uint64_t reclaimed_quarantined; //  ... of which reservations whose bytes were quarantined
+    uint64_t quarantined_bytes;     //  bytes of quarantined reservations (held until commit/abort)
+    uint64_t objects_quarantined;   //  quarantined reservations now
 } kvt_pool_stats_t;
 
 //  Fills *cfg with the defaults (capacity_bytes stays 0: required).

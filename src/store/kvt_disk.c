@@ -90,11 +90,14 @@ static uint32_t s_alloc_ent(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_o
     e->kind = (uint8_t)kind;
     e->size = size;
     e->state = (uint8_t)state;
+    e->pins = 0;
     e->prev = e->next = KVT_NIL;
     int set = kvt_keymap_set(&self->map, ns, key, kind, i + 1);
     assert(set == 0); //  the map holds as many keys as there are entries
     (void)set;
     self->used += KVT_DISK_HDR + size;
+    if (state == KVT_DENT_WRITING)
+        self->writing += KVT_DISK_HDR + size;
     return i;
 }
 
@@ -105,8 +108,14 @@ static void s_free_ent(kvt_disk_t *self, uint32_t i)
     if (e->state == KVT_DENT_READY) {
         s_lru_unlink(self, i);
         self->st.objects--;
+        if (e->pins > 0) { //  deleted under a pin (failed validation): the pin lapses
+            self->pinned -= KVT_DISK_HDR + e->size;
+            self->npinned--;
+            e->pins = 0;
+        }
     } else {
         self->st.objects_writing--;
+        self->writing -= KVT_DISK_HDR + e->size;
     }
     kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
     self->used -= KVT_DISK_HDR + e->size;
@@ -129,15 +138,25 @@ static void s_delete(kvt_disk_t *self, uint32_t i)
     s_free_ent(self, i);
 }
 
+//  Deletes the oldest unpinned ready file; false if there is none. A pinned
+//  file met at the old end is being read: it goes to the young end, so no
+//  later eviction walks past it again.
 static bool s_evict_one(kvt_disk_t *self)
 {
-    uint32_t i = self->lru_old;
-    if (i == KVT_NIL)
+    if (self->st.objects == self->npinned)
         return false;
-    self->st.evictions++;
-    self->st.evicted_bytes += KVT_DISK_HDR + self->ents[i].size;
-    s_delete(self, i);
-    return true;
+    for (uint64_t n = self->st.objects; n > 0; n--) {
+        uint32_t i = self->lru_old;
+        if (self->ents[i].pins > 0) {
+            s_refresh(self, i);
+            continue;
+        }
+        self->st.evictions++;
+        self->st.evicted_bytes += KVT_DISK_HDR + self->ents[i].size;
+        s_delete(self, i);
+        return true;
+    }
+    return false;
 }
 
 int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
@@ -184,6 +203,7 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
         if (rename(tmp, path) == 0) {
             renamed = true;
             e->state = KVT_DENT_READY;
+            self->writing -= KVT_DISK_HDR + e->size;
             self->st.objects_writing--;
             self->st.objects++;
             s_lru_push_young(self, job.ent);
@@ -398,7 +418,6 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
     if (!kvt_store_kind_ok(kind) || size == 0 || !src)
         return KVT_STORE_EINVAL;
     int rc = KVT_STORE_OK;
-    uint64_t bytes = KVT_DISK_HDR + (uint64_t)size;
     pthread_mutex_lock(&self->mu);
     uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
     if (i != KVT_NIL) {
@@ -412,18 +431,31 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
         rc = KVT_STORE_DUPLICATE;
         goto cleanup;
     }
-    if (bytes > self->capacity) {
+    //  Compared before adding the header: a size near SIZE_MAX would wrap
+    //  (capacity is at least 2 headers).
+    if (size > self->capacity - KVT_DISK_HDR) {
         rc = KVT_STORE_ETOOBIG;
         goto dropped;
     }
+    uint64_t bytes = KVT_DISK_HDR + (uint64_t)size;
     if (self->job_free == KVT_NIL) {
         rc = KVT_STORE_EBUSY;
         goto dropped;
     }
-    //  Only ready files are evictable; queued writes keep their room.
+    //  Only unpinned ready files are evictable; queued writes and pinned
+    //  files keep their room. Decide before deleting anything, so a put
+    //  that cannot fit deletes nothing.
+    if (self->writing + self->pinned + bytes > self->capacity) {
+        rc = KVT_STORE_ENOSPACE;
+        goto dropped;
+    }
+    if (self->ent_free == KVT_NIL && self->st.objects == self->npinned) {
+        rc = KVT_STORE_EFULL;
+        goto dropped;
+    }
     while (self->ent_free == KVT_NIL || self->used + bytes > self->capacity) {
-        if (!s_evict_one(self)) {
-            rc = self->ent_free == KVT_NIL ? KVT_STORE_EFULL : KVT_STORE_ENOSPACE;
+        if (!s_evict_one(self)) { //  cannot happen after the checks above
+            rc = KVT_STORE_ENOSPACE;
             goto dropped;
         }
     }
@@ -512,6 +544,48 @@ int kvt_disk_stat(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
     }
     pthread_mutex_unlock(&self->mu);
     return rc;
+}
+
+int kvt_disk_pin(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, size_t *size,
+                 kvt_obj_kind_t *found, uint64_t *pin)
+{
+    assert(self && pin);
+    *pin = 0;
+    if (!kvt_store_kind_ok(kind))
+        return KVT_STORE_EINVAL;
+    int rc = KVT_STORE_ENOTFOUND;
+    pthread_mutex_lock(&self->mu);
+    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    if (i != KVT_NIL) {
+        kvt_dent_t *e = &self->ents[i];
+        if (e->pins++ == 0) {
+            self->pinned += KVT_DISK_HDR + e->size;
+            self->npinned++;
+        }
+        if (size)
+            *size = e->size;
+        if (found)
+            *found = (kvt_obj_kind_t)e->kind;
+        *pin = kvt_store_handle(i, e->gen);
+        rc = KVT_STORE_OK;
+    }
+    pthread_mutex_unlock(&self->mu);
+    return rc;
+}
+
+void kvt_disk_unpin(kvt_disk_t *self, uint64_t pin)
+{
+    assert(self);
+    uint32_t i, gen;
+    if (!kvt_store_unhandle(pin, self->nents, &i, &gen))
+        return;
+    pthread_mutex_lock(&self->mu);
+    kvt_dent_t *e = &self->ents[i];
+    if (e->gen == gen && e->state == KVT_DENT_READY && e->pins > 0 && --e->pins == 0) {
+        self->pinned -= KVT_DISK_HDR + e->size;
+        self->npinned--;
+    }
+    pthread_mutex_unlock(&self->mu);
 }
 
 int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, void *dst,
@@ -631,7 +705,7 @@ int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_
     uint32_t v = m ? m->slot[kind - 1] : 0;
     if (!v)
         rc = KVT_STORE_ENOTFOUND;
-    else if (self->ents[v - 1].state != KVT_DENT_READY)
+    else if (self->ents[v - 1].state != KVT_DENT_READY || self->ents[v - 1].pins > 0)
         rc = KVT_STORE_EBUSY;
     else
         s_delete(self, v - 1);

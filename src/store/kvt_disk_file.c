@@ -240,6 +240,7 @@ typedef struct {
     uint64_t size;                //  payload bytes
     uint64_t mtime;               //  modification time, ns
     kvt_obj_kind_t kind;          //  object kind
+    bool keep;                    //  fits the capacity and the table: indexed
     char name[KVT_DISK_NAME_LEN]; //  file name
 } s_found_t;
 
@@ -279,13 +280,10 @@ static bool s_parse_name(const char *name, uint64_t *ns, kvt_hash_t *key, kvt_ob
     return true;
 }
 
-//  Validates one object file's name, header and length. 0 or -1 with why.
+//  Validates one object file's header and length against its (parsed)
+//  name. 0 or -1 with why.
 static int s_check(kvt_disk_t *self, const char *name, s_found_t *f, const char **why)
 {
-    if (!s_parse_name(name, &f->ns, &f->key, &f->kind)) {
-        *why = "malformed name";
-        return -1;
-    }
     char path[PATH_MAX];
     kvt_disk_path(self, path, name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -340,9 +338,13 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
                 self->st.tmp_removed++;
             continue;
         }
-        size_t len = strlen(name);
-        if (len < 4 || strcmp(name + len - 4, ".kvt") != 0)
-            continue; //  not ours: left alone
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            continue;
+        s_found_t f;
+        if (!s_parse_name(name, &f.ns, &f.key, &f.kind)) {
+            self->st.foreign_files++; //  not an object name: not ours, left alone
+            continue;
+        }
         if (n == cap) {
             size_t ncap = cap ? 2 * cap : 256;
             s_found_t *grown = realloc(found, ncap * sizeof(*found));
@@ -355,6 +357,7 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
             cap = ncap;
         }
         const char *why = "";
+        found[n] = f;
         if (s_check(self, name, &found[n], &why) != 0) {
             self->st.corrupt++;
             kvt_disk_logf(self, 1, true, "rescan: deleting %s: %s", name, why);
@@ -365,20 +368,21 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
     }
     if (n > 1)
         qsort(found, n, sizeof(*found), s_by_mtime);
-    //  Keep the newest files that fit the capacity and the table; delete the rest.
+    //  Keep the newest files that fit the capacity and the table, newest
+    //  first: one that does not fit is skipped, and older, smaller ones may
+    //  still fit. Delete the rest.
     uint64_t used = 0;
     uint32_t kept = 0;
-    size_t first_kept = n;
     for (size_t i = n; i-- > 0;) {
         uint64_t bytes = KVT_DISK_HDR + found[i].size;
-        if (kept >= self->nents || used + bytes > self->capacity)
-            break;
-        used += bytes;
-        kept++;
-        first_kept = i;
+        found[i].keep = kept < self->nents && used + bytes <= self->capacity;
+        if (found[i].keep) {
+            used += bytes;
+            kept++;
+        }
     }
     for (size_t i = 0; i < n; i++) {
-        if (i < first_kept) {
+        if (!found[i].keep) {
             char path[PATH_MAX];
             kvt_disk_path(self, path, found[i].name);
             unlink(path);
@@ -392,7 +396,7 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
     if (n > 0)
         kvt_disk_logf(self, 2, false,
                       "rescan: %u files kept (%llu bytes), %zu deleted over capacity", kept,
-                      (unsigned long long)used, first_kept);
+                      (unsigned long long)used, n - kept);
 cleanup:
     closedir(d);
     free(found);

@@ -26,6 +26,7 @@ typedef struct {
     kvt_hash_t key; //  prefix hash
     uint64_t size;  //  payload bytes
     uint32_t gen;   //  generation, bumped whenever the slot is freed
+    uint32_t pins;  //  kvt_disk_pin holds (ready): eviction skips it while > 0
     uint32_t prev;  //  LRU older neighbour (ready)
     uint32_t next;  //  LRU younger neighbour (ready) / free list link
     uint8_t kind;   //  kvt_obj_kind_t
@@ -70,6 +71,9 @@ struct _kvt_disk_t {
     uint32_t lru_young;    //  youngest ready entry
     kvt_keymap_t map;      //  (ns, key) → entry index + 1 per kind
     uint64_t used;         //  bytes of ready and writing entries
+    uint64_t writing;      //  bytes of writing entries (not evictable)
+    uint64_t pinned;       //  bytes of pinned ready entries (not evictable)
+    uint32_t npinned;      //  pinned ready entries
     kvt_djob_t *jobs;      //  job table (queue_depth)
     uint32_t njobs;        //  its size
     uint32_t job_free;     //  head of free jobs

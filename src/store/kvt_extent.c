@@ -4,25 +4,62 @@
 
 #include "kvt_extent.h"
 
-#define S_BIN_SCAN 16 //  extents examined in the request's own bin before moving up
+#define S_CLASS_SCAN 16 //  extents examined in the request's own class before moving up
+#define S_SL         (1u << KVT_EXT_SL_BITS)
 
-static unsigned s_bin(uint64_t len)
+//  Size class of a length: exact below 2 * S_SL, then S_SL linear classes
+//  per power of two. Monotonic in len.
+static unsigned s_class(uint64_t len)
 {
-    return 63u - (unsigned)__builtin_clzll(len);
+    if (len < S_SL)
+        return (unsigned)len;
+    unsigned b = 63u - (unsigned)__builtin_clzll(len);
+    return S_SL + (b - KVT_EXT_SL_BITS) * S_SL +
+           (unsigned)((len >> (b - KVT_EXT_SL_BITS)) & (S_SL - 1));
+}
+
+static void s_mark(kvt_extents_t *self, unsigned c)
+{
+    self->classmap[c >> 6] |= 1ull << (c & 63);
+    self->wordmap |= 1ull << (c >> 6);
+}
+
+static void s_unmark(kvt_extents_t *self, unsigned c)
+{
+    self->classmap[c >> 6] &= ~(1ull << (c & 63));
+    if (!self->classmap[c >> 6])
+        self->wordmap &= ~(1ull << (c >> 6));
+}
+
+//  The first non-empty class above c, or KVT_EXT_CLASSES.
+static unsigned s_class_above(const kvt_extents_t *self, unsigned c)
+{
+    unsigned from = c + 1;
+    if (from >= KVT_EXT_CLASSES)
+        return KVT_EXT_CLASSES;
+    unsigned w = from >> 6;
+    uint64_t bits = self->classmap[w] & (~0ull << (from & 63));
+    if (bits)
+        return (w << 6) + (unsigned)__builtin_ctzll(bits);
+    uint64_t words = w + 1 < 64 ? self->wordmap & (~0ull << (w + 1)) : 0;
+    if (!words)
+        return KVT_EXT_CLASSES;
+    w = (unsigned)__builtin_ctzll(words);
+    return (w << 6) + (unsigned)__builtin_ctzll(self->classmap[w]);
 }
 
 static void s_bin_insert(kvt_extents_t *self, uint32_t id)
 {
     kvt_extent_t *e = &self->ext[id];
-    unsigned b = s_bin(e->len);
-    e->bin = (uint8_t)b;
+    unsigned c = s_class(e->len);
+    e->cls = (uint16_t)c;
     e->free = 1;
     e->bprev = KVT_NIL;
-    e->bnext = self->bins[b];
+    e->bnext = self->heads[c];
     if (e->bnext != KVT_NIL)
         self->ext[e->bnext].bprev = id;
-    self->bins[b] = id;
-    self->binmap |= 1ull << b;
+    self->heads[c] = id;
+    s_mark(self, c);
     self->free_extents++;
 }
 
@@ -33,11 +70,11 @@ static void s_bin_remove(kvt_extents_t *self, uint32_t id)
     if (e->bprev != KVT_NIL)
         self->ext[e->bprev].bnext = e->bnext;
     else
-        self->bins[e->bin] = e->bnext;
+        self->heads[e->cls] = e->bnext;
     if (e->bnext != KVT_NIL)
         self->ext[e->bnext].bprev = e->bprev;
-    if (self->bins[e->bin] == KVT_NIL)
-        self->binmap &= ~(1ull << e->bin);
+    if (self->heads[e->cls] == KVT_NIL)
+        s_unmark(self, e->cls);
     e->free = 0;
     self->free_extents--;
 }
@@ -62,12 +99,15 @@ int kvt_extents_init(kvt_extents_t *self, uint64_t units, uint32_t max_allocs)
     self->ext = calloc(self->nmax, sizeof(kvt_extent_t));
     if (!self->ext)
         return -1;
-    for (unsigned b = 0; b < 64; b++)
-        self->bins[b] = KVT_NIL;
-    self->binmap = 0;
+    for (unsigned c = 0; c < KVT_EXT_CLASSES; c++)
+        self->heads[c] = KVT_NIL;
+    for (unsigned w = 0; w < KVT_EXT_WORDS; w++)
+        self->classmap[w] = 0;
+    self->wordmap = 0;
     self->units = units;
     self->used_units = 0;
     self->free_extents = 0;
+    self->scanned = 0;
     self->unused = KVT_NIL;
     for (uint32_t i = self->nmax; i-- > 1;)
         s_desc_put(self, i);
@@ -82,35 +122,34 @@ void kvt_extents_fini(kvt_extents_t *self)
     self->ext = NULL;
 }
 
+//  First extent of class c at least `units` long, examining at most `limit`.
+static uint32_t s_scan(kvt_extents_t *self, unsigned c, uint64_t units, uint64_t limit)
+{
+    uint64_t n = 0;
+    for (uint32_t e = self->heads[c]; e != KVT_NIL && n < limit; e = self->ext[e].bnext, n++) {
+        if (self->ext[e].len >= units) {
+            self->scanned += n + 1;
+            return e;
+        }
+    }
+    self->scanned += n;
+    return KVT_NIL;
+}
+
 uint32_t kvt_extents_alloc(kvt_extents_t *self, uint64_t units)
 {
     assert(units >= 1);
     if (units > self->units)
         return KVT_NIL;
-    unsigned b = s_bin(units);
-    uint32_t id = KVT_NIL;
-    int scanned = 0;
-    for (uint32_t c = self->bins[b]; c != KVT_NIL && scanned < S_BIN_SCAN;
-         c = self->ext[c].bnext, scanned++) {
-        if (self->ext[c].len >= units) {
-            id = c;
-            break;
-        }
-    }
-    if (id == KVT_NIL && b < 63) {
-        uint64_t above = self->binmap & (~0ull << (b + 1));
-        if (above)
-            id = self->bins[__builtin_ctzll(above)];
-    }
+    unsigned c = s_class(units);
+    uint32_t id = s_scan(self, c, units, S_CLASS_SCAN);
     if (id == KVT_NIL) {
-        //  Only the own bin can still fit: finish its scan.
-        for (uint32_t c = self->bins[b]; c != KVT_NIL; c = self->ext[c].bnext) {
-            if (self->ext[c].len >= units) {
-                id = c;
-                break;
-            }
-        }
+        unsigned up = s_class_above(self, c);
+        if (up < KVT_EXT_CLASSES)
+            id = self->heads[up];
     }
+    if (id == KVT_NIL) //  only the own class can still fit: finish its scan
+        id = s_scan(self, c, units, UINT64_MAX);
     if (id == KVT_NIL)
         return KVT_NIL;
     s_bin_remove(self, id);
@@ -163,12 +202,13 @@ void kvt_extents_free(kvt_extents_t *self, uint32_t id)
 
 uint64_t kvt_extents_largest_free(const kvt_extents_t *self)
 {
-    if (!self->binmap)
+    if (!self->wordmap)
         return 0;
-    unsigned b = s_bin(self->binmap);
+    unsigned w = 63u - (unsigned)__builtin_clzll(self->wordmap);
+    unsigned c = (w << 6) + 63u - (unsigned)__builtin_clzll(self->classmap[w]);
     uint64_t best = 0;
-    for (uint32_t c = self->bins[b]; c != KVT_NIL; c = self->ext[c].bnext)
-        if (self->ext[c].len > best)
-            best = self->ext[c].len;
+    for (uint32_t e = self->heads[c]; e != KVT_NIL; e = self->ext[e].bnext)
+        if (self->ext[e].len > best)
+            best = self->ext[e].len;
     return best;
 }

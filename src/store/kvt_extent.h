@@ -3,39 +3,51 @@
     The arena is a run of units (the pool's alignment). Extents — allocated
     or free — are described in a side table allocated at init, never inside
     the arena (which may be device-registered memory). Free extents are
-    coalesced with their address neighbours on free and kept in 64
-    power-of-two size bins. An allocation takes the first fit among the first
-    few extents of its own bin, else the head of the next non-empty larger
-    bin (which always fits), and splits off the remainder. Every operation is
-    O(1) apart from that bounded in-bin scan.
+    coalesced with their address neighbours on free and kept in size
+    classes: 16 linear classes per power of two (lengths below 32 units have
+    a class each), with a two-level bitmap over the classes. An allocation
+    takes the first fit among the first few extents of its own class, else
+    the head of the next non-empty larger class (which always fits: every
+    length in it is larger than the request; one `ctz` per bitmap level).
+    Only when no larger free extent exists at all does it finish the scan of
+    its own class, which holds lengths within 1/16 of the request. Every
+    operation but that last resort is O(1).
 
     With at most N allocations live, free extents never exceed N + 1 (no two
-    free extents are adjacent), so 2N + 1 descriptors always suffice. */
+    free extents are adjacent), so 2N + 2 descriptors always suffice. */
 #ifndef KVT_EXTENT_H_INCLUDED
 #define KVT_EXTENT_H_INCLUDED
 
 #include "kvt_store_int.h"
+
+#define KVT_EXT_SL_BITS 4                                  //  log2(classes per power of two)
+#define KVT_EXT_CLASSES (16 + (64 - KVT_EXT_SL_BITS) * 16) //  size classes
+#define KVT_EXT_WORDS   ((KVT_EXT_CLASSES + 63) / 64)      //  words of the class bitmap
 
 typedef struct {
     uint64_t off;   //  first unit
     uint64_t len;   //  units
     uint32_t prev;  //  address-order neighbour below (KVT_NIL at the start)
     uint32_t next;  //  address-order neighbour above; next free descriptor when unused
-    uint32_t bprev; //  previous extent in its free bin
-    uint32_t bnext; //  next extent in its free bin
+    uint32_t bprev; //  previous extent in its free class
+    uint32_t bnext; //  next extent in its free class
+    uint32_t owner; //  allocated: the caller's tag (kvt_extents_set_owner)
+    uint32_t mark;  //  scratch for the caller's scans (the pool's visit stamp)
+    uint16_t cls;   //  its size class while free
     uint8_t free;   //  1 if this extent is free
-    uint8_t bin;    //  its bin while free
 } kvt_extent_t;
 
 typedef struct {
-    kvt_extent_t *ext;     //  descriptor table
-    uint32_t nmax;         //  descriptors
-    uint32_t unused;       //  head of the unused-descriptor list
-    uint32_t bins[64];     //  free-bin heads: bin b holds lengths in [2^b, 2^(b+1))
-    uint64_t binmap;       //  bit b set when bins[b] is non-empty
-    uint64_t units;        //  arena size in units
-    uint64_t used_units;   //  units allocated
-    uint64_t free_extents; //  free extents now
+    kvt_extent_t *ext;                //  descriptor table
+    uint32_t nmax;                    //  descriptors
+    uint32_t unused;                  //  head of the unused-descriptor list
+    uint32_t heads[KVT_EXT_CLASSES];  //  free-class heads
+    uint64_t classmap[KVT_EXT_WORDS]; //  bit c set when heads[c] is non-empty
+    uint64_t wordmap;                 //  bit w set when classmap[w] is non-zero
+    uint64_t units;                   //  arena size in units
+    uint64_t used_units;              //  units allocated
+    uint64_t free_extents;            //  free extents now
+    uint64_t scanned;                 //  free extents examined by allocations (cost gauge)
 } kvt_extents_t;
 
 //  Prepares an arena of `units` for at most max_allocs live allocations.
@@ -49,10 +61,16 @@ uint32_t kvt_extents_alloc(kvt_extents_t *self, uint64_t units);
 //  Frees an allocated extent and coalesces it.
 void kvt_extents_free(kvt_extents_t *self, uint32_t id);
 
-//  First unit / length of an allocated extent.
+//  First unit of an allocated extent.
 static inline uint64_t kvt_extents_off(const kvt_extents_t *self, uint32_t id)
 {
     return self->ext[id].off;
+}
+
+//  Tags an allocated extent with its owner (read back from ext[id].owner).
+static inline void kvt_extents_set_owner(kvt_extents_t *self, uint32_t id, uint32_t owner)
+{
+    self->ext[id].owner = owner;
 }
 
 //  Length in units of the largest free extent.

@@ -197,7 +197,8 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     self->leases = calloc(self->nleases, sizeof(kvt_plea_t));
     self->pins = calloc(self->npins, sizeof(kvt_ppin_t));
     self->holders = calloc(self->nholders, sizeof(kvt_phold_t));
-    if (!self->objs || !self->leases || !self->pins || !self->holders ||
+    self->scratch = calloc(self->nobjs, sizeof(uint32_t));
+    if (!self->objs || !self->leases || !self->pins || !self->holders || !self->scratch ||
         kvt_keymap_init(&self->map, self->nobjs) != 0 ||
         kvt_extents_init(&self->ext, self->capacity >> self->shift, self->nobjs) != 0) {
         kvt_store_seterr(err, errlen, "pool.max_objects=%u: cannot allocate the tables",
@@ -224,6 +225,7 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     self->pins_avail = self->npins;
     self->lru_old = self->lru_young = KVT_NIL;
     self->wr_head = self->wr_tail = KVT_NIL;
+    self->qu_head = self->qu_tail = KVT_NIL;
     self->act_head = self->act_tail = KVT_NIL;
     if (kvt_pool_holder_add(self, "pool.put", &self->put_holder) != 0)
         goto cleanup;
@@ -246,6 +248,7 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
     free(self->leases);
     free(self->pins);
     free(self->holders);
+    free(self->scratch);
     free(self->owned);
     pthread_mutex_destroy(&self->mu);
     free(self);
@@ -270,6 +273,7 @@ static void s_lru_unlink(kvt_pool_t *self, uint32_t i)
 static void s_lru_push_young(kvt_pool_t *self, uint32_t i)
 {
     kvt_pobj_t *o = &self->objs[i];
+    o->stamp = ++self->lru_seq;
     o->next = KVT_NIL;
     o->prev = self->lru_young;
     if (self->lru_young != KVT_NIL)
@@ -304,6 +308,31 @@ static void s_wr_push(kvt_pool_t *self, uint32_t i)
     self->wr_tail = i;
 }
 
+static void s_qu_unlink(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    if (o->prev != KVT_NIL)
+        self->objs[o->prev].next = o->next;
+    else
+        self->qu_head = o->next;
+    if (o->next != KVT_NIL)
+        self->objs[o->next].prev = o->prev;
+    else
+        self->qu_tail = o->prev;
+}
+
+static void s_qu_push(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    o->next = KVT_NIL;
+    o->prev = self->qu_tail;
+    if (self->qu_tail != KVT_NIL)
+        self->objs[self->qu_tail].next = i;
+    else
+        self->qu_head = i;
+    self->qu_tail = i;
+}
+
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
 {
     assert(self->objs[i].state == KVT_POBJ_READY);
@@ -332,18 +361,28 @@ uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 void kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
 {
     kvt_pobj_t *o = &self->objs[i];
+    bool indexed = true;
     if (o->state == KVT_POBJ_READY) {
         assert(o->pins == 0);
         s_lru_unlink(self, i);
         self->evictable_units -= o->units;
         self->st.objects--;
-    } else {
-        assert(o->state == KVT_POBJ_WRITING);
+    } else if (o->state == KVT_POBJ_WRITING) {
         s_wr_unlink(self, i);
         self->st.writing_bytes -= o->size;
         self->st.objects_writing--;
+    } else {
+        assert(o->state == KVT_POBJ_QUARANTINED || o->state == KVT_POBJ_QDRAIN);
+        if (o->state == KVT_POBJ_QUARANTINED)
+            s_qu_unlink(self, i);
+        else
+            s_wr_unlink(self, i);
+        self->st.quarantined_bytes -= o->size;
+        self->st.objects_quarantined--;
+        indexed = false;
     }
-    kvt_keymap_clear(&self->map, o->ns, o->key, (kvt_obj_kind_t)o->kind);
+    if (indexed)
+        kvt_keymap_clear(&self->map, o->ns, o->key, (kvt_obj_kind_t)o->kind);
     kvt_extents_free(&self->ext, o->extent);
     o->state = KVT_POBJ_FREE;
     o->gen++;
@@ -351,64 +390,202 @@ void kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
     self->obj_free = i;
 }
 
-//  Evicts the oldest ready, unpinned object; false if there is none.
-static bool s_evict_one(kvt_pool_t *self)
+bool kvt_pool_resv_live(kvt_pool_t *self, uint32_t i)
 {
-    uint32_t i = self->lru_old;
-    while (i != KVT_NIL && self->objs[i].pins > 0)
-        i = self->objs[i].next;
-    if (i == KVT_NIL)
-        return false;
+    const kvt_pobj_t *o = &self->objs[i];
+    const kvt_phold_t *h = kvt_pool_holder(self, o->holder);
+    return o->state == KVT_POBJ_WRITING && h && h->epoch == o->epoch;
+}
+
+void kvt_pool_quarantine(kvt_pool_t *self, uint32_t i)
+{
     kvt_pobj_t *o = &self->objs[i];
+    assert(o->state == KVT_POBJ_WRITING);
+    s_wr_unlink(self, i);
+    self->st.writing_bytes -= o->size;
+    self->st.objects_writing--;
+    kvt_keymap_clear(&self->map, o->ns, o->key, (kvt_obj_kind_t)o->kind);
+    o->state = KVT_POBJ_QUARANTINED;
+    s_qu_push(self, i);
+    self->st.quarantined_bytes += o->size;
+    self->st.objects_quarantined++;
+}
+
+void kvt_pool_drain_holder(kvt_pool_t *self, kvt_holder_t holder, uint64_t now)
+{
+    uint32_t i = self->qu_head;
+    while (i != KVT_NIL) {
+        uint32_t next = self->objs[i].next;
+        kvt_pobj_t *o = &self->objs[i];
+        if (o->holder == holder) {
+            s_qu_unlink(self, i);
+            o->state = KVT_POBJ_QDRAIN;
+            o->t_start = now;
+            s_wr_push(self, i);
+        }
+        i = next;
+    }
+}
+
+// ------------------------------------------------------------ eviction --
+
+static void s_evict(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    assert(o->state == KVT_POBJ_READY && o->pins == 0);
     if (self->evict_fn)
         self->evict_fn(self->evict_arg, o->ns, o->key, (kvt_obj_kind_t)o->kind, self->base + o->off,
                        o->size);
     self->st.evictions++;
     self->st.evicted_bytes += o->size;
     kvt_pool_free_obj(self, i);
+}
+
+//  The oldest ready, unpinned object, or KVT_NIL. A pinned object met at the
+//  old end is in use right now: it goes to the young end, as a refresh would,
+//  so no later call walks past it again (amortised O(1)). Only called when
+//  an unpinned object exists, so it never rotates the whole LRU.
+static uint32_t s_oldest_evictable(kvt_pool_t *self)
+{
+    if (self->evictable_units == 0)
+        return KVT_NIL;
+    for (uint64_t n = self->st.objects; n > 0; n--) {
+        uint32_t i = self->lru_old;
+        if (self->objs[i].pins == 0)
+            return i;
+        kvt_pool_refresh(self, i);
+    }
+    return KVT_NIL;
+}
+
+//  True if extent e may be part of a run: free, or held by a ready,
+//  unpinned object.
+static bool s_takeable(kvt_pool_t *self, uint32_t e)
+{
+    const kvt_extent_t *x = &self->ext.ext[e];
+    if (x->free)
+        return true;
+    const kvt_pobj_t *o = &self->objs[x->owner];
+    return o->state == KVT_POBJ_READY && o->pins == 0;
+}
+
+//  What taking extent e costs: nothing if free, else its object's LRU age
+//  (older is cheaper).
+static uint64_t s_cost(kvt_pool_t *self, uint32_t e)
+{
+    const kvt_extent_t *x = &self->ext.ext[e];
+    return x->free ? 0 : self->objs[x->owner].stamp;
+}
+
+//  Grows a window from extent e (an evictable object's) over takeable
+//  address neighbours, cheaper side first, until it spans `units`; marks
+//  every extent it takes. False when the whole run around e is shorter (the
+//  run is then entirely marked, so no other object in it is tried again).
+static bool s_window(kvt_pool_t *self, uint32_t e, uint64_t units, uint32_t *first, uint32_t *last)
+{
+    kvt_extent_t *x = self->ext.ext;
+    uint32_t lo = e, hi = e;
+    uint64_t total = x[e].len;
+    x[e].mark = self->visit;
+    while (total < units) {
+        uint32_t l = x[lo].prev, r = x[hi].next;
+        bool lok = l != KVT_NIL && s_takeable(self, l);
+        bool rok = r != KVT_NIL && s_takeable(self, r);
+        if (!lok && !rok)
+            return false;
+        if (lok && (!rok || s_cost(self, l) <= s_cost(self, r))) {
+            lo = l;
+            total += x[l].len;
+            x[l].mark = self->visit;
+        } else {
+            hi = r;
+            total += x[r].len;
+            x[r].mark = self->visit;
+        }
+    }
+    *first = lo;
+    *last = hi;
     return true;
 }
 
-//  An object slot and an extent of `units`, evicting from the old end; or
-//  a failure reason. Never waits.
+//  Chooses the objects to evict so that a free run of `units` appears:
+//  the oldest evictable object plus the address neighbours (free ones
+//  first, then the older side) that complete a run around it; if its run is
+//  too short, the next oldest object outside the runs already tried. Writes
+//  them to self->scratch and returns how many; 0 when no run can be made
+//  (then nothing may be evicted). O(1) when the free and evictable bytes
+//  cannot cover the request, O(window) when the oldest object's run can;
+//  each extent is visited at most once otherwise (O(objects) on failure).
+static uint32_t s_plan(kvt_pool_t *self, uint64_t units)
+{
+    if (self->ext.units - self->ext.used_units + self->evictable_units < units)
+        return 0;
+    uint32_t i = s_oldest_evictable(self);
+    if (++self->visit == 0) { //  the stamp wrapped: forget every old mark
+        for (uint32_t e = 0; e < self->ext.nmax; e++)
+            self->ext.ext[e].mark = 0;
+        self->visit = 1;
+    }
+    for (; i != KVT_NIL; i = self->objs[i].next) {
+        const kvt_pobj_t *o = &self->objs[i];
+        uint32_t first, last;
+        if (o->pins > 0 || self->ext.ext[o->extent].mark == self->visit)
+            continue;
+        if (!s_window(self, o->extent, units, &first, &last))
+            continue;
+        uint32_t n = 0;
+        for (uint32_t e = first;; e = self->ext.ext[e].next) {
+            if (!self->ext.ext[e].free)
+                self->scratch[n++] = self->ext.ext[e].owner;
+            if (e == last)
+                break;
+        }
+        return n;
+    }
+    return 0;
+}
+
+//  An object slot and an extent of `units`, evicting only what the
+//  allocation needs; or a failure reason, with nothing evicted. Never waits.
 static int s_make_room(kvt_pool_t *self, uint64_t units, uint64_t now, uint32_t *extent)
 {
     bool reclaimed = false;
-    //  Evict nothing when even evicting everything evictable cannot make room.
-    if (self->ext.units - self->ext.used_units + self->evictable_units < units) {
-        reclaimed = true;
-        kvt_pool_reclaim_locked(self, now);
-        if (self->ext.units - self->ext.used_units + self->evictable_units < units) {
+    while (true) {
+        if (self->obj_free == KVT_NIL && self->evictable_units == 0) {
+            if (!reclaimed) {
+                reclaimed = true;
+                kvt_pool_reclaim_locked(self, now);
+                continue;
+            }
             self->st.alloc_failed++;
-            self->st.alloc_failed_pinned++;
-            return KVT_STORE_ENOSPACE;
+            self->st.alloc_failed_table++;
+            return KVT_STORE_EFULL;
         }
-    }
-    while (self->obj_free == KVT_NIL) {
-        if (s_evict_one(self))
-            continue;
-        if (!reclaimed && kvt_pool_reclaim_locked(self, now) > 0) {
-            reclaimed = true;
-            continue;
+        uint32_t e = kvt_extents_alloc(&self->ext, units);
+        if (e != KVT_NIL) {
+            if (self->obj_free == KVT_NIL) //  a slot: the oldest evictable object's
+                s_evict(self, s_oldest_evictable(self));
+            *extent = e;
+            return KVT_STORE_OK;
         }
-        self->st.alloc_failed++;
-        self->st.alloc_failed_table++;
-        return KVT_STORE_EFULL;
-    }
-    while ((*extent = kvt_extents_alloc(&self->ext, units)) == KVT_NIL) {
-        uint64_t free_units = self->ext.units - self->ext.used_units;
-        bool can = free_units + self->evictable_units >= units;
-        if (can && s_evict_one(self))
-            continue;
-        if (!reclaimed && kvt_pool_reclaim_locked(self, now) > 0) {
+        uint32_t n = s_plan(self, units);
+        if (n > 0) {
+            for (uint32_t k = 0; k < n; k++)
+                s_evict(self, self->scratch[k]);
+            e = kvt_extents_alloc(&self->ext, units);
+            assert(e != KVT_NIL); //  the planned run is free and coalesced now
+            *extent = e;
+            return KVT_STORE_OK;
+        }
+        if (!reclaimed) {
             reclaimed = true;
+            kvt_pool_reclaim_locked(self, now);
             continue;
         }
         self->st.alloc_failed++;
         self->st.alloc_failed_pinned++;
         return KVT_STORE_ENOSPACE;
     }
-    return KVT_STORE_OK;
 }
 
 // ------------------------------------------------------------ writes --
@@ -437,13 +614,14 @@ int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind
         rc = KVT_STORE_DUPLICATE;
         goto cleanup;
     }
-    uint64_t units = ((uint64_t)size + self->align - 1) >> self->shift;
-    if (units > self->ext.units) {
+    //  Compared before rounding up: a size near SIZE_MAX would wrap.
+    if (size > self->capacity) {
         self->st.alloc_failed++;
         self->st.alloc_failed_toobig++;
         rc = KVT_STORE_ETOOBIG;
         goto cleanup;
     }
+    uint64_t units = ((uint64_t)size + self->align - 1) >> self->shift;
     uint64_t now = kvt_pool_now(self);
     uint32_t extent;
     rc = s_make_room(self, units, now, &extent);
@@ -458,6 +636,7 @@ int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind
     o->size = size;
     o->units = units;
     o->extent = extent;
+    kvt_extents_set_owner(&self->ext, extent, i);
     o->off = kvt_extents_off(&self->ext, extent) << self->shift;
     o->pins = 0;
     o->holder = holder;
@@ -477,13 +656,16 @@ cleanup:
     return rc;
 }
 
-//  The writing object a reservation names, or KVT_NIL (counted).
+//  The writing or quarantined object a reservation names, or KVT_NIL
+//  (counted).
 static uint32_t s_resv_obj(kvt_pool_t *self, const kvt_resv_t *resv)
 {
     uint32_t i, gen;
-    if (resv && kvt_store_unhandle(resv->id, self->nobjs, &i, &gen) && self->objs[i].gen == gen &&
-        self->objs[i].state == KVT_POBJ_WRITING)
-        return i;
+    if (resv && kvt_store_unhandle(resv->id, self->nobjs, &i, &gen) && self->objs[i].gen == gen) {
+        uint8_t state = self->objs[i].state;
+        if (state == KVT_POBJ_WRITING || state == KVT_POBJ_QUARANTINED || state == KVT_POBJ_QDRAIN)
+            return i;
+    }
     self->st.release_errors++;
     return KVT_NIL;
 }
@@ -501,6 +683,14 @@ int kvt_pool_commit_ex(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease, k
     kvt_pool_lock(self);
     uint32_t i = s_resv_obj(self, resv);
     if (i == KVT_NIL) {
+        rc = KVT_STORE_ESTALE;
+        goto cleanup;
+    }
+    if (!kvt_pool_resv_live(self, i)) {
+        //  Quarantined, or an orphan (its holder was reset or removed): never
+        //  made ready. The writer is done with the bytes, so they are freed.
+        kvt_pool_free_obj(self, i);
+        self->st.release_errors++;
         rc = KVT_STORE_ESTALE;
         goto cleanup;
     }
@@ -551,7 +741,13 @@ int kvt_pool_abort(kvt_pool_t *self, kvt_resv_t *resv)
         rc = KVT_STORE_ESTALE;
         goto cleanup;
     }
+    bool quarantined = self->objs[i].state != KVT_POBJ_WRITING;
     kvt_pool_free_obj(self, i);
+    if (quarantined) { //  reclaimed at its TTL: the writer learns it, the bytes go now
+        self->st.release_errors++;
+        rc = KVT_STORE_ESTALE;
+        goto cleanup;
+    }
     self->st.aborts++;
     resv->id = 0;
 cleanup:
@@ -570,9 +766,8 @@ int kvt_pool_resv_renew(kvt_pool_t *self, kvt_resv_t resv)
         goto cleanup;
     }
     kvt_pobj_t *o = &self->objs[i];
-    kvt_phold_t *h = kvt_pool_holder(self, o->holder);
-    if (!h || h->epoch != o->epoch) {
-        self->st.release_errors++; //  an orphan: its holder was reset or removed
+    if (!kvt_pool_resv_live(self, i)) { //  quarantined, or its holder was reset / removed
+        self->st.release_errors++;
         rc = KVT_STORE_ESTALE;
         goto cleanup;
     }

@@ -16,9 +16,13 @@
 #define KVT_POOL_LOG_LEN   192 //  bytes of one queued log line
 
 typedef enum {
-    KVT_POBJ_FREE = 0,    //  table slot unused
-    KVT_POBJ_WRITING = 1, //  reserved for write: invisible to readers, never evicted
-    KVT_POBJ_READY = 2,   //  readable; evictable when unpinned
+    KVT_POBJ_FREE = 0,        //  table slot unused
+    KVT_POBJ_WRITING = 1,     //  reserved for write: invisible to readers, never evicted
+    KVT_POBJ_READY = 2,       //  readable; evictable when unpinned
+    KVT_POBJ_QUARANTINED = 3, //  a live holder's reservation past its TTL: unindexed, its
+                              //  bytes kept (a late copy may land) until its commit / abort
+    KVT_POBJ_QDRAIN = 4,      //  quarantined, and its holder since reset or removed: freed
+                              //  at the TTL after that (writing list)
 } kvt_pobj_state_t;
 
 typedef struct {
@@ -27,11 +31,12 @@ typedef struct {
     uint64_t size;    //  bytes requested
     uint64_t units;   //  allocation units held
     uint64_t off;     //  byte offset of the bytes in the arena
-    uint64_t t_start; //  reservation time (while writing)
+    uint64_t t_start; //  reservation / last renew time (writing), drain start (qdrain)
+    uint64_t stamp;   //  LRU age (ready): pool sequence number when it last went young
     uint32_t extent;  //  allocator extent id
     uint32_t gen;     //  generation, bumped whenever the slot is freed
-    uint32_t prev;    //  LRU (ready: older neighbour) / writing list / free list link
-    uint32_t next;    //  LRU (ready: younger neighbour) / writing list / free list link
+    uint32_t prev;    //  LRU (ready: older neighbour) / writing or quarantine list link
+    uint32_t next;    //  LRU (ready: younger neighbour) / writing, quarantine, free list link
     uint32_t pins;    //  read pins held by leases
     uint32_t holder;  //  writer (while writing)
     uint32_t epoch;   //  writer's holder epoch at reserve
@@ -91,6 +96,11 @@ struct _kvt_pool_t {
     uint32_t lru_young;           //  youngest ready object
     uint32_t wr_head;             //  oldest reservation (writing list, by t_start)
     uint32_t wr_tail;             //  newest reservation
+    uint32_t qu_head;             //  quarantine list (live holders' expired reservations)
+    uint32_t qu_tail;             //  its last entry
+    uint64_t lru_seq;             //  last LRU age stamp handed out
+    uint32_t *scratch;            //  objects chosen for eviction (max_objects entries)
+    uint32_t visit;               //  stamp of the current eviction plan's extent marks
     kvt_keymap_t map;             //  (ns, key) → object index + 1 per kind
     kvt_extents_t ext;            //  arena allocator
     uint64_t evictable_units;     //  units of ready, unpinned objects
@@ -126,8 +136,22 @@ uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 //  Moves a ready object to the young end of the LRU.
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t obj);
 
-//  Frees a ready or writing object's slot, bytes and index entry.
+//  Frees an object's slot, bytes and (ready, writing) index entry.
 void kvt_pool_free_obj(kvt_pool_t *self, uint32_t obj);
+
+//  A writing object whose holder is live with the epoch it reserved under
+//  (not an orphan).
+bool kvt_pool_resv_live(kvt_pool_t *self, uint32_t obj);
+
+//  A live holder's writing object expired: unindexed and quarantined.
+void kvt_pool_quarantine(kvt_pool_t *self, uint32_t obj);
+
+//  Holder `id` was reset or removed: its quarantined objects start their
+//  drain (freed at the TTL from now).
+void kvt_pool_drain_holder(kvt_pool_t *self, kvt_holder_t id, uint64_t now);
+
+//  A lease whose holder is live with the epoch it was granted under.
+bool kvt_pool_lease_live(kvt_pool_t *self, uint32_t lease);
 
 //  Holder `id` is live; its table entry.
 kvt_phold_t *kvt_pool_holder(kvt_pool_t *self, kvt_holder_t id);

@@ -58,10 +58,12 @@ int kvt_pool_holder_reset(kvt_pool_t *self, kvt_holder_t holder)
     int rc = KVT_STORE_OK;
     kvt_pool_lock(self);
     kvt_phold_t *h = kvt_pool_holder(self, holder);
-    if (h)
+    if (h) {
         h->epoch++;
-    else
+        kvt_pool_drain_holder(self, holder, kvt_pool_now(self));
+    } else {
         rc = KVT_STORE_EHOLDER;
+    }
     kvt_pool_unlock(self);
     return rc;
 }
@@ -75,6 +77,7 @@ int kvt_pool_holder_remove(kvt_pool_t *self, kvt_holder_t holder)
     if (h && holder != self->put_holder) {
         h->epoch++;
         h->state = KVT_PHOLD_FREE;
+        kvt_pool_drain_holder(self, holder, kvt_pool_now(self));
     } else {
         rc = KVT_STORE_EHOLDER;
     }
@@ -178,6 +181,13 @@ uint32_t kvt_pool_lease_slot(kvt_pool_t *self, uint64_t id)
     return KVT_NIL;
 }
 
+bool kvt_pool_lease_live(kvt_pool_t *self, uint32_t l)
+{
+    const kvt_plea_t *e = &self->leases[l];
+    const kvt_phold_t *h = kvt_pool_holder(self, e->holder);
+    return h && h->epoch == e->epoch;
+}
+
 int kvt_pool_lease_renew(kvt_pool_t *self, kvt_lease_t lease)
 {
     assert(self);
@@ -185,6 +195,9 @@ int kvt_pool_lease_renew(kvt_pool_t *self, kvt_lease_t lease)
     kvt_pool_lock(self);
     uint32_t l = kvt_pool_lease_slot(self, lease.id);
     if (l == KVT_NIL) {
+        rc = KVT_STORE_ESTALE;
+    } else if (!kvt_pool_lease_live(self, l)) {
+        self->st.release_errors++; //  an orphan: released at its TTL, never kept alive
         rc = KVT_STORE_ESTALE;
     } else {
         self->leases[l].t_start = kvt_pool_now(self);
@@ -196,8 +209,8 @@ int kvt_pool_lease_renew(kvt_pool_t *self, kvt_lease_t lease)
 }
 
 //  Counts one reclaimed handle of (holder, epoch) and logs the first one of
-//  each kind per holder.
-static void s_note(kvt_pool_t *self, uint32_t holder, uint32_t epoch, const char *what)
+//  each kind per holder. Returns whether it was an orphan.
+static bool s_note(kvt_pool_t *self, uint32_t holder, uint32_t epoch, const char *what)
 {
     kvt_phold_t *h = &self->holders[holder - 1];
     bool orphan = h->state != KVT_PHOLD_LIVE || h->epoch != epoch;
@@ -221,6 +234,7 @@ static void s_note(kvt_pool_t *self, uint32_t holder, uint32_t epoch, const char
                           what, h->name, ttl_ms);
         }
     }
+    return orphan;
 }
 
 size_t kvt_pool_reclaim_locked(kvt_pool_t *self, uint64_t now)
@@ -237,8 +251,23 @@ size_t kvt_pool_reclaim_locked(kvt_pool_t *self, uint64_t now)
     while (self->wr_head != KVT_NIL && now >= self->objs[self->wr_head].t_start &&
            now - self->objs[self->wr_head].t_start >= self->ttl_ns) {
         uint32_t i = self->wr_head;
-        s_note(self, self->objs[i].holder, self->objs[i].epoch, "write reservation");
-        kvt_pool_free_obj(self, i);
+        kvt_pobj_t *o = &self->objs[i];
+        if (o->state == KVT_POBJ_QDRAIN) {
+            //  Quarantined earlier (counted then); its holder was reset or
+            //  removed a TTL ago, so no copy of that lane is still running.
+            kvt_pool_free_obj(self, i);
+            continue;
+        }
+        if (s_note(self, o->holder, o->epoch, "write reservation")) {
+            //  An orphan: freed at its TTL, as leases are (the lane is gone).
+            kvt_pool_free_obj(self, i);
+        } else {
+            //  A live holder may still be copying into it: unindex it (its
+            //  commit answers ESTALE) but keep the bytes until it commits,
+            //  aborts, or is reset / removed.
+            kvt_pool_quarantine(self, i);
+            self->st.reclaimed_quarantined++;
+        }
         n++;
     }
     return n;

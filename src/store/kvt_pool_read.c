@@ -88,6 +88,12 @@ int kvt_pool_lookup(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_
                 rc = KVT_STORE_EINVAL;
                 goto cleanup;
             }
+            if (!kvt_pool_lease_live(self, l)) {
+                //  An orphan (its holder was reset since): never extended.
+                self->st.release_errors++;
+                rc = KVT_STORE_ESTALE;
+                goto cleanup;
+            }
         }
     }
     size_t k = 0;

@@ -251,37 +251,48 @@ int kvt_storage_put(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 // ------------------------------------------------------------- reads --
 
 //  A disk hit read into a pool reservation, verified, committed and leased.
+//  The file is pinned from the stat to the read: the reservation may evict
+//  pool objects, and under ON_EVICT their write-back makes room on the disk,
+//  which must not be this file.
 static int s_promote(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                      kvt_holder_t holder, kvt_lease_t *lease, kvt_obj_view_t *view)
 {
     size_t size = 0;
     kvt_obj_kind_t found = kind;
-    int rc = kvt_disk_stat(self->disk, ns, key, kind, &size, &found);
+    uint64_t pin = 0;
+    int rc = kvt_disk_pin(self->disk, ns, key, kind, &size, &found, &pin);
     if (rc != KVT_STORE_OK)
         return rc;
     kvt_resv_t resv = {0};
     void *dst = NULL;
     rc = kvt_pool_reserve(self->pool, ns, key, found, size, holder, &resv, &dst);
-    if (rc == KVT_STORE_SKIPPED) //  someone stored it meanwhile: a pool hit after all
-        return kvt_pool_acquire(self->pool, ns, key, kind, holder, lease, view);
-    if (rc == KVT_STORE_DUPLICATE)
-        return KVT_STORE_EBUSY; //  another reader is promoting it right now
+    if (rc == KVT_STORE_SKIPPED) { //  someone stored it meanwhile: a pool hit after all
+        rc = kvt_pool_acquire(self->pool, ns, key, kind, holder, lease, view);
+        goto cleanup;
+    }
+    if (rc == KVT_STORE_DUPLICATE) {
+        rc = KVT_STORE_EBUSY; //  another reader is promoting it right now
+        goto cleanup;
+    }
     if (rc != KVT_STORE_OK)
-        return rc;
+        goto cleanup;
     size_t got = 0;
     kvt_obj_kind_t got_kind = found;
     rc = kvt_disk_read(self->disk, ns, key, found, dst, size, &got, &got_kind);
     if (rc != KVT_STORE_OK || got != size || got_kind != found) {
         kvt_pool_abort(self->pool, &resv);
-        return rc != KVT_STORE_OK ? rc : KVT_STORE_ENOTFOUND;
+        rc = rc != KVT_STORE_OK ? rc : KVT_STORE_ENOTFOUND;
+        goto cleanup;
     }
     rc = kvt_pool_commit(self->pool, &resv, lease);
-    if (rc != KVT_STORE_OK) {
+    if (rc == KVT_STORE_EFULL) //  no lease for the caller: the reservation stays, discard it
         kvt_pool_abort(self->pool, &resv);
-        return rc;
-    }
+    if (rc != KVT_STORE_OK) //  ESTALE: reclaimed while reading (too slow); already freed
+        goto cleanup;
     *view = (kvt_obj_view_t){.ptr = dst, .size = size, .kind = found, .tier = KVT_TIER_DISK};
-    return KVT_STORE_OK;
+cleanup:
+    kvt_disk_unpin(self->disk, pin);
+    return rc;
 }
 
 int kvt_storage_get(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,

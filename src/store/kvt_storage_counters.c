@@ -55,6 +55,9 @@ static const s_field_t s_pool[] = {
     S_P(pin_table_full),
     S_P(reclaimed_orphaned),
     S_P(reclaimed_expired),
+    S_P(reclaimed_quarantined),
+    S_P(quarantined_bytes),
+    S_P(objects_quarantined),
 };
 
 static const s_field_t s_disk[] = {
@@ -79,6 +82,7 @@ static const s_field_t s_disk[] = {
     S_D(tmp_removed),
     S_D(touches_present),
     S_D(touches_gone),
+    S_D(foreign_files),
 };
 
 static const s_field_t s_own[] = {
