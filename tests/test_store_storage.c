@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "kvtier/kvt_storage.h"
+#include "store/kvt_disk_int.h"
 
 #define NS   11u
 #define UNIT 4096u
@@ -61,8 +63,16 @@ static void s_fill(uint8_t *buf, size_t n, uint64_t i)
         buf[j] = (uint8_t)(i * 31 + j * 7 + (j >> 8));
 }
 
-//  Pool of `units` 4 KiB units; disk of 1 MiB in s_dir (if disk).
-static kvt_storage_t *s_storage(size_t units, bool disk, kvt_write_policy_t policy)
+static uint64_t s_now; //  manual clock of the tests that pass s_clock (ns)
+
+static uint64_t s_clock(void *arg)
+{
+    (void)arg;
+    return s_now;
+}
+
+//  Settings: pool of `units` 4 KiB units; disk of 1 MiB in s_dir (if disk).
+static kvt_storage_config_t s_config(size_t units, bool disk, kvt_write_policy_t policy)
 {
     kvt_storage_config_t cfg;
     kvt_storage_config_defaults(&cfg);
@@ -72,10 +82,21 @@ static kvt_storage_t *s_storage(size_t units, bool disk, kvt_write_policy_t poli
     cfg.disk.dir = s_dir;
     cfg.disk.capacity_bytes = 1 << 20;
     cfg.write_policy = policy;
+    return cfg;
+}
+
+static kvt_storage_t *s_new(const kvt_storage_config_t *cfg)
+{
     char err[256] = "";
-    kvt_storage_t *s = kvt_storage_new(&cfg, err, sizeof(err));
+    kvt_storage_t *s = kvt_storage_new(cfg, err, sizeof(err));
     cr_assert_not_null(s, "kvt_storage_new: %s", err);
     return s;
+}
+
+static kvt_storage_t *s_storage(size_t units, bool disk, kvt_write_policy_t policy)
+{
+    kvt_storage_config_t cfg = s_config(units, disk, policy);
+    return s_new(&cfg);
 }
 
 static int s_put(kvt_storage_t *s, uint64_t i)
@@ -340,6 +361,238 @@ Test(storage, lookup_counts_leading_keys_in_any_backend_pool_first)
     cr_assert_eq(st.lookups, 2);
     cr_assert_eq(st.lookup_keys_disk, 3);
     cr_assert_eq(st.lookup_keys_pool, 9);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, lookup_refreshes_disk_only_keys_in_the_disk_lru)
+{
+    kvt_storage_config_t cfg = s_config(8, true, KVT_WRITE_ALWAYS);
+    cfg.disk.capacity_bytes = 3 * (UNIT + 64); //  three files
+    kvt_storage_t *s = s_new(&cfg);
+    kvt_disk_t *disk = kvt_storage_disk(s);
+    for (uint64_t i = 0; i < 3; i++) {
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+        kvt_storage_flush(s);
+    }
+    s_drop_from_pool(s, 0); //  0: only on disk, and the oldest file there
+    kvt_hash_t k0 = s_key(0);
+    size_t on_disk = 0;
+    cr_assert_eq(kvt_storage_lookup(s, NS, &k0, 1, KVT_OBJ_KV, 0, NULL, &on_disk), 1);
+    cr_assert_eq(on_disk, 1);
+    cr_assert_eq(s_put(s, 3), KVT_STORE_OK); //  its write-through evicts the oldest file
+    kvt_storage_flush(s);
+    kvt_hash_t k1 = s_key(1);
+    cr_assert_eq(kvt_disk_count(disk, NS, &k0, 1, KVT_OBJ_KV), 1, "the lookup refreshed 0");
+    cr_assert_eq(kvt_disk_count(disk, NS, &k1, 1, KVT_OBJ_KV), 0, "1 went instead");
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, lookup_refreshes_the_deepest_segment_first_so_the_prefix_ends_youngest)
+{
+    kvt_storage_t *s = s_storage(4, true, KVT_WRITE_ALWAYS);
+    cr_assert_eq(s_put(s, 2), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 2); //  pool: 0 1 _ 3 4   disk: 2 (and the rest)
+    uint64_t order[4] = {0, 1, 3, 4};
+    for (int j = 0; j < 4; j++) {
+        cr_assert_eq(s_put(s, order[j]), KVT_STORE_OK);
+        kvt_storage_flush(s);
+    }
+    kvt_hash_t keys[5];
+    for (uint64_t i = 0; i < 5; i++)
+        keys[i] = s_key(i);
+    cr_assert_eq(kvt_storage_lookup(s, NS, keys, 5, KVT_OBJ_KV, 0, NULL, NULL), 5);
+    //  Segments pool{0,1} disk{2} pool{3,4}, refreshed deepest first: the
+    //  pool's LRU is now 4 3 1 0 (old to young), so the next eviction takes
+    //  the deepest key, never the prefix.
+    cr_assert_eq(s_put(s, 5), KVT_STORE_OK);
+    kvt_pool_t *pool = kvt_storage_pool(s);
+    cr_assert_not(kvt_pool_contains(pool, NS, s_key(4), KVT_OBJ_KV));
+    for (int j = 0; j < 3; j++)
+        cr_assert(kvt_pool_contains(pool, NS, s_key(order[j]), KVT_OBJ_KV), "%llu evicted",
+                  (unsigned long long)order[j]);
+    kvt_storage_destroy(&s);
+}
+
+//  L3: a holder removed between the segments of one lookup.
+static struct {
+    pthread_mutex_t mu; //  guards the fields below
+    pthread_cond_t cv;  //  signalled on every stage change
+    bool armed;         //  the next pool clock call starts the dance
+    int stage;          //  1 lease created, 2 disk lock held, 3 holder removed
+    kvt_storage_t *s;   //  the manager
+    kvt_holder_t h;     //  the holder removed
+} s_l3 = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void s_l3_wait(int stage)
+{
+    while (s_l3.stage < stage)
+        pthread_cond_wait(&s_l3.cv, &s_l3.mu);
+}
+
+static void s_l3_set(int stage)
+{
+    s_l3.stage = stage;
+    pthread_cond_broadcast(&s_l3.cv);
+}
+
+//  Called by the pool under its lock when the deepest segment creates the
+//  lease: holds the caller there until the disk segment is sure to block.
+static uint64_t s_l3_clock(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&s_l3.mu);
+    if (s_l3.armed) {
+        s_l3.armed = false;
+        s_l3_set(1);
+        s_l3_wait(2);
+    }
+    pthread_mutex_unlock(&s_l3.mu);
+    return 0;
+}
+
+//  Holds the disk lock (no pool lock) until the holder is gone.
+static void *s_l3_disk_holder(void *arg)
+{
+    (void)arg;
+    kvt_disk_t *d = kvt_storage_disk(s_l3.s);
+    pthread_mutex_lock(&s_l3.mu);
+    s_l3_wait(1);
+    pthread_mutex_unlock(&s_l3.mu);
+    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&s_l3.mu);
+    s_l3_set(2);
+    s_l3_wait(3);
+    pthread_mutex_unlock(&s_l3.mu);
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+//  Removes the holder once the deepest segment's pool lookup returned.
+static void *s_l3_remover(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&s_l3.mu);
+    s_l3_wait(2);
+    pthread_mutex_unlock(&s_l3.mu);
+    cr_assert_eq(kvt_pool_holder_remove(kvt_storage_pool(s_l3.s), s_l3.h), KVT_STORE_OK);
+    pthread_mutex_lock(&s_l3.mu);
+    s_l3_set(3);
+    pthread_mutex_unlock(&s_l3.mu);
+    return NULL;
+}
+
+Test(storage, rule_L3_a_lookup_that_fails_after_a_deeper_segment_pinned_releases_its_lease)
+{
+    kvt_storage_config_t cfg = s_config(8, true, KVT_WRITE_ALWAYS);
+    cfg.pool.clock = s_l3_clock;
+    kvt_storage_t *s = s_new(&cfg);
+    kvt_holder_t h = s_holder(s);
+    for (uint64_t i = 0; i < 3; i++)
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    s_drop_from_pool(s, 1); //  segments: pool{0} disk{1} pool{2}
+    s_l3.s = s;
+    s_l3.h = h;
+    s_l3.armed = true;
+    pthread_t a, b;
+    cr_assert_eq(pthread_create(&a, NULL, s_l3_disk_holder, NULL), 0);
+    cr_assert_eq(pthread_create(&b, NULL, s_l3_remover, NULL), 0);
+    kvt_hash_t keys[3] = {s_key(0), s_key(1), s_key(2)};
+    kvt_lease_t l = {0};
+    int rc = kvt_storage_lookup(s, NS, keys, 3, KVT_OBJ_KV, h, &l, NULL);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    cr_assert_eq(rc, KVT_STORE_EHOLDER);
+    cr_assert_eq(l.id, 0);
+    kvt_pool_stats_t ps;
+    kvt_pool_stats(kvt_storage_pool(s), &ps);
+    cr_assert_eq(ps.leases_active, 0, "no lease outlives the error");
+    cr_assert_eq(ps.pinned_bytes, 0);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, rule_M4_a_promotion_never_evicts_its_own_source_file)
+{
+    kvt_storage_config_t cfg = s_config(2, true, KVT_WRITE_ON_EVICT);
+    cfg.disk.capacity_bytes = 3 * (UNIT + 64);
+    kvt_storage_t *s = s_new(&cfg);
+    kvt_holder_t h = s_holder(s);
+    for (uint64_t i = 1; i <= 5; i++) { //  1 2 3 end on disk (1 oldest), 4 5 in the pool
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+        kvt_storage_flush(s);
+    }
+    kvt_disk_t *disk = kvt_storage_disk(s);
+    kvt_hash_t k1 = s_key(1), k2 = s_key(2);
+    cr_assert_eq(kvt_disk_count(disk, NS, &k1, 1, KVT_OBJ_KV), 1, "on disk (count: no refresh)");
+    //  The promotion's reservation evicts 4 from the pool, whose write-back
+    //  needs a file's room on the disk: it must not be 1's.
+    cr_assert_eq(s_get(s, h, 1), KVT_TIER_DISK);
+    kvt_storage_flush(s);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.promotions, 1);
+    cr_assert_eq(st.disk.evictions, 1);
+    cr_assert_eq(kvt_disk_count(disk, NS, &k2, 1, KVT_OBJ_KV), 0,
+                 "the oldest file that was not being read went");
+    kvt_storage_destroy(&s);
+}
+
+//  Holds the disk's only I/O thread until opened.
+static struct {
+    pthread_mutex_t mu; //  guards the fields below
+    pthread_cond_t cv;  //  signalled on change
+    bool open;          //  the writer may finish
+    bool entered;       //  the writer is inside
+} s_gate = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static int s_gate_done(void *arg, int rc)
+{
+    (void)arg;
+    (void)rc;
+    pthread_mutex_lock(&s_gate.mu);
+    s_gate.entered = true;
+    pthread_cond_broadcast(&s_gate.cv);
+    while (!s_gate.open)
+        pthread_cond_wait(&s_gate.cv, &s_gate.mu);
+    pthread_mutex_unlock(&s_gate.mu);
+    return 0;
+}
+
+Test(storage, a_write_through_whose_pool_lease_expired_is_discarded)
+{
+    kvt_storage_config_t cfg = s_config(8, true, KVT_WRITE_ALWAYS);
+    cfg.pool.clock = s_clock;
+    cfg.pool.ttl_ms = 1000;
+    cfg.disk.io_threads = 1;
+    cfg.disk.queue_depth = 2;
+    kvt_storage_t *s = s_new(&cfg);
+    static uint8_t other[UNIT];
+    cr_assert_eq(kvt_disk_put(kvt_storage_disk(s), NS, s_key(100), KVT_OBJ_KV, other, UNIT,
+                              s_gate_done, NULL),
+                 KVT_STORE_OK);
+    pthread_mutex_lock(&s_gate.mu);
+    while (!s_gate.entered)
+        pthread_cond_wait(&s_gate.cv, &s_gate.mu);
+    pthread_mutex_unlock(&s_gate.mu);
+    //  The disk is stuck: object 1's write-through waits in the queue,
+    //  leasing the pool object, past the ttl.
+    cr_assert_eq(s_put(s, 1), KVT_STORE_OK);
+    s_now += 1000 * 1000000ull;
+    cr_assert_eq(kvt_storage_reclaim(s), 1);
+    pthread_mutex_lock(&s_gate.mu);
+    s_gate.open = true;
+    pthread_cond_broadcast(&s_gate.cv);
+    pthread_mutex_unlock(&s_gate.mu);
+    kvt_storage_flush(s);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.pool.reclaimed_expired, 1);
+    cr_assert_eq(st.disk.puts_discarded, 1, "its bytes may have changed under the writer");
+    cr_assert_eq(st.disk.puts, 1, "only the other file");
+    kvt_hash_t k1 = s_key(1);
+    cr_assert_eq(kvt_disk_count(kvt_storage_disk(s), NS, &k1, 1, KVT_OBJ_KV), 0);
+    cr_assert_eq(kvt_storage_touch(s, NS, s_key(1), KVT_OBJ_KV), KVT_TOUCH_REFRESHED);
     kvt_storage_destroy(&s);
 }
 

@@ -388,6 +388,7 @@ int kvt_storage_lookup(kvt_storage_t *self, uint64_t ns, const kvt_hash_t *keys,
     }
     //  Pass 2: refresh (and pin) deepest segment first; anything evicted
     //  since pass 1 shortens the prefix.
+    bool fresh = lease && lease->id == 0; //  a lease this call creates
     size_t total = pos;
     for (int s = nseg; s-- > 0;) {
         if (len[s] == 0)
@@ -395,8 +396,17 @@ int kvt_storage_lookup(kvt_storage_t *self, uint64_t ns, const kvt_hash_t *keys,
         size_t k;
         if (in_pool[s]) {
             int r = kvt_pool_lookup(self->pool, ns, keys + start[s], len[s], kind, holder, lease);
-            if (r < 0)
+            if (r < 0) {
+                //  A deeper segment may have created and pinned the lease
+                //  (the holder was reset or removed since): no pin may
+                //  outlive an error. Pins added to a caller's own lease go
+                //  with its release.
+                if (fresh && lease->id != 0) {
+                    kvt_pool_release(self->pool, lease);
+                    lease->id = 0;
+                }
                 return r;
+            }
             k = (size_t)r;
         } else {
             k = kvt_disk_lookup(self->disk, ns, keys + start[s], len[s], kind);
