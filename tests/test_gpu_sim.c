@@ -5,6 +5,7 @@
 */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kvtier/kvt_gpu.h"
@@ -386,5 +387,120 @@ Test(sim, state_copies_land_on_the_clock)
     cr_assert_eq(slot[499], 0x66);
     kvt_gpu_event_destroy(&ev);
     kvt_gpu_stream_destroy(&a);
+    kvt_gpu_destroy(&s.gpu);
+}
+
+//  A landed host function of the many-streams test.
+typedef struct {
+    uint64_t land;  //  its landing time in the model
+    uint64_t order; //  its queue order (ties)
+    int *log;       //  landing log: indexes of landed functions
+    int *nlog;      //  entries in the log
+    int index;      //  its index
+} landed_t;
+
+static void s_log_landing(void *arg)
+{
+    landed_t *l = arg;
+    l->log[(*l->nlog)++] = l->index;
+}
+
+static int s_cmp_landing(const void *a, const void *b)
+{
+    const landed_t *x = a, *y = b;
+    if (x->land != y->land)
+        return x->land < y->land ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+//  Many streams, long queues (the rings grow while ops are pending), waits
+//  across streams: every eta matches the landing model, progress lands
+//  exactly the ops that are due, and due ops take effect in (landing time,
+//  queue order) order.
+Test(sim, many_streams_land_on_the_model_in_landing_order)
+{
+    enum { S = 6, N = 1200 };
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *st[S];
+    for (int i = 0; i < S; i++)
+        st[i] = kvt_gpu_stream_new(s.gpu, "m");
+    uint64_t prev_land[S] = {0};
+    uint64_t *op_land = calloc(N, sizeof *op_land);     //  every queued op's landing time
+    landed_t *fns = calloc(N, sizeof *fns);             //  host functions
+    kvt_gpu_event_t **marks = calloc(N, sizeof *marks); //  an event after each step
+    uint64_t *mark_land = calloc(N, sizeof *mark_land); //  its landing time
+    int *log = calloc(N, sizeof *log);
+    cr_assert(op_land && fns && marks && mark_land && log);
+    int nlog = 0, nops = 0, nfns = 0;
+    uint64_t rng = 42, order = 0;
+    for (int i = 0; i < N; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        int a = (int)((rng >> 33) % S);
+        if ((rng >> 20) % 10 < 3) {
+            //  A wait on another stream's current end (trivial, and not
+            //  queued, when that stream has never had an op).
+            int b = (a + 1 + (int)((rng >> 40) % (S - 1))) % S;
+            kvt_gpu_event_t *ev = kvt_gpu_event_new(s.gpu);
+            cr_assert_eq(kvt_gpu_event_record(ev, st[b]), 0);
+            cr_assert_eq(kvt_gpu_stream_wait_event(st[a], ev), 0);
+            kvt_gpu_event_destroy(&ev);
+            if (prev_land[b] > 0) {
+                prev_land[a] = prev_land[a] > prev_land[b] ? prev_land[a] : prev_land[b];
+                op_land[nops++] = prev_land[a];
+                order++;
+            }
+        } else {
+            uint64_t cost = 1 + (rng >> 44) % 5000;
+            landed_t *l = &fns[nfns];
+            prev_land[a] += cost;
+            *l = (landed_t){prev_land[a], ++order, log, &nlog, nfns};
+            cr_assert_eq(kvt_gpu_launch_host_fn(st[a], s_log_landing, l, cost), 0);
+            op_land[nops++] = prev_land[a];
+            nfns++;
+        }
+        marks[i] = kvt_gpu_event_new(s.gpu);
+        cr_assert_eq(kvt_gpu_event_record(marks[i], st[a]), 0);
+        mark_land[i] = prev_land[a];
+    }
+    uint64_t first = UINT64_MAX, last = 0;
+    for (int k = 0; k < nops; k++) {
+        first = op_land[k] < first ? op_land[k] : first;
+        last = op_land[k] > last ? op_land[k] : last;
+    }
+    cr_assert_eq(kvt_gpu_next_eta(s.gpu), first);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(kvt_gpu_event_eta(marks[i]), mark_land[i], "mark %d", i);
+    //  Walk the clock: each step lands exactly the ops due in it.
+    uint64_t prev_t = 0;
+    for (int step = 1; step <= 40; step++) {
+        s.now = last * step / 40;
+        int due = 0;
+        for (int k = 0; k < nops; k++)
+            due += op_land[k] > prev_t && op_land[k] <= s.now;
+        cr_assert_eq(kvt_gpu_progress(s.gpu), due, "step %d", step);
+        uint64_t next = UINT64_MAX;
+        for (int k = 0; k < nops; k++)
+            if (op_land[k] > s.now && op_land[k] < next)
+                next = op_land[k];
+        cr_assert_eq(kvt_gpu_next_eta(s.gpu), next);
+        prev_t = s.now;
+    }
+    cr_assert_eq(nlog, nfns);
+    landed_t *sorted = malloc((size_t)nfns * sizeof *sorted);
+    memcpy(sorted, fns, (size_t)nfns * sizeof *sorted);
+    qsort(sorted, (size_t)nfns, sizeof *sorted, s_cmp_landing);
+    for (int k = 0; k < nfns; k++)
+        cr_assert_eq(log[k], sorted[k].index, "landing %d", k);
+    for (int i = 0; i < N; i++)
+        kvt_gpu_event_destroy(&marks[i]);
+    for (int i = 0; i < S; i++)
+        kvt_gpu_stream_destroy(&st[i]);
+    free(sorted);
+    free(op_land);
+    free(fns);
+    free(marks);
+    free(mark_land);
+    free(log);
     kvt_gpu_destroy(&s.gpu);
 }

@@ -37,8 +37,9 @@ static void s_fini(kvt_gpu_t *gpu)
     kvt_host_t *host = kvt_gpu_host_impl(gpu);
     if (!host)
         return;
-    assert(!host->ghead);
+    assert(!host->ghead && host->nheap == 0);
     pthread_cond_destroy(&host->cv_done);
+    free(host->heap);
     free(host);
     gpu->impl = NULL;
 }
@@ -74,6 +75,9 @@ void kvt_gpu_host_unref(kvt_hstream_t *s)
     assert(s->refs > 0);
     if (--s->refs == 0) {
         assert(!s->head);
+        kvt_host_t *host = kvt_gpu_host_impl(s->gpu);
+        if (host->sim)
+            kvt_gpu_host_sim_drop_stream(host, s);
         pthread_cond_destroy(&s->cv_work);
         free(s);
     }
@@ -194,8 +198,19 @@ static int s_stream_new(kvt_gpu_stream_t *fs)
     kvt_gpu_fmt(s->name, sizeof s->name, "%s", fs->name);
     s->refs = 1;
     s->fail_seq = KVT_HOST_NONE;
+    s->heap_at = KVT_HOST_NO_HEAP;
+    kvt_host_t *host = kvt_gpu_host_impl(gpu);
+    if (host->sim) {
+        pthread_mutex_lock(&gpu->mu);
+        int rc = kvt_gpu_host_sim_add_stream(host);
+        pthread_mutex_unlock(&gpu->mu);
+        if (rc != 0) {
+            free(s);
+            return rc;
+        }
+    }
     pthread_cond_init(&s->cv_work, NULL);
-    if (!kvt_gpu_host_impl(gpu)->sim) {
+    if (!host->sim) {
         //  The worker only touches `s` under gpu->mu, which we do not hold.
         int rc = pthread_create(&s->thread, NULL, s_worker, s);
         if (rc != 0) {
@@ -286,9 +301,14 @@ static int s_enqueue(kvt_gpu_stream_t *fs, kvt_hop_t *op, size_t bytes)
         now = kvt_gpu_host_now(gpu);
         kvt_gpu_host_sim_progress(gpu, now);
     }
-    if (s->fail_seq != KVT_HOST_NONE && s->done_seq >= s->fail_seq) {
-        int rc = kvt_gpu_fail(KVT_GPU_EFAULT, "stream '%s' failed earlier (op %llu: %s)", s->name,
-                              (unsigned long long)s->fail_seq, s->fail_why);
+    int rc = 0;
+    if (s->fail_seq != KVT_HOST_NONE && s->done_seq >= s->fail_seq)
+        rc = kvt_gpu_fail(KVT_GPU_EFAULT, "stream '%s' failed earlier (op %llu: %s)", s->name,
+                          (unsigned long long)s->fail_seq, s->fail_why);
+    else if (host->sim)
+        rc = kvt_gpu_host_sim_reserve(s);
+    if (rc != 0) {
+        //  Refused whole: nothing of this call is queued.
         if (op->kind == KVT_HOP_WAIT)
             kvt_gpu_host_unref(op->target);
         pthread_mutex_unlock(&gpu->mu);
@@ -304,14 +324,13 @@ static int s_enqueue(kvt_gpu_stream_t *fs, kvt_hop_t *op, size_t bytes)
         op->inject_fail = true;
     }
     if (host->sim) {
+        op->gseq = ++host->gseq;
         op->queued_ns = now;
         op->cost_ns = op->kind == KVT_HOP_COPY ? kvt_gpu_sim_cost_ns(gpu, bytes)
                       : op->kind == KVT_HOP_FN ? op->cost_ns
                                                : 0;
         if (op->kind == KVT_HOP_WAIT)
-            for (kvt_hop_t *d = op->target->head; d; d = d->next)
-                if (d->seq == op->target_seq)
-                    op->dep = d;
+            op->dep = kvt_gpu_host_sim_op(op->target, op->target_seq);
         op->land_ns =
             kvt_gpu_host_sim_plan(op, s->tail ? s->tail->land_ns : kvt_gpu_host_sim_base(s));
         op->gprev = host->gtail;
@@ -326,7 +345,9 @@ static int s_enqueue(kvt_gpu_stream_t *fs, kvt_hop_t *op, size_t bytes)
     else
         s->head = op;
     s->tail = op;
-    if (!host->sim)
+    if (host->sim)
+        kvt_gpu_host_sim_queued(host, op);
+    else
         pthread_cond_signal(&s->cv_work);
     pthread_mutex_unlock(&gpu->mu);
     return 0;
@@ -459,10 +480,8 @@ static uint64_t s_event_eta(kvt_gpu_event_t *ev)
     kvt_gpu_host_sim_progress(gpu, now);
     uint64_t eta = 0;
     if (e->stream && e->seq > 0) {
-        eta = now;
-        for (kvt_hop_t *op = e->stream->head; op; op = op->next)
-            if (op->seq == e->seq)
-                eta = op->land_ns;
+        kvt_hop_t *op = kvt_gpu_host_sim_op(e->stream, e->seq);
+        eta = op ? op->land_ns : now;
     }
     pthread_mutex_unlock(&gpu->mu);
     return eta;
@@ -487,10 +506,7 @@ static uint64_t s_next_eta(kvt_gpu_t *gpu)
         return KVT_HOST_NONE;
     pthread_mutex_lock(&gpu->mu);
     kvt_gpu_host_sim_progress(gpu, kvt_gpu_host_now(gpu));
-    uint64_t eta = KVT_HOST_NONE;
-    for (kvt_hop_t *op = host->ghead; op; op = op->gnext)
-        if (op->land_ns < eta)
-            eta = op->land_ns;
+    uint64_t eta = kvt_gpu_host_sim_next(host);
     pthread_mutex_unlock(&gpu->mu);
     return eta;
 }

@@ -7,7 +7,8 @@
 
 #include "kvt_gpu_int.h"
 
-#define KVT_HOST_NONE UINT64_MAX //  "no failure" / "unknown landing time"
+#define KVT_HOST_NONE    UINT64_MAX //  "no failure" / "unknown landing time"
+#define KVT_HOST_NO_HEAP UINT32_MAX //  a stream that is not in the SIM heap
 
 typedef enum {
     KVT_HOP_COPY = 1, //  a copy batch
@@ -22,6 +23,7 @@ struct _kvt_hop_t {
     kvt_hop_kind_t kind;   //  what it does
     kvt_hstream_t *stream; //  stream it is queued on (holds a reference)
     uint64_t seq;          //  position on its stream, from 1
+    uint64_t gseq;         //  SIM: position in the device's queue order, from 1
     kvt_hop_t *next;       //  next op on the same stream
     kvt_hop_t *gprev;      //  SIM: previous pending op, queue order
     kvt_hop_t *gnext;      //  SIM: next pending op, queue order
@@ -55,6 +57,9 @@ struct _kvt_hstream_t {
     uint64_t force_seq;          //  SIM: scratch of a forced landing
     uint64_t plan_epoch;         //  SIM: scratch of a replan
     uint64_t plan_land;          //  SIM: scratch of a replan
+    uint32_t heap_at;            //  SIM: index in host->heap, KVT_HOST_NO_HEAP when not there
+    kvt_hop_t **ring;            //  SIM: pending ops by seq & (ring_cap - 1)
+    uint64_t ring_cap;           //  SIM: slots in ring (a power of two, or 0)
     pthread_cond_t cv_work;      //  LIVE: work queued, stall ended, stop
     pthread_t thread;            //  LIVE: the worker
     bool stop;                   //  LIVE: the worker should exit once drained
@@ -67,6 +72,11 @@ typedef struct {
     kvt_hop_t *ghead;       //  SIM: pending ops, oldest first
     kvt_hop_t *gtail;       //  SIM: pending ops, newest
     uint64_t epoch;         //  SIM: replan counter
+    uint64_t gseq;          //  SIM: queue order of the newest op
+    kvt_hstream_t **heap;   //  SIM: streams with pending ops, min-heap on their head op
+    uint32_t nheap;         //  SIM: entries used in heap
+    uint32_t heap_cap;      //  SIM: entries allocated in heap (>= live streams)
+    uint32_t nstreams;      //  SIM: live streams (handles or references)
 } kvt_host_t;
 
 //  The backend event.
@@ -116,8 +126,30 @@ uint64_t kvt_gpu_host_sim_plan(kvt_hop_t *op, uint64_t prev_land);
 //  Earliest start of a stream's first queued op.
 uint64_t kvt_gpu_host_sim_base(kvt_hstream_t *s);
 
-//  Recomputes every queued op's landing time (queue order).
+//  Recomputes every queued op's landing time (queue order) and reorders
+//  the stream heap.
 void kvt_gpu_host_sim_replan(kvt_host_t *host);
+
+//  Makes room for one more stream in the heap (at stream creation), so that
+//  queuing never allocates for it. 0 or KVT_GPU_ENOMEM.
+int kvt_gpu_host_sim_add_stream(kvt_host_t *host);
+
+//  Frees a stream's SIM state as the stream is freed.
+void kvt_gpu_host_sim_drop_stream(kvt_host_t *host, kvt_hstream_t *s);
+
+//  Makes room in the stream's ring for one more pending op. 0 or
+//  KVT_GPU_ENOMEM (nothing changed).
+int kvt_gpu_host_sim_reserve(kvt_hstream_t *s);
+
+//  Files a just-queued op (already on its stream's list): its ring slot,
+//  and the heap when it is its stream's head.
+void kvt_gpu_host_sim_queued(kvt_host_t *host, kvt_hop_t *op);
+
+//  The pending op (s, seq), or NULL when it is not pending. O(1).
+kvt_hop_t *kvt_gpu_host_sim_op(kvt_hstream_t *s, uint64_t seq);
+
+//  Earliest landing time among pending ops (KVT_HOST_NONE if none). O(1).
+uint64_t kvt_gpu_host_sim_next(kvt_host_t *host);
 
 //  Lands every op due at `now`. Returns how many landed.
 int kvt_gpu_host_sim_progress(kvt_gpu_t *gpu, uint64_t now);

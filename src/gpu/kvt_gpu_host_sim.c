@@ -10,11 +10,22 @@
                      wait: 0; host function: its sim_cost_ns
 
     and takes effect when a call under the device lock finds land <= now.
-    Every op's dependencies were queued before it, so landing the due ops in
-    queue order lands dependencies first. A stalled stream's ops have no
-    landing time (KVT_HOST_NONE) until the stall ends.
+    A stalled stream's ops have no landing time (KVT_HOST_NONE) until the
+    stall ends.
+
+    Cost. Landing times never decrease along a stream, so a stream's head is
+    its earliest op. The streams with pending ops sit in a binary min-heap
+    on (head's landing time, head's queue order): landing what is due costs
+    O(log streams) per landed op and O(1) when nothing is due, next_eta is
+    O(1), and a stream's pending ops are found by sequence number in a ring
+    (eta, waits) in O(1). Due ops land in (landing time, queue order) order:
+    a wait lands no earlier than the op it awaits, which was queued before
+    it, so every op lands after its dependencies. Replans (a stall starts or
+    ends, a forced synchronize) walk every pending op in queue order
+    (ghead list): O(pending ops), rare by design.
 */
 #include <assert.h>
+#include <stdlib.h>
 
 #include "kvt_gpu_host.h"
 
@@ -37,6 +48,142 @@ uint64_t kvt_gpu_host_sim_base(kvt_hstream_t *s)
     return kvt_gpu_host_max(s->last_land_ns, s->release_ns);
 }
 
+// ------------------------------------------------------- stream heap ----
+
+//  True when stream a's head lands before stream b's (ties: queue order).
+static bool s_before(const kvt_hstream_t *a, const kvt_hstream_t *b)
+{
+    const kvt_hop_t *x = a->head, *y = b->head;
+    return x->land_ns < y->land_ns || (x->land_ns == y->land_ns && x->gseq < y->gseq);
+}
+
+static void s_heap_set(kvt_host_t *host, uint32_t i, kvt_hstream_t *s)
+{
+    host->heap[i] = s;
+    s->heap_at = i;
+}
+
+static void s_sift_up(kvt_host_t *host, uint32_t i)
+{
+    kvt_hstream_t *s = host->heap[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (!s_before(s, host->heap[parent]))
+            break;
+        s_heap_set(host, i, host->heap[parent]);
+        i = parent;
+    }
+    s_heap_set(host, i, s);
+}
+
+static void s_sift_down(kvt_host_t *host, uint32_t i)
+{
+    kvt_hstream_t *s = host->heap[i];
+    while (true) {
+        uint32_t child = 2 * i + 1;
+        if (child >= host->nheap)
+            break;
+        if (child + 1 < host->nheap && s_before(host->heap[child + 1], host->heap[child]))
+            child++;
+        if (!s_before(host->heap[child], s))
+            break;
+        s_heap_set(host, i, host->heap[child]);
+        i = child;
+    }
+    s_heap_set(host, i, s);
+}
+
+//  Restores the heap around a stream whose head (key) changed.
+static void s_heap_fix(kvt_host_t *host, kvt_hstream_t *s)
+{
+    uint32_t i = s->heap_at;
+    s_sift_up(host, i);
+    if (s->heap_at == i)
+        s_sift_down(host, i);
+}
+
+static void s_heap_remove(kvt_host_t *host, kvt_hstream_t *s)
+{
+    uint32_t i = s->heap_at;
+    assert(i < host->nheap && host->heap[i] == s);
+    s->heap_at = KVT_HOST_NO_HEAP;
+    kvt_hstream_t *last = host->heap[--host->nheap];
+    if (last != s) {
+        s_heap_set(host, i, last);
+        s_heap_fix(host, last);
+    }
+}
+
+int kvt_gpu_host_sim_add_stream(kvt_host_t *host)
+{
+    if (host->nstreams == host->heap_cap) {
+        uint32_t cap = host->heap_cap ? host->heap_cap * 2 : 8;
+        kvt_hstream_t **heap = realloc(host->heap, (size_t)cap * sizeof *heap);
+        if (!heap)
+            return kvt_gpu_fail(KVT_GPU_ENOMEM, "stream_new: out of memory");
+        host->heap = heap;
+        host->heap_cap = cap;
+    }
+    host->nstreams++;
+    return 0;
+}
+
+void kvt_gpu_host_sim_drop_stream(kvt_host_t *host, kvt_hstream_t *s)
+{
+    assert(s->heap_at == KVT_HOST_NO_HEAP);
+    assert(host->nstreams > 0);
+    host->nstreams--;
+    free(s->ring);
+    s->ring = NULL;
+}
+
+// --------------------------------------------------------------- ring ----
+
+int kvt_gpu_host_sim_reserve(kvt_hstream_t *s)
+{
+    uint64_t pending = s->queued_seq - s->done_seq;
+    if (pending < s->ring_cap)
+        return 0;
+    uint64_t cap = s->ring_cap ? s->ring_cap * 2 : 16;
+    kvt_hop_t **ring = calloc(cap, sizeof *ring);
+    if (!ring)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "host: out of memory");
+    for (kvt_hop_t *op = s->head; op; op = op->next)
+        ring[op->seq & (cap - 1)] = op;
+    free(s->ring);
+    s->ring = ring;
+    s->ring_cap = cap;
+    return 0;
+}
+
+kvt_hop_t *kvt_gpu_host_sim_op(kvt_hstream_t *s, uint64_t seq)
+{
+    if (seq <= s->done_seq || seq > s->queued_seq)
+        return NULL;
+    kvt_hop_t *op = s->ring[seq & (s->ring_cap - 1)];
+    assert(op && op->seq == seq);
+    return op;
+}
+
+void kvt_gpu_host_sim_queued(kvt_host_t *host, kvt_hop_t *op)
+{
+    kvt_hstream_t *s = op->stream;
+    assert(s->queued_seq - s->done_seq <= s->ring_cap);
+    s->ring[op->seq & (s->ring_cap - 1)] = op;
+    if (s->head == op) {
+        assert(host->nheap < host->heap_cap);
+        s_heap_set(host, host->nheap++, s);
+        s_sift_up(host, s->heap_at);
+    }
+}
+
+uint64_t kvt_gpu_host_sim_next(kvt_host_t *host)
+{
+    return host->nheap ? host->heap[0]->head->land_ns : KVT_HOST_NONE;
+}
+
+// -------------------------------------------------------------- landing ----
+
 //  Recomputes every pending op's landing time (queue order).
 void kvt_gpu_host_sim_replan(kvt_host_t *host)
 {
@@ -50,15 +197,21 @@ void kvt_gpu_host_sim_replan(kvt_host_t *host)
         op->land_ns = kvt_gpu_host_sim_plan(op, s->plan_land);
         s->plan_land = op->land_ns;
     }
+    for (uint32_t i = host->nheap / 2; i-- > 0;)
+        s_sift_down(host, i);
 }
 
+//  Lands its stream's head op `op`: runs it, completes it, and refiles the
+//  stream in the heap.
 static void s_sim_land(kvt_gpu_t *gpu, kvt_hop_t *op)
 {
     kvt_host_t *host = kvt_gpu_host_impl(gpu);
+    kvt_hstream_t *s = op->stream;
+    assert(s->head == op);
     bool failed = kvt_gpu_host_fails(op);
     if (!failed)
         kvt_gpu_host_execute(op);
-    op->stream->last_land_ns = op->land_ns;
+    s->last_land_ns = op->land_ns;
     if (op->gprev)
         op->gprev->gnext = op->gnext;
     else
@@ -67,7 +220,14 @@ static void s_sim_land(kvt_gpu_t *gpu, kvt_hop_t *op)
         op->gnext->gprev = op->gprev;
     else
         host->gtail = op->gprev;
+    s->ring[op->seq & (s->ring_cap - 1)] = NULL;
+    bool last = !op->next;
+    //  Completing may free the stream (its last reference can be this op's).
+    if (last)
+        s_heap_remove(host, s);
     kvt_gpu_host_complete(gpu, op, failed);
+    if (!last)
+        s_heap_fix(host, s);
 }
 
 //  Lands every op due at `now`. Returns how many landed.
@@ -75,13 +235,12 @@ int kvt_gpu_host_sim_progress(kvt_gpu_t *gpu, uint64_t now)
 {
     kvt_host_t *host = kvt_gpu_host_impl(gpu);
     int landed = 0;
-    kvt_hop_t *next;
-    for (kvt_hop_t *op = host->ghead; op; op = next) {
-        next = op->gnext;
-        if (op->land_ns != KVT_HOST_NONE && op->land_ns <= now) {
-            s_sim_land(gpu, op);
-            landed++;
-        }
+    while (host->nheap > 0) {
+        kvt_hop_t *op = host->heap[0]->head;
+        if (op->land_ns == KVT_HOST_NONE || op->land_ns > now)
+            break;
+        s_sim_land(gpu, op);
+        landed++;
     }
     return landed;
 }
@@ -110,6 +269,9 @@ static int s_sim_force(kvt_gpu_t *gpu, kvt_hstream_t *s, uint64_t seq, uint64_t 
     }
     if (blocked)
         return KVT_GPU_NOT_READY;
+    //  In queue order each forced op is its stream's head when reached (its
+    //  stream predecessors are forced too, and came first). Lowering a
+    //  landing time breaks the heap order until the replan below.
     kvt_hop_t *next;
     for (kvt_hop_t *op = host->ghead; op; op = next) {
         next = op->gnext;
