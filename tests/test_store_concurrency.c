@@ -1,9 +1,12 @@
 /*  test_store_concurrency.c — lanes sharing one storage manager: threads
     doing put / reserve-commit / get / lookup-with-pin / touch / remove while
-    another reclaims and reads counters, with disk write-through on I/O
-    threads. Every byte read under a lease is checked against the bytes its
-    key was written with, and the books balance at the end. The TSan build
-    runs this binary (tools/check.sh). */
+    another reclaims, reads counters and advances the manual clock, with
+    disk write-through on I/O threads. Lanes also hold reservations and
+    leases past the TTL on purpose, so reclaim races live handles: a late
+    write into a reclaimed reservation must land in quarantined bytes that
+    no other object uses. Every byte read under a lease is checked against
+    the bytes its key was written with, and the books balance at the end.
+    The TSan build runs this binary (tools/check.sh). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -21,9 +24,13 @@
 #define OPS     2500 //  operations per lane
 #define LEAKED  8    //  leases a dead holder leaves behind
 #define S_MS    1000000ull
+#define TTL_MS  1000ull //  pool ttl
+#define STEP_MS 100ull  //  clock advance per reclaimer pass (less than the ttl)
+#define WAITS   200000  //  yields a lane waits at most for the clock to pass a ttl
 
 static char s_dir[256];
 static uint64_t s_now; //  manual clock (ns), read atomically
+static int s_readers;  //  lanes reading through a lease now (the clock waits for 0)
 
 static uint64_t s_clock(void *arg)
 {
@@ -100,9 +107,45 @@ typedef struct {
     int seed;           //  per-lane seed
     int bad;            //  reads with wrong bytes
     int gets_ok;        //  reads verified
-    int release_errors; //  releases that failed
+    int release_errors; //  releases that failed (outside the deliberate holds)
+    int late_writes;    //  reservations written after the ttl reclaimed them
+    int late_refused;   //  ... whose commit answered ESTALE
+    int held_leases;    //  leases held past the ttl
+    int held_refused;   //  ... whose release answered ESTALE
     volatile int *done; //  set when every lane finished (reclaimer)
 } lane_t;
+
+static uint64_t s_clock_now(void)
+{
+    return __atomic_load_n(&s_now, __ATOMIC_RELAXED);
+}
+
+//  Waits (yielding) until the clock is a ttl past `since`, then reclaims.
+//  False if the clock did not get there in time.
+static bool s_wait_past_ttl(kvt_storage_t *s, uint64_t since)
+{
+    for (int n = 0; s_clock_now() < since + TTL_MS * S_MS; n++) {
+        if (n >= WAITS)
+            return false;
+        sched_yield();
+    }
+    kvt_storage_reclaim(s);
+    return true;
+}
+
+//  A lane's reads through leases happen between these: the reclaimer only
+//  advances the clock when no lane is inside, so a lease that is read is
+//  never reclaimed under the reader (that would be the holder's contract
+//  breach, not the store's: bytes read through a reclaimed lease may change).
+static void s_read_begin(void)
+{
+    __atomic_fetch_add(&s_readers, 1, __ATOMIC_SEQ_CST);
+}
+
+static void s_read_end(void)
+{
+    __atomic_fetch_sub(&s_readers, 1, __ATOMIC_SEQ_CST);
+}
 
 static void *s_lane(void *arg)
 {
@@ -118,7 +161,8 @@ static void *s_lane(void *arg)
         x ^= x >> 7;
         x ^= x << 17;
         uint64_t i = (x >> 8) % KEYS;
-        int what = (int)((x >> 32) % 8);
+        int what = (int)((x >> 32) % 10);
+        bool hold = (x >> 44) % 8 == 0; //  what 8 / 9: hold past the ttl
         kvt_lease_t l = {0};
         kvt_obj_view_t v;
         if (what <= 1) {
@@ -136,6 +180,7 @@ static void *s_lane(void *arg)
                     kvt_storage_abort(s, &r);
             }
         } else if (what <= 4) {
+            s_read_begin();
             if (kvt_storage_get(s, NS, s_key(i), KVT_OBJ_KV, h, &l, &v) == KVT_STORE_OK) {
                 bool ok = s_check(v.ptr, v.size, i);
                 if (kvt_storage_release(s, &l) != KVT_STORE_OK)
@@ -145,18 +190,58 @@ static void *s_lane(void *arg)
                 else
                     ln->gets_ok++;
             }
+            s_read_end();
         } else if (what == 5) {
             kvt_hash_t keys[16];
             for (uint64_t k = 0; k < 16; k++)
                 keys[k] = s_key((i + k) % KEYS);
+            s_read_begin();
             int n = kvt_storage_lookup(s, NS, keys, 16, KVT_OBJ_KV, h, &l, NULL);
             cr_assert_geq(n, 0);
             if (l.id && kvt_storage_release(s, &l) != KVT_STORE_OK)
                 ln->release_errors++;
+            s_read_end();
         } else if (what == 6) {
             kvt_storage_touch(s, NS, s_key(i), KVT_OBJ_KV);
-        } else {
+        } else if (what == 7) {
             kvt_pool_remove(pool, NS, s_key(i), KVT_OBJ_KV);
+        } else if (what == 8 && hold) {
+            //  A copy into a reservation stalls past the ttl, then lands.
+            kvt_resv_t r = {0};
+            void *p = NULL;
+            if (kvt_storage_reserve(s, NS, s_key(i), KVT_OBJ_KV, s_size(i), h, &r, &p) ==
+                KVT_STORE_OK) {
+                //  Read after the reserve: its start is no later than this.
+                if (s_wait_past_ttl(s, s_clock_now())) {
+                    for (int y = 0; y < 4; y++) //  give other lanes time to allocate
+                        sched_yield();
+                    s_fill(p, i);
+                    ln->late_writes++;
+                    if (kvt_storage_commit(s, &r, NULL) == KVT_STORE_ESTALE)
+                        ln->late_refused++;
+                } else {
+                    kvt_storage_abort(s, &r);
+                }
+            }
+        } else if (what == 9 && hold) {
+            //  A reader keeps its lease past the ttl (reading nothing after).
+            s_read_begin();
+            int rc = kvt_storage_get(s, NS, s_key(i), KVT_OBJ_KV, h, &l, &v);
+            if (rc == KVT_STORE_OK && !s_check(v.ptr, v.size, i))
+                ln->bad++;
+            uint64_t t0 = s_clock_now(); //  after the get: the lease started no later
+            s_read_end();
+            if (rc == KVT_STORE_OK) {
+                if (s_wait_past_ttl(s, t0)) {
+                    ln->held_leases++;
+                    if (kvt_storage_release(s, &l) == KVT_STORE_ESTALE)
+                        ln->held_refused++;
+                } else {
+                    kvt_storage_release(s, &l);
+                }
+            }
+        } else {
+            kvt_storage_touch(s, NS, s_key(i), KVT_OBJ_KV);
         }
     }
     free(buf);
@@ -167,9 +252,18 @@ static void *s_reclaimer(void *arg)
 {
     lane_t *ln = arg;
     kvt_counter_t c[128];
+    kvt_disk_t *disk = kvt_storage_disk(ln->s);
     while (!__atomic_load_n(ln->done, __ATOMIC_ACQUIRE)) {
         kvt_storage_reclaim(ln->s);
         kvt_storage_counters(ln->s, c, 128);
+        //  Time passes only while no lane reads through a lease and no disk
+        //  write reads a pool object: those handles live through one step
+        //  at most, far below the ttl. Everything else races the reclaim.
+        kvt_disk_stats_t ds = {0};
+        if (disk)
+            kvt_disk_stats(disk, &ds);
+        if (__atomic_load_n(&s_readers, __ATOMIC_SEQ_CST) == 0 && ds.objects_writing == 0)
+            __atomic_fetch_add(&s_now, STEP_MS * S_MS, __ATOMIC_RELAXED);
         sched_yield();
     }
     return NULL;
@@ -181,7 +275,7 @@ static void s_run(bool disk)
     kvt_storage_config_t cfg;
     kvt_storage_config_defaults(&cfg);
     cfg.pool.capacity_bytes = 96 * UNIT;
-    cfg.pool.ttl_ms = 1000;
+    cfg.pool.ttl_ms = TTL_MS;
     cfg.pool.clock = s_clock;
     cfg.pool.log = s_quiet;
     cfg.disk_enabled = disk;
@@ -227,19 +321,30 @@ static void s_run(bool disk)
     __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
     pthread_join(th[WORKERS], NULL);
 
-    int gets = 0;
+    int gets = 0, late = 0, held = 0;
     for (int t = 0; t < WORKERS; t++) {
         cr_assert_eq(lanes[t].bad, 0, "a read under a lease returned wrong bytes");
         cr_assert_eq(lanes[t].release_errors, 0);
+        cr_assert_eq(lanes[t].late_refused, lanes[t].late_writes,
+                     "a reservation reclaimed at its ttl was committed");
+        cr_assert_eq(lanes[t].held_refused, lanes[t].held_leases,
+                     "a lease reclaimed at its ttl was released without ESTALE");
         gets += lanes[t].gets_ok;
+        late += lanes[t].late_writes;
+        held += lanes[t].held_leases;
     }
     cr_assert_gt(gets, 100, "the mix actually read");
+    cr_assert_gt(late, 0, "reservations were reclaimed under their writers");
+    cr_assert_gt(held, 0, "leases were reclaimed under their readers");
     kvt_storage_flush(s);
     kvt_storage_reclaim(s);
     kvt_storage_stats_t st;
     kvt_storage_stats(s, &st);
-    cr_assert_eq(st.pool.reclaimed_orphaned, LEAKED + 1);
-    cr_assert_eq(st.pool.reclaimed_expired, 0);
+    cr_assert_eq(st.pool.reclaimed_orphaned, LEAKED + 1, "lanes are never reset");
+    cr_assert_geq(st.pool.reclaimed_quarantined, (uint64_t)late);
+    cr_assert_geq(st.pool.reclaimed_expired, st.pool.reclaimed_quarantined + (uint64_t)held);
+    cr_assert_eq(st.pool.quarantined_bytes, 0, "every quarantine ended with its commit");
+    cr_assert_eq(st.pool.objects_quarantined, 0);
     cr_assert_eq(st.pool.leases_active, 0);
     cr_assert_eq(st.pool.pinned_bytes, 0);
     cr_assert_eq(st.pool.writing_bytes, 0);
