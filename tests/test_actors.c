@@ -95,7 +95,9 @@ static void s_quiet(void *arg, int level, const char *line)
 {
 }
 
-static void rig_up(uint64_t bandwidth)
+//  pool_chunks: CPU pool capacity in chunks (0 = 64); ttl_ms: pool TTL (0 =
+//  default); renew_ns: worker renew interval (0 = default).
+static void rig_up_ex(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint64_t renew_ns)
 {
     memset(&R, 0, sizeof R);
     memset(&s_probe, 0, sizeof s_probe);
@@ -121,7 +123,11 @@ static void rig_up(uint64_t bandwidth)
         }
         kvt_storage_config_t sc;
         kvt_storage_config_defaults(&sc);
-        sc.pool.capacity_bytes = 64 * BPC * kvt_gpu_block_bytes(R.gpu[r]);
+        sc.pool.capacity_bytes =
+            (pool_chunks ? pool_chunks : 64) * BPC * kvt_gpu_block_bytes(R.gpu[r]);
+        sc.pool.align = 64;
+        if (ttl_ms)
+            sc.pool.ttl_ms = ttl_ms;
         sc.pool.clock = s_clock;
         sc.pool.clock_arg = R.sys;
         sc.pool.log = s_quiet;
@@ -134,12 +140,18 @@ static void rig_up(uint64_t bandwidth)
                                       .ns = 7,
                                       .block_size = BS,
                                       .chunk_size = CS,
-                                      .aggregator = "aggregator"};
+                                      .aggregator = "aggregator",
+                                      .renew_ns = renew_ns};
         char name[16];
         snprintf(name, sizeof name, "worker.%d", r);
         R.w[r] = kvt_system_add(R.sys, name, &kvt_worker_class, &R.wa[r], NULL);
     }
     cr_assert_eq(kvt_system_start(R.sys), 0);
+}
+
+static void rig_up(uint64_t bandwidth)
+{
+    rig_up_ex(bandwidth, 0, 0, 0);
 }
 
 static void rig_down(void)
@@ -426,5 +438,79 @@ Test(actors, repeated_load_spec_runs_once, .timeout = 30)
     cr_assert_eq(rig_counter(R.w[1], "worker.loads_ok"), 1, "the second copy never ran");
     cr_assert_eq(rig_counter(R.agg, "agg.late_dropped") + rig_counter(R.agg, "agg.dup_dropped"), 0,
                  "no second report either");
+    rig_down();
+}
+
+//  A pool of exactly 6 chunks holding a 4-chunk prefix K(1000..1003) and
+//  two unrelated chunks.
+static void s_fill_prefix_pool(void)
+{
+    static const uint32_t other[8] = {50, 51, 52, 53, 54, 55, 56, 57};
+    for (int r = 0; r < TP; r++) {
+        rig_fill(r, SRC, 8, 1000);
+        rig_fill(r, other, 8, 3000);
+    }
+    uint32_t four[16];
+    memcpy(four, SRC, sizeof SRC);
+    memcpy(four + 8, other, sizeof other);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 4, four, 1000);
+    rig_run();
+    rig_spec(KVT_MSG_SAVE_SPEC, 2, 0, 2, other, 3000);
+    rig_run();
+}
+
+Test(actors, a_save_leaves_the_prefix_younger_than_its_suffix, .timeout = 30)
+{
+    rig_up_ex(25000000000ull, 6, 0, 0);
+    s_fill_prefix_pool();
+    //  One more chunk: the oldest object goes. It must be the prefix's
+    //  deepest chunk, never its first.
+    rig_spec(KVT_MSG_SAVE_SPEC, 3, 0, 1, SRC, 4000);
+    rig_run();
+    kvt_pool_t *pool = kvt_storage_pool(R.st[0]);
+    cr_assert(kvt_pool_contains(pool, 7, K(1000), KVT_OBJ_KV), "the shared prefix was evicted");
+    cr_assert_not(kvt_pool_contains(pool, 7, K(1003), KVT_OBJ_KV));
+    rig_down();
+}
+
+Test(actors, a_load_leaves_the_prefix_younger_than_its_suffix, .timeout = 30)
+{
+    rig_up_ex(25000000000ull, 6, 0, 0);
+    s_fill_prefix_pool();
+    static const uint32_t dst16[16] = {11, 12, 13, 14, 30, 31, 32, 33,
+                                       34, 35, 36, 37, 38, 39, 40, 41};
+    rig_spec(KVT_MSG_LOAD_SPEC, 3, 0, 4, dst16, 1000);
+    rig_run();
+    cr_assert(s_probe.verdicts[s_probe.nverdicts - 1].ok);
+    //  The load made the prefix younger than the two unrelated chunks;
+    //  three more chunks evict those two and then the prefix's deepest.
+    static const uint32_t more[12] = {16, 17, 18, 19, 20, 21, 24, 25, 26, 27, 28, 29};
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, more, 12, 5000);
+    rig_spec(KVT_MSG_SAVE_SPEC, 4, 0, 3, more, 5000);
+    rig_run();
+    kvt_pool_t *pool = kvt_storage_pool(R.st[0]);
+    cr_assert(kvt_pool_contains(pool, 7, K(1000), KVT_OBJ_KV), "the shared prefix was evicted");
+    cr_assert_not(kvt_pool_contains(pool, 7, K(1003), KVT_OBJ_KV));
+    rig_down();
+}
+
+Test(actors, a_copy_longer_than_the_ttl_keeps_its_reservation, .timeout = 30)
+{
+    //  100 kB/s: one 2 KiB chunk takes ~20 ms; the pool TTL is 5 ms and the
+    //  worker renews every 1 ms of virtual time.
+    rig_up_ex(100000ull, 0, 5, 1000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 1100);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 1100);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 1);
+    cr_assert(s_probe.verdicts[0].ok, "the reservation expired under a running copy (detail %u)",
+              s_probe.verdicts[0].detail);
+    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 1100);
+    rig_run();
+    cr_assert(s_probe.verdicts[1].ok);
+    for (int r = 0; r < TP; r++)
+        cr_assert(rig_check(r, DST, 4, 1100));
     rig_down();
 }

@@ -25,6 +25,7 @@ typedef struct s_job {
     kvt_resv_t *resvs;      //  save: one reservation per chunk (id 0 = nothing to commit)
     uint32_t ndisk;         //  load: chunks that came from the disk
     kvt_gpu_event_t *event; //  marks the end of the job's copies
+    uint64_t renewed_at;    //  when its handles' TTL was last restarted
     struct s_job *next;     //  FIFO of pending jobs
 } s_job_t;
 
@@ -60,6 +61,7 @@ typedef struct {
     uint64_t copy_errors;      //  device copies that failed
     uint64_t drained_at_stop;  //  items reported failed at shutdown
     uint64_t duplicates;       //  items dropped because this worker already accepted them
+    uint64_t quarantined;      //  leases / reservations kept because their copy could not finish
 } s_worker_t;
 
 //  Sends one Completion. `lower`: for a load, the chunks read from the disk.
@@ -125,6 +127,13 @@ static void s_sync_disk(s_worker_t *self)
         kvt_storage_flush(self->a.storage);
 }
 
+//  True when a synchronize left nothing running (done, landed ahead of the
+//  SIM clock, or failed); false when copies are stuck behind a stall.
+static bool s_drained(int st)
+{
+    return st == KVT_GPU_OK || st == KVT_GPU_FORCED || st == KVT_GPU_EFAULT;
+}
+
 static void s_job_free(s_worker_t *self, s_job_t *job)
 {
     if (job->event)
@@ -188,32 +197,35 @@ static void s_load(kvt_ctx_t *ctx, s_worker_t *self, const kvt_load_spec_t *sp)
     job->attempt = sp->attempt;
     job->nchunks = sp->nkeys;
     uint32_t detail = KVT_DETAIL_OK;
-    uint32_t got = 0;
-    for (; got < sp->nkeys; got++) {
+    bool queued = false;
+    //  Deepest chunk first: each get refreshes its object, so the prefix
+    //  ends up youngest and eviction takes suffixes first.
+    for (uint32_t c = sp->nkeys; c-- > 0;) {
         kvt_obj_view_t view;
-        int rc = kvt_storage_get(self->a.storage, self->a.ns, sp->keys[got], KVT_OBJ_KV,
-                                 self->holder, &job->leases[got], &view);
+        int rc = kvt_storage_get(self->a.storage, self->a.ns, sp->keys[c], KVT_OBJ_KV, self->holder,
+                                 &job->leases[c], &view);
         s_sync_disk(self); //  a promotion may have evicted (write-back) under SIM
         if (rc != KVT_STORE_OK) {
+            job->leases[c].id = 0;
             detail = kvt_store_detail(rc);
             break;
         }
         if (view.size < self->chunk_bytes) {
-            kvt_storage_release(self->a.storage, &job->leases[got]);
             detail = KVT_DETAIL_INVALID;
             break;
         }
         job->ndisk += view.tier == KVT_TIER_DISK;
-        rc = kvt_gpu_scatter(self->load_s, sp->blocks + (size_t)got * self->bpc, self->bpc,
-                             view.ptr, self->chunk_bytes);
+        rc = kvt_gpu_scatter(self->load_s, sp->blocks + (size_t)c * self->bpc, self->bpc, view.ptr,
+                             self->chunk_bytes);
         if (rc != KVT_GPU_OK) {
             kvt_ctx_log(ctx, 1, "load %llu/%u: scatter refused: %s", (unsigned long long)sp->op.req,
                         sp->op.gen, kvt_gpu_last_error());
-            kvt_storage_release(self->a.storage, &job->leases[got]);
             detail = rc == KVT_GPU_EINVAL ? KVT_DETAIL_INVALID : KVT_DETAIL_IO;
             self->copy_errors++;
+            queued = queued || rc != KVT_GPU_EINVAL;
             break;
         }
+        queued = true;
     }
     if (detail == KVT_DETAIL_OK) {
         job->event = kvt_gpu_event_pool_get(self->evp);
@@ -221,12 +233,19 @@ static void s_load(kvt_ctx_t *ctx, s_worker_t *self, const kvt_load_spec_t *sp)
             detail = KVT_DETAIL_IO;
     }
     if (detail != KVT_DETAIL_OK) {
-        //  Copies already queued for earlier chunks read leased bytes: wait
-        //  for them before the leases go (the report never precedes them).
-        if (got > 0)
-            kvt_gpu_stream_synchronize(self->load_s);
-        for (uint32_t i = 0; i < got; i++)
-            kvt_storage_release(self->a.storage, &job->leases[i]);
+        //  Copies already queued read leased bytes: the leases go only once
+        //  they finished (the report never precedes them, rule L2). If they
+        //  cannot finish (a stalled stream), the leases are kept: the TTL
+        //  fails the bytes' next reader rather than a copy reading reused
+        //  memory.
+        bool drained = !queued || s_drained(kvt_gpu_stream_synchronize(self->load_s));
+        for (uint32_t i = 0; i < sp->nkeys; i++)
+            if (job->leases[i].id != 0) {
+                if (drained)
+                    kvt_storage_release(self->a.storage, &job->leases[i]);
+                else
+                    self->quarantined++;
+            }
         s_job_free(self, job);
         self->loads_failed++;
         s_report(ctx, self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero, false, detail);
@@ -325,7 +344,12 @@ static void s_save(kvt_ctx_t *ctx, s_worker_t *self, const kvt_save_spec_t *sp)
         if (rc != KVT_GPU_OK) {
             kvt_ctx_log(ctx, 1, "save %llu/%u: gather refused: %s", (unsigned long long)sp->op.req,
                         sp->op.gen, kvt_gpu_last_error());
-            kvt_storage_abort(self->a.storage, &resv);
+            //  A device error may leave part of the copy running into the
+            //  reservation: it is given back only once nothing writes it.
+            if (rc == KVT_GPU_EINVAL || s_drained(kvt_gpu_stream_synchronize(self->save_s)))
+                kvt_storage_abort(self->a.storage, &resv);
+            else
+                self->quarantined++;
             self->copy_errors++;
             self->saves_failed++;
             s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, key, false,
@@ -345,9 +369,12 @@ static void s_save(kvt_ctx_t *ctx, s_worker_t *self, const kvt_save_spec_t *sp)
     if (!job->event || kvt_gpu_event_record(job->event, self->save_s) != KVT_GPU_OK) {
         //  Without an event the gathers cannot be tracked: wait for them,
         //  then discard (their bytes are not trusted) and report.
-        kvt_gpu_stream_synchronize(self->save_s);
+        bool drained = s_drained(kvt_gpu_stream_synchronize(self->save_s));
         for (uint32_t i = 0; i < queued; i++) {
-            kvt_storage_abort(self->a.storage, &job->resvs[i]);
+            if (drained)
+                kvt_storage_abort(self->a.storage, &job->resvs[i]);
+            else
+                self->quarantined++;
             self->saves_failed++;
             s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, job->keys[i], false,
                      KVT_DETAIL_IO);
@@ -368,19 +395,28 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
 
 // ----------------------------------------------------------- progress ----
 
-//  Settles a job whose copies finished with status `st` (0 ok). When the
+//  Settles a job whose copies ended with status `st` (0 ok). When the
 //  copies succeeded but the store refuses the lease / reservation (the TTL
 //  reclaimed it while the copy ran), the item fails with KVT_DETAIL_TIMEOUT.
-static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uint32_t fail_detail)
+//  `drained` false: the copies may still be running (a stalled stream at
+//  shutdown), so the memory they touch is kept (quarantined), never given
+//  back; the items are still reported, failed.
+static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uint32_t fail_detail,
+                     bool drained)
 {
     kvt_hash_t zero = {0, 0};
     if (job->kind == J_LOAD) {
-        bool ok = st == KVT_GPU_OK;
+        bool ok = st == KVT_GPU_OK && drained;
         //  A lease reclaimed by the TTL means the bytes may have been reused
         //  while they were copied: the load must not be trusted.
-        for (uint32_t i = 0; i < job->nchunks; i++)
+        for (uint32_t i = 0; i < job->nchunks; i++) {
+            if (!drained) {
+                self->quarantined++;
+                continue;
+            }
             if (kvt_storage_release(self->a.storage, &job->leases[i]) != KVT_STORE_OK)
                 ok = false;
+        }
         if (ok) {
             self->loads_ok++;
             self->load_chunks += job->nchunks;
@@ -392,24 +428,28 @@ static void s_settle(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job, int st, uin
         }
         s_report_lower(ctx, self, KVT_CHAN_LOAD, job->op, job->attempt, zero, ok,
                        st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail, ok ? job->ndisk : 0);
-    } else {
-        for (uint32_t i = 0; i < job->nchunks; i++) {
-            bool ok = false;
-            if (st == KVT_GPU_OK)
-                ok = kvt_storage_commit(self->a.storage, &job->resvs[i], NULL) == KVT_STORE_OK;
-            else
-                kvt_storage_abort(self->a.storage, &job->resvs[i]);
-            s_sync_disk(self); //  write-through queued by the commit
-            if (ok)
-                self->saves_ok++;
-            else
-                self->saves_failed++;
-            s_report(ctx, self, KVT_CHAN_SAVE, job->op, job->attempt, job->keys[i], ok,
-                     st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail);
-        }
-        if (st != KVT_GPU_OK)
-            self->copy_errors++;
+        return;
     }
+    //  Deepest chunk first: each commit puts its object at the young end, so
+    //  the prefix ends up youngest.
+    for (uint32_t i = job->nchunks; i-- > 0;) {
+        bool ok = false;
+        if (!drained)
+            self->quarantined++;
+        else if (st == KVT_GPU_OK)
+            ok = kvt_storage_commit(self->a.storage, &job->resvs[i], NULL) == KVT_STORE_OK;
+        else
+            kvt_storage_abort(self->a.storage, &job->resvs[i]);
+        s_sync_disk(self); //  write-through queued by the commit
+        if (ok)
+            self->saves_ok++;
+        else
+            self->saves_failed++;
+        s_report(ctx, self, KVT_CHAN_SAVE, job->op, job->attempt, job->keys[i], ok,
+                 st == KVT_GPU_OK ? KVT_DETAIL_TIMEOUT : fail_detail);
+    }
+    if (st != KVT_GPU_OK)
+        self->copy_errors++;
 }
 
 //  Arms the poll timer. Under SIM it wakes exactly when the earliest
@@ -430,6 +470,9 @@ static void s_arm(kvt_ctx_t *ctx, s_worker_t *self)
         }
         if (eta != UINT64_MAX)
             at = eta > now ? eta : now;
+        //  Wake in time to renew the handles of a long copy.
+        if (at > now + self->a.renew_ns)
+            at = now + self->a.renew_ns;
     }
     if (self->poll_timer) {
         if (self->poll_at <= at)
@@ -448,10 +491,18 @@ static void s_poll(kvt_ctx_t *ctx, s_worker_t *self)
         s_job_t *job = *pp;
         int st = kvt_gpu_event_query(job->event);
         if (st == KVT_GPU_NOT_READY) {
-            //  Still copying: keep its leases alive, so the TTL can never
-            //  hand the bytes it reads to someone else mid-copy.
-            for (uint32_t i = 0; job->kind == J_LOAD && i < job->nchunks; i++)
-                kvt_pool_lease_renew(kvt_storage_pool(self->a.storage), job->leases[i]);
+            //  Still copying: keep its leases and reservations alive (once
+            //  a second at most), so the TTL never takes memory a copy uses.
+            uint64_t now = kvt_ctx_now(ctx);
+            if (now - job->renewed_at >= self->a.renew_ns) {
+                job->renewed_at = now;
+                for (uint32_t i = 0; i < job->nchunks; i++) {
+                    if (job->kind == J_LOAD)
+                        kvt_pool_lease_renew(kvt_storage_pool(self->a.storage), job->leases[i]);
+                    else
+                        kvt_storage_resv_renew(self->a.storage, job->resvs[i]);
+                }
+            }
             prev = job;
             pp = &job->next;
             continue;
@@ -465,7 +516,7 @@ static void s_poll(kvt_ctx_t *ctx, s_worker_t *self)
                         kvt_gpu_strerror(st));
             self->copy_failed_logged = true;
         }
-        s_settle(ctx, self, job, st, KVT_DETAIL_IO);
+        s_settle(ctx, self, job, st, KVT_DETAIL_IO, true);
         s_job_free(self, job);
     }
     if (self->a.storage)
@@ -477,6 +528,7 @@ static void s_poll(kvt_ctx_t *ctx, s_worker_t *self)
 static void s_enqueue(kvt_ctx_t *ctx, s_worker_t *self, s_job_t *job)
 {
     job->next = NULL;
+    job->renewed_at = kvt_ctx_now(ctx);
     if (self->tail)
         self->tail->next = job;
     else
@@ -517,6 +569,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, cap, "worker.pending", self->pending);
     kvt_counter_add(c, &n, cap, "worker.drained_at_stop", self->drained_at_stop);
     kvt_counter_add(c, &n, cap, "worker.duplicates", self->duplicates);
+    kvt_counter_add(c, &n, cap, "worker.quarantined", self->quarantined);
     if (self->a.storage) {
         size_t total = kvt_storage_counters(self->a.storage, c + n, cap - n);
         n += total < cap - n ? (uint32_t)total : cap - n;
@@ -534,6 +587,8 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     self->a = *(const kvt_worker_args_t *)args;
     if (self->a.poll_ns == 0)
         self->a.poll_ns = 20000;
+    if (self->a.renew_ns == 0)
+        self->a.renew_ns = 1000000000ull;
     self->agg = kvt_ctx_lookup(ctx, self->a.aggregator);
     if (self->agg == KVT_AID_NONE) {
         kvt_ctx_log(ctx, 0, "no aggregator actor named '%s'", self->a.aggregator);
@@ -582,15 +637,21 @@ static void s_stop(kvt_ctx_t *ctx, void *selfp)
     //  Drain before freeing events or buffers (rule X4): wait for every
     //  queued copy, then settle each pending item as failed so it still
     //  reports exactly once.
-    kvt_gpu_stream_synchronize(self->load_s);
-    kvt_gpu_stream_synchronize(self->save_s);
+    //  A stream that cannot drain (stalled) keeps its jobs' memory: the
+    //  copies may still touch it (quarantined, counted, logged).
+    bool load_drained = s_drained(kvt_gpu_stream_synchronize(self->load_s));
+    bool save_drained = s_drained(kvt_gpu_stream_synchronize(self->save_s));
     while (self->head) {
         s_job_t *job = self->head;
         self->head = job->next;
         self->drained_at_stop += job->kind == J_LOAD ? 1 : job->nchunks;
-        s_settle(ctx, self, job, KVT_GPU_EFAULT, KVT_DETAIL_SHUTDOWN);
+        s_settle(ctx, self, job, KVT_GPU_EFAULT, KVT_DETAIL_SHUTDOWN,
+                 job->kind == J_LOAD ? load_drained : save_drained);
         s_job_free(self, job);
     }
+    if (self->quarantined)
+        kvt_ctx_log(ctx, 0, "%llu leases / reservations kept: their copies never finished",
+                    (unsigned long long)self->quarantined);
     if (self->drained_at_stop)
         kvt_ctx_log(ctx, 1, "reported %llu pending items failed at shutdown",
                     (unsigned long long)self->drained_at_stop);

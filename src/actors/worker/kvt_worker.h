@@ -38,6 +38,8 @@ typedef struct {
     uint32_t chunk_size;    //  tokens per chunk
     const char *aggregator; //  name of the aggregator actor
     uint64_t poll_ns;       //  LIVE: event poll interval (default 20 µs)
+    uint64_t renew_ns;      //  restart the TTL of a pending job's leases and reservations this
+                            //  often (default 1 s; keep it well under the pool's TTL)
     bool sync_disk;         //  wait for disk writes after each save (SIM: keeps the disk
                             //  tier's contents a function of the seed, not of thread timing)
 } kvt_worker_args_t;
