@@ -173,7 +173,7 @@ uint32_t kvt_extents_alloc(kvt_extents_t *self, uint64_t units)
     return id;
 }
 
-void kvt_extents_free(kvt_extents_t *self, uint32_t id)
+uint32_t kvt_extents_free(kvt_extents_t *self, uint32_t id)
 {
     kvt_extent_t *e = &self->ext[id];
     assert(!e->free);
@@ -198,6 +198,7 @@ void kvt_extents_free(kvt_extents_t *self, uint32_t id)
         id = p;
     }
     s_bin_insert(self, id);
+    return id;
 }
 
 uint64_t kvt_extents_largest_free(const kvt_extents_t *self)

@@ -58,8 +58,9 @@ void kvt_extents_fini(kvt_extents_t *self);
 //  extent is large enough.
 uint32_t kvt_extents_alloc(kvt_extents_t *self, uint64_t units);
 
-//  Frees an allocated extent and coalesces it.
-void kvt_extents_free(kvt_extents_t *self, uint32_t id);
+//  Frees an allocated extent and coalesces it; returns the free extent that
+//  now covers it.
+uint32_t kvt_extents_free(kvt_extents_t *self, uint32_t id);
 
 //  First unit of an allocated extent.
 static inline uint64_t kvt_extents_off(const kvt_extents_t *self, uint32_t id)

@@ -197,8 +197,7 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     self->leases = calloc(self->nleases, sizeof(kvt_plea_t));
     self->pins = calloc(self->npins, sizeof(kvt_ppin_t));
     self->holders = calloc(self->nholders, sizeof(kvt_phold_t));
-    self->scratch = calloc(self->nobjs, sizeof(uint32_t));
-    if (!self->objs || !self->leases || !self->pins || !self->holders || !self->scratch ||
+    if (!self->objs || !self->leases || !self->pins || !self->holders ||
         kvt_keymap_init(&self->map, self->nobjs) != 0 ||
         kvt_extents_init(&self->ext, self->capacity >> self->shift, self->nobjs) != 0) {
         kvt_store_seterr(err, errlen, "pool.max_objects=%u: cannot allocate the tables",
@@ -248,7 +247,6 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
     free(self->leases);
     free(self->pins);
     free(self->holders);
-    free(self->scratch);
     free(self->owned);
     pthread_mutex_destroy(&self->mu);
     free(self);
@@ -273,7 +271,6 @@ static void s_lru_unlink(kvt_pool_t *self, uint32_t i)
 static void s_lru_push_young(kvt_pool_t *self, uint32_t i)
 {
     kvt_pobj_t *o = &self->objs[i];
-    o->stamp = ++self->lru_seq;
     o->next = KVT_NIL;
     o->prev = self->lru_young;
     if (self->lru_young != KVT_NIL)
@@ -358,7 +355,7 @@ uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
     return KVT_NIL;
 }
 
-void kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
+uint64_t kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
 {
     kvt_pobj_t *o = &self->objs[i];
     bool indexed = true;
@@ -383,11 +380,12 @@ void kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
     }
     if (indexed)
         kvt_keymap_clear(&self->map, o->ns, o->key, (kvt_obj_kind_t)o->kind);
-    kvt_extents_free(&self->ext, o->extent);
+    uint32_t hole = kvt_extents_free(&self->ext, o->extent);
     o->state = KVT_POBJ_FREE;
     o->gen++;
     o->next = self->obj_free;
     self->obj_free = i;
+    return self->ext.ext[hole].len;
 }
 
 bool kvt_pool_resv_live(kvt_pool_t *self, uint32_t i)
@@ -429,7 +427,9 @@ void kvt_pool_drain_holder(kvt_pool_t *self, kvt_holder_t holder, uint64_t now)
 
 // ------------------------------------------------------------ eviction --
 
-static void s_evict(kvt_pool_t *self, uint32_t i)
+//  Evicts a ready, unpinned object; returns the length in units of the
+//  free extent its bytes are part of now.
+static uint64_t s_evict(kvt_pool_t *self, uint32_t i)
 {
     kvt_pobj_t *o = &self->objs[i];
     assert(o->state == KVT_POBJ_READY && o->pins == 0);
@@ -438,12 +438,12 @@ static void s_evict(kvt_pool_t *self, uint32_t i)
                        o->size);
     self->st.evictions++;
     self->st.evicted_bytes += o->size;
-    kvt_pool_free_obj(self, i);
+    return kvt_pool_free_obj(self, i);
 }
 
 //  The oldest ready, unpinned object, or KVT_NIL. A pinned object met at the
 //  old end is in use right now: it goes to the young end, as a refresh would,
-//  so no later call walks past it again (amortised O(1)). Only called when
+//  so no later call walks past it again (amortised O(1)). Only walks when
 //  an unpinned object exists, so it never rotates the whole LRU.
 static uint32_t s_oldest_evictable(kvt_pool_t *self)
 {
@@ -469,84 +469,70 @@ static bool s_takeable(kvt_pool_t *self, uint32_t e)
     return o->state == KVT_POBJ_READY && o->pins == 0;
 }
 
-//  What taking extent e costs: nothing if free, else its object's LRU age
-//  (older is cheaper).
-static uint64_t s_cost(kvt_pool_t *self, uint32_t e)
-{
-    const kvt_extent_t *x = &self->ext.ext[e];
-    return x->free ? 0 : self->objs[x->owner].stamp;
-}
-
-//  Grows a window from extent e (an evictable object's) over takeable
-//  address neighbours, cheaper side first, until it spans `units`; marks
-//  every extent it takes. False when the whole run around e is shorter (the
-//  run is then entirely marked, so no other object in it is tried again).
-static bool s_window(kvt_pool_t *self, uint32_t e, uint64_t units, uint32_t *first, uint32_t *last)
+//  True if the run of free and evictable extents around extent e spans
+//  `units` (it stops looking once it does). A shorter run is bounded by
+//  unevictable extents, so evicting inside it can never help this
+//  allocation: every extent of it is marked and skipped from then on.
+static bool s_run_reaches(kvt_pool_t *self, uint32_t e, uint64_t units)
 {
     kvt_extent_t *x = self->ext.ext;
-    uint32_t lo = e, hi = e;
     uint64_t total = x[e].len;
-    x[e].mark = self->visit;
-    while (total < units) {
-        uint32_t l = x[lo].prev, r = x[hi].next;
-        bool lok = l != KVT_NIL && s_takeable(self, l);
-        bool rok = r != KVT_NIL && s_takeable(self, r);
-        if (!lok && !rok)
-            return false;
-        if (lok && (!rok || s_cost(self, l) <= s_cost(self, r))) {
-            lo = l;
-            total += x[l].len;
-            x[l].mark = self->visit;
-        } else {
-            hi = r;
-            total += x[r].len;
-            x[r].mark = self->visit;
-        }
+    uint32_t lo = e, hi = e;
+    while (total < units && x[lo].prev != KVT_NIL && s_takeable(self, x[lo].prev)) {
+        lo = x[lo].prev;
+        total += x[lo].len;
     }
-    *first = lo;
-    *last = hi;
-    return true;
+    while (total < units && x[hi].next != KVT_NIL && s_takeable(self, x[hi].next)) {
+        hi = x[hi].next;
+        total += x[hi].len;
+    }
+    if (total >= units)
+        return true;
+    for (uint32_t k = lo;; k = x[k].next) {
+        x[k].mark = self->visit;
+        if (k == hi)
+            break;
+    }
+    return false;
 }
 
-//  Chooses the objects to evict so that a free run of `units` appears:
-//  the oldest evictable object plus the address neighbours (free ones
-//  first, then the older side) that complete a run around it; if its run is
-//  too short, the next oldest object outside the runs already tried. Writes
-//  them to self->scratch and returns how many; 0 when no run can be made
-//  (then nothing may be evicted). O(1) when the free and evictable bytes
-//  cannot cover the request, O(window) when the oldest object's run can;
-//  each extent is visited at most once otherwise (O(objects) on failure).
-static uint32_t s_plan(kvt_pool_t *self, uint64_t units)
+//  Evicts ready, unpinned objects oldest first — skipping those in runs too
+//  short to ever hold `units` — until a free extent of `units` exists. The
+//  first object that qualifies proves success before anything is evicted:
+//  its run only grows as its members go, and every member qualifies, so the
+//  walk ends at the latest when that run is free. False, with nothing
+//  evicted, when none qualifies. Cost: O(1) per eviction plus the run checks
+//  (a few extents each); O(objects) when nothing qualifies.
+static bool s_evict_for(kvt_pool_t *self, uint64_t units)
 {
     if (self->ext.units - self->ext.used_units + self->evictable_units < units)
-        return 0;
+        return false; //  O(1): not even every evictable byte would do
     uint32_t i = s_oldest_evictable(self);
     if (++self->visit == 0) { //  the stamp wrapped: forget every old mark
         for (uint32_t e = 0; e < self->ext.nmax; e++)
             self->ext.ext[e].mark = 0;
         self->visit = 1;
     }
-    for (; i != KVT_NIL; i = self->objs[i].next) {
+    bool evicted = false;
+    while (i != KVT_NIL) {
+        uint32_t next = self->objs[i].next;
         const kvt_pobj_t *o = &self->objs[i];
-        uint32_t first, last;
-        if (o->pins > 0 || self->ext.ext[o->extent].mark == self->visit)
-            continue;
-        if (!s_window(self, o->extent, units, &first, &last))
-            continue;
-        uint32_t n = 0;
-        for (uint32_t e = first;; e = self->ext.ext[e].next) {
-            if (!self->ext.ext[e].free)
-                self->scratch[n++] = self->ext.ext[e].owner;
-            if (e == last)
-                break;
+        if (o->pins == 0 && self->ext.ext[o->extent].mark != self->visit &&
+            s_run_reaches(self, o->extent, units)) {
+            evicted = true;
+            if (s_evict(self, i) >= units)
+                return true;
         }
-        return n;
+        i = next;
     }
-    return 0;
+    assert(!evicted); //  see above: once one qualifies, its run ends the walk
+    (void)evicted;
+    return false;
 }
 
-//  An object slot and an extent of `units`, evicting only what the
-//  allocation needs; or a failure reason, with nothing evicted. Never waits.
+//  An object slot and an extent of `units`, evicting only objects whose
+//  eviction can help; or a failure reason, with nothing evicted. Never
+//  waits.
 static int s_make_room(kvt_pool_t *self, uint64_t units, uint64_t now, uint32_t *extent)
 {
     bool reclaimed = false;
@@ -562,18 +548,13 @@ static int s_make_room(kvt_pool_t *self, uint64_t units, uint64_t now, uint32_t 
             return KVT_STORE_EFULL;
         }
         uint32_t e = kvt_extents_alloc(&self->ext, units);
+        if (e == KVT_NIL && s_evict_for(self, units)) {
+            e = kvt_extents_alloc(&self->ext, units);
+            assert(e != KVT_NIL); //  a free extent of `units` exists now
+        }
         if (e != KVT_NIL) {
             if (self->obj_free == KVT_NIL) //  a slot: the oldest evictable object's
                 s_evict(self, s_oldest_evictable(self));
-            *extent = e;
-            return KVT_STORE_OK;
-        }
-        uint32_t n = s_plan(self, units);
-        if (n > 0) {
-            for (uint32_t k = 0; k < n; k++)
-                s_evict(self, self->scratch[k]);
-            e = kvt_extents_alloc(&self->ext, units);
-            assert(e != KVT_NIL); //  the planned run is free and coalesced now
             *extent = e;
             return KVT_STORE_OK;
         }

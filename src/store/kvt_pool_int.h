@@ -32,7 +32,6 @@ typedef struct {
     uint64_t units;   //  allocation units held
     uint64_t off;     //  byte offset of the bytes in the arena
     uint64_t t_start; //  reservation / last renew time (writing), drain start (qdrain)
-    uint64_t stamp;   //  LRU age (ready): pool sequence number when it last went young
     uint32_t extent;  //  allocator extent id
     uint32_t gen;     //  generation, bumped whenever the slot is freed
     uint32_t prev;    //  LRU (ready: older neighbour) / writing or quarantine list link
@@ -98,9 +97,7 @@ struct _kvt_pool_t {
     uint32_t wr_tail;             //  newest reservation
     uint32_t qu_head;             //  quarantine list (live holders' expired reservations)
     uint32_t qu_tail;             //  its last entry
-    uint64_t lru_seq;             //  last LRU age stamp handed out
-    uint32_t *scratch;            //  objects chosen for eviction (max_objects entries)
-    uint32_t visit;               //  stamp of the current eviction plan's extent marks
+    uint32_t visit;               //  stamp of the current eviction's extent marks
     kvt_keymap_t map;             //  (ns, key) → object index + 1 per kind
     kvt_extents_t ext;            //  arena allocator
     uint64_t evictable_units;     //  units of ready, unpinned objects
@@ -136,8 +133,9 @@ uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 //  Moves a ready object to the young end of the LRU.
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t obj);
 
-//  Frees an object's slot, bytes and (ready, writing) index entry.
-void kvt_pool_free_obj(kvt_pool_t *self, uint32_t obj);
+//  Frees an object's slot, bytes and (ready, writing) index entry; returns
+//  the length in units of the free extent that now covers its bytes.
+uint64_t kvt_pool_free_obj(kvt_pool_t *self, uint32_t obj);
 
 //  A writing object whose holder is live with the epoch it reserved under
 //  (not an orphan).
