@@ -254,7 +254,8 @@ kvt_gpu_stream_t *kvt_gpu_stream_new(kvt_gpu_t *gpu, const char *name);
 void kvt_gpu_stream_destroy(kvt_gpu_stream_t **self_p);
 
 //  0 when every op queued so far has completed, KVT_GPU_NOT_READY when some
-//  have not, KVT_GPU_EFAULT when one failed.
+//  have not, KVT_GPU_EFAULT when one failed or a call on the stream failed
+//  part-way (HIP / CUDA; the stream is then failed for good).
 int kvt_gpu_stream_query(kvt_gpu_stream_t *self);
 
 //  Blocks until every op queued so far has completed (SIM: see
