@@ -1,7 +1,8 @@
 /*  test_store.c — the CPU pool (kvt_pool): LRU order and refresh, lookup's
     prefix-before-suffix refresh, pins and leases, allocation failure without
-    blocking, write / read states, TTL reclaim, capacity accounting, the
-    arena allocator. */
+    blocking and without useless evictions, write / read states, TTL reclaim
+    (expired reservations quarantined, orphan handles refused), capacity
+    accounting, the arena allocator. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

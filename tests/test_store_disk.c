@@ -1,6 +1,7 @@
 /*  test_store_disk.c — the disk backend (kvt_disk): verified reads, the
     start-up rescan after a restart, corrupt / truncated / temporary files,
-    its own capacity and LRU, queued writes (duplicates, full queue, a stale
+    which files the rescan keeps, deletes or leaves alone, its own capacity
+    and LRU, pins, queued writes (duplicates, full queue, room kept, a stale
     source discarded). Every test uses its own pid-qualified directory. */
 #include <criterion/criterion.h>
 #include <dirent.h>

@@ -1,7 +1,9 @@
 /*  test_store_storage.c — the storage manager (kvt_storage): touch's three
     answers, put skipped when refreshed and re-stored when only on disk,
-    promotion on get, write policies, lookups across backends, a restart,
-    per-backend counters. */
+    promotion on get (its source file pinned), write policies (write-through
+    discarded when its lease expired), lookups across backends (refresh
+    order, disk refresh, no pin left after an error), a restart, per-backend
+    counters. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>

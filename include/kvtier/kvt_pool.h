@@ -11,16 +11,21 @@
     ready refreshes it and is a counted skip (KVT_STORE_SKIPPED).
 
     Allocation under pressure evicts ready, unpinned objects from the old end
-    of the LRU; when that cannot make room the call fails at once with a
-    reason (ENOSPACE, ETOOBIG, EFULL) — it never sleeps or retries.
+    of the LRU, only those whose eviction can help make a contiguous extent;
+    when that cannot make room the call evicts nothing and fails at once
+    with a reason (ENOSPACE, ETOOBIG, EFULL) — it never sleeps or retries.
 
     Every lease and reservation records its holder and its start time; it
-    expires `ttl` after it started (kvt_pool_lease_renew restarts it).
-    kvt_pool_reclaim, and allocation under pressure, reclaim expired ones:
-    the reclaimed handle's next release / commit returns KVT_STORE_ESTALE, so
-    a reader learns that its bytes may have been reused and must fail its
-    load, and a late writer's bytes are never made ready. Reclaims are
-    counted, and logged once per holder (and once more after each reset).
+    expires `ttl` after it started (kvt_pool_lease_renew and
+    kvt_pool_resv_renew restart it). kvt_pool_reclaim, and allocation under
+    pressure, reclaim expired ones: the reclaimed handle's next release /
+    commit returns KVT_STORE_ESTALE, so a reader learns that its bytes may
+    have been reused and must fail its load, and a late writer's bytes are
+    never made ready. A live holder's expired reservation is quarantined,
+    not freed: unindexed, its bytes kept until its commit / abort (which
+    answer ESTALE and free them) or its holder's reset / removal, so a copy
+    still writing into it corrupts nothing. Reclaims are counted, and logged
+    once per holder (and once more after each reset).
 
     The memory may be the caller's (a pinned buffer from the device layer) or
     allocated by the pool (aligned and page-touched at creation). Nothing is
@@ -115,7 +120,9 @@ void kvt_pool_destroy(kvt_pool_t **self_p);
 int kvt_pool_holder_add(kvt_pool_t *self, const char *name, kvt_holder_t *id);
 
 //  A holder's lane was reset: its outstanding leases and reservations become
-//  orphans, reclaimed when their TTL expires. The holder stays usable.
+//  orphans, reclaimed when their TTL expires (its quarantined reservations a
+//  TTL from now); their renew, commit and lookup extension answer ESTALE,
+//  their release and abort still work. The holder stays usable.
 int kvt_pool_holder_reset(kvt_pool_t *self, kvt_holder_t holder);
 
 //  A holder died (its process exited): as reset, and the id is retired.
@@ -132,10 +139,13 @@ int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind
 //  Makes a reservation ready (young end of the LRU) and clears *resv. With
 //  lease non-NULL, also read-pins it for the same holder in the same step
 //  (so it cannot be evicted in between). ESTALE if the reservation was
-//  already committed / aborted or was reclaimed.
+//  already committed / aborted, was reclaimed, or its holder was reset or
+//  removed since; a quarantined or orphaned reservation is freed by it.
+//  EFULL (lease non-NULL, lease table full): the reservation stays.
 int kvt_pool_commit(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease);
 
-//  Discards a reservation and clears *resv. ESTALE as commit.
+//  Discards a reservation and clears *resv. ESTALE if it was already
+//  committed / aborted or reclaimed (a quarantined one is freed by it).
 int kvt_pool_abort(kvt_pool_t *self, kvt_resv_t *resv);
 
 //  Convenience: reserve, copy `size` bytes from src (outside the lock),
@@ -167,8 +177,9 @@ int kvt_pool_resv_renew(kvt_pool_t *self, kvt_resv_t resv);
 //  refreshes them deepest first, so the prefix ends younger than its suffix.
 //  With lease non-NULL, also read-pins them under one lease for holder
 //  (lease->id 0: a new lease; otherwise pins are added to that lease, which
-//  must be the holder's). Returns the count (≥ 0) or a negative error. If the
-//  lease or pin table fills, the count stops at the last pinned key.
+//  must be the holder's — EINVAL — and not an orphan — ESTALE). Returns the
+//  count (≥ 0) or a negative error. If the lease or pin table fills, the
+//  count stops at the last pinned key.
 int kvt_pool_lookup(kvt_pool_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
                     kvt_obj_kind_t kind, kvt_holder_t holder, kvt_lease_t *lease);
 

@@ -10,6 +10,8 @@
       stored again into the pool.
     * get: pool first; a disk hit is read into a pool reservation, verified
       and committed (promotion), and returned under a lease like a pool hit.
+      The disk file is pinned meanwhile, so the promotion's own evictions
+      (and their write-back) never delete it.
     * lookup: leading keys present in any backend (pool first), refreshed
       deepest first in each backend; with a lease, the pool-resident ones are
       pinned (disk files are not pinned).
@@ -121,7 +123,8 @@ int kvt_storage_release(kvt_storage_t *self, kvt_lease_t *lease);
 
 //  Leading keys present in any backend; refreshes deepest first; with lease
 //  non-NULL pins the pool-resident ones for holder. Returns the count or a
-//  negative error. *on_disk (may be NULL) receives how many of the counted
+//  negative error; on an error a lease this call created is released (and
+//  lease->id is 0). *on_disk (may be NULL) receives how many of the counted
 //  keys were only on disk.
 int kvt_storage_lookup(kvt_storage_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
                        kvt_obj_kind_t kind, kvt_holder_t holder, kvt_lease_t *lease,
