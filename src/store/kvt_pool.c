@@ -255,79 +255,62 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
 
 // ---------------------------------------------------- object helpers --
 
-static void s_lru_unlink(kvt_pool_t *self, uint32_t i)
+//  The pool threads three lists through the objects' prev/next links (an
+//  object is in one at a time): the LRU of ready objects, the objects being
+//  written, and the quarantined reservations.
+static void s_list_unlink(kvt_pool_t *self, uint32_t *head, uint32_t *tail, uint32_t i)
 {
     kvt_pobj_t *o = &self->objs[i];
     if (o->prev != KVT_NIL)
         self->objs[o->prev].next = o->next;
     else
-        self->lru_old = o->next;
+        *head = o->next;
     if (o->next != KVT_NIL)
         self->objs[o->next].prev = o->prev;
     else
-        self->lru_young = o->prev;
+        *tail = o->prev;
+}
+
+static void s_list_push(kvt_pool_t *self, uint32_t *head, uint32_t *tail, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    o->next = KVT_NIL;
+    o->prev = *tail;
+    if (*tail != KVT_NIL)
+        self->objs[*tail].next = i;
+    else
+        *head = i;
+    *tail = i;
+}
+
+static void s_lru_unlink(kvt_pool_t *self, uint32_t i)
+{
+    s_list_unlink(self, &self->lru_old, &self->lru_young, i);
 }
 
 static void s_lru_push_young(kvt_pool_t *self, uint32_t i)
 {
-    kvt_pobj_t *o = &self->objs[i];
-    o->next = KVT_NIL;
-    o->prev = self->lru_young;
-    if (self->lru_young != KVT_NIL)
-        self->objs[self->lru_young].next = i;
-    else
-        self->lru_old = i;
-    self->lru_young = i;
+    s_list_push(self, &self->lru_old, &self->lru_young, i);
 }
 
 static void s_wr_unlink(kvt_pool_t *self, uint32_t i)
 {
-    kvt_pobj_t *o = &self->objs[i];
-    if (o->prev != KVT_NIL)
-        self->objs[o->prev].next = o->next;
-    else
-        self->wr_head = o->next;
-    if (o->next != KVT_NIL)
-        self->objs[o->next].prev = o->prev;
-    else
-        self->wr_tail = o->prev;
+    s_list_unlink(self, &self->wr_head, &self->wr_tail, i);
 }
 
 static void s_wr_push(kvt_pool_t *self, uint32_t i)
 {
-    kvt_pobj_t *o = &self->objs[i];
-    o->next = KVT_NIL;
-    o->prev = self->wr_tail;
-    if (self->wr_tail != KVT_NIL)
-        self->objs[self->wr_tail].next = i;
-    else
-        self->wr_head = i;
-    self->wr_tail = i;
+    s_list_push(self, &self->wr_head, &self->wr_tail, i);
 }
 
 static void s_qu_unlink(kvt_pool_t *self, uint32_t i)
 {
-    kvt_pobj_t *o = &self->objs[i];
-    if (o->prev != KVT_NIL)
-        self->objs[o->prev].next = o->next;
-    else
-        self->qu_head = o->next;
-    if (o->next != KVT_NIL)
-        self->objs[o->next].prev = o->prev;
-    else
-        self->qu_tail = o->prev;
+    s_list_unlink(self, &self->qu_head, &self->qu_tail, i);
 }
 
 static void s_qu_push(kvt_pool_t *self, uint32_t i)
 {
-    kvt_pobj_t *o = &self->objs[i];
-    o->next = KVT_NIL;
-    o->prev = self->qu_tail;
-    if (self->qu_tail != KVT_NIL)
-        self->objs[self->qu_tail].next = i;
-    else
-        self->qu_head = i;
-    self->qu_tail = i;
+    s_list_push(self, &self->qu_head, &self->qu_tail, i);
 }
 
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
