@@ -271,7 +271,7 @@ static int s_decode_field(s_dec_t *d, const kvt_field_t *f, void *base)
 static int s_decode_body(s_dec_t *d, const kvt_schema_t *schema, void *base, uint32_t nkeys)
 {
     //  The map itself is named "body" at the top and "entries[3]" inside.
-    const char *self = d->path.len ? "" : "body";
+    const char *self = d->path.depth ? "" : "body";
     uint64_t keys[KVT_MSG_MAX_KEYS];
     bool seen[KVT_MSG_MAX_KEYS] = {false};
     uint32_t counts[KVT_MSG_MAX_KEYS] = {0};

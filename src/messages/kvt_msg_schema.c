@@ -270,10 +270,14 @@ int kvt_path_fail(kvt_path_t *path, const char *field, const char *fmt, ...)
     kvt_msg_err_t *err = path->err;
     if (err->reason[0] != '\0')
         return -1; //  keep the first (innermost) failure
-    size_t plen = path->len;
-    if (field[0] == '\0' && plen > 0)
-        plen--; //  the containing element itself: drop the trailing '.'
-    snprintf(err->field, sizeof err->field, "%.*s%s", (int)plen, path->prefix, field);
+    size_t at = 0;
+    for (size_t i = 0; i < path->len && at < sizeof err->field; i++) {
+        int n = snprintf(err->field + at, sizeof err->field - at, "%s[%u]%s", path->frames[i].name,
+                         path->frames[i].index, i + 1 < path->len || field[0] != '\0' ? "." : "");
+        at = n < 0 ? sizeof err->field : at + (size_t)n;
+    }
+    if (at < sizeof err->field)
+        snprintf(err->field + at, sizeof err->field - at, "%s", field);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->reason, sizeof err->reason, fmt, ap);
@@ -285,19 +289,21 @@ int kvt_path_fail(kvt_path_t *path, const char *field, const char *fmt, ...)
 
 size_t kvt_path_enter(kvt_path_t *path, const char *name, uint32_t index)
 {
-    size_t old = path->len;
-    int n = snprintf(path->prefix + old, sizeof path->prefix - old, "%s[%u].", name, index);
-    if (n < 0 || (size_t)n >= sizeof path->prefix - old)
-        path->len = sizeof path->prefix - 1; //  truncated; still NUL-terminated
-    else
-        path->len = old + (size_t)n;
+    size_t old = path->depth;
+    if (path->len < KVT_PATH_DEPTH && path->len == path->depth) {
+        path->frames[path->len].name = name;
+        path->frames[path->len].index = index;
+        path->len++;
+    }
+    path->depth++;
     return old;
 }
 
-void kvt_path_leave(kvt_path_t *path, size_t old_len)
+void kvt_path_leave(kvt_path_t *path, size_t old_depth)
 {
-    path->len = old_len;
-    path->prefix[old_len] = '\0';
+    path->depth = old_depth;
+    if (path->len > old_depth)
+        path->len = old_depth;
 }
 
 bool kvt_msg_name_ok(const char *name, size_t size)

@@ -64,10 +64,19 @@ struct kvt_schema {
 };
 
 //  Error sink with the path of the value being looked at ("entries[3].").
+#define KVT_PATH_DEPTH 8 //  array levels a path remembers (the catalog nests 2)
+
+//  The path to the field being decoded or checked, kept as a stack of
+//  (array name, index) frames and formatted only when something fails: the
+//  success path formats nothing, whatever the number of elements.
 struct kvt_path {
     kvt_msg_err_t *err; //  where a failure is written (never NULL)
-    char prefix[64];    //  field path prefix, ends in '.' when not empty
-    size_t len;         //  strlen (prefix)
+    struct {
+        const char *name;     //  array field name (static string from the schema)
+        uint32_t index;       //  element index
+    } frames[KVT_PATH_DEPTH]; //  enclosing array elements, outermost first
+    size_t len;               //  frames in use (deeper levels are not remembered)
+    size_t depth;             //  levels entered (may exceed len)
 };
 
 //  Where a field lives in a body.
@@ -88,15 +97,16 @@ static inline bool kvt_field_is_array(kvt_ftype_t type)
 //  Schema of a message kind's body, or NULL for NONE / unknown kinds.
 const kvt_schema_t *kvt_msg_schema(int kind);
 
-//  Writes "<prefix><field>" and the formatted reason into path->err and
-//  returns -1. Only the first failure is kept.
+//  Writes the path ("entries[3].blocks") and the formatted reason into
+//  path->err and returns -1. Only the first failure is kept. `field` "" names
+//  the innermost element itself.
 int kvt_path_fail(kvt_path_t *path, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-//  Enters element `index` of array field `name` ("entries[3].") and returns
-//  the old length for kvt_path_leave.
+//  Enters element `index` of array field `name` (no formatting: O(1)) and
+//  returns the old depth for kvt_path_leave.
 size_t kvt_path_enter(kvt_path_t *path, const char *name, uint32_t index);
-void kvt_path_leave(kvt_path_t *path, size_t old_len);
+void kvt_path_leave(kvt_path_t *path, size_t old_depth);
 
 //  Checks a counter name (1..KVT_MSG_MAX_NAME bytes, no NUL) given by length.
 bool kvt_msg_name_ok(const char *name, size_t size);
