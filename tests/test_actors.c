@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "actors/aggregator/kvt_aggregator.h"
-#include "actors/common/kvt_oracle.h"
+#include "replay/kvt_oracle.h"
 #include "actors/worker/kvt_worker.h"
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_storage.h"

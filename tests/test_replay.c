@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "actors/replay/kvt_replay.h"
+#include "replay/kvt_replay.h"
 
 #define TRACE KVT_SOURCE_DIR "/../shared/traces/conversation_trace.jsonl"
 

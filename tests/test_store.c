@@ -461,9 +461,6 @@ Test(pool, allocation_fails_at_once_with_a_reason)
     cr_assert_eq(st.alloc_failed_pinned, 1);
     cr_assert_str_eq(kvt_store_strerror(KVT_STORE_ENOSPACE),
                      "no space: nothing evictable can make room");
-    cr_assert_eq(kvt_store_detail(KVT_STORE_ENOSPACE), KVT_DETAIL_NO_SPACE);
-    cr_assert_eq(kvt_store_detail(KVT_STORE_DUPLICATE), KVT_DETAIL_DUPLICATE);
-    cr_assert_eq(kvt_store_detail(KVT_STORE_ENOTFOUND), KVT_DETAIL_MISS);
     kvt_pool_abort(pool, &r1);
     kvt_pool_abort(pool, &r2);
     kvt_pool_destroy(&pool);

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/engine/kvt_workload.h"
+#include "replay/kvt_workload.h"
 
 static char s_path[256];
 

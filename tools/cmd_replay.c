@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/replay/kvt_replay.h"
+#include "replay/kvt_replay.h"
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
 
@@ -57,7 +57,7 @@ static void s_json_string(FILE *f, const char *s)
 static void s_json_counters(FILE *f, const kvt_replay_report_t *r)
 {
     fprintf(f, "  \"counters\": {");
-    const kvt_engine_counter_t *cs = r->engine.counters;
+    const kvt_sim_engine_counter_t *cs = r->engine.counters;
     uint32_t n = r->engine.ncounters;
     bool first_actor = true;
     for (uint32_t i = 0; i < n; i++) {
@@ -87,7 +87,7 @@ static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt
         fprintf(stderr, "kvtier replay: --json: cannot write %s: %s\n", path, strerror(errno));
         return -1;
     }
-    const kvt_engine_result_t *e = &r->engine;
+    const kvt_sim_engine_result_t *e = &r->engine;
     fprintf(f, "{\n");
     fprintf(f, "  \"workload\": ");
     s_json_string(f, r->source);
@@ -132,7 +132,7 @@ static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt
 
 static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
 {
-    const kvt_engine_result_t *e = &r->engine;
+    const kvt_sim_engine_result_t *e = &r->engine;
     double in = e->input_tokens ? (double)e->input_tokens : 1.0;
     printf("kvtier replay: %s\n", r->source);
     printf("  driver %s, seed %" PRIu64 ", tp %u, hbm-pool %" PRIu64 " MiB/rank, cpu-pool %" PRIu64

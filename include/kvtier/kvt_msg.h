@@ -20,6 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvt_counter.h"
+#include "kvt_hash.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,16 +37,10 @@ extern "C" {
 #define KVT_MSG_MAX_CHUNKS  4096        //  chunk keys in one spec
 #define KVT_MSG_MAX_BYTES   (1u << 20)  //  opaque payload bytes (Ping)
 #define KVT_MSG_MAX_TEXT    256         //  bytes in a text field
-#define KVT_MSG_MAX_NAME    64          //  bytes in a name (actor, counter)
-#define KVT_MSG_MAX_STATS   512         //  counters in one Stats message
-#define KVT_MSG_MAX_RANKS   256         //  TP ranks
-#define KVT_MSG_MAX_GEN     UINT32_MAX  //  operation generation
-
-//  128-bit prefix hash (XXH3-128): the name of a prefix, a block, a chunk key.
-typedef struct {
-    uint64_t hi; //  high 64 bits
-    uint64_t lo; //  low 64 bits
-} kvt_hash_t;
+#define KVT_MSG_MAX_NAME    KVT_COUNTER_NAME_MAX //  bytes in a name (actor, counter)
+#define KVT_MSG_MAX_STATS   512                  //  counters in one Stats message
+#define KVT_MSG_MAX_RANKS   256                  //  TP ranks
+#define KVT_MSG_MAX_GEN     UINT32_MAX           //  operation generation
 
 //  Operation id: a request and the generation of its admission. A
 //  re-admitted request gets a new generation, so its reports can never settle
@@ -260,12 +257,6 @@ typedef struct {
     uint32_t lower;   //  load: most chunks any rank read from a lower tier
 } kvt_verdict_t;
 
-//  One named counter.
-typedef struct {
-    char name[KVT_MSG_MAX_NAME + 1]; //  NUL-terminated counter name
-    uint64_t value;                  //  counter value
-} kvt_counter_t;
-
 //  Stats: {1: request bool, 2: from str, 3: counters map str → u64}
 typedef struct {
     bool request;                    //  true: please reply with your counters
@@ -332,16 +323,6 @@ void kvt_msg_clear(kvt_msg_t *msg);
 
 //  Formats err as "Kind.field: reason" into buf; returns buf.
 const char *kvt_msg_err_str(const kvt_msg_err_t *err, char *buf, size_t size);
-
-//  Hash helpers.
-static inline bool kvt_hash_eq(kvt_hash_t a, kvt_hash_t b)
-{
-    return a.hi == b.hi && a.lo == b.lo;
-}
-static inline bool kvt_hash_is_zero(kvt_hash_t a)
-{
-    return a.hi == 0 && a.lo == 0;
-}
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@
 #ifndef KVT_STORAGE_H_INCLUDED
 #define KVT_STORAGE_H_INCLUDED
 
+#include "kvt_counter.h"
 #include "kvt_disk.h"
 #include "kvt_pool.h"
 

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvt_msg.h"
+#include "kvt_hash.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -108,10 +108,6 @@ typedef struct {
 
 //  Short text for a result code ("no space", ...); never NULL.
 const char *kvt_store_strerror(int rc);
-
-//  The Completion detail (kvt_detail_t) for a result code: OK for 0 and the
-//  positive outcomes except DUPLICATE, MISS, NO_SPACE, IO, INVALID, ...
-uint32_t kvt_store_detail(int rc);
 
 //  Name of a kind ("kv", "state", "kv_state"), "?" if out of range.
 const char *kvt_obj_kind_name(kvt_obj_kind_t kind);

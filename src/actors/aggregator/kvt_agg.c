@@ -6,8 +6,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "actors/common/kvt_hmap.h"
-#include "actors/common/kvt_ilist.h"
+#include "base/kvt_hmap.h"
+#include "base/kvt_ilist.h"
 
 #define S_WORDS (KVT_MSG_MAX_RANKS / 64) //  rank bitmap words
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/common/kvt_hmap.h"
-#include "actors/common/kvt_ilist.h"
+#include "base/kvt_hmap.h"
+#include "base/kvt_ilist.h"
 
 #define S_CACHED 0x1 //  block is indexed by its hash
 

@@ -4,8 +4,8 @@
 #ifndef KVT_SCHED_INT_H_INCLUDED
 #define KVT_SCHED_INT_H_INCLUDED
 
-#include "actors/common/kvt_hmap.h"
-#include "actors/common/kvt_ilist.h"
+#include "base/kvt_hmap.h"
+#include "base/kvt_ilist.h"
 #include "kvt_blockmgr.h"
 #include "kvt_sched.h"
 #include "kvt_tierindex.h"

@@ -4,8 +4,8 @@
 #include <assert.h>
 #include <stdlib.h>
 
-#include "actors/common/kvt_hmap.h"
-#include "actors/common/kvt_ilist.h"
+#include "base/kvt_hmap.h"
+#include "base/kvt_ilist.h"
 
 struct _kvt_tierindex_t {
     uint32_t capacity;           //  slots

@@ -7,7 +7,8 @@
 #include <xxhash.h>
 
 #include "actors/common/kvt_counters.h"
-#include "actors/common/kvt_hmap.h"
+#include "actors/common/kvt_detail.h"
+#include "base/kvt_hmap.h"
 
 #define S_SEEN_RING 65536 //  item ids remembered to drop a repeated spec
 
@@ -207,7 +208,7 @@ static void s_load(kvt_ctx_t *ctx, s_worker_t *self, const kvt_load_spec_t *sp)
         s_sync_disk(self); //  a promotion may have evicted (write-back) under SIM
         if (rc != KVT_STORE_OK) {
             job->leases[c].id = 0;
-            detail = kvt_store_detail(rc);
+            detail = kvt_detail_of_store(rc);
             break;
         }
         if (view.size < self->chunk_bytes) {
@@ -336,7 +337,7 @@ static void s_save(kvt_ctx_t *ctx, s_worker_t *self, const kvt_save_spec_t *sp)
         if (rc != KVT_STORE_OK) {
             self->saves_failed++;
             s_report(ctx, self, KVT_CHAN_SAVE, sp->op, sp->attempt, key, false,
-                     rc == KVT_STORE_DUPLICATE ? KVT_DETAIL_DUPLICATE : kvt_store_detail(rc));
+                     rc == KVT_STORE_DUPLICATE ? KVT_DETAIL_DUPLICATE : kvt_detail_of_store(rc));
             continue;
         }
         rc = kvt_gpu_gather(self->save_s, sp->blocks + (size_t)c * self->bpc, self->bpc, ptr,

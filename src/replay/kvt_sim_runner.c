@@ -1,15 +1,15 @@
 /*  kvt_runner — see kvt_runner.h. */
-#include "kvt_runner.h"
+#include "kvt_sim_runner.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "actors/common/kvt_counters.h"
-#include "actors/common/kvt_oracle.h"
+#include "replay/kvt_oracle.h"
 
 typedef struct {
-    kvt_runner_args_t a;      //  configuration (borrowed pointers)
+    kvt_sim_runner_args_t a;  //  configuration (borrowed pointers)
     kvt_aid_t engine;         //  engine id
     kvt_aid_t worker;         //  worker id
     uint64_t *wrong;          //  scratch: requests with wrong restored bytes this step
@@ -189,7 +189,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     s_runner_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
-    self->a = *(const kvt_runner_args_t *)args;
+    self->a = *(const kvt_sim_runner_args_t *)args;
     self->engine = kvt_ctx_lookup(ctx, self->a.engine);
     self->worker = kvt_ctx_lookup(ctx, self->a.worker);
     if (self->engine == KVT_AID_NONE || self->worker == KVT_AID_NONE ||
@@ -216,7 +216,7 @@ static void s_stop(kvt_ctx_t *ctx, void *selfp)
     free(self);
 }
 
-const kvt_actor_class_t kvt_runner_class = {
+const kvt_actor_class_t kvt_sim_runner_class = {
     .type = "runner",
     .init = s_init,
     .stop = s_stop,

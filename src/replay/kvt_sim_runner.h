@@ -1,4 +1,4 @@
-/*  kvt_runner — the rank's model runner as the replay simulates it.
+/*  kvt_sim_runner — the rank's model runner as the replay simulates it.
 
     For each StepExec it: forwards the step's LoadSpecs to the rank's worker
     (loads start before the forward); for every entry that resumes from a
@@ -12,8 +12,8 @@
     The forward writes device memory directly (the host backend's plane
     pointers), so the replay runs on the host backend; on a device whose
     memory is not host-addressable the runner refuses to start. */
-#ifndef KVT_RUNNER_H_INCLUDED
-#define KVT_RUNNER_H_INCLUDED
+#ifndef KVT_SIM_RUNNER_H_INCLUDED
+#define KVT_SIM_RUNNER_H_INCLUDED
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,9 +32,9 @@ typedef struct {
     size_t plane_block_bytes[KVT_RUNNER_MAX_PLANES]; //  bytes of one block in one layer, per plane
     const char *engine;                              //  name of the engine actor
     const char *worker;                              //  name of this rank's worker actor
-} kvt_runner_args_t;
+} kvt_sim_runner_args_t;
 
 //  The actor class.
-extern const kvt_actor_class_t kvt_runner_class;
+extern const kvt_actor_class_t kvt_sim_runner_class;
 
 #endif

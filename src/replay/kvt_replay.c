@@ -10,7 +10,7 @@
 
 #include "actors/aggregator/kvt_aggregator.h"
 #include "actors/common/kvt_prefix.h"
-#include "actors/runner/kvt_runner.h"
+#include "replay/kvt_sim_runner.h"
 #include "actors/scheduler/kvt_scheduler.h"
 #include "actors/worker/kvt_worker.h"
 #include "kvtier/kvt_gpu.h"
@@ -106,7 +106,7 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
 
 void kvt_replay_report_clear(kvt_replay_report_t *report)
 {
-    kvt_engine_result_clear(&report->engine);
+    kvt_sim_engine_result_clear(&report->engine);
     memset(report, 0, sizeof *report);
 }
 
@@ -114,7 +114,7 @@ uint64_t kvt_replay_counter(const kvt_replay_report_t *r, const char *actor, con
 {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < r->engine.ncounters; i++) {
-        const kvt_engine_counter_t *c = &r->engine.counters[i];
+        const kvt_sim_engine_counter_t *c = &r->engine.counters[i];
         if (strcmp(c->c.name, name) != 0)
             continue;
         if (actor && strcmp(c->actor, actor) != 0)
@@ -144,13 +144,13 @@ typedef struct {
     void *arena[S_MAX_TP];                    //  pinned CPU pool memory per rank
     kvt_storage_t *storage[S_MAX_TP];         //  one tier per rank
     char disk_dirs[S_MAX_TP][512];            //  disk directory per rank
-    kvt_runner_args_t runner[S_MAX_TP];       //  runner args
+    kvt_sim_runner_args_t runner[S_MAX_TP];   //  runner args
     kvt_worker_args_t worker[S_MAX_TP];       //  worker args
     char names[2 * S_MAX_TP + 4][32];         //  actor names
     const char *stats_from[2 * S_MAX_TP + 4]; //  actors asked for counters
     kvt_scheduler_args_t sched;               //  scheduler args
     kvt_aggregator_args_t agg;                //  aggregator args
-    kvt_engine_args_t engine;                 //  engine args
+    kvt_sim_engine_args_t engine;             //  engine args
 } s_run_t;
 
 static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
@@ -222,7 +222,7 @@ static void s_check_quiescent(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_rep
 //  or undecodable message shows up in it.
 static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
 {
-    kvt_engine_result_t *e = &rep->engine;
+    kvt_sim_engine_result_t *e = &rep->engine;
     for (kvt_aid_t aid = 0; aid < KVT_MAX_ACTORS; aid++) {
         kvt_actor_stats_t st;
         if (kvt_system_actor_stats(run->sys, aid, &st) != 0)
@@ -233,7 +233,7 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
         uint64_t vals[] = {st.delivered, st.sent,           st.send_errors,  st.decode_errors,
                            st.unhandled, st.handler_errors, st.timers_fired, st.dropped_at_stop};
         for (int i = 0; i < 8; i++)
-            kvt_engine_result_add(e, s_actor_name(run, aid), names[i], vals[i]);
+            kvt_sim_engine_result_add(e, s_actor_name(run, aid), names[i], vals[i]);
         rep->runtime_errors += st.send_errors + st.decode_errors + st.unhandled + st.handler_errors;
     }
 }
@@ -394,14 +394,14 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
 
-    bool added =
-        kvt_system_add(run->sys, "engine", &kvt_engine_class, &run->engine, NULL) != KVT_AID_NONE &&
-        kvt_system_add(run->sys, "scheduler", &kvt_scheduler_class, &run->sched, NULL) !=
-            KVT_AID_NONE &&
-        kvt_system_add(run->sys, "aggregator", &kvt_aggregator_class, &run->agg, NULL) !=
-            KVT_AID_NONE;
+    bool added = kvt_system_add(run->sys, "engine", &kvt_sim_engine_class, &run->engine, NULL) !=
+                     KVT_AID_NONE &&
+                 kvt_system_add(run->sys, "scheduler", &kvt_scheduler_class, &run->sched, NULL) !=
+                     KVT_AID_NONE &&
+                 kvt_system_add(run->sys, "aggregator", &kvt_aggregator_class, &run->agg, NULL) !=
+                     KVT_AID_NONE;
     for (uint32_t r = 0; added && r < cfg->tp; r++) {
-        kvt_runner_args_t *ra = &run->runner[r];
+        kvt_sim_runner_args_t *ra = &run->runner[r];
         ra->rank = r;
         ra->gpu = run->gpu[r];
         ra->block_size = cfg->block_size;
@@ -418,7 +418,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         wa->chunk_size = cfg->chunk_size;
         wa->aggregator = "aggregator";
         wa->sync_disk = cfg->driver == KVT_DRIVER_SIM && cfg->disk_dir != NULL;
-        added = kvt_system_add(run->sys, run->names[2 * r], &kvt_runner_class, ra, NULL) !=
+        added = kvt_system_add(run->sys, run->names[2 * r], &kvt_sim_runner_class, ra, NULL) !=
                     KVT_AID_NONE &&
                 kvt_system_add(run->sys, run->names[2 * r + 1], &kvt_worker_class, wa, NULL) !=
                     KVT_AID_NONE;
@@ -444,7 +444,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     kvt_system_stop(run->sys);
     s_runtime_counters(run, rep);
 
-    const kvt_engine_result_t *e = &rep->engine;
+    const kvt_sim_engine_result_t *e = &rep->engine;
     //  A chunk any rank had to read from its disk counts as a disk hit.
     rep->hit_disk_tokens = e->disk_hit_tokens;
     rep->hit_cpu_tokens = e->tier_hit_tokens - e->disk_hit_tokens;

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actors/engine/kvt_engine.h"
-#include "actors/engine/kvt_workload.h"
+#include "replay/kvt_sim_engine.h"
+#include "replay/kvt_workload.h"
 #include "kvtier/kvt_actor.h"
 
 typedef struct {
@@ -39,21 +39,21 @@ typedef struct {
 } kvt_replay_cfg_t;
 
 typedef struct {
-    kvt_engine_result_t engine; //  what the engine measured, with every actor's counters
-    char source[256];           //  workload description
-    uint64_t hit_cpu_tokens;    //  restored from the CPU tier
-    uint64_t hit_disk_tokens;   //  restored with some rank reading its disk tier
-    uint64_t recomputed_tokens; //  input tokens neither in HBM nor restored
-    double recomputed_share;    //  recomputed / input tokens
-    uint64_t saves_ok;          //  chunk saves that reached quorum
-    uint64_t saves_failed;      //  chunk saves that failed on some rank
-    uint64_t trace_hash;        //  SIM: hash of every delivery (0 under LIVE)
-    uint64_t events;            //  SIM: deliveries + timers
-    double wall_s;              //  wall time of the run itself
-    int exit_code;              //  what kvt_system_run returned
-    uint64_t runtime_errors;    //  send / decode / unhandled / handler errors over all actors
-    bool quiescent;             //  nothing was left outstanding at the end
-    char problem[512];          //  the first thing found wrong at the end ("" if none)
+    kvt_sim_engine_result_t engine; //  what the engine measured, with every actor's counters
+    char source[256];               //  workload description
+    uint64_t hit_cpu_tokens;        //  restored from the CPU tier
+    uint64_t hit_disk_tokens;       //  restored with some rank reading its disk tier
+    uint64_t recomputed_tokens;     //  input tokens neither in HBM nor restored
+    double recomputed_share;        //  recomputed / input tokens
+    uint64_t saves_ok;              //  chunk saves that reached quorum
+    uint64_t saves_failed;          //  chunk saves that failed on some rank
+    uint64_t trace_hash;            //  SIM: hash of every delivery (0 under LIVE)
+    uint64_t events;                //  SIM: deliveries + timers
+    double wall_s;                  //  wall time of the run itself
+    int exit_code;                  //  what kvt_system_run returned
+    uint64_t runtime_errors;        //  send / decode / unhandled / handler errors over all actors
+    bool quiescent;                 //  nothing was left outstanding at the end
+    char problem[512];              //  the first thing found wrong at the end ("" if none)
 } kvt_replay_report_t;
 
 //  Fills *cfg with the defaults.

@@ -1,5 +1,5 @@
 /*  kvt_engine — see kvt_engine.h. */
-#include "kvt_engine.h"
+#include "kvt_sim_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,45 +10,45 @@
 enum { W_NONE = 0, W_PLAN, W_STEP, W_STATS };
 
 typedef struct {
-    kvt_engine_args_t a;      //  configuration (borrowed pointers)
-    kvt_engine_result_t *out; //  results
-    kvt_aid_t sched;          //  scheduler id
-    kvt_aid_t *runners;       //  runner ids, one per rank
-    uint32_t next;            //  next request to arrive
-    uint64_t step;            //  current step number
-    uint64_t clock_us;        //  modelled clock
-    int waiting_for;          //  W_*
-    uint32_t step_pending;    //  ranks that have not answered StepDone
-    uint8_t *step_answered;   //  per rank: answered the running step's StepDone
-    bool step_failed;         //  a rank reported the running step failed
-    uint64_t step_us;         //  modelled cost of the running step
-    uint64_t *first_token_us; //  per request: modelled time of the first token (0 = not yet)
-    uint8_t *wrong;           //  per request: a rank reported wrong restored bytes
-    uint32_t ended;           //  requests finished or rejected
-    uint32_t stats_expected;  //  Stats replies awaited
-    uint32_t stats_received;  //  Stats replies received
-    uint64_t empty_steps;     //  plans with no work that were not idle (should not happen)
+    kvt_sim_engine_args_t a;      //  configuration (borrowed pointers)
+    kvt_sim_engine_result_t *out; //  results
+    kvt_aid_t sched;              //  scheduler id
+    kvt_aid_t *runners;           //  runner ids, one per rank
+    uint32_t next;                //  next request to arrive
+    uint64_t step;                //  current step number
+    uint64_t clock_us;            //  modelled clock
+    int waiting_for;              //  W_*
+    uint32_t step_pending;        //  ranks that have not answered StepDone
+    uint8_t *step_answered;       //  per rank: answered the running step's StepDone
+    bool step_failed;             //  a rank reported the running step failed
+    uint64_t step_us;             //  modelled cost of the running step
+    uint64_t *first_token_us;     //  per request: modelled time of the first token (0 = not yet)
+    uint8_t *wrong;               //  per request: a rank reported wrong restored bytes
+    uint32_t ended;               //  requests finished or rejected
+    uint32_t stats_expected;      //  Stats replies awaited
+    uint32_t stats_received;      //  Stats replies received
+    uint64_t empty_steps;         //  plans with no work that were not idle (should not happen)
 } s_engine_t;
 
-int kvt_engine_result_add(kvt_engine_result_t *self, const char *actor, const char *name,
-                          uint64_t value)
+int kvt_sim_engine_result_add(kvt_sim_engine_result_t *self, const char *actor, const char *name,
+                              uint64_t value)
 {
     if (self->ncounters == self->counters_cap) {
         uint32_t cap = self->counters_cap ? self->counters_cap * 2 : 256;
-        kvt_engine_counter_t *c = realloc(self->counters, (size_t)cap * sizeof *c);
+        kvt_sim_engine_counter_t *c = realloc(self->counters, (size_t)cap * sizeof *c);
         if (!c)
             return -1;
         self->counters = c;
         self->counters_cap = cap;
     }
-    kvt_engine_counter_t *c = &self->counters[self->ncounters++];
+    kvt_sim_engine_counter_t *c = &self->counters[self->ncounters++];
     snprintf(c->actor, sizeof c->actor, "%s", actor);
     snprintf(c->c.name, sizeof c->c.name, "%s", name);
     c->c.value = value;
     return 0;
 }
 
-void kvt_engine_result_clear(kvt_engine_result_t *self)
+void kvt_sim_engine_result_clear(kvt_sim_engine_result_t *self)
 {
     free(self->counters);
     memset(self, 0, sizeof *self);
@@ -154,7 +154,7 @@ static void s_finish(kvt_ctx_t *ctx, s_engine_t *self)
 
 static void s_events(s_engine_t *self, const kvt_step_plan_t *p)
 {
-    kvt_engine_result_t *o = self->out;
+    kvt_sim_engine_result_t *o = self->out;
     for (uint32_t i = 0; i < p->nevents; i++) {
         const kvt_event_t *ev = &p->events[i];
         switch (ev->type) {
@@ -288,8 +288,8 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     if (st->request || self->waiting_for != W_STATS)
         return 0;
     for (uint32_t i = 0; i < st->ncounters; i++)
-        if (kvt_engine_result_add(self->out, st->from, st->counters[i].name,
-                                  st->counters[i].value) != 0) {
+        if (kvt_sim_engine_result_add(self->out, st->from, st->counters[i].name,
+                                      st->counters[i].value) != 0) {
             kvt_ctx_log(ctx, 0, "out of memory collecting counters");
             break;
         }
@@ -316,7 +316,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     s_engine_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
-    self->a = *(const kvt_engine_args_t *)args;
+    self->a = *(const kvt_sim_engine_args_t *)args;
     self->out = self->a.out;
     if (!self->a.step_base_us)
         self->a.step_base_us = 4000;
@@ -348,7 +348,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         free(self);
         return NULL;
     }
-    kvt_engine_result_clear(self->out);
+    kvt_sim_engine_result_clear(self->out);
     self->out->requests = self->a.wl->n;
     kvt_ctx_timer(ctx, 0, S_TIMER_START);
     return self;
@@ -364,7 +364,7 @@ static void s_stop(kvt_ctx_t *ctx, void *selfp)
     free(self);
 }
 
-const kvt_actor_class_t kvt_engine_class = {
+const kvt_actor_class_t kvt_sim_engine_class = {
     .type = "engine",
     .init = s_init,
     .stop = s_stop,

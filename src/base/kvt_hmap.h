@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kvtier/kvt_msg.h"
+#include "kvtier/kvt_hash.h"
 
 typedef struct _kvt_hmap_t kvt_hmap_t;
 
