@@ -518,6 +518,45 @@ FOR_BACKENDS(query_reports_pending_then_complete)
     s_teardown(&f);
 }
 
+//  The wake time an actor arms its timer with, without asking which backend
+//  runs: SIM knows the landing time and says exactly that; the others do
+//  not know it and say "poll again in poll_ns". A completed or failed event
+//  (and one never recorded) wakes at once.
+FOR_BACKENDS(event_wake_is_the_landing_time_under_sim_else_a_poll)
+{
+    fix_t f;
+    s_setup(&f, *be);
+    const uint64_t poll = 250000;
+    kvt_gpu_event_t *ev = kvt_gpu_event_new(f.gpu);
+    cr_assert_eq(kvt_gpu_event_wake(ev, 70, poll), 70, "never recorded: now");
+    gate_t gate;
+    s_gate_init(&gate);
+    atomic_store(&f.clock, 1000);
+    s_hold(&f, f.a, &gate);
+    const uint32_t two[] = {3, 9};
+    cr_assert_eq(kvt_gpu_gather(f.a, two, 2, f.buf, 2 * BLOCK_BYTES), 0);
+    cr_assert_eq(kvt_gpu_event_record(ev, f.a), 0);
+    if (f.be == BE_SIM) {
+        uint64_t land = 1000 + 50000 + kvt_gpu_sim_cost_ns(f.gpu, 2 * BLOCK_BYTES);
+        cr_assert_eq(kvt_gpu_event_wake(ev, 1000, poll), land, "exactly the landing time");
+        atomic_store(&f.clock, land - 1);
+        cr_assert_eq(kvt_gpu_event_wake(ev, land - 1, poll), land);
+        //  A caller's clock ahead of the landing: never earlier than now.
+        cr_assert_eq(kvt_gpu_event_wake(ev, land + 5, poll), land + 5);
+        atomic_store(&f.clock, land);
+        cr_assert_eq(kvt_gpu_event_wake(ev, land, poll), land, "landed: now");
+        cr_assert_eq(kvt_gpu_event_query(ev), 0);
+    } else {
+        cr_assert_eq(kvt_gpu_event_wake(ev, 5000, poll), 5000 + poll);
+        cr_assert_eq(kvt_gpu_event_wake(ev, UINT64_MAX - 3, poll), UINT64_MAX, "saturates");
+        s_gate_open(&gate);
+        s_finish(&f, ev);
+        cr_assert_eq(kvt_gpu_event_wake(ev, 5000, poll), 5000, "completed: now");
+    }
+    kvt_gpu_event_destroy(&ev);
+    s_teardown(&f);
+}
+
 FOR_BACKENDS(an_unrecorded_event_is_complete_and_a_wait_on_it_is_a_no_op)
 {
     fix_t f;

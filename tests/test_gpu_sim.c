@@ -305,6 +305,65 @@ Test(sim, a_stall_holds_the_stream_and_its_waiters_until_cleared)
     kvt_gpu_destroy(&s.gpu);
 }
 
+//  An actor arms its timer with kvt_gpu_event_wake: under SIM that is the
+//  mark's landing time exactly (so the actor wakes at the tick the copy
+//  lands, never a poll period later); behind a stall the landing is
+//  unknown and it polls; a failed mark wakes at once.
+Test(sim, event_wake_is_the_landing_time_exactly)
+{
+    sim_t s;
+    s_open(&s, 1000000000, 1000);
+    kvt_gpu_stream_t *a = kvt_gpu_stream_new(s.gpu, "a");
+    kvt_gpu_stream_t *b = kvt_gpu_stream_new(s.gpu, "b");
+    const uint32_t one[] = {1}, three[] = {4, 5, 6};
+    s.now = 40;
+    cr_assert_eq(kvt_gpu_gather(a, three, 3, s.buf, 3000), 0);
+    kvt_gpu_event_t *e1 = s_mark(&s, a);
+    cr_assert_eq(kvt_gpu_gather(a, one, 1, s.buf + 3000, 1000), 0);
+    kvt_gpu_event_t *e2 = s_mark(&s, a);
+    cr_assert_eq(kvt_gpu_gather(b, one, 1, s.buf + 4000, 1000), 0);
+    kvt_gpu_event_t *e3 = s_mark(&s, b);
+    const uint64_t poll = 1000000;
+    cr_assert_eq(kvt_gpu_event_wake(e1, 40, poll), 40 + 4000);
+    cr_assert_eq(kvt_gpu_event_wake(e2, 40, poll), 40 + 4000 + 2000);
+    cr_assert_eq(kvt_gpu_event_wake(e3, 40, poll), 40 + 2000);
+    //  Woken at e3's landing: e3 is done, the others still say their time.
+    s.now = 2040;
+    cr_assert_eq(kvt_gpu_event_wake(e3, 2040, poll), 2040);
+    cr_assert_eq(kvt_gpu_event_query(e3), 0);
+    cr_assert_eq(kvt_gpu_event_wake(e1, 2040, poll), 4040);
+    s.now = 4040;
+    cr_assert_eq(kvt_gpu_event_wake(e1, 4040, poll), 4040);
+    cr_assert_eq(kvt_gpu_event_query(e1), 0, "landed when it said");
+    cr_assert_eq(kvt_gpu_event_wake(e2, 4040, poll), 6040);
+
+    //  Behind a stall nothing is known: poll.
+    cr_assert_eq(kvt_gpu_stream_inject(b, KVT_GPU_FAULT_STALL, 0), 0);
+    cr_assert_eq(kvt_gpu_gather(b, one, 1, s.buf + 4000, 1000), 0);
+    kvt_gpu_event_t *e4 = s_mark(&s, b);
+    cr_assert_eq(kvt_gpu_event_wake(e4, 4040, poll), 4040 + poll);
+    cr_assert_eq(kvt_gpu_stream_inject(b, KVT_GPU_FAULT_NONE, 0), 0);
+    cr_assert_eq(kvt_gpu_event_wake(e4, 4040, poll), 4040 + 2000, "known again once cleared");
+
+    //  A failed mark wakes at once (its failure is what the caller reads).
+    cr_assert_eq(kvt_gpu_stream_inject(a, KVT_GPU_FAULT_FAIL, 1), 0);
+    cr_assert_eq(kvt_gpu_gather(a, one, 1, s.buf, 1000), 0);
+    kvt_gpu_event_t *e5 = s_mark(&s, a);
+    uint64_t land5 = kvt_gpu_event_wake(e5, 4040, poll);
+    cr_assert_eq(land5, 6040 + 2000);
+    s.now = land5;
+    cr_assert_eq(kvt_gpu_event_wake(e5, land5, poll), land5);
+    cr_assert_eq(kvt_gpu_event_query(e5), KVT_GPU_EFAULT);
+    kvt_gpu_event_destroy(&e1);
+    kvt_gpu_event_destroy(&e2);
+    kvt_gpu_event_destroy(&e3);
+    kvt_gpu_event_destroy(&e4);
+    kvt_gpu_event_destroy(&e5);
+    kvt_gpu_stream_destroy(&a);
+    kvt_gpu_stream_destroy(&b);
+    kvt_gpu_destroy(&s.gpu);
+}
+
 Test(sim, synchronize_lands_dependencies_at_once_and_says_so)
 {
     sim_t s;

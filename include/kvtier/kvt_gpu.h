@@ -156,7 +156,9 @@ void kvt_gpu_destroy(kvt_gpu_t **self_p);
 kvt_gpu_backend_t kvt_gpu_backend(const kvt_gpu_t *self);
 const char *kvt_gpu_backend_name(kvt_gpu_backend_t backend);
 
-//  True when the host backend runs in SIM mode.
+//  True when the host backend runs in SIM mode. For tests and compositions
+//  that set up a clock; actors never branch on it (they arm their timers
+//  with kvt_gpu_event_wake).
 bool kvt_gpu_is_sim(const kvt_gpu_t *self);
 
 //  The selection line logged at open ("host (live): AUTO: cuda: no device
@@ -339,6 +341,17 @@ uint32_t kvt_gpu_event_records(const kvt_gpu_event_t *ev);
 //  when never recorded), so an actor can arm a timer for it. UINT64_MAX when
 //  unknown: not SIM, or behind a stalled stream.
 uint64_t kvt_gpu_event_eta(kvt_gpu_event_t *ev);
+
+//  When the caller should query `ev` again, on the clock of `now_ns` (an
+//  actor's kvt_ctx_now; under SIM the device runs on the same clock). An
+//  actor arms its timer with it and never asks which backend runs:
+//  * the event completed or failed (query says so): now_ns;
+//  * the backend knows when it lands (host SIM): that landing time, never
+//    earlier than now_ns;
+//  * it does not (host LIVE, HIP, CUDA, or SIM behind a stalled stream):
+//    now_ns + poll_ns (saturating).
+//  Under SIM it first lands what is due, as query does.
+uint64_t kvt_gpu_event_wake(kvt_gpu_event_t *ev, uint64_t now_ns, uint64_t poll_ns);
 
 // ----------------------------------------------------------- event pool ----
 

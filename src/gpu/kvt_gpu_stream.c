@@ -535,6 +535,18 @@ uint64_t kvt_gpu_event_eta(kvt_gpu_event_t *ev)
     return ev->gpu->ops->event_eta(ev);
 }
 
+uint64_t kvt_gpu_event_wake(kvt_gpu_event_t *ev, uint64_t now_ns, uint64_t poll_ns)
+{
+    assert(ev);
+    //  The query lands what is due (SIM) and settles the done / failed cases.
+    if (kvt_gpu_event_query(ev) != KVT_GPU_NOT_READY)
+        return now_ns;
+    uint64_t eta = kvt_gpu_event_eta(ev);
+    if (eta == UINT64_MAX)
+        return kvt_gpu_sat_add(now_ns, poll_ns);
+    return eta > now_ns ? eta : now_ns;
+}
+
 // -------------------------------------------------------- SIM and faults ----
 
 int kvt_gpu_progress(kvt_gpu_t *self)
