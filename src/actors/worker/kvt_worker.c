@@ -650,6 +650,11 @@ static void s_stop(kvt_ctx_t *ctx, void *selfp)
                  job->kind == J_LOAD ? load_drained : save_drained);
         s_job_free(self, job);
     }
+    //  Disk writes this worker's commits queued (write-through, write-back)
+    //  hold pool leases until their file is written: wait for them, so the
+    //  tier is settled once the worker stopped.
+    if (self->a.storage)
+        kvt_storage_flush(self->a.storage);
     if (self->quarantined)
         kvt_ctx_log(ctx, 0, "%llu leases / reservations kept: their copies never finished",
                     (unsigned long long)self->quarantined);
