@@ -396,7 +396,7 @@ Test(disk, a_file_holding_another_objects_valid_bytes_is_never_handed_out)
     kvt_disk_destroy(&d);
 }
 
-Test(disk, rule_L1_a_restart_with_less_room_skips_a_newest_file_that_does_not_fit)
+Test(disk, a_restart_with_less_room_skips_a_newest_file_that_does_not_fit)
 {
     kvt_disk_t *d = s_disk(1 << 20, 1, 8);
     for (uint64_t i = 0; i < 5; i++)
@@ -419,7 +419,7 @@ Test(disk, rule_L1_a_restart_with_less_room_skips_a_newest_file_that_does_not_fi
     kvt_disk_destroy(&d);
 }
 
-Test(disk, rule_L2_the_rescan_leaves_files_that_are_not_object_names_alone_and_counts_them)
+Test(disk, the_rescan_leaves_files_that_are_not_object_names_alone_and_counts_them)
 {
     kvt_disk_t *d = s_disk(1 << 20, 1, 8);
     s_put(d, 1, 2000);
@@ -446,7 +446,7 @@ Test(disk, rule_L2_the_rescan_leaves_files_that_are_not_object_names_alone_and_c
     kvt_disk_destroy(&d);
 }
 
-Test(disk, rule_L5_a_size_near_size_max_is_too_big_not_wrapped)
+Test(disk, a_size_near_size_max_is_too_big_not_wrapped)
 {
     kvt_disk_t *d = s_disk(1 << 20, 1, 8);
     static uint8_t buf[16];
@@ -612,7 +612,7 @@ Test(disk, a_bad_setting_is_refused_with_its_name)
     cr_assert(strstr(err, "disk.dir=/proc/kvtier-cannot-create"), "%s", err);
 }
 
-Test(disk, rule_M3_a_put_that_cannot_fit_beside_queued_writes_deletes_nothing)
+Test(disk, a_put_that_cannot_fit_beside_queued_writes_deletes_nothing)
 {
     kvt_disk_t *d = s_disk(10 * (4096 + HDR), 1, 4);
     for (uint64_t i = 0; i < 4; i++) {

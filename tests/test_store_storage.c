@@ -424,82 +424,82 @@ static struct {
     int stage;          //  1 lease created, 2 disk lock held, 3 holder removed
     kvt_storage_t *s;   //  the manager
     kvt_holder_t h;     //  the holder removed
-} s_l3 = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} s_race = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-static void s_l3_wait(int stage)
+static void s_race_wait(int stage)
 {
-    while (s_l3.stage < stage)
-        pthread_cond_wait(&s_l3.cv, &s_l3.mu);
+    while (s_race.stage < stage)
+        pthread_cond_wait(&s_race.cv, &s_race.mu);
 }
 
-static void s_l3_set(int stage)
+static void s_race_set(int stage)
 {
-    s_l3.stage = stage;
-    pthread_cond_broadcast(&s_l3.cv);
+    s_race.stage = stage;
+    pthread_cond_broadcast(&s_race.cv);
 }
 
 //  Called by the pool under its lock when the deepest segment creates the
 //  lease: holds the caller there until the disk segment is sure to block.
-static uint64_t s_l3_clock(void *arg)
+static uint64_t s_race_clock(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&s_l3.mu);
-    if (s_l3.armed) {
-        s_l3.armed = false;
-        s_l3_set(1);
-        s_l3_wait(2);
+    pthread_mutex_lock(&s_race.mu);
+    if (s_race.armed) {
+        s_race.armed = false;
+        s_race_set(1);
+        s_race_wait(2);
     }
-    pthread_mutex_unlock(&s_l3.mu);
+    pthread_mutex_unlock(&s_race.mu);
     return 0;
 }
 
 //  Holds the disk lock (no pool lock) until the holder is gone.
-static void *s_l3_disk_holder(void *arg)
+static void *s_race_disk_holder(void *arg)
 {
     (void)arg;
-    kvt_disk_t *d = kvt_storage_disk(s_l3.s);
-    pthread_mutex_lock(&s_l3.mu);
-    s_l3_wait(1);
-    pthread_mutex_unlock(&s_l3.mu);
+    kvt_disk_t *d = kvt_storage_disk(s_race.s);
+    pthread_mutex_lock(&s_race.mu);
+    s_race_wait(1);
+    pthread_mutex_unlock(&s_race.mu);
     pthread_mutex_lock(&d->mu);
-    pthread_mutex_lock(&s_l3.mu);
-    s_l3_set(2);
-    s_l3_wait(3);
-    pthread_mutex_unlock(&s_l3.mu);
+    pthread_mutex_lock(&s_race.mu);
+    s_race_set(2);
+    s_race_wait(3);
+    pthread_mutex_unlock(&s_race.mu);
     pthread_mutex_unlock(&d->mu);
     return NULL;
 }
 
 //  Removes the holder once the deepest segment's pool lookup returned.
-static void *s_l3_remover(void *arg)
+static void *s_race_remover(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&s_l3.mu);
-    s_l3_wait(2);
-    pthread_mutex_unlock(&s_l3.mu);
-    cr_assert_eq(kvt_pool_holder_remove(kvt_storage_pool(s_l3.s), s_l3.h), KVT_STORE_OK);
-    pthread_mutex_lock(&s_l3.mu);
-    s_l3_set(3);
-    pthread_mutex_unlock(&s_l3.mu);
+    pthread_mutex_lock(&s_race.mu);
+    s_race_wait(2);
+    pthread_mutex_unlock(&s_race.mu);
+    cr_assert_eq(kvt_pool_holder_remove(kvt_storage_pool(s_race.s), s_race.h), KVT_STORE_OK);
+    pthread_mutex_lock(&s_race.mu);
+    s_race_set(3);
+    pthread_mutex_unlock(&s_race.mu);
     return NULL;
 }
 
-Test(storage, rule_L3_a_lookup_that_fails_after_a_deeper_segment_pinned_releases_its_lease)
+Test(storage, a_lookup_that_fails_after_a_deeper_segment_pinned_releases_its_lease)
 {
     kvt_storage_config_t cfg = s_config(8, true, KVT_WRITE_ALWAYS);
-    cfg.pool.clock = s_l3_clock;
+    cfg.pool.clock = s_race_clock;
     kvt_storage_t *s = s_new(&cfg);
     kvt_holder_t h = s_holder(s);
     for (uint64_t i = 0; i < 3; i++)
         cr_assert_eq(s_put(s, i), KVT_STORE_OK);
     kvt_storage_flush(s);
     s_drop_from_pool(s, 1); //  segments: pool{0} disk{1} pool{2}
-    s_l3.s = s;
-    s_l3.h = h;
-    s_l3.armed = true;
+    s_race.s = s;
+    s_race.h = h;
+    s_race.armed = true;
     pthread_t a, b;
-    cr_assert_eq(pthread_create(&a, NULL, s_l3_disk_holder, NULL), 0);
-    cr_assert_eq(pthread_create(&b, NULL, s_l3_remover, NULL), 0);
+    cr_assert_eq(pthread_create(&a, NULL, s_race_disk_holder, NULL), 0);
+    cr_assert_eq(pthread_create(&b, NULL, s_race_remover, NULL), 0);
     kvt_hash_t keys[3] = {s_key(0), s_key(1), s_key(2)};
     kvt_lease_t l = {0};
     int rc = kvt_storage_lookup(s, NS, keys, 3, KVT_OBJ_KV, h, &l, NULL);
@@ -514,7 +514,7 @@ Test(storage, rule_L3_a_lookup_that_fails_after_a_deeper_segment_pinned_releases
     kvt_storage_destroy(&s);
 }
 
-Test(storage, rule_M4_a_promotion_never_evicts_its_own_source_file)
+Test(storage, a_promotion_never_evicts_its_own_source_file)
 {
     kvt_storage_config_t cfg = s_config(2, true, KVT_WRITE_ON_EVICT);
     cfg.disk.capacity_bytes = 3 * (UNIT + 64);
