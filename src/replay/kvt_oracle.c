@@ -6,6 +6,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#define S_RUN_WORDS 32 //  words compared branch-free before looking for a difference
+
 static uint64_t s_seed(kvt_hash_t hash, uint32_t layer, uint32_t plane, uint32_t rank)
 {
     uint64_t in[4] = {hash.hi, hash.lo, ((uint64_t)layer << 32) | plane, rank};
@@ -39,21 +41,49 @@ void kvt_oracle_fill(void *dst, size_t n, kvt_hash_t hash, uint32_t layer, uint3
     }
 }
 
-bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer, uint32_t plane,
-                      uint32_t rank)
+//  First differing byte of word i (src bytes against the stream's word).
+static size_t s_byte_in_word(const uint8_t *p, uint64_t seed, size_t i, size_t len)
+{
+    uint64_t w = s_word(seed, i);
+    uint8_t want[8];
+    memcpy(want, &w, 8);
+    for (size_t k = 0; k < len; k++)
+        if (p[8 * i + k] != want[k])
+            return 8 * i + k;
+    return 8 * i + len;
+}
+
+size_t kvt_oracle_mismatch(const void *src, size_t n, kvt_hash_t hash, uint32_t layer,
+                           uint32_t plane, uint32_t rank)
 {
     uint64_t seed = s_seed(hash, layer, plane, rank);
     const uint8_t *p = src;
     size_t words = n / 8;
-    uint64_t diff = 0;
-    for (size_t i = 0; i < words; i++) {
-        uint64_t w;
-        memcpy(&w, p + 8 * i, 8);
-        diff |= w ^ s_word(seed, i);
+    //  Runs of words are compared without branches (so they vectorise);
+    //  only a run with a difference is walked again to find the byte.
+    for (size_t run = 0; run < words; run += S_RUN_WORDS) {
+        size_t end = run + S_RUN_WORDS < words ? run + S_RUN_WORDS : words;
+        uint64_t diff = 0;
+        for (size_t i = run; i < end; i++) {
+            uint64_t w;
+            memcpy(&w, p + 8 * i, 8);
+            diff |= w ^ s_word(seed, i);
+        }
+        if (diff == 0)
+            continue;
+        for (size_t j = run; j < end; j++) {
+            size_t at = s_byte_in_word(p, seed, j, 8);
+            if (at < 8 * j + 8)
+                return at;
+        }
     }
-    if (n % 8) {
-        uint64_t w = s_word(seed, words);
-        diff |= (uint64_t)memcmp(p + 8 * words, &w, n % 8);
-    }
-    return diff == 0;
+    if (n % 8)
+        return s_byte_in_word(p, seed, words, n % 8);
+    return n;
+}
+
+bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer, uint32_t plane,
+                      uint32_t rank)
+{
+    return kvt_oracle_mismatch(src, n, hash, layer, plane, rank) == n;
 }

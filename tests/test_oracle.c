@@ -1,0 +1,128 @@
+/*  The content oracle: a filled range checks, every wrong byte is found and
+    located, and bytes made for another (prefix hash, layer, plane, rank) are
+    refused. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/kvt_oracle.h"
+
+static const kvt_hash_t s_h = {0x0123456789ABCDEFull, 0xFEDCBA9876543210ull};
+
+//  Sizes around the word (8 B) and the compare run (256 B) boundaries, and
+//  the replay's default block (16 tokens x 16 B).
+static const size_t s_sizes[] = {1, 7, 8, 9, 255, 256, 257, 263, 1000, 4096, 4099};
+#define S_NSIZES (sizeof s_sizes / sizeof s_sizes[0])
+
+static uint8_t *s_filled(size_t n, kvt_hash_t h, uint32_t layer, uint32_t plane, uint32_t rank)
+{
+    uint8_t *b = malloc(n);
+    cr_assert_not_null(b);
+    kvt_oracle_fill(b, n, h, layer, plane, rank);
+    return b;
+}
+
+Test(oracle, fill_then_check_passes)
+{
+    for (size_t s = 0; s < S_NSIZES; s++) {
+        size_t n = s_sizes[s];
+        uint8_t *b = s_filled(n, s_h, 3, 1, 2);
+        cr_assert(kvt_oracle_check(b, n, s_h, 3, 1, 2), "size %zu", n);
+        cr_assert_eq(kvt_oracle_mismatch(b, n, s_h, 3, 1, 2), n, "size %zu", n);
+        //  The state tag is a layer like any other.
+        kvt_oracle_fill(b, n, s_h, KVT_ORACLE_STATE, 0, 2);
+        cr_assert(kvt_oracle_check(b, n, s_h, KVT_ORACLE_STATE, 0, 2), "size %zu", n);
+        free(b);
+    }
+    cr_assert(kvt_oracle_check(NULL, 0, s_h, 0, 0, 0), "an empty range has no wrong byte");
+}
+
+Test(oracle, fill_writes_exactly_n_bytes_and_check_reads_no_further)
+{
+    for (size_t s = 0; s < S_NSIZES; s++) {
+        size_t n = s_sizes[s];
+        uint8_t *b = malloc(n + 16);
+        memset(b, 0xA5, n + 16);
+        kvt_oracle_fill(b, n, s_h, 0, 0, 0);
+        for (size_t i = n; i < n + 16; i++)
+            cr_assert_eq(b[i], 0xA5, "size %zu: fill wrote byte %zu", n, i);
+        cr_assert(kvt_oracle_check(b, n, s_h, 0, 0, 0), "size %zu", n);
+        free(b);
+    }
+}
+
+Test(oracle, flipped_byte_at_first_middle_and_last_fails_and_says_where)
+{
+    for (size_t s = 0; s < S_NSIZES; s++) {
+        size_t n = s_sizes[s];
+        uint8_t *b = s_filled(n, s_h, 1, 0, 0);
+        size_t at[3] = {0, n / 2, n - 1};
+        for (int k = 0; k < 3; k++) {
+            b[at[k]] ^= 0x01;
+            cr_assert(!kvt_oracle_check(b, n, s_h, 1, 0, 0), "size %zu: byte %zu", n, at[k]);
+            cr_assert_eq(kvt_oracle_mismatch(b, n, s_h, 1, 0, 0), at[k], "size %zu", n);
+            b[at[k]] ^= 0x01;
+        }
+        cr_assert(kvt_oracle_check(b, n, s_h, 1, 0, 0));
+        free(b);
+    }
+}
+
+Test(oracle, two_wrong_bytes_report_the_first)
+{
+    size_t n = 4096;
+    uint8_t *b = s_filled(n, s_h, 0, 1, 0);
+    b[3000] ^= 0x10;
+    b[700] ^= 0x80;
+    cr_assert_eq(kvt_oracle_mismatch(b, n, s_h, 0, 1, 0), 700);
+    free(b);
+}
+
+//  A compare that skips a prefix, a suffix, a stride of words or some bytes
+//  of a word misses one of these flips.
+Test(oracle, every_byte_of_the_range_is_compared)
+{
+    size_t sizes[] = {263, 1000, 4099};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        uint8_t *b = s_filled(n, s_h, 2, 1, 3);
+        for (size_t i = 0; i < n; i++) {
+            uint8_t bit = (uint8_t)(1u << (i % 8));
+            b[i] ^= bit;
+            size_t got = kvt_oracle_mismatch(b, n, s_h, 2, 1, 3);
+            b[i] ^= bit;
+            if (got != i)
+                cr_assert_fail("size %zu: byte %zu flipped, mismatch says %zu", n, i, got);
+        }
+        cr_assert(kvt_oracle_check(b, n, s_h, 2, 1, 3));
+        free(b);
+    }
+}
+
+Test(oracle, bytes_of_another_hash_layer_plane_or_rank_fail)
+{
+    size_t n = 256;
+    uint8_t *b = s_filled(n, s_h, 1, 1, 1);
+    kvt_hash_t hi = s_h, lo = s_h;
+    hi.hi ^= 1;
+    lo.lo ^= 1ull << 63;
+    cr_assert(kvt_oracle_check(b, n, s_h, 1, 1, 1));
+    cr_assert(!kvt_oracle_check(b, n, hi, 1, 1, 1), "another prefix hash (high half)");
+    cr_assert(!kvt_oracle_check(b, n, lo, 1, 1, 1), "another prefix hash (low half)");
+    cr_assert(!kvt_oracle_check(b, n, s_h, 0, 1, 1), "another layer");
+    cr_assert(!kvt_oracle_check(b, n, s_h, KVT_ORACLE_STATE, 1, 1), "state bytes");
+    cr_assert(!kvt_oracle_check(b, n, s_h, 1, 0, 1), "another plane");
+    cr_assert(!kvt_oracle_check(b, n, s_h, 1, 1, 0), "another rank");
+    cr_assert(!kvt_oracle_check(b, n, s_h, 1, 1, 2), "another rank");
+    //  Layer and plane do not stand in for each other.
+    uint8_t *swapped = s_filled(n, s_h, 2, 1, 1);
+    uint8_t *other = s_filled(n, s_h, 1, 2, 1);
+    cr_assert(!kvt_oracle_check(other, n, s_h, 2, 1, 1), "plane and layer swapped");
+    cr_assert(!kvt_oracle_check(swapped, n, s_h, 1, 2, 1), "plane and layer swapped");
+    //  Another key is wrong in its first byte already (every word differs).
+    cr_assert_lt(kvt_oracle_mismatch(b, n, s_h, 1, 1, 0), 8);
+    free(swapped);
+    free(other);
+    free(b);
+}
