@@ -1,7 +1,8 @@
-/*  kvt_disk.c — the disk backend: configuration, index and LRU, queued
-    writes served by I/O threads, synchronous verified reads. The file format
-    and the start-up rescan are in kvt_disk_file.c; the design is described
-    in kvt_disk.h and docs/store.md. */
+/*  kvt_disk.c — the disk backend: configuration, index and LRU, the
+    admission of puts, synchronous verified reads. The write queue and its
+    I/O threads are in kvt_disk_io.c, the file format and the start-up
+    rescan in kvt_disk_file.c; the design is described in kvt_disk.h and
+    docs/store.md. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -101,8 +102,7 @@ static uint32_t s_alloc_ent(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_o
     return i;
 }
 
-//  Forgets an entry (the caller deals with its file).
-static void s_free_ent(kvt_disk_t *self, uint32_t i)
+void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i)
 {
     kvt_dent_t *e = &self->ents[i];
     if (e->state == KVT_DENT_READY) {
@@ -135,7 +135,7 @@ static void s_delete(kvt_disk_t *self, uint32_t i)
     kvt_disk_path(self, path, name);
     if (unlink(path) != 0 && errno != ENOENT)
         self->st.io_errors++;
-    s_free_ent(self, i);
+    kvt_disk_ent_free(self, i);
 }
 
 //  Deletes the oldest unpinned ready file; false if there is none. A pinned
@@ -159,6 +159,17 @@ static bool s_evict_one(kvt_disk_t *self)
     return false;
 }
 
+void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    assert(e->state == KVT_DENT_WRITING);
+    e->state = KVT_DENT_READY;
+    self->writing -= KVT_DISK_HDR + e->size;
+    self->st.objects_writing--;
+    self->st.objects++;
+    s_lru_push_young(self, i);
+}
+
 int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                           uint64_t size)
 {
@@ -168,94 +179,6 @@ int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj
     s_lru_push_young(self, i);
     self->st.objects++;
     return 0;
-}
-
-// -------------------------------------------------------- I/O threads --
-
-//  Runs one job without the lock; finishes it under the lock.
-static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
-{
-    kvt_dent_t snap;
-    pthread_mutex_lock(&self->mu);
-    snap = self->ents[job.ent];
-    uint64_t seq = ++self->tmp_seq;
-    pthread_mutex_unlock(&self->mu);
-
-    char name[KVT_DISK_NAME_LEN], tmp[PATH_MAX], path[PATH_MAX];
-    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind);
-    kvt_disk_path(self, path, name);
-    if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s.%llu", self->dir, name, (unsigned long long)seq) >=
-        (int)sizeof(tmp))
-        tmp[0] = 0; //  cannot happen: disk.dir's length is checked at creation
-    int rc = kvt_disk_file_write(tmp, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, job.src,
-                                 job.size, self->fsync);
-    int werr = errno;
-    bool valid = true;
-    if (job.done)
-        valid = job.done(job.arg, rc == 0 ? KVT_STORE_OK : KVT_STORE_EIO) == 0;
-    free(job.owned);
-
-    bool renamed = false, rename_failed = false;
-    pthread_mutex_lock(&self->mu);
-    kvt_dent_t *e = &self->ents[job.ent];
-    assert(e->gen == job.gen && e->state == KVT_DENT_WRITING);
-    if (rc == 0 && valid) {
-        if (rename(tmp, path) == 0) {
-            renamed = true;
-            e->state = KVT_DENT_READY;
-            self->writing -= KVT_DISK_HDR + e->size;
-            self->st.objects_writing--;
-            self->st.objects++;
-            s_lru_push_young(self, job.ent);
-            self->st.puts++;
-            self->st.put_bytes += job.size;
-        } else {
-            rename_failed = true;
-            werr = errno;
-        }
-    }
-    if (!renamed) {
-        unlink(tmp);
-        if (rc != 0 || rename_failed)
-            self->st.io_errors++;
-        else
-            self->st.puts_discarded++;
-        s_free_ent(self, job.ent);
-    }
-    pthread_mutex_unlock(&self->mu);
-    if (renamed && self->fsync && self->dirfd >= 0 && fsync(self->dirfd) != 0) {
-        pthread_mutex_lock(&self->mu);
-        self->st.io_errors++;
-        pthread_mutex_unlock(&self->mu);
-    }
-    if (rc != 0 || rename_failed)
-        kvt_disk_logf(self, 1, true, "write of %s failed: %s", name, strerror(werr));
-}
-
-static void *s_io_thread(void *arg)
-{
-    kvt_disk_t *self = arg;
-    pthread_mutex_lock(&self->mu);
-    while (true) {
-        while (self->q_head == KVT_NIL && !self->stop)
-            pthread_cond_wait(&self->work, &self->mu);
-        if (self->q_head == KVT_NIL)
-            break; //  stop, and nothing left to write
-        uint32_t j = self->q_head;
-        self->q_head = self->jobs[j].next;
-        if (self->q_head == KVT_NIL)
-            self->q_tail = KVT_NIL;
-        kvt_djob_t job = self->jobs[j];
-        pthread_mutex_unlock(&self->mu);
-        s_run_job(self, job);
-        pthread_mutex_lock(&self->mu);
-        self->jobs[j].next = self->job_free;
-        self->job_free = j;
-        if (--self->busy == 0)
-            pthread_cond_broadcast(&self->idle);
-    }
-    pthread_mutex_unlock(&self->mu);
-    return NULL;
 }
 
 // ---------------------------------------------------------- creation --
@@ -332,11 +255,8 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
     pthread_cond_init(&self->work, NULL);
     pthread_cond_init(&self->idle, NULL);
     self->nents = cfg.max_objects;
-    self->njobs = cfg.queue_depth;
     self->ents = calloc(self->nents, sizeof(kvt_dent_t));
-    self->jobs = calloc(self->njobs, sizeof(kvt_djob_t));
-    self->threads = calloc(cfg.io_threads, sizeof(pthread_t));
-    if (!self->ents || !self->jobs || !self->threads ||
+    if (!self->ents || kvt_disk_io_init(self, cfg.queue_depth) != 0 ||
         kvt_keymap_init(&self->map, self->nents) != 0) {
         kvt_store_seterr(err, errlen, "disk.max_objects=%u: cannot allocate the tables",
                          self->nents);
@@ -348,37 +268,16 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
         self->ents[i].next = self->ent_free;
         self->ent_free = i;
     }
-    self->job_free = KVT_NIL;
-    for (uint32_t i = self->njobs; i-- > 0;) {
-        self->jobs[i].next = self->job_free;
-        self->job_free = i;
-    }
     self->lru_old = self->lru_young = KVT_NIL;
-    self->q_head = self->q_tail = KVT_NIL;
     if (kvt_disk_rescan(self, err, errlen) != 0)
         goto cleanup;
-    for (uint32_t t = 0; t < cfg.io_threads; t++) {
-        if (pthread_create(&self->threads[t], NULL, s_io_thread, self) != 0) {
-            kvt_store_seterr(err, errlen, "disk.io_threads=%u: cannot start a thread",
-                             cfg.io_threads);
-            goto cleanup;
-        }
-        self->nthreads++;
-    }
+    if (kvt_disk_io_start(self, cfg.io_threads, err, errlen) != 0)
+        goto cleanup;
     return self;
 
 cleanup:
     kvt_disk_destroy(&self);
     return NULL;
-}
-
-void kvt_disk_flush(kvt_disk_t *self)
-{
-    assert(self);
-    pthread_mutex_lock(&self->mu);
-    while (self->busy > 0)
-        pthread_cond_wait(&self->idle, &self->mu);
-    pthread_mutex_unlock(&self->mu);
 }
 
 void kvt_disk_destroy(kvt_disk_t **self_p)
@@ -387,21 +286,12 @@ void kvt_disk_destroy(kvt_disk_t **self_p)
     kvt_disk_t *self = *self_p;
     if (!self)
         return;
-    if (self->nthreads > 0)
-        kvt_disk_flush(self);
-    pthread_mutex_lock(&self->mu);
-    self->stop = true;
-    pthread_cond_broadcast(&self->work);
-    pthread_mutex_unlock(&self->mu);
-    for (uint32_t t = 0; t < self->nthreads; t++)
-        pthread_join(self->threads[t], NULL);
+    kvt_disk_io_stop(self);
     if (self->map.tab)
         kvt_keymap_fini(&self->map);
     if (self->dirfd >= 0)
         close(self->dirfd);
     free(self->ents);
-    free(self->jobs);
-    free(self->threads);
     pthread_cond_destroy(&self->work);
     pthread_cond_destroy(&self->idle);
     pthread_mutex_destroy(&self->mu);
@@ -461,23 +351,7 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
     }
     i = s_alloc_ent(self, ns, key, kind, size, KVT_DENT_WRITING);
     self->st.objects_writing++;
-    uint32_t j = self->job_free;
-    self->job_free = self->jobs[j].next;
-    self->jobs[j] = (kvt_djob_t){.ent = i,
-                                 .gen = self->ents[i].gen,
-                                 .src = src,
-                                 .size = size,
-                                 .owned = owned,
-                                 .done = done,
-                                 .arg = arg,
-                                 .next = KVT_NIL};
-    if (self->q_tail != KVT_NIL)
-        self->jobs[self->q_tail].next = j;
-    else
-        self->q_head = j;
-    self->q_tail = j;
-    self->busy++;
-    pthread_cond_signal(&self->work);
+    kvt_disk_io_enqueue(self, i, src, size, owned, done, arg);
     goto cleanup;
 dropped:
     self->st.puts_dropped++;
@@ -629,7 +503,7 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
         } else if (rc == KVT_STORE_ENOTFOUND) {
             //  Deleted behind our back (or evicted meanwhile): forget it.
             if (same)
-                s_free_ent(self, i);
+                kvt_disk_ent_free(self, i);
         } else {
             self->st.io_errors++;
         }

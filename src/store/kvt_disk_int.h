@@ -1,6 +1,6 @@
 /*  kvt_disk_int.h — the disk backend's state, shared by kvt_disk.c (index,
-    puts, reads, I/O threads) and kvt_disk_file.c (file format, rescan).
-    Private to src/store. */
+    puts, reads), kvt_disk_io.c (write queue, I/O threads) and
+    kvt_disk_file.c (file format, rescan). Private to src/store. */
 #ifndef KVT_DISK_INT_H_INCLUDED
 #define KVT_DISK_INT_H_INCLUDED
 
@@ -117,6 +117,22 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen);
 //  Inserts a ready entry at the young end (rescan). -1 if the table is full.
 int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                           uint64_t size);
+
+//  Index (kvt_disk.c), under the lock. ent_free forgets an entry (the
+//  caller deals with its file); ent_publish makes a written entry readable
+//  at the young end of the LRU.
+void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i);
+void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i);
+
+//  Write queue (kvt_disk_io.c). io_init allocates `depth` jobs; io_start
+//  starts the threads (0, or -1 with err); io_stop finishes every queued
+//  write, stops the threads and frees the queue; io_enqueue (under the lock,
+//  a free job required) queues a write of entry `ent`.
+int kvt_disk_io_init(kvt_disk_t *self, uint32_t depth);
+int kvt_disk_io_start(kvt_disk_t *self, uint32_t nthreads, char *err, size_t errlen);
+void kvt_disk_io_stop(kvt_disk_t *self);
+void kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size, void *owned,
+                         kvt_disk_done_fn *done, void *arg);
 
 //  Logs a line (rate-limited for error reports when `limited`). Call
 //  without the disk lock.

@@ -1,0 +1,175 @@
+/*  kvt_disk_io.c — the disk backend's write queue and the I/O threads that
+    serve it: a job writes a temporary file outside the lock, calls the
+    put's completion, and renames the file into place (or throws it away)
+    under the lock. The index and the put's admission are in kvt_disk.c. */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvt_disk_int.h"
+
+//  Runs one job without the lock; finishes it under the lock.
+static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
+{
+    kvt_dent_t snap;
+    pthread_mutex_lock(&self->mu);
+    snap = self->ents[job.ent];
+    uint64_t seq = ++self->tmp_seq;
+    pthread_mutex_unlock(&self->mu);
+
+    char name[KVT_DISK_NAME_LEN], tmp[PATH_MAX], path[PATH_MAX];
+    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind);
+    kvt_disk_path(self, path, name);
+    if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s.%llu", self->dir, name, (unsigned long long)seq) >=
+        (int)sizeof(tmp))
+        tmp[0] = 0; //  cannot happen: disk.dir's length is checked at creation
+    int rc = kvt_disk_file_write(tmp, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, job.src,
+                                 job.size, self->fsync);
+    int werr = errno;
+    bool valid = true;
+    if (job.done)
+        valid = job.done(job.arg, rc == 0 ? KVT_STORE_OK : KVT_STORE_EIO) == 0;
+    free(job.owned);
+
+    bool renamed = false, rename_failed = false;
+    pthread_mutex_lock(&self->mu);
+    kvt_dent_t *e = &self->ents[job.ent];
+    assert(e->gen == job.gen && e->state == KVT_DENT_WRITING);
+    if (rc == 0 && valid) {
+        if (rename(tmp, path) == 0) {
+            renamed = true;
+            kvt_disk_ent_publish(self, job.ent);
+            self->st.puts++;
+            self->st.put_bytes += job.size;
+        } else {
+            rename_failed = true;
+            werr = errno;
+        }
+    }
+    if (!renamed) {
+        unlink(tmp);
+        if (rc != 0 || rename_failed)
+            self->st.io_errors++;
+        else
+            self->st.puts_discarded++;
+        kvt_disk_ent_free(self, job.ent);
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (renamed && self->fsync && self->dirfd >= 0 && fsync(self->dirfd) != 0) {
+        pthread_mutex_lock(&self->mu);
+        self->st.io_errors++;
+        pthread_mutex_unlock(&self->mu);
+    }
+    if (rc != 0 || rename_failed)
+        kvt_disk_logf(self, 1, true, "write of %s failed: %s", name, strerror(werr));
+}
+
+static void *s_io_thread(void *arg)
+{
+    kvt_disk_t *self = arg;
+    pthread_mutex_lock(&self->mu);
+    while (true) {
+        while (self->q_head == KVT_NIL && !self->stop)
+            pthread_cond_wait(&self->work, &self->mu);
+        if (self->q_head == KVT_NIL)
+            break; //  stop, and nothing left to write
+        uint32_t j = self->q_head;
+        self->q_head = self->jobs[j].next;
+        if (self->q_head == KVT_NIL)
+            self->q_tail = KVT_NIL;
+        kvt_djob_t job = self->jobs[j];
+        pthread_mutex_unlock(&self->mu);
+        s_run_job(self, job);
+        pthread_mutex_lock(&self->mu);
+        self->jobs[j].next = self->job_free;
+        self->job_free = j;
+        if (--self->busy == 0)
+            pthread_cond_broadcast(&self->idle);
+    }
+    pthread_mutex_unlock(&self->mu);
+    return NULL;
+}
+
+int kvt_disk_io_init(kvt_disk_t *self, uint32_t depth)
+{
+    self->njobs = depth;
+    self->jobs = calloc(self->njobs, sizeof(kvt_djob_t));
+    if (!self->jobs)
+        return -1;
+    self->job_free = KVT_NIL;
+    for (uint32_t i = self->njobs; i-- > 0;) {
+        self->jobs[i].next = self->job_free;
+        self->job_free = i;
+    }
+    self->q_head = self->q_tail = KVT_NIL;
+    return 0;
+}
+
+int kvt_disk_io_start(kvt_disk_t *self, uint32_t nthreads, char *err, size_t errlen)
+{
+    self->threads = calloc(nthreads, sizeof(pthread_t));
+    if (!self->threads) {
+        kvt_store_seterr(err, errlen, "disk.io_threads=%u: out of memory", nthreads);
+        return -1;
+    }
+    for (uint32_t t = 0; t < nthreads; t++) {
+        if (pthread_create(&self->threads[t], NULL, s_io_thread, self) != 0) {
+            kvt_store_seterr(err, errlen, "disk.io_threads=%u: cannot start a thread", nthreads);
+            return -1;
+        }
+        self->nthreads++;
+    }
+    return 0;
+}
+
+void kvt_disk_io_stop(kvt_disk_t *self)
+{
+    if (self->nthreads > 0)
+        kvt_disk_flush(self);
+    pthread_mutex_lock(&self->mu);
+    self->stop = true;
+    pthread_cond_broadcast(&self->work);
+    pthread_mutex_unlock(&self->mu);
+    for (uint32_t t = 0; t < self->nthreads; t++)
+        pthread_join(self->threads[t], NULL);
+    self->nthreads = 0;
+    free(self->threads);
+    self->threads = NULL;
+    free(self->jobs);
+    self->jobs = NULL;
+}
+
+void kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size, void *owned,
+                         kvt_disk_done_fn *done, void *arg)
+{
+    assert(self->job_free != KVT_NIL);
+    uint32_t j = self->job_free;
+    self->job_free = self->jobs[j].next;
+    self->jobs[j] = (kvt_djob_t){.ent = ent,
+                                 .gen = self->ents[ent].gen,
+                                 .src = src,
+                                 .size = size,
+                                 .owned = owned,
+                                 .done = done,
+                                 .arg = arg,
+                                 .next = KVT_NIL};
+    if (self->q_tail != KVT_NIL)
+        self->jobs[self->q_tail].next = j;
+    else
+        self->q_head = j;
+    self->q_tail = j;
+    self->busy++;
+    pthread_cond_signal(&self->work);
+}
+
+void kvt_disk_flush(kvt_disk_t *self)
+{
+    assert(self);
+    pthread_mutex_lock(&self->mu);
+    while (self->busy > 0)
+        pthread_cond_wait(&self->idle, &self->mu);
+    pthread_mutex_unlock(&self->mu);
+}
