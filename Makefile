@@ -1,11 +1,14 @@
 # Thin wrapper over CMake. The two commands of the quick start:
 #   make run    install what is missing, build, run `kvtier replay` on defaults
 #   make check  install what is missing, build, run the whole test suite
+# Also: make install [DESTDIR=…] [PREFIX=…] (libkvtier, headers, kvtier.pc, the
+# kvtier command), make mutants (tools/mutants.sh: the mutation check).
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all setup configure build run check format format-check clean
+.PHONY: all setup configure build run check install mutants format format-check clean
 
 all: build
 
@@ -24,6 +27,12 @@ run: configure
 
 check: setup
 	@tools/check.sh
+
+install: build
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+mutants: setup
+	@tools/mutants.sh
 
 format:
 	@git ls-files '*.c' '*.h' | xargs clang-format -i
