@@ -1,12 +1,12 @@
 /*  kvt_workload — see kvt_workload.h. */
 #include "kvt_workload.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kvt_trace_reader.h"
 
 // ------------------------------------------------------------- tokens ----
 
@@ -86,396 +86,42 @@ static int s_sort_by_arrival(kvt_workload_t *wl)
     return 0;
 }
 
-// --------------------------------------------------------- json lines ----
-
-typedef struct {
-    const char *p;   //  cursor
-    const char *end; //  end of the line
-    const char *err; //  first error
-    char field[48];  //  field the error is about
-} s_json_t;
-
-static void s_ws(s_json_t *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\r'))
-        j->p++;
-}
-
-static bool s_fail(s_json_t *j, const char *what)
-{
-    if (!j->err)
-        j->err = what;
-    return false;
-}
-
-static bool s_expect(s_json_t *j, char c)
-{
-    s_ws(j);
-    if (j->p >= j->end || *j->p != c)
-        return s_fail(j, c == ':' ? "expected ':'" : c == '{' ? "expected '{'" : "bad syntax");
-    j->p++;
-    return true;
-}
-
-//  Reads a JSON string (no unescaping needed for keys we know; escapes are
-//  skipped correctly) into buf (truncated).
-static int s_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-//  Reads a JSON string into buf (truncated), decoding its escapes; an
-//  escape JSON does not define is an error. A \u escape outside ASCII is
-//  kept as '?' (no key the reader knows is non-ASCII).
-static bool s_string(s_json_t *j, char *buf, size_t len)
-{
-    s_ws(j);
-    if (j->p >= j->end || *j->p != '"')
-        return s_fail(j, "expected a string");
-    j->p++;
-    size_t n = 0;
-    while (j->p < j->end && *j->p != '"') {
-        char c = *j->p++;
-        if ((unsigned char)c < 0x20)
-            return s_fail(j, "control character in a string");
-        if (c == '\\') {
-            if (j->p >= j->end)
-                break;
-            char e = *j->p++;
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                c = e;
-                break;
-            case 'b':
-                c = '\b';
-                break;
-            case 'f':
-                c = '\f';
-                break;
-            case 'n':
-                c = '\n';
-                break;
-            case 'r':
-                c = '\r';
-                break;
-            case 't':
-                c = '\t';
-                break;
-            case 'u': {
-                int v = 0;
-                for (int k = 0; k < 4; k++) {
-                    int h = j->p < j->end ? s_hex(*j->p) : -1;
-                    if (h < 0)
-                        return s_fail(j, "bad \\u escape in a string");
-                    v = v * 16 + h;
-                    j->p++;
-                }
-                c = v > 0 && v < 0x80 ? (char)v : '?';
-                break;
-            }
-            default:
-                return s_fail(j, "bad escape in a string");
-            }
-        }
-        if (n + 1 < len)
-            buf[n++] = c;
-    }
-    if (j->p >= j->end)
-        return s_fail(j, "unterminated string");
-    j->p++;
-    buf[n] = 0;
-    return true;
-}
-
-//  Reads a non-negative integer no larger than max. Accepts JSON numbers
-//  with an integral value only ("12", not "12.5" or "-1").
-static bool s_uint(s_json_t *j, uint64_t max, uint64_t *out)
-{
-    s_ws(j);
-    const char *start = j->p;
-    uint64_t v = 0;
-    bool any = false;
-    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-        uint64_t d = (uint64_t)(*j->p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return s_fail(j, "integer out of range");
-        v = v * 10 + d;
-        j->p++;
-        any = true;
-    }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E')) {
-        //  Allow an integral value written as 12.0.
-        char *endp;
-        errno = 0;
-        double d = strtod(start, &endp);
-        if (errno || endp > j->end || d < 0 || d >= 18446744073709551616.0 ||
-            d != (double)(uint64_t)d)
-            return s_fail(j, "expected a non-negative integer");
-        j->p = endp;
-        v = (uint64_t)d;
-        any = true;
-    }
-    if (!any)
-        return s_fail(j, start < j->end && *start == '-' ? "negative value"
-                                                         : "expected a non-negative integer");
-    if (v > max)
-        return s_fail(j, "integer out of range");
-    *out = v;
-    return true;
-}
-
-//  Skips any JSON value (for unknown keys), depth-limited.
-static bool s_skip(s_json_t *j, int depth)
-{
-    s_ws(j);
-    if (j->p >= j->end)
-        return s_fail(j, "expected a value");
-    if (depth > 32)
-        return s_fail(j, "nesting too deep");
-    char c = *j->p;
-    if (c == '"') {
-        char tmp[2];
-        return s_string(j, tmp, sizeof tmp);
-    }
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        j->p++;
-        s_ws(j);
-        if (j->p < j->end && *j->p == close) {
-            j->p++;
-            return true;
-        }
-        while (true) {
-            if (c == '{') {
-                char tmp[2];
-                if (!s_string(j, tmp, sizeof tmp) || !s_expect(j, ':'))
-                    return false;
-            }
-            if (!s_skip(j, depth + 1))
-                return false;
-            s_ws(j);
-            if (j->p < j->end && *j->p == ',') {
-                j->p++;
-                continue;
-            }
-            if (j->p < j->end && *j->p == close) {
-                j->p++;
-                return true;
-            }
-            return s_fail(j, "bad syntax in a nested value");
-        }
-    }
-    const char *start = j->p;
-    while (j->p < j->end && *j->p != ',' && *j->p != '}' && *j->p != ']' && *j->p != ' ')
-        j->p++;
-    size_t n = (size_t)(j->p - start);
-    if ((n == 4 && !memcmp(start, "true", 4)) || (n == 5 && !memcmp(start, "false", 5)) ||
-        (n == 4 && !memcmp(start, "null", 4)))
-        return true;
-    char *endp;
-    char tmp[64];
-    if (n == 0 || n >= sizeof tmp)
-        return s_fail(j, "bad value");
-    memcpy(tmp, start, n);
-    tmp[n] = 0;
-    strtod(tmp, &endp);
-    if (*endp)
-        return s_fail(j, "bad value");
-    return true;
-}
-
-//  Parses one trace line into r. On error fills j->err / j->field.
-static bool s_parse_line(s_json_t *j, kvt_wreq_t *r)
-{
-    bool have_ts = false, have_in = false, have_out = false, have_ids = false;
-    uint64_t ts = 0, in = 0, out = 0;
-    uint32_t *ids = NULL, nids = 0, cap = 0;
-    if (!s_expect(j, '{'))
-        goto fail;
-    s_ws(j);
-    if (j->p < j->end && *j->p == '}') {
-        j->p++;
-        goto check;
-    }
-    while (true) {
-        char key[48];
-        if (!s_string(j, key, sizeof key) || !s_expect(j, ':'))
-            goto fail;
-        snprintf(j->field, sizeof j->field, "%s", key);
-        bool dup = false;
-        if (!strcmp(key, "timestamp")) {
-            dup = have_ts;
-            have_ts = true;
-            if (!dup && !s_uint(j, KVT_WL_MAX_TIMESTAMP_MS, &ts))
-                goto fail;
-        } else if (!strcmp(key, "input_length")) {
-            dup = have_in;
-            have_in = true;
-            if (!dup && !s_uint(j, 1u << 20, &in))
-                goto fail;
-        } else if (!strcmp(key, "output_length")) {
-            dup = have_out;
-            have_out = true;
-            if (!dup && !s_uint(j, 1u << 20, &out))
-                goto fail;
-        } else if (!strcmp(key, "hash_ids")) {
-            dup = have_ids;
-            have_ids = true;
-            if (!dup) {
-                if (!s_expect(j, '['))
-                    goto fail;
-                s_ws(j);
-                if (j->p < j->end && *j->p == ']')
-                    j->p++;
-                else
-                    while (true) {
-                        uint64_t v;
-                        if (!s_uint(j, UINT32_MAX, &v))
-                            goto fail;
-                        if (nids == cap) {
-                            cap = cap ? cap * 2 : 32;
-                            if (cap > KVT_WL_MAX_IDS) {
-                                s_fail(j, "more than 2048 block ids (1 Mi tokens)");
-                                goto fail;
-                            }
-                            uint32_t *p = realloc(ids, cap * sizeof *ids);
-                            if (!p) {
-                                s_fail(j, "out of memory");
-                                goto fail;
-                            }
-                            ids = p;
-                        }
-                        ids[nids++] = (uint32_t)v;
-                        s_ws(j);
-                        if (j->p < j->end && *j->p == ',') {
-                            j->p++;
-                            continue;
-                        }
-                        if (!s_expect(j, ']'))
-                            goto fail;
-                        break;
-                    }
-            }
-        } else if (!s_skip(j, 0))
-            goto fail;
-        if (dup) {
-            s_fail(j, "duplicate key");
-            goto fail;
-        }
-        s_ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        if (!s_expect(j, '}'))
-            goto fail;
-        break;
-    }
-check:
-    s_ws(j);
-    if (j->p != j->end) {
-        j->field[0] = 0;
-        s_fail(j, "trailing characters after the object");
-        goto fail;
-    }
-    const char *missing = !have_ts    ? "timestamp"
-                          : !have_in  ? "input_length"
-                          : !have_out ? "output_length"
-                          : !have_ids ? "hash_ids"
-                                      : NULL;
-    if (missing) {
-        snprintf(j->field, sizeof j->field, "%s", missing);
-        s_fail(j, "missing");
-        goto fail;
-    }
-    if (in == 0) {
-        snprintf(j->field, sizeof j->field, "input_length");
-        s_fail(j, "must be at least 1");
-        goto fail;
-    }
-    if (nids != (in + KVT_WL_BLOCK_TOKENS - 1) / KVT_WL_BLOCK_TOKENS) {
-        snprintf(j->field, sizeof j->field, "hash_ids");
-        s_fail(j, "count does not match ceil(input_length / 512)");
-        goto fail;
-    }
-    r->arrival_us = ts * 1000;
-    r->input_len = (uint32_t)in;
-    r->output_len = out ? (uint32_t)out : 1;
-    r->ids = ids;
-    r->nids = nids;
-    return true;
-fail:
-    free(ids);
-    return false;
-}
+// ----------------------------------------------------------- mooncake ----
 
 kvt_workload_t *kvt_workload_mooncake(const char *path, uint32_t limit, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    kvt_trace_reader_t *rd = kvt_trace_reader_new(path, 0, err, errlen);
+    if (!rd)
         return NULL;
-    }
     kvt_workload_t *wl = calloc(1, sizeof *wl);
-    char *line = NULL;
-    size_t linecap = 0;
-    uint32_t cap = 0, lineno = 0;
+    uint32_t cap = 0;
     bool ok = wl != NULL;
-    ssize_t len;
-    while (ok && (limit == 0 || wl->n < limit) && (len = getline(&line, &linecap, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            len--;
-        s_json_t j = {.p = line, .end = line + len};
-        s_ws(&j);
-        if (j.p == j.end)
-            continue; //  blank line
-        if (memchr(line, 0, (size_t)len)) {
-            snprintf(err, errlen, "%s:%u: NUL byte in the line", path, lineno);
-            ok = false;
-            break;
-        }
+    if (!ok)
+        snprintf(err, errlen, "%s: out of memory", path);
+    while (ok && (limit == 0 || wl->n < limit)) {
         kvt_wreq_t r;
-        if (!s_parse_line(&j, &r)) {
-            if (j.field[0])
-                snprintf(err, errlen, "%s:%u: field '%s': %s", path, lineno, j.field, j.err);
-            else
-                snprintf(err, errlen, "%s:%u: %s", path, lineno, j.err);
-            ok = false;
+        int rc = kvt_trace_reader_next(rd, &r, err, errlen);
+        if (rc <= 0) {
+            ok = rc == 0;
             break;
         }
         if (s_push(wl, &cap, &r) != 0) {
             free(r.ids);
-            snprintf(err, errlen, "%s:%u: out of memory", path, lineno);
+            snprintf(err, errlen, "%s:%llu: out of memory", path,
+                     (unsigned long long)kvt_trace_reader_line(rd));
             ok = false;
         }
     }
-    if (ok && ferror(f)) {
-        snprintf(err, errlen, "%s: read error", path);
-        ok = false;
-    }
+    kvt_trace_reader_destroy(&rd);
     if (ok && wl->n == 0) {
         snprintf(err, errlen, "%s: no requests in the trace", path);
         ok = false;
     }
-    free(line);
-    fclose(f);
-    if (!ok) {
-        if (!wl)
-            snprintf(err, errlen, "%s: out of memory", path);
-        kvt_workload_destroy(&wl);
-        return NULL;
-    }
-    if (s_sort_by_arrival(wl) != 0) {
+    if (ok && s_sort_by_arrival(wl) != 0) {
         snprintf(err, errlen, "%s: out of memory", path);
+        ok = false;
+    }
+    if (!ok) {
         kvt_workload_destroy(&wl);
         return NULL;
     }

@@ -5,13 +5,14 @@
     where an id names a block *and every block before it* (a prefix id), so
     two requests whose first k ids agree share their first k × 512 tokens.
 
-    * kvt_workload_mooncake reads a Mooncake jsonl trace: one object per line
-      with `timestamp` (ms, integer ≥ 0), `input_length` (≥ 1),
-      `output_length` (≥ 0; 0 means a prefill-only request, which still
-      produces its first token) and `hash_ids` (integers ≥ 0, exactly
-      ceil (input_length / 512) of them). Unknown keys are ignored. Any other
-      deviation is an error naming the line and the field; nothing is
-      half-loaded. Requests are replayed in timestamp order (a stable sort).
+    * kvt_workload_mooncake reads a Mooncake jsonl trace through
+      kvt_trace_reader (strict JSON, one object per line, a line bound):
+      `timestamp` (ms, integer ≥ 0), `input_length` (≥ 1), `output_length`
+      (≥ 0; 0 means a prefill-only request, which still produces its first
+      token) and `hash_ids` (integers ≥ 0, exactly ceil (input_length / 512)
+      of them). Unknown keys are ignored. Any other deviation is an error
+      naming the line and the field; nothing is half-loaded. Requests are
+      replayed in timestamp order (a stable sort).
     * kvt_workload_synthetic generates seeded multi-turn sessions that share
       a system prompt: each turn's prompt is the previous turn's prompt (up
       to its last full block) plus new blocks, so prefixes repeat the way
@@ -45,8 +46,9 @@ typedef struct {
     char source[256];      //  "mooncake:PATH" or "synthetic:..."
 } kvt_workload_t;
 
-//  Reads up to `limit` requests (0 = all) from a Mooncake jsonl trace. NULL
-//  on error, with "PATH:LINE: field 'x': what was wrong" in err.
+//  Reads up to `limit` requests (0 = all) from a Mooncake jsonl trace, under
+//  the default line bound (KVT_TRACE_MAX_LINE). NULL on error, with
+//  "PATH:LINE: field 'x': what was wrong" in err.
 kvt_workload_t *kvt_workload_mooncake(const char *path, uint32_t limit, char *err, size_t errlen);
 
 typedef struct {
