@@ -702,3 +702,50 @@ Test(sched, a_plan_stays_within_one_message)
     cr_assert_gt(st.plan_deferred, 0);
     kvt_sched_destroy(&r.s);
 }
+
+//  S3 end to end: one failed chunk save sends the frontier back to that
+//  chunk, so the re-emitted save (a new attempt) covers exactly the failed
+//  key again, and once it succeeds every chunk is stored.
+Test(sched, rule_S3_a_failed_save_is_saved_again_from_the_failed_chunk)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 200, 1, 80);
+    kvt_hash_t failed = {0, 0};
+    uint32_t failed_attempt = 0;
+    bool failed_once = false, resaved = false;
+    for (uint32_t i = 0; i < 400; i++) {
+        int rc = rig_step(&r);
+        for (uint32_t k = 0; k < r.npending; k++) {
+            kvt_verdict_t *v = &r.pending[k];
+            if (v->chan != KVT_CHAN_SAVE)
+                continue;
+            if (!failed_once) {
+                v->ok = false;
+                v->detail = KVT_DETAIL_NO_SPACE;
+                failed = v->key;
+                failed_attempt = v->attempt;
+                failed_once = true;
+            } else if (kvt_hash_eq(v->key, failed)) {
+                cr_assert_gt(v->attempt, failed_attempt, "the re-emit carries a new attempt");
+                resaved = true;
+            }
+        }
+        rig_deliver(&r);
+        rig_audit(&r);
+        if (rc == 0 && r.plan.idle)
+            break;
+    }
+    cr_assert(failed_once);
+    cr_assert(resaved, "the failed chunk was never saved again");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.saves_failed, 1);
+    cr_assert_eq(st.saves_reemitted, 1);
+    cr_assert_eq(st.saves_stopped, 0);
+    //  200 prompt + 80 decoded tokens: chunks [0, 256) of 64 tokens, each
+    //  stored once (the failed one by its re-emit).
+    cr_assert_eq(st.saves_ok, 4, "saves_ok %llu", (unsigned long long)st.saves_ok);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
