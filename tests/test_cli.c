@@ -61,6 +61,10 @@ Test(cli, bad_flags_and_values_exit_2_naming_them)
     s_bad("replay --no-such-flag 1", "--no-such-flag");
     s_bad("replay --disk-dir /tmp/x --cpu-pool 0", "disk-dir");
     s_bad("replay --disk-write sometimes", "--disk-write");
+    s_bad("replay --fault corrupt-resume=0", "--fault");
+    s_bad("replay --fault corrupt-resume=", "--fault");
+    s_bad("replay --fault corrupt-resume=3x", "--fault");
+    s_bad("replay --fault flip-a-coin=1", "--fault");
     s_bad("replay --trace /nonexistent/trace.jsonl", "/nonexistent/trace.jsonl");
     s_bad("bench", "gather");
     s_bad("bench teleport", "teleport");
@@ -126,6 +130,43 @@ Test(cli, replay_writes_the_json_report_and_summary, .timeout = 120)
                             "\"counters\""};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         cr_assert(strstr(buf, fields[i]) != NULL, "JSON lacks %s", fields[i]);
+}
+
+static int s_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+//  Copies s without blanks, so a JSON check does not depend on the layout.
+static void s_squeeze(const char *s, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; *s && n + 1 < size; s++)
+        if (*s != ' ' && *s != '\n' && *s != '\t' && *s != '\r')
+            out[n++] = *s;
+    out[n] = 0;
+}
+
+Test(cli, corrupted_restore_exits_1_reporting_one_wrong_resume, .timeout = 60)
+{
+    char json[64], args[256];
+    snprintf(json, sizeof json, "/tmp/kvt-cli-%d-fault.json", (int)getpid());
+    snprintf(args, sizeof args,
+             "replay --limit 160 --hbm-pool 2MiB --cpu-pool 32MiB --fault corrupt-resume=3 "
+             "--log-level 0 --json %s",
+             json);
+    cr_assert_eq(s_run(args), 1, "a wrong resume exits 1: %s", s_err);
+    cr_assert(strstr(s_out, "wrong resumes 1\n") != NULL, "%s", s_out);
+    cr_assert(strstr(s_err, "FAILED: 1 wrong resumes") != NULL, "%s", s_err);
+    cr_assert(strstr(s_err, "WRONG RESUME: request") != NULL, "%s", s_err);
+    cr_assert_eq(s_count(s_err, "FAILED: "), 1, "the wrong resume is the only failure: %s", s_err);
+    static char buf[65536], flat[65536];
+    s_slurp(json, buf, sizeof buf);
+    s_squeeze(buf, flat, sizeof flat);
+    cr_assert(strstr(flat, "\"wrong_resumes\":1,") != NULL, "JSON: %s", buf);
 }
 
 Test(cli, recorded_trace_is_readable_by_inspect, .timeout = 60)

@@ -26,6 +26,7 @@ static void s_assert_clean(const kvt_replay_report_t *r)
     cr_assert_eq(r->engine.finished + r->engine.rejected, r->engine.requests);
     cr_assert_eq(r->runtime_errors, 0, "runtime errors (see rt.* counters)");
     cr_assert_eq(kvt_replay_counter(r, NULL, "runner.blocks_wrong"), 0);
+    cr_assert(!r->failed, "the run failed: %s", r->failures);
 }
 
 static void s_small(kvt_replay_cfg_t *c)
@@ -83,6 +84,49 @@ Test(replay, sim_same_seed_same_trace_hash, .timeout = 180)
     c.seed = 2;
     kvt_replay_report_t *r = s_run(&c);
     cr_assert_neq(r->trace_hash, h[0]);
+    kvt_replay_report_clear(r);
+    free(r);
+}
+
+//  The testing fault flips one restored byte of the third resumed request on
+//  rank 0 before the runner checks it: the oracle must catch exactly that one.
+static void s_assert_one_wrong_resume(const kvt_replay_report_t *r)
+{
+    cr_assert_eq(kvt_replay_counter(r, "runner.0", "runner.faults_injected"), 1);
+    cr_assert_eq(kvt_replay_counter(r, NULL, "runner.faults_injected"), 1);
+    cr_assert_eq(r->engine.wrong_resumes, 1);
+    cr_assert_eq(kvt_replay_counter(r, "runner.0", "runner.blocks_wrong"), 1);
+    cr_assert_eq(kvt_replay_counter(r, NULL, "runner.blocks_wrong"), 1);
+    cr_assert(r->failed, "a wrong resume fails the run");
+    cr_assert(strstr(r->failures, "1 wrong resumes") != NULL, "%s", r->failures);
+    //  Nothing else went wrong.
+    cr_assert(r->quiescent, "not quiescent: %s", r->problem);
+    cr_assert_eq(r->engine.finished + r->engine.rejected, r->engine.requests);
+    cr_assert_eq(r->runtime_errors, 0);
+    cr_assert_eq(r->engine.steps_failed, 0);
+}
+
+Test(replay, corrupted_restore_is_exactly_one_wrong_resume_and_fails_the_run, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.fault_corrupt_resume = 3;
+    kvt_replay_report_t *r = s_run(&c);
+    s_assert_one_wrong_resume(r);
+    kvt_replay_report_clear(r);
+    free(r);
+    c.driver = KVT_DRIVER_LIVE;
+    r = s_run(&c);
+    s_assert_one_wrong_resume(r);
+    kvt_replay_report_clear(r);
+    free(r);
+    //  A fault past the last resume never fires: the run passes.
+    c.driver = KVT_DRIVER_SIM;
+    c.limit = 20;
+    c.fault_corrupt_resume = 100000;
+    r = s_run(&c);
+    s_assert_clean(r);
+    cr_assert_eq(kvt_replay_counter(r, NULL, "runner.faults_injected"), 0);
     kvt_replay_report_clear(r);
     free(r);
 }

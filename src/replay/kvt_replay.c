@@ -1,6 +1,7 @@
 /*  kvt_replay — see kvt_replay.h. */
 #include "kvt_replay.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,39 @@ static void s_check_quiescent(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_rep
     }
 }
 
+//  Appends one reason the run failed.
+static void s_fail(kvt_replay_report_t *rep, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void s_fail(kvt_replay_report_t *rep, const char *fmt, ...)
+{
+    size_t used = strlen(rep->failures);
+    if (used + 1 >= sizeof rep->failures)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rep->failures + used, sizeof rep->failures - used - 1, fmt, ap);
+    va_end(ap);
+    strcat(rep->failures, "\n");
+    rep->failed = true;
+}
+
+//  Whether the run passed; every reason it did not goes into failures.
+static void s_judge(kvt_replay_report_t *rep)
+{
+    const kvt_sim_engine_result_t *e = &rep->engine;
+    if (e->wrong_resumes > 0)
+        s_fail(rep, "%llu wrong resumes", (unsigned long long)e->wrong_resumes);
+    if (!rep->quiescent)
+        s_fail(rep, "%s", rep->problem);
+    if (e->finished + e->rejected != e->requests)
+        s_fail(rep, "%llu of %llu requests ended", (unsigned long long)(e->finished + e->rejected),
+               (unsigned long long)e->requests);
+    if (rep->runtime_errors > 0 || e->steps_failed > 0)
+        s_fail(rep, "%llu runtime errors, %llu failed steps (see the rt.* and runner.* counters)",
+               (unsigned long long)rep->runtime_errors, (unsigned long long)e->steps_failed);
+}
+
 //  Appends every actor's runtime counters (rt.*) to the report, so a lost
 //  or undecodable message shows up in it.
 static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
@@ -409,6 +443,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         ra->layers = cfg->layers;
         ra->engine = "engine";
         ra->worker = run->names[2 * r + 1];
+        ra->corrupt_resume = r == 0 ? cfg->fault_corrupt_resume : 0;
         kvt_worker_args_t *wa = &run->worker[r];
         wa->rank = r;
         wa->gpu = run->gpu[r];
@@ -455,6 +490,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     rep->saves_ok = kvt_replay_counter(rep, "scheduler", "sched.saves_ok");
     rep->saves_failed = kvt_replay_counter(rep, "scheduler", "sched.saves_failed");
     s_check_quiescent(run, cfg, rep);
+    s_judge(rep);
     s_run_free(run, cfg->tp);
     return 0;
 fail:

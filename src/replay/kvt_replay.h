@@ -36,6 +36,8 @@ typedef struct {
     uint64_t sim_lat_ns;      //  SIM copy latency (default 5000)
     const char *record;       //  SIM: record every delivery to this file (NULL = no)
     int log_level;            //  0..3 (default 1)
+    uint32_t fault_corrupt_resume; //  testing fault: rank 0 flips one restored byte of the
+                                   //  Nth resumed request before its check (0 = off)
 } kvt_replay_cfg_t;
 
 typedef struct {
@@ -54,6 +56,9 @@ typedef struct {
     uint64_t runtime_errors;        //  send / decode / unhandled / handler errors over all actors
     bool quiescent;                 //  nothing was left outstanding at the end
     char problem[512];              //  the first thing found wrong at the end ("" if none)
+    bool failed;                    //  the run failed: wrong resumes, not quiescent, requests
+                                    //  that never ended, runtime errors or failed steps
+    char failures[1024];            //  why, one reason per line ("" when it passed)
 } kvt_replay_report_t;
 
 //  Fills *cfg with the defaults.
@@ -63,8 +68,9 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg);
 //  setting in err.
 int kvt_replay_validate(const kvt_replay_cfg_t *cfg, char *err, size_t errlen);
 
-//  Runs a replay. Returns 0 when it ran to the end (check the report for
-//  wrong resumes and quiescence), -1 when it could not be set up (err says
+//  Runs a replay. Returns 0 when it ran to the end (report->failed says
+//  whether it passed: no wrong resume, quiescent, every request ended, no
+//  runtime error or failed step), -1 when it could not be set up (err says
 //  why: a bad trace, a bad setting, out of memory).
 int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *report, char *err,
                    size_t errlen);

@@ -19,17 +19,31 @@ typedef struct {
     uint64_t blocks_wrong;    //  counter: restored blocks whose bytes were wrong
     uint64_t steps;           //  counter: steps run
     uint64_t steps_failed;    //  counter: steps that could not run
+    uint64_t resumes;         //  resumed entries seen in steps that ran
+    uint64_t faults;          //  counter: testing faults injected
 } s_runner_t;
 
-//  Checks one block against the oracle; false on any wrong byte.
-static bool s_verify_block(s_runner_t *self, uint32_t block, kvt_hash_t hash)
+//  Where a restored block's bytes first differ from the oracle's.
+typedef struct {
+    uint32_t block; //  device block
+    uint32_t plane; //  plane
+    uint32_t layer; //  layer
+    size_t offset;  //  first wrong byte in the block's bytes of (plane, layer)
+} s_where_t;
+
+//  Checks one block against the oracle; false on any wrong byte (or a
+//  block the device does not have), with where the first one is.
+static bool s_verify_block(s_runner_t *self, uint32_t block, kvt_hash_t hash, s_where_t *where)
 {
     for (uint32_t p = 0; p < self->a.planes; p++)
         for (uint32_t l = 0; l < self->a.layers; l++) {
             const void *ptr = kvt_gpu_plane_ptr(self->a.gpu, p, l, block);
-            if (!ptr ||
-                !kvt_oracle_check(ptr, self->a.plane_block_bytes[p], hash, l, p, self->a.rank))
+            size_t n = self->a.plane_block_bytes[p];
+            size_t at = ptr ? kvt_oracle_mismatch(ptr, n, hash, l, p, self->a.rank) : 0;
+            if (!ptr || at < n) {
+                *where = (s_where_t){block, p, l, at};
                 return false;
+            }
         }
     return true;
 }
@@ -44,6 +58,19 @@ static bool s_write_block(s_runner_t *self, uint32_t block, kvt_hash_t hash)
             kvt_oracle_fill(ptr, self->a.plane_block_bytes[p], hash, l, p, self->a.rank);
         }
     return true;
+}
+
+//  The testing fault: flips one byte of a restored block (see the header).
+static uint8_t *s_corrupt(s_runner_t *self, uint32_t block)
+{
+    uint32_t p = self->a.planes - 1;
+    uint8_t *ptr = kvt_gpu_plane_ptr(self->a.gpu, p, self->a.layers - 1, block);
+    if (!ptr)
+        return NULL;
+    ptr += self->a.plane_block_bytes[p] / 2;
+    *ptr ^= 0x01;
+    self->faults++;
+    return ptr;
 }
 
 static void s_forward(kvt_ctx_t *ctx, s_runner_t *self, kvt_msg_kind_t kind,
@@ -108,15 +135,23 @@ static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
         if (en->verify_end > 0) {
             //  The oracle check: every restored block, before the forward.
             bool good = true;
+            s_where_t where = {0, 0, 0, 0}, here;
             uint32_t nverify = en->verify_end / bs;
+            uint8_t *flipped = NULL;
+            if (++self->resumes == self->a.corrupt_resume && nverify > 0)
+                flipped = s_corrupt(self, en->blocks[nverify - 1]);
             for (uint32_t b = 0; b < nverify; b++) {
                 verified++;
-                if (kvt_hash_is_zero(en->hashes[b]) ||
-                    !s_verify_block(self, en->blocks[b], en->hashes[b])) {
+                bool zero = kvt_hash_is_zero(en->hashes[b]);
+                if (zero || !s_verify_block(self, en->blocks[b], en->hashes[b], &here)) {
+                    if (good)
+                        where = zero ? (s_where_t){en->blocks[b], 0, 0, 0} : here;
                     good = false;
                     self->blocks_wrong++;
                 }
             }
+            if (flipped)
+                *flipped ^= 0x01;
             if (!good) {
                 if (nwrong == self->wrong_cap) {
                     uint32_t cap = self->wrong_cap ? self->wrong_cap * 2 : 16;
@@ -130,8 +165,10 @@ static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
                     self->wrong[nwrong++] = en->op.req;
                 kvt_ctx_log(ctx, 0,
                             "WRONG RESUME: request %llu has restored bytes that differ "
-                            "from a recompute",
-                            (unsigned long long)en->op.req);
+                            "from a recompute (rank %u, first at block %u plane %u layer %u "
+                            "byte %zu)",
+                            (unsigned long long)en->op.req, self->a.rank, where.block, where.plane,
+                            where.layer, where.offset);
             }
         }
         //  The forward: blocks that become full in this step get their bytes.
@@ -174,13 +211,14 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     s_runner_t *self = selfp;
     if (!msg->u.stats.request)
         return 0;
-    kvt_counter_t c[5];
+    kvt_counter_t c[6];
     uint32_t n = 0;
-    kvt_counter_add(c, &n, 5, "runner.steps", self->steps);
-    kvt_counter_add(c, &n, 5, "runner.steps_failed", self->steps_failed);
-    kvt_counter_add(c, &n, 5, "runner.blocks_written", self->blocks_written);
-    kvt_counter_add(c, &n, 5, "runner.blocks_verified", self->blocks_verified);
-    kvt_counter_add(c, &n, 5, "runner.blocks_wrong", self->blocks_wrong);
+    kvt_counter_add(c, &n, 6, "runner.steps", self->steps);
+    kvt_counter_add(c, &n, 6, "runner.steps_failed", self->steps_failed);
+    kvt_counter_add(c, &n, 6, "runner.blocks_written", self->blocks_written);
+    kvt_counter_add(c, &n, 6, "runner.blocks_verified", self->blocks_verified);
+    kvt_counter_add(c, &n, 6, "runner.blocks_wrong", self->blocks_wrong);
+    kvt_counter_add(c, &n, 6, "runner.faults_injected", self->faults);
     return kvt_counters_reply(ctx, from, c, n);
 }
 

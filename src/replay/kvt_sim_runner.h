@@ -9,6 +9,13 @@
     steps); and answers StepDone with the blocks it wrote and verified and
     the requests whose restored bytes were wrong.
 
+    Testing fault (corrupt_resume = N > 0): on the runner that has it, after
+    the Nth resumed entry's restore landed and before that entry is checked,
+    one byte of its last restored block (last plane, last layer, middle byte)
+    is flipped; the byte is flipped back after the check, so exactly one
+    request sees wrong bytes. It proves the check: the replay must then
+    report exactly one wrong resume.
+
     The forward writes device memory directly (the host backend's plane
     pointers), so the replay runs on the host backend; on a device whose
     memory is not host-addressable the runner refuses to start. */
@@ -32,6 +39,7 @@ typedef struct {
     size_t plane_block_bytes[KVT_RUNNER_MAX_PLANES]; //  bytes of one block in one layer, per plane
     const char *engine;                              //  name of the engine actor
     const char *worker;                              //  name of this rank's worker actor
+    uint32_t corrupt_resume; //  testing fault: corrupt the Nth resume (0 = off)
 } kvt_sim_runner_args_t;
 
 //  The actor class.
