@@ -1,6 +1,7 @@
 /*  The `kvtier` command: exit codes, error messages naming the bad flag,
     and that every subcommand runs and writes what it promises. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,53 @@ Test(cli, corrupted_restore_exits_1_reporting_one_wrong_resume, .timeout = 60)
     s_slurp(json, buf, sizeof buf);
     s_squeeze(buf, flat, sizeof flat);
     cr_assert(strstr(flat, "\"wrong_resumes\":1,") != NULL, "JSON: %s", buf);
+}
+
+//  The SIM trace hash of the last run: from the summary, checked against the
+//  JSON report. 0 when the summary has none.
+static uint64_t s_trace_hash(const char *json)
+{
+    const char *at = strstr(s_out, "trace hash");
+    unsigned long long h = 0;
+    cr_assert(at && sscanf(at, "trace hash %16llx", &h) == 1, "no trace hash in: %s", s_out);
+    static char buf[65536], flat[65536], want[64];
+    s_slurp(json, buf, sizeof buf);
+    s_squeeze(buf, flat, sizeof flat);
+    snprintf(want, sizeof want, "\"trace_hash\":\"%016llx\"", h);
+    cr_assert(strstr(flat, want) != NULL, "JSON lacks %s: %s", want, buf);
+    return h;
+}
+
+//  Each run is its own process: nothing of the process (its id, addresses,
+//  the time) may reach the SIM driver or the actors.
+Test(cli, same_seed_in_two_processes_gives_one_trace_hash_two_seeds_two, .timeout = 60)
+{
+    char trace[64], json[64], args[512];
+    snprintf(trace, sizeof trace, "/tmp/kvt-cli-%d-det.jsonl", (int)getpid());
+    snprintf(json, sizeof json, "/tmp/kvt-cli-%d-det.json", (int)getpid());
+    //  One workload for every run (a trace, so the seed changes only the
+    //  driver): 40 requests of 5 sessions sharing a 2-block prefix.
+    FILE *f = fopen(trace, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 40; i++)
+        fprintf(f,
+                "{\"timestamp\":%d,\"input_length\":1736,\"output_length\":20,"
+                "\"hash_ids\":[1,2,%d,%d]}\n",
+                i * 200, 100 + i % 5, 1000 + i);
+    fclose(f);
+    uint64_t h[3];
+    for (int run = 0; run < 3; run++) {
+        snprintf(args, sizeof args,
+                 "replay --trace %s --seed %d --hbm-pool 2MiB --cpu-pool 32MiB --log-level 0 "
+                 "--json %s",
+                 trace, run < 2 ? 7 : 8, json);
+        cr_assert_eq(s_run(args), 0, "%s", s_err);
+        h[run] = s_trace_hash(json);
+    }
+    unlink(trace);
+    cr_assert_eq(h[0], h[1], "seed 7 in two processes: %016llx and %016llx",
+                 (unsigned long long)h[0], (unsigned long long)h[1]);
+    cr_assert_neq(h[0], h[2], "seeds 7 and 8 on one workload give one hash");
 }
 
 Test(cli, recorded_trace_is_readable_by_inspect, .timeout = 60)

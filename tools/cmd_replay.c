@@ -3,6 +3,9 @@
     saves and wrong resumes (which fail the run). */
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,92 +44,205 @@ static void s_usage(FILE *out)
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
-//  A JSON string literal (the workload names a path, which may hold any byte).
-static void s_json_string(FILE *f, const char *s)
+//  The report is built as a jansson tree. Its strings are bytes (the
+//  workload names a trace path, which may hold any byte) but JSON strings
+//  are UTF-8: a value that is not valid UTF-8 is written with each invalid
+//  byte replaced by U+FFFD, and a sibling field `<key>_hex` holds every byte
+//  of the original in lowercase hex (lossless). Object keys (actor and
+//  counter names) get the replacement only. See docs/metrics.md.
+
+//  Length of the valid UTF-8 sequence at s (at most n bytes), 0 if none:
+//  no overlong forms, no surrogates, nothing above U+10FFFF.
+static size_t s_utf8_seq(const unsigned char *s, size_t n)
 {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
+    unsigned c = s[0];
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
 }
 
-//  Counters grouped by actor, actors in the order they first reported.
-static void s_json_counters(FILE *f, const kvt_replay_report_t *r)
+//  A UTF-8 copy of s, invalid bytes replaced by U+FFFD; *lossy tells
+//  whether any was. NULL when out of memory.
+static char *s_utf8_copy(const char *s, bool *lossy)
 {
-    fprintf(f, "  \"counters\": {");
-    const kvt_sim_engine_counter_t *cs = r->engine.counters;
-    uint32_t n = r->engine.ncounters;
-    bool first_actor = true;
-    for (uint32_t i = 0; i < n; i++) {
-        bool seen = false;
-        for (uint32_t k = 0; k < i && !seen; k++)
-            seen = strcmp(cs[k].actor, cs[i].actor) == 0;
-        if (seen)
-            continue;
-        fprintf(f, "%s\n    \"%s\": {", first_actor ? "" : ",", cs[i].actor);
-        first_actor = false;
-        bool first = true;
-        for (uint32_t k = i; k < n; k++) {
-            if (strcmp(cs[k].actor, cs[i].actor) != 0)
-                continue;
-            fprintf(f, "%s\n      \"%s\": %" PRIu64, first ? "" : ",", cs[k].c.name, cs[k].c.value);
-            first = false;
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, o = 0;
+    *lossy = false;
+    while (i < n) {
+        size_t len = s_utf8_seq(p + i, n - i);
+        if (len) {
+            memcpy(out + o, p + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+            *lossy = true;
         }
-        fprintf(f, "\n    }");
     }
-    fprintf(f, "%s}", first_actor ? "" : "\n  ");
+    out[o] = 0;
+    return out;
+}
+
+//  obj[key] = the string s (and obj[key_hex] when s is not valid UTF-8).
+static int s_set_text(json_t *obj, const char *key, const char *s)
+{
+    bool lossy;
+    char *u = s_utf8_copy(s, &lossy);
+    if (!u)
+        return -1;
+    int rc = json_object_set_new(obj, key, json_string(u));
+    free(u);
+    if (rc == 0 && lossy) {
+        size_t n = strlen(s);
+        char *hex = malloc(2 * n + 1);
+        char hkey[64];
+        snprintf(hkey, sizeof hkey, "%s_hex", key);
+        for (size_t i = 0; hex && i < n; i++)
+            snprintf(hex + 2 * i, 3, "%02x", (unsigned char)s[i]);
+        if (hex)
+            hex[2 * n] = 0;
+        rc = hex ? json_object_set_new(obj, hkey, json_string(hex)) : -1;
+        free(hex);
+    }
+    return rc;
+}
+
+//  The object obj[name] (created), for a name that may not be UTF-8.
+static json_t *s_child(json_t *obj, const char *name)
+{
+    bool lossy;
+    char *key = s_utf8_copy(name, &lossy);
+    if (!key)
+        return NULL;
+    json_t *child = json_object_get(obj, key);
+    if (!child && json_object_set_new(obj, key, json_object()) == 0)
+        child = json_object_get(obj, key);
+    free(key);
+    return child;
+}
+
+//  A u64 as a JSON integer; above jansson's range (2^63 - 1) as a string of
+//  its decimal digits, so no count or seed is rounded.
+static json_t *s_u64(uint64_t v)
+{
+    if (v <= INT64_MAX)
+        return json_integer((json_int_t)v);
+    char buf[24];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    return json_string(buf);
+}
+
+//  A real rounded to `decimals` places (the report's precision).
+static json_t *s_real(double v, int decimals)
+{
+    double scale = pow(10, decimals);
+    return json_real(round(v * scale) / scale);
+}
+
+//  Builds the report tree; NULL when out of memory.
+static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
+{
+    const kvt_sim_engine_result_t *e = &r->engine;
+    json_t *root = json_object();
+    json_t *hits = json_object();
+    json_t *loads = json_object();
+    json_t *saves = json_object();
+    json_t *ttft = json_object();
+    json_t *counters = json_object();
+    int rc = root && hits && loads && saves && ttft && counters ? 0 : -1;
+    rc |= s_set_text(root, "workload", r->source);
+    rc |= json_object_set_new(root, "requests", s_u64(e->requests));
+    rc |= json_object_set_new(root, "finished", s_u64(e->finished));
+    rc |= json_object_set_new(root, "rejected", s_u64(e->rejected));
+    rc |= json_object_set_new(root, "input_tokens", s_u64(e->input_tokens));
+    rc |= json_object_set_new(hits, "hbm", s_u64(e->hbm_hit_tokens));
+    rc |= json_object_set_new(hits, "cpu", s_u64(r->hit_cpu_tokens));
+    if (cfg->disk_dir)
+        rc |= json_object_set_new(hits, "disk", s_u64(r->hit_disk_tokens));
+    rc |= json_object_set(root, "hit_tokens", hits);
+    rc |= json_object_set_new(root, "recomputed_tokens", s_u64(r->recomputed_tokens));
+    rc |= json_object_set_new(root, "recomputed_share", s_real(r->recomputed_share, 6));
+    rc |= json_object_set_new(root, "wrong_resumes", s_u64(e->wrong_resumes));
+    rc |= json_object_set_new(loads, "completed", s_u64(e->loads_ok));
+    rc |= json_object_set_new(loads, "failed", s_u64(e->loads_failed));
+    rc |= json_object_set(root, "loads", loads);
+    rc |= json_object_set_new(saves, "completed", s_u64(r->saves_ok));
+    rc |= json_object_set_new(saves, "failed", s_u64(r->saves_failed));
+    rc |= json_object_set(root, "saves", saves);
+    rc |= json_object_set_new(root, "driver",
+                              json_string(cfg->driver == KVT_DRIVER_SIM ? "sim" : "live"));
+    rc |= json_object_set_new(root, "seed", s_u64(cfg->seed));
+    if (cfg->driver == KVT_DRIVER_SIM) {
+        char hash[24];
+        snprintf(hash, sizeof hash, "%016" PRIx64, r->trace_hash);
+        rc |= json_object_set_new(root, "trace_hash", json_string(hash));
+    }
+    rc |= json_object_set_new(root, "wall_s", s_real(r->wall_s, 3));
+    rc |= json_object_set_new(root, "tp", json_integer(cfg->tp));
+    rc |= json_object_set_new(root, "hbm_pool_bytes", s_u64(cfg->hbm_pool_bytes));
+    rc |= json_object_set_new(root, "cpu_pool_bytes", s_u64(cfg->cpu_pool_bytes));
+    rc |= json_object_set_new(root, "steps", s_u64(e->steps));
+    rc |= json_object_set_new(root, "model_time_s", s_real((double)e->model_time_us / 1e6, 3));
+    rc |= json_object_set_new(ttft, "p50", s_real(e->ttft_p50_ms, 2));
+    rc |= json_object_set_new(ttft, "p90", s_real(e->ttft_p90_ms, 2));
+    rc |= json_object_set_new(ttft, "p99", s_real(e->ttft_p99_ms, 2));
+    rc |= json_object_set(root, "ttft_ms", ttft);
+    rc |= json_object_set_new(root, "quiescent", json_boolean(r->quiescent));
+    //  Counters grouped by actor, actors in the order they first reported.
+    for (uint32_t i = 0; rc == 0 && i < e->ncounters; i++) {
+        const kvt_sim_engine_counter_t *c = &e->counters[i];
+        json_t *actor = s_child(counters, c->actor);
+        bool lossy;
+        char *name = s_utf8_copy(c->c.name, &lossy);
+        rc |= actor && name ? json_object_set_new(actor, name, s_u64(c->c.value)) : -1;
+        free(name);
+    }
+    rc |= json_object_set(root, "counters", counters);
+    json_decref(hits);
+    json_decref(loads);
+    json_decref(saves);
+    json_decref(ttft);
+    json_decref(counters);
+    if (rc != 0)
+        json_decref(root);
+    return rc == 0 ? root : NULL;
 }
 
 static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
 {
+    json_t *root = s_report_json(cfg, r);
+    if (!root) {
+        fprintf(stderr, "kvtier replay: --json: out of memory\n");
+        return -1;
+    }
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "kvtier replay: --json: cannot write %s: %s\n", path, strerror(errno));
+        json_decref(root);
         return -1;
     }
-    const kvt_sim_engine_result_t *e = &r->engine;
-    fprintf(f, "{\n");
-    fprintf(f, "  \"workload\": ");
-    s_json_string(f, r->source);
-    fprintf(f, ",\n");
-    fprintf(f, "  \"requests\": %" PRIu64 ",\n", e->requests);
-    fprintf(f, "  \"finished\": %" PRIu64 ",\n", e->finished);
-    fprintf(f, "  \"rejected\": %" PRIu64 ",\n", e->rejected);
-    fprintf(f, "  \"input_tokens\": %" PRIu64 ",\n", e->input_tokens);
-    fprintf(f, "  \"hit_tokens\": {\"hbm\": %" PRIu64 ", \"cpu\": %" PRIu64, e->hbm_hit_tokens,
-            r->hit_cpu_tokens);
-    if (cfg->disk_dir)
-        fprintf(f, ", \"disk\": %" PRIu64, r->hit_disk_tokens);
-    fprintf(f, "},\n");
-    fprintf(f, "  \"recomputed_tokens\": %" PRIu64 ",\n", r->recomputed_tokens);
-    fprintf(f, "  \"recomputed_share\": %.6f,\n", r->recomputed_share);
-    fprintf(f, "  \"wrong_resumes\": %" PRIu64 ",\n", e->wrong_resumes);
-    fprintf(f, "  \"loads\": {\"completed\": %" PRIu64 ", \"failed\": %" PRIu64 "},\n", e->loads_ok,
-            e->loads_failed);
-    fprintf(f, "  \"saves\": {\"completed\": %" PRIu64 ", \"failed\": %" PRIu64 "},\n", r->saves_ok,
-            r->saves_failed);
-    fprintf(f, "  \"driver\": \"%s\",\n", cfg->driver == KVT_DRIVER_SIM ? "sim" : "live");
-    fprintf(f, "  \"seed\": %" PRIu64 ",\n", cfg->seed);
-    if (cfg->driver == KVT_DRIVER_SIM)
-        fprintf(f, "  \"trace_hash\": \"%016" PRIx64 "\",\n", r->trace_hash);
-    fprintf(f, "  \"wall_s\": %.3f,\n", r->wall_s);
-    fprintf(f, "  \"tp\": %u,\n", cfg->tp);
-    fprintf(f, "  \"hbm_pool_bytes\": %" PRIu64 ",\n", cfg->hbm_pool_bytes);
-    fprintf(f, "  \"cpu_pool_bytes\": %" PRIu64 ",\n", cfg->cpu_pool_bytes);
-    fprintf(f, "  \"steps\": %" PRIu64 ",\n", e->steps);
-    fprintf(f, "  \"model_time_s\": %.3f,\n", (double)e->model_time_us / 1e6);
-    fprintf(f, "  \"ttft_ms\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f},\n", e->ttft_p50_ms,
-            e->ttft_p90_ms, e->ttft_p99_ms);
-    fprintf(f, "  \"quiescent\": %s,\n", r->quiescent ? "true" : "false");
-    s_json_counters(f, r);
-    fprintf(f, "\n}\n");
-    if (fclose(f) != 0) {
+    int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    json_decref(root);
+    if (rc == 0 && fputc('\n', f) == EOF)
+        rc = -1;
+    if (fclose(f) != 0 || rc != 0) {
         fprintf(stderr, "kvtier replay: --json: cannot write %s\n", path);
         return -1;
     }
