@@ -5,10 +5,8 @@
     until cleared and shutdown ends them.
 
     Rule H2, a failed call is atomic for the caller: on the host backend a
-    refused call queues nothing (its buffer can be freed at once); the
-    device backends' segment-by-segment issue (kvt_gpu_copy_issue, private)
-    is driven with a fake runtime that refuses segment k: it settles the
-    stream before returning and fails the stream.
+    refused call queues nothing (its buffer can be freed at once). The
+    device backend's side of it is in test_gpu_devrt.c (a fake runtime).
 */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -16,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/kvt_gpu_int.h"
 #include "kvtier/kvt_gpu.h"
 
 static int s_modes[] = {KVT_GPU_HOST_LIVE, KVT_GPU_HOST_SIM};
@@ -221,145 +218,5 @@ ParameterizedTest(int *mode, faults, rule_H2_a_refused_call_queues_nothing_and_i
     cr_assert_eq(atomic_load(&ran), 0);
     kvt_gpu_stream_destroy(&a);
     kvt_gpu_stream_destroy(&b);
-    kvt_gpu_destroy(&d.gpu);
-}
-
-//  A fake device runtime for kvt_gpu_copy_issue.
-typedef struct {
-    uint32_t fail_at;          //  the segment it refuses (UINT32_MAX: none)
-    uint32_t issued;           //  segments queued
-    int settles;               //  settle calls
-    uint32_t issued_at_settle; //  segments queued when it was settled
-    int settle_rc;             //  what settle returns
-} fake_rt_t;
-
-static int s_fake_issue(void *ctx, void *dst, const void *src, size_t len)
-{
-    fake_rt_t *f = ctx;
-    (void)dst;
-    (void)src;
-    (void)len;
-    if (f->issued == f->fail_at)
-        return kvt_gpu_fail(KVT_GPU_EDEVICE, "fake: cudaErrorInvalidValue");
-    f->issued++;
-    return 0;
-}
-
-static int s_fake_settle(void *ctx)
-{
-    fake_rt_t *f = ctx;
-    f->settles++;
-    f->issued_at_settle = f->issued;
-    return f->settle_rc == 0 ? 0 : kvt_gpu_fail(f->settle_rc, "fake: cudaErrorLaunchFailure");
-}
-
-//  Five segments that cannot merge.
-static kvt_gpu_copy_t *s_five_segments(uint8_t *buf)
-{
-    kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc(KVT_GPU_D2H, 5);
-    cr_assert_not_null(copy);
-    for (int k = 0; k < 5; k++)
-        kvt_gpu_copy_push(copy, buf + 256 * k, buf + 2048 + 300 * k, 100);
-    cr_assert_eq(copy->count, 5);
-    return copy;
-}
-
-static int s_issue_with(kvt_gpu_stream_t *s, fake_rt_t *f, uint8_t *buf)
-{
-    kvt_gpu_copy_t *copy = s_five_segments(buf);
-    kvt_gpu_issuer_t io = {s_fake_issue, s_fake_settle, f};
-    int rc = kvt_gpu_copy_issue(s, copy, &io);
-    free(copy);
-    return rc;
-}
-
-Test(faults, rule_H2_a_copy_refused_at_its_first_segment_queued_nothing)
-{
-    dev_t d;
-    s_open(&d, KVT_GPU_HOST_LIVE);
-    kvt_gpu_stream_t *s = kvt_gpu_stream_new(d.gpu, "load");
-    fake_rt_t f = {.fail_at = 0};
-    cr_assert_eq(s_issue_with(s, &f, d.buf), KVT_GPU_EDEVICE);
-    cr_assert_eq(f.issued, 0);
-    cr_assert_eq(f.settles, 0, "nothing to wait for");
-    //  The stream stays usable.
-    const uint32_t blk[] = {1};
-    cr_assert_eq(kvt_gpu_gather(s, blk, 1, d.buf, 128), 0);
-    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0);
-    fake_rt_t ok = {.fail_at = UINT32_MAX};
-    cr_assert_eq(s_issue_with(s, &ok, d.buf), 0);
-    cr_assert_eq(ok.issued, 5);
-    cr_assert_eq(ok.settles, 0);
-    kvt_gpu_stream_destroy(&s);
-    kvt_gpu_destroy(&d.gpu);
-}
-
-Test(faults, rule_H2_a_copy_refused_part_way_settles_then_fails_the_stream)
-{
-    dev_t d;
-    s_open(&d, KVT_GPU_HOST_LIVE);
-    kvt_gpu_stream_t *s = kvt_gpu_stream_new(d.gpu, "load");
-    kvt_gpu_event_t *before = kvt_gpu_event_new(d.gpu);
-    kvt_gpu_event_t *ev = kvt_gpu_event_new(d.gpu);
-    cr_assert_eq(kvt_gpu_event_record(before, s), 0);
-    kvt_gpu_stats_t st0, st1;
-    kvt_gpu_stats(d.gpu, &st0);
-
-    fake_rt_t f = {.fail_at = 3};
-    cr_assert_eq(s_issue_with(s, &f, d.buf), KVT_GPU_EDEVICE);
-    cr_assert_eq(f.settles, 1, "settled before returning");
-    cr_assert_eq(f.issued_at_settle, 3, "after the 3 queued segments");
-    const char *err = kvt_gpu_last_error();
-    cr_assert(strstr(err, "segment 4 of 5") && strstr(err, "cudaErrorInvalidValue") &&
-                  strstr(err, "waited for the stream"),
-              "%s", err);
-
-    //  Every later call that queues on it, and query / synchronize, fail.
-    const uint32_t blk[] = {1};
-    cr_assert_eq(kvt_gpu_gather(s, blk, 1, d.buf, 128), KVT_GPU_EFAULT);
-    cr_assert(strstr(kvt_gpu_last_error(), "stream 'load' failed earlier (copy segment 4 of 5"),
-              "%s", kvt_gpu_last_error());
-    cr_assert_eq(kvt_gpu_scatter(s, blk, 1, d.buf, 128), KVT_GPU_EFAULT);
-    cr_assert_eq(kvt_gpu_state_copy(s, KVT_GPU_STATE_SLOTS, 0, KVT_GPU_STATE_SLOTS, 1),
-                 KVT_GPU_EINVAL, "bad arguments are still reported as such");
-    atomic_int ran = 0;
-    cr_assert_eq(kvt_gpu_launch_host_fn(s, s_set_flag, &ran, 0), KVT_GPU_EFAULT);
-    cr_assert_eq(kvt_gpu_event_record(ev, s), KVT_GPU_EFAULT);
-    cr_assert_eq(kvt_gpu_event_records(ev), 0);
-    cr_assert_eq(kvt_gpu_stream_wait_event(s, before), KVT_GPU_EFAULT);
-    cr_assert_eq(kvt_gpu_stream_query(s), KVT_GPU_EFAULT);
-    cr_assert_eq(kvt_gpu_stream_synchronize(s), KVT_GPU_EFAULT);
-    //  Work recorded before the failure is unaffected.
-    cr_assert_eq(kvt_gpu_event_synchronize(before), 0);
-    kvt_gpu_stats(d.gpu, &st1);
-    cr_assert_eq(st1.ops_queued, st0.ops_queued);
-    cr_assert_eq(atomic_load(&ran), 0);
-    //  Recovery is a new stream.
-    kvt_gpu_stream_t *fresh = kvt_gpu_stream_new(d.gpu, "load2");
-    cr_assert_eq(kvt_gpu_gather(fresh, blk, 1, d.buf, 128), 0);
-    cr_assert_eq(kvt_gpu_stream_synchronize(fresh), 0);
-    kvt_gpu_event_destroy(&before);
-    kvt_gpu_event_destroy(&ev);
-    kvt_gpu_stream_destroy(&s);
-    kvt_gpu_stream_destroy(&fresh);
-    kvt_gpu_destroy(&d.gpu);
-}
-
-Test(faults, rule_H2_a_settle_that_fails_is_logged_and_still_fails_the_stream)
-{
-    atomic_store(&s_errors_logged, 0);
-    dev_t d;
-    s_open(&d, KVT_GPU_HOST_LIVE);
-    kvt_gpu_stream_t *s = kvt_gpu_stream_new(d.gpu, "save");
-    fake_rt_t f = {.fail_at = 2, .settle_rc = KVT_GPU_EDEVICE};
-    cr_assert_eq(s_issue_with(s, &f, d.buf), KVT_GPU_EDEVICE);
-    cr_assert_eq(f.settles, 1);
-    const char *err = kvt_gpu_last_error();
-    cr_assert(strstr(err, "segment 3 of 5") && strstr(err, "waiting for the stream failed") &&
-                  strstr(err, "cudaErrorLaunchFailure"),
-              "%s", err);
-    cr_assert_eq(atomic_load(&s_errors_logged), 1, "logged at level 0");
-    cr_assert_eq(kvt_gpu_stream_query(s), KVT_GPU_EFAULT);
-    kvt_gpu_stream_destroy(&s);
     kvt_gpu_destroy(&d.gpu);
 }

@@ -50,7 +50,7 @@ say() { echo "$*" | tee -a "$log"; }
 # The test_gpu_* suites need only the device layer; kvtier links every area,
 # so a break elsewhere costs the bench, not the conformance run.
 say "== build ($build, Release)"
-tests=(test_gpu_conformance test_gpu_sim test_gpu_faults test_gpu_pool test_gpu_open)
+tests=(test_gpu_conformance test_gpu_devrt test_gpu_sim test_gpu_faults test_gpu_pool test_gpu_open)
 if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVTIER_WERROR=ON >>"$log" 2>&1; then
     say "gpu-check: cmake configure failed (see $log)"; exit 1
 fi

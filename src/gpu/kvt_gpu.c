@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvt_gpu_devrt.h"
 #include "kvt_gpu_int.h"
 
 static _Thread_local char s_last_error[320];   //  this thread's last error
@@ -130,21 +131,31 @@ bool kvt_gpu_compiled(kvt_gpu_backend_t backend)
 
 // ----------------------------------------------------------- selection ----
 
-//  Probes one device backend: 0 when it has a device, else a negative code
-//  with the reason in `why`.
-static int s_probe(kvt_gpu_backend_t backend, char *why, size_t why_len)
+//  The runtime table of a device backend compiled in, else NULL.
+static const kvt_devrt_t *s_rt_of(kvt_gpu_backend_t backend)
 {
-    int count = 0;
-    int rc = KVT_GPU_EUNSUPPORTED;
-    kvt_gpu_fmt(why, why_len, "not compiled in");
 #ifdef KVT_HAVE_CUDA
     if (backend == KVT_GPU_BACKEND_CUDA)
-        rc = kvt_gpu_cuda_probe(&count, why, why_len);
+        return &kvt_gpu_cuda_rt;
 #endif
 #ifdef KVT_HAVE_HIP
     if (backend == KVT_GPU_BACKEND_HIP)
-        rc = kvt_gpu_hip_probe(&count, why, why_len);
+        return &kvt_gpu_hip_rt;
 #endif
+    (void)backend;
+    return NULL;
+}
+
+//  Probes a device runtime: 0 when it has a device, else a negative code
+//  with the reason in `why`.
+static int s_probe(const kvt_devrt_t *rt, char *why, size_t why_len)
+{
+    if (!rt) {
+        kvt_gpu_fmt(why, why_len, "not compiled in");
+        return KVT_GPU_EUNSUPPORTED;
+    }
+    int count = 0;
+    int rc = kvt_gpu_devrt_probe(rt, &count, why, why_len);
     if (rc == 0 && count <= 0) {
         kvt_gpu_fmt(why, why_len, "0 devices");
         rc = KVT_GPU_ENODEV;
@@ -155,12 +166,12 @@ static int s_probe(kvt_gpu_backend_t backend, char *why, size_t why_len)
 kvt_gpu_backend_t kvt_gpu_probe(char *why, size_t why_len)
 {
     char cuda[160], hip[160];
-    if (s_probe(KVT_GPU_BACKEND_CUDA, cuda, sizeof cuda) == 0) {
+    if (s_probe(s_rt_of(KVT_GPU_BACKEND_CUDA), cuda, sizeof cuda) == 0) {
         if (why)
             kvt_gpu_fmt(why, why_len, "cuda: %s", cuda);
         return KVT_GPU_BACKEND_CUDA;
     }
-    if (s_probe(KVT_GPU_BACKEND_HIP, hip, sizeof hip) == 0) {
+    if (s_probe(s_rt_of(KVT_GPU_BACKEND_HIP), hip, sizeof hip) == 0) {
         if (why)
             kvt_gpu_fmt(why, why_len, "hip: %s; cuda: %s", hip, cuda);
         return KVT_GPU_BACKEND_HIP;
@@ -170,36 +181,24 @@ kvt_gpu_backend_t kvt_gpu_probe(char *why, size_t why_len)
     return KVT_GPU_BACKEND_HOST;
 }
 
-static const kvt_gpu_ops_t *s_ops_of(kvt_gpu_backend_t backend)
+//  Opens the device backend `backend` on runtime `rt` (explicitly requested
+//  or tried by AUTO). 0 or a negative code with the reason in `why`.
+static int s_try_device(kvt_gpu_t *self, kvt_gpu_backend_t backend, const kvt_devrt_t *rt,
+                        char *why, size_t why_len)
 {
-#ifdef KVT_HAVE_CUDA
-    if (backend == KVT_GPU_BACKEND_CUDA)
-        return &kvt_gpu_cuda_ops;
-#endif
-#ifdef KVT_HAVE_HIP
-    if (backend == KVT_GPU_BACKEND_HIP)
-        return &kvt_gpu_hip_ops;
-#endif
-    if (backend == KVT_GPU_BACKEND_HOST)
-        return &kvt_gpu_host_ops;
-    return NULL;
-}
-
-//  Opens a device backend (explicitly requested or tried by AUTO). 0 or a
-//  negative code with the reason in `why`.
-static int s_try_device(kvt_gpu_t *self, kvt_gpu_backend_t backend, char *why, size_t why_len)
-{
-    int rc = s_probe(backend, why, why_len);
+    int rc = s_probe(rt, why, why_len);
     if (rc != 0)
         return rc;
     char probe_why[160];
     kvt_gpu_fmt(probe_why, sizeof probe_why, "%s", why);
-    self->ops = s_ops_of(backend);
+    self->ops = &kvt_gpu_devrt_ops;
+    self->rt = rt;
     self->backend = backend;
     rc = self->ops->init(self);
     if (rc != 0) {
         kvt_gpu_fmt(why, why_len, "%s; init failed: %s", probe_why, kvt_gpu_last_error());
         self->ops = NULL;
+        self->rt = NULL;
         self->impl = NULL;
         return rc;
     }
@@ -260,6 +259,11 @@ static void s_host_describe(kvt_gpu_t *self, const char *why)
 
 kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
 {
+    return kvt_gpu_open(opts, NULL);
+}
+
+kvt_gpu_t *kvt_gpu_open(const kvt_gpu_opts_t *opts, const kvt_devrt_t *rt)
+{
     kvt_gpu_t *self = calloc(1, sizeof *self);
     if (!self) {
         kvt_gpu_fail(KVT_GPU_ENOMEM, "gpu: out of memory");
@@ -275,13 +279,15 @@ kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
     int rc = 0;
 
     if (want == KVT_GPU_BACKEND_CUDA || want == KVT_GPU_BACKEND_HIP) {
-        if (!kvt_gpu_compiled(want)) {
+        if (!rt)
+            rt = s_rt_of(want);
+        if (!rt) {
             rc = kvt_gpu_fail(KVT_GPU_EUNSUPPORTED,
                               "gpu: backend %s requested but not compiled into this build",
                               kvt_gpu_backend_name(want));
             goto cleanup;
         }
-        rc = s_try_device(self, want, why, sizeof why);
+        rc = s_try_device(self, want, rt, why, sizeof why);
         if (rc != 0) {
             rc = kvt_gpu_fail(rc == KVT_GPU_EUNSUPPORTED ? KVT_GPU_ENODEV : rc,
                               "gpu: backend %s requested but unusable: %s",
@@ -300,10 +306,12 @@ kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
         rc = self->ops->init(self);
     } else {
         //  AUTO, live: the first device backend with a device, else host.
-        if (s_try_device(self, KVT_GPU_BACKEND_CUDA, why, sizeof why) == 0)
+        if (s_try_device(self, KVT_GPU_BACKEND_CUDA, s_rt_of(KVT_GPU_BACKEND_CUDA), why,
+                         sizeof why) == 0)
             kvt_gpu_fmt(self->describe, sizeof self->describe, "cuda (%s): AUTO: %s",
                         self->device_desc, why);
-        else if (s_try_device(self, KVT_GPU_BACKEND_HIP, why2, sizeof why2) == 0)
+        else if (s_try_device(self, KVT_GPU_BACKEND_HIP, s_rt_of(KVT_GPU_BACKEND_HIP), why2,
+                              sizeof why2) == 0)
             kvt_gpu_fmt(self->describe, sizeof self->describe, "hip (%s): AUTO: %s; cuda: %s",
                         self->device_desc, why2, why);
         else {

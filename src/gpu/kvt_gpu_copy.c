@@ -1,7 +1,6 @@
 /*  kvt_gpu_copy.c — copy batches: the segments of one op (built by the
-    front in the chunk layout, merged where both ends continue), the host
-    backend's copy loop, and the device backends' segment-by-segment issue
-    with its failure rule (a failed call leaves nothing running).
+    front in the chunk layout, merged where both ends continue) and the host
+    backend's copy loop. The device backend queues them in kvt_gpu_devrt.c.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -115,25 +114,4 @@ void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy)
 #else
     (void)streamed;
 #endif
-}
-
-int kvt_gpu_copy_issue(kvt_gpu_stream_t *s, const kvt_gpu_copy_t *copy, const kvt_gpu_issuer_t *io)
-{
-    for (uint32_t k = 0; k < copy->count; k++) {
-        int rc = io->issue(io->ctx, copy->dst[k], copy->src[k], copy->len[k]);
-        if (rc == 0)
-            continue;
-        if (k == 0)
-            return rc;
-        //  Segments 0..k-1 are queued and the caller will free or reuse its
-        //  buffer when we return an error: wait for them first.
-        char why[240];
-        kvt_gpu_fmt(why, sizeof why, "copy segment %u of %u refused with %u queued (%s)", k + 1,
-                    copy->count, k, kvt_gpu_last_error());
-        if (kvt_gpu_stream_settle(s, io, why) != 0)
-            return rc; //  failed and logged, the last error says both
-        kvt_gpu_stream_fail(s, why);
-        return kvt_gpu_fail(rc, "%s; waited for the stream, which is now failed", why);
-    }
-    return 0;
 }

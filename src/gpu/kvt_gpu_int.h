@@ -5,7 +5,9 @@
     kvt_gpu_copy.c) validates every argument, keeps the geometry, the
     counters and the lists of open objects, and turns gather / scatter /
     state copies into one copy batch (kvt_gpu_copy_t) per op. A backend only
-    moves bytes and orders work.
+    moves bytes and orders work. Two vtables: the host backend
+    (kvt_gpu_host.c) and the device backend (kvt_gpu_devrt.c), which CUDA
+    and HIP share through their runtime tables (kvt_gpu_devrt.h).
 
     Locking: gpu->mu protects the front's lists, counters and `frozen`. The
     host backend uses the same mutex for its queues. The front never holds
@@ -74,10 +76,12 @@ typedef struct {
 } kvt_gpu_hostbuf_t;
 
 typedef struct _kvt_gpu_ops_t kvt_gpu_ops_t;
+typedef struct _kvt_devrt_t kvt_devrt_t; //  device-runtime calls (kvt_gpu_devrt.h)
 
 struct _kvt_gpu_t {
     const kvt_gpu_ops_t *ops;                   //  the backend's vtable
     void *impl;                                 //  the backend's device state
+    const kvt_devrt_t *rt;                      //  HIP / CUDA: the runtime table; NULL on host
     kvt_gpu_backend_t backend;                  //  HOST, HIP or CUDA
     kvt_gpu_opts_t opts;                        //  options with defaults filled in
     char describe[512];                         //  the selection line
@@ -184,15 +188,11 @@ struct _kvt_gpu_ops_t {
 };
 
 extern const kvt_gpu_ops_t kvt_gpu_host_ops;
-#ifdef KVT_HAVE_HIP
-extern const kvt_gpu_ops_t kvt_gpu_hip_ops;
-//  Device count, or a negative code with `why` filled (no device, no driver).
-int kvt_gpu_hip_probe(int *count, char *why, size_t why_len);
-#endif
-#ifdef KVT_HAVE_CUDA
-extern const kvt_gpu_ops_t kvt_gpu_cuda_ops;
-int kvt_gpu_cuda_probe(int *count, char *why, size_t why_len);
-#endif
+
+//  kvt_gpu_new, except that an explicit HIP / CUDA request runs the shared
+//  device backend on `rt` instead of that runtime's table (tests drive it
+//  with a fake runtime this way). NULL rt: exactly kvt_gpu_new.
+kvt_gpu_t *kvt_gpu_open(const kvt_gpu_opts_t *opts, const kvt_devrt_t *rt);
 
 //  Sets this thread's last error and returns `code`.
 int kvt_gpu_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -214,32 +214,6 @@ void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t 
 
 //  Runs a batch on the CPU (host backend; memcpy per segment).
 void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy);
-
-//  How a device backend queues one segment of a batch and waits for a
-//  stream; kvt_gpu_copy_issue applies the failure rule with them.
-typedef struct {
-    //  Queues one async copy on the stream: 0 or a KVT_GPU_E* code with the
-    //  last error set.
-    int (*issue)(void *ctx, void *dst, const void *src, size_t len);
-    //  Returns once nothing queued on the stream is still running: 0, or a
-    //  KVT_GPU_E* code (the runtime could not synchronize) with the last
-    //  error set.
-    int (*settle)(void *ctx);
-    void *ctx; //  the backend's argument (its stream, the copy kind)
-} kvt_gpu_issuer_t;
-
-//  Queues a batch one segment at a time (HIP, CUDA without a batched
-//  call). A call that fails must leave nothing running that touches the
-//  caller's buffers: when segment k > 0 is refused, segments 0..k-1 are
-//  already queued, so the stream is settled before returning and marked
-//  failed (kvt_gpu_stream_fail). A refusal of segment 0 queued nothing and
-//  leaves the stream usable. Returns 0 or the refused segment's code.
-int kvt_gpu_copy_issue(kvt_gpu_stream_t *s, const kvt_gpu_copy_t *copy, const kvt_gpu_issuer_t *io);
-
-//  Settles `s` through `io` after a call that may have queued part of its
-//  work failed (`why` says what). 0 when nothing is running any more; else
-//  the settle's code, with the stream marked failed and the failure logged.
-int kvt_gpu_stream_settle(kvt_gpu_stream_t *s, const kvt_gpu_issuer_t *io, const char *why);
 
 //  Marks `s` failed (keeps the first reason): every later call that queues
 //  on it, and query / synchronize, return KVT_GPU_EFAULT naming `why`.

@@ -4,11 +4,10 @@
     the backend.
 
     A call that returns an error leaves nothing running that touches its
-    buffers. The host backend queues an op whole or not at all; a device
-    backend that had part of a call queued when it failed settles the
-    stream first and marks it failed (kvt_gpu_copy_issue,
-    kvt_gpu_stream_settle); the front then refuses every later call that
-    queues on that stream.
+    buffers. The host backend queues an op whole or not at all; the device
+    backend (kvt_gpu_devrt.c), when part of a call was queued as it failed,
+    settles the stream first and marks it failed (kvt_gpu_stream_fail); the
+    front then refuses every later call that queues on that stream.
 */
 #include <assert.h>
 #include <stdio.h>
@@ -83,21 +82,6 @@ void kvt_gpu_stream_fail(kvt_gpu_stream_t *s, const char *why)
     pthread_mutex_unlock(&gpu->mu);
     if (first)
         kvt_gpu_log(gpu, 1, "stream '%s' failed: %s", s->name, why);
-}
-
-int kvt_gpu_stream_settle(kvt_gpu_stream_t *s, const kvt_gpu_issuer_t *io, const char *why)
-{
-    int rc = io->settle(io->ctx);
-    if (rc == 0)
-        return 0;
-    //  The runtime cannot even synchronize: its error is sticky (the
-    //  context is lost and its work stopped); nothing more can be proven.
-    char what[240];
-    kvt_gpu_fmt(what, sizeof what, "%s; then waiting for the stream failed: %s", why,
-                kvt_gpu_last_error());
-    kvt_gpu_log(s->gpu, 0, "stream '%s': %s", s->name, what);
-    kvt_gpu_stream_fail(s, what);
-    return kvt_gpu_fail(rc, "%s", what);
 }
 
 //  EFAULT when a device backend failed `s` part-way through a call, else 0.
@@ -381,7 +365,7 @@ int kvt_gpu_launch_host_fn(kvt_gpu_stream_t *s, kvt_gpu_host_fn *fn, void *arg,
         return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "launch_host_fn: fn is NULL"));
     if (!gpu->ops->host_fn)
         return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "launch_host_fn: not supported by %s",
-                            gpu->ops->name);
+                            kvt_gpu_backend_name(gpu->backend));
     int rc = s_check_failed(s, "launch_host_fn");
     if (rc != 0)
         return rc;
@@ -567,7 +551,7 @@ int kvt_gpu_stream_inject(kvt_gpu_stream_t *s, kvt_gpu_fault_t fault, uint32_t c
     kvt_gpu_t *gpu = s->gpu;
     if (!gpu->ops->inject)
         return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "stream_inject: not supported by %s",
-                            gpu->ops->name);
+                            kvt_gpu_backend_name(gpu->backend));
     if ((int)fault < KVT_GPU_FAULT_NONE || (int)fault > KVT_GPU_FAULT_STALL)
         return s_refused(
             gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "stream_inject: fault %d unknown", (int)fault));

@@ -1,0 +1,96 @@
+/*  kvt_gpu_devrt.h — private to src/gpu: the table of device-runtime calls
+    that the shared device backend (kvt_gpu_devrt.c) runs on.
+
+    CUDA and HIP are one backend implementation over two tables: every
+    runtime call the backend makes goes through a kvt_devrt_t, which
+    kvt_gpu_cuda.c fills from the CUDA runtime (cudaXxx) and kvt_gpu_hip.c
+    from the HIP runtime (hipXxx); tests fill one with a fake runtime. The
+    shared code includes no runtime header: handles are void *, statuses are
+    ints, `ok` and `not_ready` name the runtime's two special statuses.
+
+    Every entry returns the runtime's status (as an int) unless noted. Entries
+    that a runtime lacks are NULL (only memcpy_batch may be).
+*/
+#ifndef KVT_GPU_DEVRT_H_INCLUDED
+#define KVT_GPU_DEVRT_H_INCLUDED
+
+#include <stddef.h>
+
+#include "kvt_gpu_int.h"
+
+struct _kvt_devrt_t {
+    const char *name;   //  backend name for messages: "cuda", "hip"
+    const char *prefix; //  runtime call prefix for messages: "cuda" (cudaMalloc), "hip"
+    int ok;             //  the success status (cudaSuccess, hipSuccess)
+    int not_ready;      //  "queued work has not finished" (cudaErrorNotReady, ...)
+
+    //  Status names and text (never NULL), and the clearing of a sticky
+    //  last error.
+    const char *(*error_name)(int rc);
+    const char *(*error_string)(int rc);
+    int (*get_last_error)(void);
+
+    //  Devices. device_info fills the device's name and memory, and `runtime`
+    //  with the runtime version ("runtime 13000", "HIP 5.2").
+    int (*get_device_count)(int *count);
+    int (*get_device)(int *device);
+    int (*set_device)(int device);
+    int (*device_info)(int device, char *name, size_t name_len, size_t *memory, char *runtime,
+                       size_t runtime_len);
+    int (*device_sync)(void);
+
+    //  Device memory (memset is synchronous with respect to device_sync).
+    int (*dev_malloc)(void **out, size_t bytes);
+    int (*dev_free)(void *ptr);
+    int (*memset)(void *ptr, int value, size_t bytes);
+
+    //  Pinned host memory, portable across devices; `host_alloc_call` names
+    //  the runtime call in messages ("cudaHostAlloc", "hipHostMalloc").
+    int (*host_alloc)(void **out, size_t bytes);
+    int (*host_free)(void *ptr);
+    const char *host_alloc_call;
+
+    //  Streams: non-blocking (no implicit order with the null stream).
+    int (*stream_create)(void **out);
+    int (*stream_destroy)(void *stream);
+    int (*stream_query)(void *stream);
+    int (*stream_sync)(void *stream);
+
+    //  Events: no timing.
+    int (*event_create)(void **out);
+    int (*event_destroy)(void *event);
+    int (*event_record)(void *event, void *stream);
+    int (*stream_wait_event)(void *stream, void *event);
+    int (*event_query)(void *event);
+    int (*event_sync)(void *event);
+
+    //  One async copy of `len` bytes in direction `dir`.
+    int (*memcpy_async)(void *dst, const void *src, size_t len, kvt_gpu_dir_t dir, void *stream);
+    //  The whole batch in one call (NULL: the runtime has none). On refusal
+    //  `fail_idx` is the refused copy, or SIZE_MAX when the runtime does not
+    //  say. The runtime does not promise that a refused batch queued none of
+    //  its copies.
+    int (*memcpy_batch)(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx);
+
+    //  A host function in stream order; it must not run on a failed stream.
+    //  `host_fn_call` names the runtime call in messages.
+    int (*host_fn)(void *stream, kvt_gpu_host_fn *fn, void *arg);
+    const char *host_fn_call;
+};
+
+//  The shared backend vtable; a device opened on it finds its runtime table
+//  in gpu->rt.
+extern const kvt_gpu_ops_t kvt_gpu_devrt_ops;
+
+//  Device count through `rt`: 0 with *count set, or KVT_GPU_ENODEV with *count
+//  = 0 and `why` naming the runtime's error (the sticky error is cleared).
+int kvt_gpu_devrt_probe(const kvt_devrt_t *rt, int *count, char *why, size_t why_len);
+
+#ifdef KVT_HAVE_HIP
+extern const kvt_devrt_t kvt_gpu_hip_rt;
+#endif
+#ifdef KVT_HAVE_CUDA
+extern const kvt_devrt_t kvt_gpu_cuda_rt;
+#endif
+
+#endif
