@@ -749,3 +749,23 @@ Test(sched, rule_S3_a_failed_save_is_saved_again_from_the_failed_chunk)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+//  S5: the save floor of a request that loads is where its load ends — the
+//  chunks the tier just gave back are never saved again.
+Test(sched, rule_S5_a_loaded_prefix_is_not_saved_again)
+{
+    rig_t r;
+    rig_init(&r, 12, 64);
+    rig_arrive(&r, 1, 150, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 150, 90000, 1);
+    rig_run(&r, 50);
+    cr_assert_eq(r.saves_seen, 4, "two full chunks of each 150-token prompt saved");
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_run(&r, 50);
+    cr_assert_eq(r.loaded, 1, "request 3 restored [0, 128) from the tier");
+    cr_assert_eq(r.saves_seen, 4, "request 3 saved %u chunks the tier already held",
+                 r.saves_seen - 4);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
