@@ -4,7 +4,7 @@
     it; events recorded before it stay successful. Stalls hold a stream
     until cleared and shutdown ends them.
 
-    Rule H2, a failed call is atomic for the caller: on the host backend a
+    A failed call is atomic for the caller: on the host backend a
     refused call queues nothing (its buffer can be freed at once). The
     device backend's side of it is in test_gpu_devrt.c (a fake runtime).
 */
@@ -172,11 +172,11 @@ static void s_set_flag(void *arg)
     atomic_store((atomic_int *)arg, 1);
 }
 
-ParameterizedTestParameters(faults, rule_H2_a_refused_call_queues_nothing_and_its_buffer_can_go)
+ParameterizedTestParameters(faults, a_refused_call_queues_nothing_and_its_buffer_can_go)
 {
     return cr_make_param_array(int, s_modes, 2);
 }
-ParameterizedTest(int *mode, faults, rule_H2_a_refused_call_queues_nothing_and_its_buffer_can_go)
+ParameterizedTest(int *mode, faults, a_refused_call_queues_nothing_and_its_buffer_can_go)
 {
     dev_t d;
     s_open(&d, *mode);

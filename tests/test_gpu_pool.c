@@ -2,7 +2,7 @@
     the ownership rule (the thread that creates a pool owns every event in
     it; events are destroyed only there: retirements elsewhere are deferred
     to the owner's next pool call, a destroy elsewhere is refused), the
-    runtime check on puts (rule L6, in every build), exact counters, and
+    runtime check on puts (in every build), exact counters, and
     concurrent use.
 */
 #include <criterion/criterion.h>
@@ -220,7 +220,7 @@ static void s_helper_stop(helper_t *h, pthread_t th)
     pthread_mutex_destroy(&h->mu);
 }
 
-Test(event_pool, rule_M7_a_retirement_off_the_owner_thread_waits_for_the_owners_next_call)
+Test(event_pool, a_retirement_off_the_owner_thread_waits_for_the_owners_next_call)
 {
     kvt_gpu_t *gpu = s_open(1);
     kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
@@ -260,7 +260,7 @@ Test(event_pool, rule_M7_a_retirement_off_the_owner_thread_waits_for_the_owners_
     kvt_gpu_destroy(&gpu);
 }
 
-Test(event_pool, rule_M7_a_pool_created_on_another_thread_is_collected_by_that_thread)
+Test(event_pool, a_pool_created_on_another_thread_is_collected_by_that_thread)
 {
     kvt_gpu_t *gpu = s_open(1);
     kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
@@ -291,7 +291,7 @@ Test(event_pool, rule_M7_a_pool_created_on_another_thread_is_collected_by_that_t
     kvt_gpu_destroy(&gpu);
 }
 
-Test(event_pool, rule_M7_a_destroy_off_the_owner_thread_is_refused)
+Test(event_pool, a_destroy_off_the_owner_thread_is_refused)
 {
     atomic_store(&s_errors_logged, 0);
     kvt_gpu_t *gpu = s_open(0);
@@ -321,7 +321,7 @@ Test(event_pool, rule_M7_a_destroy_off_the_owner_thread_is_refused)
     kvt_gpu_destroy(&gpu);
 }
 
-Test(event_pool, rule_M7_the_device_destroy_is_refused_while_another_threads_pool_is_open)
+Test(event_pool, the_device_destroy_is_refused_while_another_threads_pool_is_open)
 {
     atomic_store(&s_errors_logged, 0);
     kvt_gpu_t *gpu = s_open(0);
@@ -384,7 +384,7 @@ Test(event_pool, an_event_destroy_of_a_pool_event_is_refused)
 
 //  The default build (RelWithDebInfo) defines NDEBUG: this check must not
 //  be an assert.
-Test(event_pool, rule_L6_a_second_put_is_refused_in_every_build)
+Test(event_pool, a_second_put_is_refused_in_every_build)
 {
     atomic_store(&s_errors_logged, 0);
     kvt_gpu_t *gpu = s_open(0);
@@ -412,7 +412,7 @@ Test(event_pool, rule_L6_a_second_put_is_refused_in_every_build)
     kvt_gpu_destroy(&gpu);
 }
 
-Test(event_pool, rule_L6_a_put_into_the_wrong_pool_or_of_a_plain_event_is_refused)
+Test(event_pool, a_put_into_the_wrong_pool_or_of_a_plain_event_is_refused)
 {
     kvt_gpu_t *gpu = s_open(0);
     kvt_gpu_t *other_gpu = s_open(0);
