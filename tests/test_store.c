@@ -524,7 +524,7 @@ Test(pool, an_allocation_that_cannot_succeed_evicts_nothing)
     kvt_pool_destroy(&pool);
 }
 
-Test(pool, rule_M2_no_contiguous_run_means_nothing_is_evicted)
+Test(pool, eviction_without_a_long_enough_run_evicts_nothing)
 {
     env_t env = {0};
     kvt_pool_t *pool = s_pool(&env, 4);
@@ -551,7 +551,7 @@ Test(pool, rule_M2_no_contiguous_run_means_nothing_is_evicted)
     kvt_pool_destroy(&pool);
 }
 
-Test(pool, rule_M2_eviction_takes_only_the_run_the_allocation_needs)
+Test(pool, eviction_takes_only_the_run_the_allocation_needs)
 {
     env_t env = {0};
     kvt_pool_t *pool = s_pool(&env, 6);
@@ -576,7 +576,7 @@ Test(pool, rule_M2_eviction_takes_only_the_run_the_allocation_needs)
     kvt_pool_destroy(&pool);
 }
 
-Test(pool, rule_L5_a_size_near_size_max_is_too_big_not_wrapped)
+Test(pool, a_size_near_size_max_is_too_big_not_wrapped)
 {
     env_t env = {0};
     kvt_pool_t *pool = s_pool(&env, 4);
@@ -699,7 +699,7 @@ Test(pool, a_renewed_reservation_outlives_the_ttl_and_a_stale_one_is_refused)
     kvt_pool_destroy(&pool);
 }
 
-Test(pool, rule_H1_an_expired_reservation_of_a_live_holder_is_quarantined_not_reused)
+Test(pool, an_expired_reservation_of_a_live_holder_is_quarantined_not_reused)
 {
     env_t env = {0};
     kvt_pool_t *pool = s_pool(&env, 3);
@@ -785,7 +785,7 @@ Test(pool, a_quarantined_reservation_is_freed_by_its_abort_or_a_ttl_after_its_ho
     kvt_pool_destroy(&pool);
 }
 
-Test(pool, rule_L4_an_orphan_lease_is_never_renewed_or_extended_by_lookup)
+Test(pool, an_orphan_lease_is_never_renewed_or_extended_by_lookup)
 {
     env_t env = {0};
     kvt_pool_t *pool = s_pool(&env, 4);
@@ -811,7 +811,7 @@ Test(pool, rule_L4_an_orphan_lease_is_never_renewed_or_extended_by_lookup)
     kvt_pool_destroy(&pool);
 }
 
-Test(pool, rule_L4_an_orphan_reservation_never_commits)
+Test(pool, an_orphan_reservation_never_commits)
 {
     env_t env = {0};
     kvt_pool_t *pool = s_pool(&env, 4);

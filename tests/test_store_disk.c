@@ -16,7 +16,7 @@
 #include "kvtier/kvt_disk.h"
 
 #define NS  3u
-#define HDR 64u
+#define HDR KVT_DISK_HEADER_BYTES
 
 static char s_dir[256];
 
@@ -86,6 +86,24 @@ static kvt_disk_t *s_disk(uint64_t capacity, uint32_t threads, uint32_t depth)
     return d;
 }
 
+//  A disk in `dir` written and read as `rank` of `world` with `layout`.
+static kvt_disk_t *s_disk_as(const char *dir, uint32_t rank, uint32_t world, uint64_t layout)
+{
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.log = s_log;
+    cfg.dir = dir;
+    cfg.capacity_bytes = 1 << 20;
+    cfg.io_threads = 1;
+    cfg.rank = rank;
+    cfg.world_size = world;
+    cfg.layout_id = layout;
+    char err[256] = "";
+    kvt_disk_t *d = kvt_disk_new(&cfg, err, sizeof(err));
+    cr_assert_not_null(d, "kvt_disk_new: %s", err);
+    return d;
+}
+
 static void s_put(kvt_disk_t *d, uint64_t i, size_t size)
 {
     uint8_t *buf = malloc(size);
@@ -113,11 +131,23 @@ static int s_read(kvt_disk_t *d, uint64_t i, size_t size)
     return rc;
 }
 
-static void s_path(char *out, size_t cap, uint64_t i)
+//  The documented name of an object: namespace, key, kind, then the
+//  writer's rank, world size and layout id.
+static void s_name_of(char *out, size_t cap, uint64_t i, uint32_t rank, uint32_t world,
+                      uint64_t layout)
 {
     kvt_hash_t k = s_key(i);
-    snprintf(out, cap, "%s/%016llx-%016llx%016llx-%u.kvt", s_dir, (unsigned long long)NS,
-             (unsigned long long)k.hi, (unsigned long long)k.lo, (unsigned)KVT_OBJ_KV);
+    snprintf(out, cap, "%016llx-%016llx%016llx-%u-%08x-%08x-%016llx.kvt", (unsigned long long)NS,
+             (unsigned long long)k.hi, (unsigned long long)k.lo, (unsigned)KVT_OBJ_KV,
+             (unsigned)rank, (unsigned)world, (unsigned long long)layout);
+}
+
+//  Path of object i written with the default identity (rank 0 of 1, layout 0).
+static void s_path(char *out, size_t cap, uint64_t i)
+{
+    char name[128];
+    s_name_of(name, sizeof(name), i, 0, 1, 0);
+    snprintf(out, cap, "%s/%s", s_dir, name);
 }
 
 static bool s_exists(const char *path)
@@ -289,11 +319,12 @@ Test(disk, the_rescan_deletes_temporary_and_corrupt_files_and_leaves_others)
     s_path(p1, sizeof(p1), 1);
     s_path(p2, sizeof(p2), 2);
     snprintf(tmp, sizeof(tmp), "%s/.tmp-half-written.7", s_dir);
-    snprintf(junk, sizeof(junk), "%s/0000000000000003-00000000000000000000000000000009-1.kvt",
+    snprintf(junk, sizeof(junk),
+             "%s/0000000000000003-00000000000000000000000000000009-1-00000000-00000001-"
+             "0000000000000000.kvt",
              s_dir);
     snprintf(other, sizeof(other), "%s/notes.txt", s_dir);
-    snprintf(misnamed, sizeof(misnamed), "%s/0000000000000003-%016llx%016llx-1.kvt", s_dir,
-             (unsigned long long)s_key(5).hi, (unsigned long long)s_key(5).lo);
+    s_path(misnamed, sizeof(misnamed), 5);
     FILE *f = fopen(tmp, "w");
     fputs("partial", f);
     fclose(f);
@@ -641,4 +672,156 @@ Test(disk, a_put_that_cannot_fit_beside_queued_writes_deletes_nothing)
     cr_assert_leq(st.used_bytes, st.capacity_bytes);
     cr_assert_eq(st.objects, 5);
     kvt_disk_destroy(&d);
+}
+
+// ------------------------------------------------ identity of the bytes --
+
+//  Whole contents of a file (malloc'd), *len set; NULL if it cannot be read.
+static uint8_t *s_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *buf = malloc(1 << 16);
+    *len = fread(buf, 1, 1 << 16, f);
+    fclose(f);
+    return buf;
+}
+
+#define LAYOUT 0xABCDEF0123456789ull
+
+Test(disk, a_file_of_another_rank_is_a_counted_miss_and_is_left_alone)
+{
+    kvt_disk_t *d = s_disk_as(s_dir, 0, 2, LAYOUT);
+    for (uint64_t i = 0; i < 4; i++)
+        s_put(d, i, 3000);
+    kvt_disk_destroy(&d);
+    char name[128], path[600];
+    s_name_of(name, sizeof(name), 2, 0, 2, LAYOUT);
+    snprintf(path, sizeof(path), "%s/%s", s_dir, name);
+    size_t len0 = 0;
+    uint8_t *before = s_slurp(path, &len0);
+    cr_assert_not_null(before, "the name carries rank, world size and layout: %s", name);
+
+    //  The same directory opened as rank 1 of the same world and layout.
+    d = s_disk_as(s_dir, 1, 2, LAYOUT);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.identity_mismatch, 4);
+    cr_assert_eq(st.rescanned, 0);
+    cr_assert_eq(st.corrupt, 0);
+    cr_assert_eq(st.objects, 0);
+    cr_assert_eq(s_read(d, 2, 3000), KVT_STORE_ENOTFOUND);
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.misses[0], 1);
+    //  Its own put of the same key goes through, beside the other rank's file.
+    s_put(d, 2, 3000);
+    kvt_disk_flush(d);
+    cr_assert_eq(s_read(d, 2, 3000), KVT_STORE_OK);
+    kvt_disk_destroy(&d);
+    size_t len1 = 0;
+    uint8_t *after = s_slurp(path, &len1);
+    cr_assert_not_null(after, "rank 0's file was deleted");
+    cr_assert_eq(len1, len0);
+    cr_assert_eq(memcmp(before, after, len0), 0, "rank 0's file was changed");
+    free(before);
+    free(after);
+
+    //  Another world size or layout is another identity too.
+    d = s_disk_as(s_dir, 0, 4, LAYOUT);
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.identity_mismatch, 5);
+    cr_assert_eq(st.rescanned, 0);
+    kvt_disk_destroy(&d);
+    d = s_disk_as(s_dir, 0, 2, LAYOUT + 1);
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.identity_mismatch, 5);
+    cr_assert_eq(st.rescanned, 0);
+    kvt_disk_destroy(&d);
+    //  And rank 0 still finds all of its own.
+    d = s_disk_as(s_dir, 0, 2, LAYOUT);
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.rescanned, 4);
+    cr_assert_eq(st.identity_mismatch, 1);
+    for (uint64_t i = 0; i < 4; i++)
+        cr_assert_eq(s_read(d, i, 3000), KVT_STORE_OK);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_file_under_our_name_written_by_another_rank_is_never_served_nor_deleted)
+{
+    char other[300];
+    snprintf(other, sizeof(other), "%s-other", s_dir);
+    cr_assert_eq(mkdir(other, 0700), 0);
+    kvt_disk_t *mine = s_disk_as(s_dir, 0, 2, LAYOUT);
+    kvt_disk_t *theirs = s_disk_as(other, 1, 2, LAYOUT);
+    s_put(mine, 1, 3000);
+    uint8_t buf[3000];
+    s_fill(buf, sizeof(buf), 77); //  other bytes, a valid file of their own
+    cr_assert_eq(kvt_disk_put_copy(theirs, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf)),
+                 KVT_STORE_OK);
+    kvt_disk_destroy(&theirs);
+    kvt_disk_flush(mine);
+    //  Their whole, valid file under my name: header and payload checksums,
+    //  length, namespace, key and kind all check out; only the identity in
+    //  the header is not mine.
+    char mname[128], tname[128], mpath[600], tpath[600], cmd[1600];
+    s_name_of(mname, sizeof(mname), 1, 0, 2, LAYOUT);
+    s_name_of(tname, sizeof(tname), 1, 1, 2, LAYOUT);
+    snprintf(mpath, sizeof(mpath), "%s/%s", s_dir, mname);
+    snprintf(tpath, sizeof(tpath), "%s/%s", other, tname);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && rm -rf '%s'", tpath, mpath, other);
+    cr_assert_eq(system(cmd), 0);
+    size_t len = 0;
+    uint8_t *planted = s_slurp(mpath, &len);
+    cr_assert_not_null(planted);
+
+    cr_assert_eq(s_read(mine, 1, 3000), KVT_STORE_ENOTFOUND, "another rank's bytes were served");
+    kvt_disk_stats_t st;
+    kvt_disk_stats(mine, &st);
+    cr_assert_eq(st.identity_mismatch, 1);
+    cr_assert_eq(st.corrupt, 0, "not ours: neither corrupt nor deleted");
+    cr_assert_eq(st.misses[0], 1);
+    cr_assert_eq(st.objects, 0);
+    cr_assert_eq(st.used_bytes, 0);
+    cr_assert(s_exists(mpath));
+    //  Its name stays taken: a put of that object is refused, nothing written over it.
+    cr_assert_eq(kvt_disk_put_copy(mine, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf)),
+                 KVT_STORE_EIO);
+    kvt_disk_flush(mine);
+    kvt_disk_stats(mine, &st);
+    cr_assert_eq(st.puts_blocked, 1);
+    cr_assert_eq(kvt_disk_remove(mine, NS, s_key(1), KVT_OBJ_KV), KVT_STORE_ENOTFOUND);
+    kvt_disk_destroy(&mine);
+
+    //  A restart finds it by its header: counted, left alone, still blocked.
+    mine = s_disk_as(s_dir, 0, 2, LAYOUT);
+    kvt_disk_stats(mine, &st);
+    cr_assert_eq(st.identity_mismatch, 1);
+    cr_assert_eq(st.corrupt, 0);
+    cr_assert_eq(st.rescanned, 0);
+    cr_assert_eq(s_read(mine, 1, 3000), KVT_STORE_ENOTFOUND);
+    cr_assert_eq(kvt_disk_put_copy(mine, NS, s_key(1), KVT_OBJ_KV, buf, sizeof(buf)),
+                 KVT_STORE_EIO);
+    kvt_disk_destroy(&mine);
+    size_t len2 = 0;
+    uint8_t *still = s_slurp(mpath, &len2);
+    cr_assert_not_null(still);
+    cr_assert_eq(len2, len);
+    cr_assert_eq(memcmp(planted, still, len), 0);
+    free(planted);
+    free(still);
+}
+
+Test(disk, an_identity_outside_the_world_is_refused_with_its_name)
+{
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.dir = s_dir;
+    cfg.capacity_bytes = 1 << 20;
+    cfg.rank = 2;
+    cfg.world_size = 2;
+    char err[256] = "";
+    cr_assert_null(kvt_disk_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "disk.rank=2"), "%s", err);
 }

@@ -209,11 +209,11 @@ Test(storage, a_corrupt_disk_copy_is_a_counted_miss_never_promoted)
     s_drop_from_pool(s, 1);
     char path[512];
     kvt_hash_t k = s_key(1);
-    snprintf(path, sizeof(path), "%s/%016llx-%016llx%016llx-1.kvt", s_dir, (unsigned long long)NS,
-             (unsigned long long)k.hi, (unsigned long long)k.lo);
+    snprintf(path, sizeof(path), "%s/%016llx-%016llx%016llx-1-00000000-00000001-%016llx.kvt", s_dir,
+             (unsigned long long)NS, (unsigned long long)k.hi, (unsigned long long)k.lo, 0ull);
     int fd = open(path, O_WRONLY);
     cr_assert_geq(fd, 0);
-    cr_assert_eq(pwrite(fd, "X", 1, 64 + 100), 1);
+    cr_assert_eq(pwrite(fd, "X", 1, KVT_DISK_HEADER_BYTES + 100), 1);
     close(fd);
     cr_assert_eq(s_get(s, h, 1), KVT_STORE_ENOTFOUND);
     cr_assert_not(kvt_pool_contains(kvt_storage_pool(s), NS, s_key(1), KVT_OBJ_KV));
@@ -369,7 +369,7 @@ Test(storage, lookup_counts_leading_keys_in_any_backend_pool_first)
 Test(storage, lookup_refreshes_disk_only_keys_in_the_disk_lru)
 {
     kvt_storage_config_t cfg = s_config(8, true, KVT_WRITE_ALWAYS);
-    cfg.disk.capacity_bytes = 3 * (UNIT + 64); //  three files
+    cfg.disk.capacity_bytes = 3 * (UNIT + KVT_DISK_HEADER_BYTES); //  three files
     kvt_storage_t *s = s_new(&cfg);
     kvt_disk_t *disk = kvt_storage_disk(s);
     for (uint64_t i = 0; i < 3; i++) {
@@ -517,7 +517,7 @@ Test(storage, a_lookup_that_fails_after_a_deeper_segment_pinned_releases_its_lea
 Test(storage, a_promotion_never_evicts_its_own_source_file)
 {
     kvt_storage_config_t cfg = s_config(2, true, KVT_WRITE_ON_EVICT);
-    cfg.disk.capacity_bytes = 3 * (UNIT + 64);
+    cfg.disk.capacity_bytes = 3 * (UNIT + KVT_DISK_HEADER_BYTES);
     kvt_storage_t *s = s_new(&cfg);
     kvt_holder_t h = s_holder(s);
     for (uint64_t i = 1; i <= 5; i++) { //  1 2 3 end on disk (1 oldest), 4 5 in the pool

@@ -2,20 +2,31 @@
     one directory, its own capacity and LRU, written by I/O threads, rescanned
     at start-up so a restarted process keeps its disk tier.
 
-    File: a 64-byte header (magic, version, kind, namespace, key, payload
-    length, XXH3-64 of the payload, XXH3-64 of the header) followed by the
-    payload. Name: <ns 16 hex>-<key 32 hex>-<kind>.kvt. A put is written to a
-    temporary name (".tmp-…") by an I/O thread and renamed into place, so a
-    reader or a restart never sees half a file. fsync of the file and the
-    directory is optional (config).
+    Identity. Every file names everything that makes its bytes: the object
+    (namespace, key, kind) and the writer's identity (TP rank, world size,
+    layout id: the geometry the caller derives from block bytes, layers,
+    planes, chunk size). Both the file name and the header carry them. A
+    disk instance serves only files of its own identity: another identity's
+    file (a swapped or shared directory) is a counted miss
+    (identity_mismatch), never served and never deleted — it is not ours.
 
-    kvt_disk_new rescans the directory: temporary files are deleted; each
-    file named like an object has its header validated (magic, version,
-    header checksum, name matches header, file length matches header) and is
-    indexed, oldest mtime at the old end of the LRU; one that fails is
-    counted and deleted. Any other entry is left alone (counted). Payload
-    checksums are verified on every read: a corrupt or truncated file is a
-    miss that is counted and deleted, never bytes handed to a caller.
+    File: a 80-byte header (magic, version, kind, namespace, key, payload
+    length, layout id, rank, world size, XXH3-64 of the payload, XXH3-64 of
+    the header) followed by the payload. Name: <ns 16 hex>-<key 32 hex>-
+    <kind>-<rank 8 hex>-<world 8 hex>-<layout 16 hex>.kvt. A put is written
+    to a temporary name (".tmp-<name>.<seq>") by an I/O thread and renamed
+    into place, so a reader or a restart never sees half a file. fsync of
+    the file and the directory is optional (config).
+
+    kvt_disk_new rescans the directory: its own temporary files are
+    deleted; each file named like an object of this identity has its header
+    validated (magic, version, header checksum, identity, name matches
+    header, file length matches header) and is indexed, oldest mtime at the
+    old end of the LRU; one that fails is counted and deleted. Another
+    identity's files are counted and left alone, as is any other entry.
+    Payload checksums are verified on every read: a corrupt or truncated
+    file is a miss that is counted and deleted, never bytes handed to a
+    caller.
 
     Puts are asynchronous (a bounded queue served by io_threads threads);
     reads are synchronous: one open + pread of a local file in the calling
@@ -37,6 +48,8 @@ extern "C" {
 
 typedef struct _kvt_disk_t kvt_disk_t;
 
+#define KVT_DISK_HEADER_BYTES 80 //  header bytes at the start of every file (counted in capacity)
+
 //  Creation settings; kvt_disk_config_defaults fills every field. A zero in
 //  a numeric field means "the default".
 typedef struct {
@@ -46,6 +59,9 @@ typedef struct {
     uint32_t max_objects;      //  files indexed, default capacity / 64 KiB in [64, 4 Mi]
     uint32_t io_threads;       //  writer threads, default 2, at most 64
     uint32_t queue_depth;      //  puts queued or in flight, default 64
+    uint32_t rank;             //  TP rank whose bytes these are, default 0; below world_size
+    uint32_t world_size;       //  TP world size, default 1
+    uint64_t layout_id;        //  geometry / layout of the bytes (caller-derived), default 0
     bool fsync;                //  fsync each file and the directory after rename, default false
     kvt_store_clock_fn *clock; //  time source (ns), used for log lines only; NULL: monotonic
     void *clock_arg;           //  argument of clock
@@ -55,28 +71,30 @@ typedef struct {
 
 //  Counters and gauges. Kind-indexed arrays use kind - 1.
 typedef struct {
-    uint64_t capacity_bytes;  //  configured capacity
-    uint64_t used_bytes;      //  bytes of indexed files and queued writes (header included)
-    uint64_t objects;         //  readable files
-    uint64_t objects_writing; //  puts queued or being written
-    uint64_t hits[3];         //  reads that returned bytes, by query kind
-    uint64_t misses[3];       //  reads that found nothing readable, by query kind
-    uint64_t puts;            //  files written and renamed into place
-    uint64_t put_bytes;       //  payload bytes written
-    uint64_t puts_skipped;    //  puts of an object already on disk (refreshed instead)
-    uint64_t puts_duplicate;  //  puts of an object already queued
-    uint64_t puts_dropped;    //  puts refused: queue full, no room, table full
-    uint64_t puts_discarded;  //  writes thrown away because their source went stale
-    uint64_t evictions;       //  files deleted to make room
-    uint64_t evicted_bytes;   //  bytes deleted to make room
-    uint64_t read_bytes;      //  payload bytes read
-    uint64_t corrupt;         //  files that failed validation (read or rescan), deleted
-    uint64_t io_errors;       //  failed open / write / read / rename / fsync
-    uint64_t rescanned;       //  files indexed by the start-up rescan
-    uint64_t tmp_removed;     //  temporary files deleted by the rescan
-    uint64_t touches_present; //  touches that found a file
-    uint64_t touches_gone;    //  touches that did not
-    uint64_t foreign_files;   //  directory entries the rescan left alone: not an object name
+    uint64_t capacity_bytes;    //  configured capacity
+    uint64_t used_bytes;        //  bytes of indexed files and queued writes (header included)
+    uint64_t objects;           //  readable files
+    uint64_t objects_writing;   //  puts queued or being written
+    uint64_t hits[3];           //  reads that returned bytes, by query kind
+    uint64_t misses[3];         //  reads that found nothing readable, by query kind
+    uint64_t puts;              //  files written and renamed into place
+    uint64_t put_bytes;         //  payload bytes written
+    uint64_t puts_skipped;      //  puts of an object already on disk (refreshed instead)
+    uint64_t puts_duplicate;    //  puts of an object already queued
+    uint64_t puts_dropped;      //  puts refused: queue full, no room, table full
+    uint64_t puts_discarded;    //  writes thrown away because their source went stale
+    uint64_t evictions;         //  files deleted to make room
+    uint64_t evicted_bytes;     //  bytes deleted to make room
+    uint64_t read_bytes;        //  payload bytes read
+    uint64_t corrupt;           //  files that failed validation (read or rescan), deleted
+    uint64_t io_errors;         //  failed open / write / read / rename / fsync
+    uint64_t rescanned;         //  files indexed by the start-up rescan
+    uint64_t tmp_removed;       //  temporary files deleted by the rescan
+    uint64_t touches_present;   //  touches that found a file
+    uint64_t touches_gone;      //  touches that did not
+    uint64_t foreign_files;     //  directory entries the rescan left alone: not an object name
+    uint64_t identity_mismatch; //  files of another rank / world size / layout: misses, left alone
+    uint64_t puts_blocked;      //  puts refused: the object's name is held by a file not ours
 } kvt_disk_stats_t;
 
 //  Called exactly once per accepted zero-copy put, on an I/O thread, after
@@ -99,7 +117,8 @@ void kvt_disk_destroy(kvt_disk_t **self_p);
 //  Queues a write of `size` bytes at src, which must stay valid until done
 //  is called. OK: queued, done will be called exactly once. SKIPPED (already
 //  on disk, refreshed), DUPLICATE (already queued), EBUSY (queue full),
-//  ENOSPACE / ETOOBIG / EFULL: refused now and done is never called.
+//  ENOSPACE / ETOOBIG / EFULL, EIO (the name is held by a file that is not
+//  ours: puts_blocked): refused now and done is never called.
 int kvt_disk_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                  const void *src, size_t size, kvt_disk_done_fn *done, void *arg);
 
@@ -125,7 +144,9 @@ void kvt_disk_unpin(kvt_disk_t *self, uint64_t pin);
 
 //  Reads the file matching the query into dst (cap bytes) and verifies it;
 //  refreshes it in the disk LRU. OK: *size and *found are set. ENOTFOUND on a
-//  miss, ECORRUPT (counted, file deleted), EIO, EINVAL if cap is too small.
+//  miss (a file of another identity under this name is one: counted in
+//  identity_mismatch, left alone, its name blocked), ECORRUPT (counted, file
+//  deleted), EIO, EINVAL if cap is too small.
 int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind, void *dst,
                   size_t cap, size_t *size, kvt_obj_kind_t *found);
 

@@ -1,45 +1,63 @@
 /*  kvt_hmap — see kvt_hmap.h. */
 #include "kvt_hmap.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
+//  The head of a slot; the value follows at voff (28 or 32). Fields are
+//  written one by one, never by struct assignment: a 4-byte-aligned value
+//  lives in what would be the struct's tail padding.
+typedef struct {
+    kvt_hash_t key; //  key
+    uint64_t ns;    //  namespace
+    uint32_t used;  //  1 when the slot holds an entry
+} s_slot_t;
+
 struct _kvt_hmap_t {
-    kvt_hash_t *keys; //  slot keys
-    uint32_t *values; //  slot values
-    uint8_t *used;    //  1 when the slot holds an entry
-    uint32_t mask;    //  capacity - 1 (capacity is a power of two)
-    uint32_t size;    //  entries held
-    bool fixed;       //  never grows
+    unsigned char *tab; //  mask + 1 slots of `stride` bytes
+    size_t stride;      //  bytes per slot (a multiple of 8)
+    size_t voff;        //  offset of the value in a slot
+    size_t vsize;       //  value bytes
+    uint32_t mask;      //  capacity - 1 (capacity is a power of two)
+    uint32_t size;      //  entries held
+    bool fixed;         //  never grows
 };
 
-static uint32_t s_slot(kvt_hash_t key, uint32_t mask)
+static inline s_slot_t *s_at(const kvt_hmap_t *self, uint32_t i)
 {
-    uint64_t x = key.lo ^ (key.hi * 0x9E3779B97F4A7C15ull);
+    return (s_slot_t *)(self->tab + (size_t)i * self->stride);
+}
+
+static inline uint32_t s_home(uint64_t ns, kvt_hash_t key, uint32_t mask)
+{
+    //  Keys are XXH3 outputs already; fold in the namespace and mix.
+    uint64_t x = key.lo ^ (key.hi * 0x9E3779B97F4A7C15ull) ^ (ns * 0xC2B2AE3D27D4EB4Full);
     x ^= x >> 33;
     x *= 0xFF51AFD7ED558CCDull;
     x ^= x >> 33;
     return (uint32_t)x & mask;
 }
 
+static inline bool s_same(const s_slot_t *s, uint64_t ns, kvt_hash_t key)
+{
+    return s->key.lo == key.lo && s->key.hi == key.hi && s->ns == ns;
+}
+
 static int s_alloc(kvt_hmap_t *self, uint32_t capacity)
 {
-    self->keys = malloc((size_t)capacity * sizeof(kvt_hash_t));
-    self->values = malloc((size_t)capacity * sizeof(uint32_t));
-    self->used = calloc(capacity, 1);
-    if (!self->keys || !self->values || !self->used) {
-        free(self->keys);
-        free(self->values);
-        free(self->used);
+    self->tab = calloc(capacity, self->stride);
+    if (!self->tab)
         return -1;
-    }
     self->mask = capacity - 1;
     self->size = 0;
     return 0;
 }
 
-kvt_hmap_t *kvt_hmap_new(uint32_t expected, bool fixed)
+kvt_hmap_t *kvt_hmap_new_values(uint32_t expected, bool fixed, size_t value_size)
 {
+    if (value_size == 0 || value_size > KVT_HMAP_VALUE_MAX)
+        return NULL;
     uint32_t capacity = 16;
     while (capacity < 0x80000000u && capacity < (uint64_t)expected * 2 + 2)
         capacity <<= 1;
@@ -47,6 +65,9 @@ kvt_hmap_t *kvt_hmap_new(uint32_t expected, bool fixed)
     if (!self)
         return NULL;
     self->fixed = fixed;
+    self->vsize = value_size;
+    self->voff = value_size % 8 == 0 ? sizeof(s_slot_t) : offsetof(s_slot_t, used) + 4;
+    self->stride = (self->voff + value_size + 7) & ~(size_t)7;
     if (s_alloc(self, capacity) != 0) {
         free(self);
         return NULL;
@@ -54,40 +75,40 @@ kvt_hmap_t *kvt_hmap_new(uint32_t expected, bool fixed)
     return self;
 }
 
+kvt_hmap_t *kvt_hmap_new(uint32_t expected, bool fixed)
+{
+    return kvt_hmap_new_values(expected, fixed, sizeof(uint32_t));
+}
+
 void kvt_hmap_destroy(kvt_hmap_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
     kvt_hmap_t *self = *self_p;
-    free(self->keys);
-    free(self->values);
-    free(self->used);
+    free(self->tab);
     free(self);
     *self_p = NULL;
 }
 
-static bool s_find(const kvt_hmap_t *self, kvt_hash_t key, uint32_t *slot)
+//  The slot of (ns, key), or the empty slot that ends its probe run.
+static inline s_slot_t *s_probe(const kvt_hmap_t *self, uint64_t ns, kvt_hash_t key, bool *found)
 {
-    uint32_t i = s_slot(key, self->mask);
-    while (self->used[i]) {
-        if (kvt_hash_eq(self->keys[i], key)) {
-            *slot = i;
-            return true;
+    uint32_t i = s_home(ns, key, self->mask);
+    while (true) {
+        s_slot_t *s = s_at(self, i);
+        if (!s->used || s_same(s, ns, key)) {
+            *found = s->used != 0;
+            return s;
         }
         i = (i + 1) & self->mask;
     }
-    *slot = i;
-    return false;
 }
 
-bool kvt_hmap_get(const kvt_hmap_t *self, kvt_hash_t key, uint32_t *value)
+void *kvt_hmap_find(const kvt_hmap_t *self, uint64_t ns, kvt_hash_t key)
 {
-    uint32_t slot;
-    if (!s_find(self, key, &slot))
-        return false;
-    if (value)
-        *value = self->values[slot];
-    return true;
+    bool found;
+    s_slot_t *s = s_probe(self, ns, key, &found);
+    return found ? (unsigned char *)s + self->voff : NULL;
 }
 
 static int s_grow(kvt_hmap_t *self)
@@ -99,65 +120,103 @@ static int s_grow(kvt_hmap_t *self)
         return -1;
     }
     for (uint32_t i = 0; i <= old.mask; i++) {
-        if (!old.used[i])
+        s_slot_t *from = s_at(&old, i);
+        if (!from->used)
             continue;
-        uint32_t slot;
-        s_find(self, old.keys[i], &slot);
-        self->used[slot] = 1;
-        self->keys[slot] = old.keys[i];
-        self->values[slot] = old.values[i];
+        bool found;
+        s_slot_t *to = s_probe(self, from->ns, from->key, &found);
+        memcpy(to, from, self->stride);
         self->size++;
     }
-    free(old.keys);
-    free(old.values);
-    free(old.used);
+    free(old.tab);
     return 0;
+}
+
+void *kvt_hmap_insert(kvt_hmap_t *self, uint64_t ns, kvt_hash_t key, bool *created)
+{
+    bool found;
+    s_slot_t *s = s_probe(self, ns, key, &found);
+    if (created)
+        *created = !found;
+    if (found)
+        return (unsigned char *)s + self->voff;
+    if ((uint64_t)(self->size + 1) * 2 > (uint64_t)self->mask + 1) {
+        if (self->fixed || s_grow(self) != 0)
+            return NULL;
+        s = s_probe(self, ns, key, &found);
+    }
+    s->key = key;
+    s->ns = ns;
+    s->used = 1;
+    unsigned char *value = (unsigned char *)s + self->voff;
+    memset(value, 0, self->vsize);
+    self->size++;
+    return value;
+}
+
+//  Empties slot s: later members of its probe run move into the hole
+//  unless their home lies cyclically in (hole, j] (backward shift, so no
+//  tombstones are left).
+static void s_erase(kvt_hmap_t *self, s_slot_t *s)
+{
+    uint32_t hole = (uint32_t)(((unsigned char *)s - self->tab) / self->stride);
+    uint32_t j = hole;
+    while (true) {
+        j = (j + 1) & self->mask;
+        s_slot_t *sj = s_at(self, j);
+        if (!sj->used)
+            break;
+        uint32_t home = s_home(sj->ns, sj->key, self->mask);
+        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (stays)
+            continue;
+        memcpy(s_at(self, hole), sj, self->stride);
+        hole = j;
+    }
+    s_at(self, hole)->used = 0;
+    self->size--;
+}
+
+bool kvt_hmap_remove(kvt_hmap_t *self, uint64_t ns, kvt_hash_t key)
+{
+    bool found;
+    s_slot_t *s = s_probe(self, ns, key, &found);
+    if (found)
+        s_erase(self, s);
+    return found;
+}
+
+bool kvt_hmap_get(const kvt_hmap_t *self, kvt_hash_t key, uint32_t *value)
+{
+    assert(self->vsize == sizeof(uint32_t));
+    const void *v = kvt_hmap_find(self, 0, key);
+    if (!v)
+        return false;
+    if (value)
+        memcpy(value, v, sizeof(uint32_t));
+    return true;
 }
 
 int kvt_hmap_put(kvt_hmap_t *self, kvt_hash_t key, uint32_t value)
 {
-    uint32_t slot;
-    if (s_find(self, key, &slot)) {
-        self->values[slot] = value;
-        return 0;
-    }
-    if ((uint64_t)(self->size + 1) * 2 > (uint64_t)self->mask + 1) {
-        if (self->fixed || s_grow(self) != 0)
-            return -1;
-        s_find(self, key, &slot);
-    }
-    self->used[slot] = 1;
-    self->keys[slot] = key;
-    self->values[slot] = value;
-    self->size++;
+    assert(self->vsize == sizeof(uint32_t));
+    void *v = kvt_hmap_insert(self, 0, key, NULL);
+    if (!v)
+        return -1;
+    memcpy(v, &value, sizeof(uint32_t));
     return 0;
 }
 
 bool kvt_hmap_del(kvt_hmap_t *self, kvt_hash_t key, uint32_t *value)
 {
-    uint32_t slot;
-    if (!s_find(self, key, &slot))
+    assert(self->vsize == sizeof(uint32_t));
+    bool found;
+    s_slot_t *s = s_probe(self, 0, key, &found);
+    if (!found)
         return false;
     if (value)
-        *value = self->values[slot];
-    //  Backward-shift: move later members of the probe run into the hole
-    //  when their home slot does not lie cyclically in (hole, j].
-    uint32_t hole = slot;
-    uint32_t j = slot;
-    while (true) {
-        j = (j + 1) & self->mask;
-        if (!self->used[j])
-            break;
-        uint32_t home = s_slot(self->keys[j], self->mask);
-        bool in_between = (hole <= j) ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (in_between)
-            continue;
-        self->keys[hole] = self->keys[j];
-        self->values[hole] = self->values[j];
-        hole = j;
-    }
-    self->used[hole] = 0;
-    self->size--;
+        memcpy(value, (unsigned char *)s + self->voff, sizeof(uint32_t));
+    s_erase(self, s);
     return true;
 }
 
@@ -168,18 +227,21 @@ uint32_t kvt_hmap_size(const kvt_hmap_t *self)
 
 void kvt_hmap_clear(kvt_hmap_t *self)
 {
-    memset(self->used, 0, (size_t)self->mask + 1);
+    for (uint32_t i = 0; i <= self->mask; i++)
+        s_at(self, i)->used = 0;
     self->size = 0;
 }
 
 bool kvt_hmap_next(const kvt_hmap_t *self, uint32_t *cursor, kvt_hash_t *key, uint32_t *value)
 {
+    assert(self->vsize == sizeof(uint32_t));
     for (uint32_t i = *cursor; i <= self->mask; i++) {
-        if (self->used[i]) {
+        const s_slot_t *s = s_at(self, i);
+        if (s->used) {
             if (key)
-                *key = self->keys[i];
+                *key = s->key;
             if (value)
-                *value = self->values[i];
+                memcpy(value, (const unsigned char *)s + self->voff, sizeof(uint32_t));
             *cursor = i + 1;
             return true;
         }

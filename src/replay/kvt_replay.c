@@ -385,6 +385,14 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
                 sc.disk.log = s_log;
                 sc.disk.log_arg = (void *)&cfg->log_level;
                 sc.disk.max_objects = (uint32_t)(cfg->disk_pool_bytes / chunk_bytes) + 64;
+                //  Whose bytes these are: a file of another rank, TP width
+                //  or geometry is a counted miss, never a resume.
+                char layout[160];
+                snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb,
+                         cfg->layers, cfg->planes, cfg->chunk_size);
+                sc.disk.rank = r;
+                sc.disk.world_size = cfg->tp;
+                sc.disk.layout_id = kvt_namespace_id(kvt_namespace_hash(layout));
                 sc.write_policy = cfg->disk_write_on_evict ? KVT_WRITE_ON_EVICT : KVT_WRITE_ALWAYS;
             }
             run->storage[r] = kvt_storage_new(&sc, err, errlen);

@@ -22,8 +22,10 @@
 
 void kvt_disk_config_defaults(kvt_disk_config_t *cfg)
 {
-    *cfg = (kvt_disk_config_t){
-        .name = "disk", .io_threads = S_DEFAULT_THREADS, .queue_depth = S_DEFAULT_DEPTH};
+    *cfg = (kvt_disk_config_t){.name = "disk",
+                               .io_threads = S_DEFAULT_THREADS,
+                               .queue_depth = S_DEFAULT_DEPTH,
+                               .world_size = 1};
 }
 
 // ------------------------------------------------------------- index --
@@ -96,7 +98,8 @@ static uint32_t s_alloc_ent(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_o
     int set = kvt_keymap_set(&self->map, ns, key, kind, i + 1);
     assert(set == 0); //  the map holds as many keys as there are entries
     (void)set;
-    self->used += KVT_DISK_HDR + size;
+    if (state != KVT_DENT_BLOCKED) //  a blocked name holds no room: the file is not ours
+        self->used += KVT_DISK_HDR + size;
     if (state == KVT_DENT_WRITING)
         self->writing += KVT_DISK_HDR + size;
     return i;
@@ -105,6 +108,14 @@ static uint32_t s_alloc_ent(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_o
 void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i)
 {
     kvt_dent_t *e = &self->ents[i];
+    if (e->state == KVT_DENT_BLOCKED) {
+        kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
+        e->state = KVT_DENT_FREE;
+        e->gen++;
+        e->next = self->ent_free;
+        self->ent_free = i;
+        return;
+    }
     if (e->state == KVT_DENT_READY) {
         s_lru_unlink(self, i);
         self->st.objects--;
@@ -131,7 +142,7 @@ static void s_delete(kvt_disk_t *self, uint32_t i)
 {
     kvt_dent_t *e = &self->ents[i];
     char name[KVT_DISK_NAME_LEN], path[PATH_MAX];
-    kvt_disk_file_name(name, e->ns, e->key, (kvt_obj_kind_t)e->kind);
+    kvt_disk_file_name(name, e->ns, e->key, (kvt_obj_kind_t)e->kind, &self->id);
     kvt_disk_path(self, path, name);
     if (unlink(path) != 0 && errno != ENOENT)
         self->st.io_errors++;
@@ -159,6 +170,35 @@ static bool s_evict_one(kvt_disk_t *self)
     return false;
 }
 
+//  A ready entry whose name turned out to hold a file that is not ours: it
+//  stops being readable (pins lapse, its bytes leave the accounting) and
+//  keeps the name, so no put writes over that file.
+static void s_block(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    assert(e->state == KVT_DENT_READY);
+    s_lru_unlink(self, i);
+    self->st.objects--;
+    if (e->pins > 0) {
+        self->pinned -= KVT_DISK_HDR + e->size;
+        self->npinned--;
+        e->pins = 0;
+    }
+    self->used -= KVT_DISK_HDR + e->size;
+    e->size = 0;
+    e->state = KVT_DENT_BLOCKED;
+    e->gen++;
+    e->prev = e->next = KVT_NIL;
+}
+
+//  True if the exact name of (ns, key, kind) is held by a file not ours.
+static bool s_blocked(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
+{
+    kvt_keymap_entry_t *m = kvt_keymap_find(&self->map, ns, key);
+    uint32_t v = m ? m->slot[kind - 1] : 0;
+    return v && self->ents[v - 1].state == KVT_DENT_BLOCKED;
+}
+
 void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i)
 {
     kvt_dent_t *e = &self->ents[i];
@@ -168,6 +208,12 @@ void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i)
     self->st.objects_writing--;
     self->st.objects++;
     s_lru_push_young(self, i);
+}
+
+int kvt_disk_insert_blocked(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
+{
+    uint32_t i = s_alloc_ent(self, ns, key, kind, 0, KVT_DENT_BLOCKED);
+    return i == KVT_NIL ? -1 : 0;
 }
 
 int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
@@ -224,6 +270,13 @@ static int s_validate(const kvt_disk_config_t *in, kvt_disk_config_t *cfg, char 
                          S_MAX_DEPTH);
         return -1;
     }
+    if (cfg->world_size == 0)
+        cfg->world_size = 1;
+    if (cfg->rank >= cfg->world_size) {
+        kvt_store_seterr(err, errlen, "disk.rank=%u: must be below disk.world_size=%u", cfg->rank,
+                         cfg->world_size);
+        return -1;
+    }
     if (!cfg->log)
         cfg->log = kvt_store_log_stderr;
     return 0;
@@ -246,6 +299,7 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
     }
     snprintf(self->name, sizeof(self->name), "%s", cfg.name);
     snprintf(self->dir, sizeof(self->dir), "%s", cfg.dir);
+    self->id = (kvt_dident_t){.rank = cfg.rank, .world = cfg.world_size, .layout = cfg.layout_id};
     self->capacity = cfg.capacity_bytes;
     self->fsync = cfg.fsync;
     self->log = cfg.log;
@@ -287,8 +341,7 @@ void kvt_disk_destroy(kvt_disk_t **self_p)
     if (!self)
         return;
     kvt_disk_io_stop(self);
-    if (self->map.tab)
-        kvt_keymap_fini(&self->map);
+    kvt_keymap_fini(&self->map); //  safe on a map never initialised (zeroed)
     if (self->dirfd >= 0)
         close(self->dirfd);
     free(self->ents);
@@ -320,6 +373,11 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
         self->st.puts_duplicate++;
         rc = KVT_STORE_DUPLICATE;
         goto cleanup;
+    }
+    if (s_blocked(self, ns, key, kind)) {
+        self->st.puts_blocked++;
+        rc = KVT_STORE_EIO;
+        goto dropped;
     }
     //  Compared before adding the header: a size near SIZE_MAX would wrap
     //  (capacity is at least 2 headers).
@@ -482,37 +540,55 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
         return KVT_STORE_EINVAL;
 
     char name[KVT_DISK_NAME_LEN], path[PATH_MAX];
-    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind);
+    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, &self->id);
     kvt_disk_path(self, path, name);
     const char *why = "";
-    int rc = kvt_disk_file_read(path, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, snap.size, dst,
-                                &why);
+    kvt_dread_t v = kvt_disk_file_read(path, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind,
+                                       &self->id, snap.size, dst, &why);
+    int rc = KVT_STORE_OK;
     pthread_mutex_lock(&self->mu);
     bool same = self->ents[i].gen == snap.gen && self->ents[i].state == KVT_DENT_READY;
-    if (rc == KVT_STORE_OK) {
+    switch (v) {
+    case KVT_DREAD_OK:
         self->st.hits[kind - 1]++;
         self->st.read_bytes += snap.size;
         *size = snap.size;
         *found = (kvt_obj_kind_t)snap.kind;
-    } else {
-        self->st.misses[kind - 1]++;
-        if (rc == KVT_STORE_ECORRUPT) {
-            self->st.corrupt++;
-            if (same)
-                s_delete(self, i);
-        } else if (rc == KVT_STORE_ENOTFOUND) {
-            //  Deleted behind our back (or evicted meanwhile): forget it.
-            if (same)
-                kvt_disk_ent_free(self, i);
-        } else {
-            self->st.io_errors++;
-        }
+        break;
+    case KVT_DREAD_CORRUPT:
+        self->st.corrupt++;
+        if (same)
+            s_delete(self, i);
+        rc = KVT_STORE_ECORRUPT;
+        break;
+    case KVT_DREAD_GONE:
+        //  Deleted behind our back (or evicted meanwhile): forget it.
+        if (same)
+            kvt_disk_ent_free(self, i);
+        rc = KVT_STORE_ENOTFOUND;
+        break;
+    case KVT_DREAD_IDENTITY:
+        //  Another writer's file under our name: a miss, and not ours to
+        //  delete or to write over.
+        self->st.identity_mismatch++;
+        if (same)
+            s_block(self, i);
+        rc = KVT_STORE_ENOTFOUND;
+        break;
+    case KVT_DREAD_EIO:
+        self->st.io_errors++;
+        rc = KVT_STORE_EIO;
+        break;
     }
+    if (rc != KVT_STORE_OK)
+        self->st.misses[kind - 1]++;
     pthread_mutex_unlock(&self->mu);
-    if (rc == KVT_STORE_ECORRUPT)
+    if (v == KVT_DREAD_CORRUPT)
         kvt_disk_logf(self, 1, true, "deleted corrupt file %s: %s", name, why);
-    else if (rc == KVT_STORE_EIO)
+    else if (v == KVT_DREAD_EIO)
         kvt_disk_logf(self, 1, true, "read of %s failed: %s", name, why);
+    else if (v == KVT_DREAD_IDENTITY)
+        kvt_disk_identity_warn(self, name, "read");
     return rc;
 }
 
@@ -577,8 +653,8 @@ int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_
     pthread_mutex_lock(&self->mu);
     kvt_keymap_entry_t *m = kvt_keymap_find(&self->map, ns, key);
     uint32_t v = m ? m->slot[kind - 1] : 0;
-    if (!v)
-        rc = KVT_STORE_ENOTFOUND;
+    if (!v || self->ents[v - 1].state == KVT_DENT_BLOCKED)
+        rc = KVT_STORE_ENOTFOUND; //  a blocked name is not ours to delete
     else if (self->ents[v - 1].state != KVT_DENT_READY || self->ents[v - 1].pins > 0)
         rc = KVT_STORE_EBUSY;
     else

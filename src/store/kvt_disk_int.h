@@ -10,16 +10,25 @@
 #include "kvt_keymap.h"
 #include "kvtier/kvt_disk.h"
 
-#define KVT_DISK_HDR       64 //  header bytes at the start of every file
-#define KVT_DISK_VERSION   1  //  file format version
-#define KVT_DISK_NAME_LEN  96 //  bytes of a file name, NUL included
+#define KVT_DISK_HDR       KVT_DISK_HEADER_BYTES //  header bytes at the start of every file
+#define KVT_DISK_VERSION   2                     //  file format version
+#define KVT_DISK_NAME_LEN  96                    //  bytes of a file name buffer, NUL included
+#define KVT_DISK_OBJ_NAME  90                    //  characters of an object file name
 #define KVT_DISK_LOG_LIMIT 16 //  I/O errors and corrupt files logged before counting only
 
 typedef enum {
     KVT_DENT_FREE = 0,    //  slot unused
     KVT_DENT_WRITING = 1, //  queued or being written: not readable
     KVT_DENT_READY = 2,   //  renamed into place: readable
+    KVT_DENT_BLOCKED = 3, //  the name is held by a file that is not ours: never read or written
 } kvt_dent_state_t;
+
+//  Who wrote a file: a disk instance reads only files of its own identity.
+typedef struct {
+    uint32_t rank;   //  TP rank
+    uint32_t world;  //  TP world size
+    uint64_t layout; //  layout / geometry id
+} kvt_dident_t;
 
 typedef struct {
     uint64_t ns;    //  namespace
@@ -51,11 +60,23 @@ typedef struct {
     uint64_t size;       //  payload bytes
     uint64_t checksum;   //  XXH3-64 of the payload
     kvt_obj_kind_t kind; //  object kind
+    kvt_dident_t id;     //  writer's identity
 } kvt_dhdr_t;
+
+//  What a verified read of one file found.
+typedef enum {
+    KVT_DREAD_OK = 0,       //  the expected object, bytes verified
+    KVT_DREAD_GONE = 1,     //  no such file
+    KVT_DREAD_CORRUPT = 2,  //  ours, but fails validation
+    KVT_DREAD_IDENTITY = 3, //  a valid header of another identity: not ours
+    KVT_DREAD_EIO = 4,      //  open / fstat / pread failed
+} kvt_dread_t;
 
 struct _kvt_disk_t {
     char name[32];         //  for logs
     char dir[PATH_MAX];    //  directory
+    kvt_dident_t id;       //  identity of the files this instance writes and reads
+    bool id_warned;        //  an identity mismatch was logged (once per instance)
     int dirfd;             //  open directory (for fsync), -1 if none
     uint64_t capacity;     //  bytes (headers included)
     bool fsync;            //  fsync files and the directory
@@ -88,13 +109,21 @@ struct _kvt_disk_t {
     kvt_disk_stats_t st;   //  counters (gauges filled by kvt_disk_stats)
 };
 
-//  "<ns>-<key>-<kind>.kvt" for an object.
+//  "<ns>-<key>-<kind>-<rank>-<world>-<layout>.kvt" for an object of
+//  identity id.
 void kvt_disk_file_name(char out[KVT_DISK_NAME_LEN], uint64_t ns, kvt_hash_t key,
-                        kvt_obj_kind_t kind);
+                        kvt_obj_kind_t kind, const kvt_dident_t *id);
+
+//  Parses an object file name; false if `name` is not one.
+bool kvt_disk_name_parse(const char *name, uint64_t *ns, kvt_hash_t *key, kvt_obj_kind_t *kind,
+                         kvt_dident_t *id);
+
+//  True if a and b are the same identity.
+bool kvt_disk_ident_eq(const kvt_dident_t *a, const kvt_dident_t *b);
 
 //  Encodes a header for `size` payload bytes with checksum `sum`.
 void kvt_disk_hdr_encode(uint8_t out[KVT_DISK_HDR], uint64_t ns, kvt_hash_t key,
-                         kvt_obj_kind_t kind, uint64_t size, uint64_t sum);
+                         kvt_obj_kind_t kind, const kvt_dident_t *id, uint64_t size, uint64_t sum);
 
 //  Decodes and validates a header (magic, version, kind, header checksum).
 //  0, or -1 with a reason.
@@ -103,12 +132,19 @@ int kvt_disk_hdr_decode(const uint8_t in[KVT_DISK_HDR], kvt_dhdr_t *hdr, const c
 //  Writes header + payload to `path` (created exclusively); fsync if asked.
 //  0 or -1 (errno kept).
 int kvt_disk_file_write(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                        const void *src, size_t size, bool do_fsync);
+                        const kvt_dident_t *id, const void *src, size_t size, bool do_fsync);
 
-//  Reads and verifies the file at `path` for the expected object into dst.
-//  KVT_STORE_OK, ENOTFOUND (no file), ECORRUPT (*why says how), EIO.
-int kvt_disk_file_read(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                       uint64_t size, void *dst, const char **why);
+//  Validates the header and length of the file at `path` (no payload
+//  read) for the expected object of identity id; *size and *mtime (ns) on
+//  OK, *why otherwise.
+kvt_dread_t kvt_disk_file_check(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                                const kvt_dident_t *id, uint64_t *size, uint64_t *mtime,
+                                const char **why);
+
+//  Reads and verifies the file at `path` for the expected object of
+//  identity id into dst; *why says what was wrong.
+kvt_dread_t kvt_disk_file_read(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                               const kvt_dident_t *id, uint64_t size, void *dst, const char **why);
 
 //  Rebuilds the index from the directory (called by kvt_disk_new before the
 //  threads start). 0 or -1 if the directory cannot be read.
@@ -117,6 +153,15 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen);
 //  Inserts a ready entry at the young end (rescan). -1 if the table is full.
 int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                           uint64_t size);
+
+//  Records that the name of (ns, key, kind) is held by a file that is not
+//  ours (rescan): puts of it are refused, reads miss. -1 if the table is
+//  full.
+int kvt_disk_insert_blocked(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
+
+//  Warns, once per instance, that a file of another identity was found and
+//  left alone (call without the lock).
+void kvt_disk_identity_warn(kvt_disk_t *self, const char *name, const char *where);
 
 //  Index (kvt_disk.c), under the lock. ent_free forgets an entry (the
 //  caller deals with its file); ent_publish makes a written entry readable

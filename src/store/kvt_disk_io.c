@@ -21,13 +21,13 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
     pthread_mutex_unlock(&self->mu);
 
     char name[KVT_DISK_NAME_LEN], tmp[PATH_MAX], path[PATH_MAX];
-    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind);
+    kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, &self->id);
     kvt_disk_path(self, path, name);
     if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s.%llu", self->dir, name, (unsigned long long)seq) >=
         (int)sizeof(tmp))
         tmp[0] = 0; //  cannot happen: disk.dir's length is checked at creation
-    int rc = kvt_disk_file_write(tmp, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, job.src,
-                                 job.size, self->fsync);
+    int rc = kvt_disk_file_write(tmp, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, &self->id,
+                                 job.src, job.size, self->fsync);
     int werr = errno;
     bool valid = true;
     if (job.done)

@@ -1,37 +1,37 @@
-/*  kvt_keymap.h — fixed-capacity open-addressing index from (namespace, key)
-    to one slot per object kind (private to src/store). Linear probing with
-    backward-shift deletion, so there are no tombstones and a lookup stays
-    O(1) however many inserts and deletes have happened. All memory is
-    allocated at init. */
+/*  kvt_keymap.h — the store's index from (namespace, key) to one slot per
+    object kind (private to src/store): a fixed-capacity kvt_hmap whose
+    value is the three per-kind slots, so a lookup for any candidate kind
+    is one probe. An entry exists while any of its slots is set. All memory
+    is allocated at init. */
 #ifndef KVT_KEYMAP_H_INCLUDED
 #define KVT_KEYMAP_H_INCLUDED
 
+#include "base/kvt_hmap.h"
 #include "kvt_store_int.h"
 
 typedef struct {
-    uint64_t ns;      //  namespace
-    kvt_hash_t key;   //  prefix hash
     uint32_t slot[3]; //  per kind (kind - 1): an owner's index + 1, 0 = none
-    uint32_t used;    //  1 if this table entry is occupied
 } kvt_keymap_entry_t;
 
 typedef struct {
-    kvt_keymap_entry_t *tab; //  2^k entries
-    uint32_t mask;           //  2^k - 1
-    uint32_t count;          //  occupied entries
-    uint32_t max;            //  most keys ever held (half the table or less)
+    kvt_hmap_t *map; //  (ns, key) → kvt_keymap_entry_t
+    uint32_t max;    //  most keys ever held
 } kvt_keymap_t;
 
-//  Sizes the table for max_keys keys. 0 or -1 (out of memory).
+//  Sizes the index for max_keys keys. 0 or -1 (out of memory).
 int kvt_keymap_init(kvt_keymap_t *self, uint32_t max_keys);
 void kvt_keymap_fini(kvt_keymap_t *self);
 
 //  The entry for (ns, key), or NULL. The pointer is valid until the next
-//  insert or delete.
-kvt_keymap_entry_t *kvt_keymap_find(const kvt_keymap_t *self, uint64_t ns, kvt_hash_t key);
+//  set or clear.
+static inline kvt_keymap_entry_t *kvt_keymap_find(const kvt_keymap_t *self, uint64_t ns,
+                                                  kvt_hash_t key)
+{
+    return kvt_hmap_find(self->map, ns, key);
+}
 
 //  Sets slot `kind` of (ns, key) to value (an index + 1), creating the entry.
-//  -1 if the table already holds max keys.
+//  -1 if the index already holds max keys.
 int kvt_keymap_set(kvt_keymap_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                    uint32_t value);
 

@@ -1,8 +1,8 @@
-/*  kvt_pool.c — the CPU pool: creation, objects, allocation with eviction,
-    writes (reserve / commit / abort / put), removal, stats. Reads, lookup and
-    touch are in kvt_pool_read.c; holders, leases and reclaim in
-    kvt_pool_lease.c; the design is described in kvt_pool.h and
-    docs/store.md. */
+/*  kvt_pool.c — the CPU pool: creation, objects, writes (reserve / commit /
+    abort / put), removal, stats. Allocation with eviction is in
+    kvt_pool_evict.c; reads, lookup and touch in kvt_pool_read.c; holders,
+    leases and reclaim in kvt_pool_lease.c; the design is described in
+    kvt_pool.h and docs/store.md. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,13 +207,13 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     self->obj_free = KVT_NIL;
     for (uint32_t i = self->nobjs; i-- > 0;) {
         self->objs[i].gen = 1;
-        self->objs[i].next = self->obj_free;
+        self->objs[i].link.next = self->obj_free;
         self->obj_free = i;
     }
     self->lease_free = KVT_NIL;
     for (uint32_t i = self->nleases; i-- > 0;) {
         self->leases[i].gen = 1;
-        self->leases[i].next = self->lease_free;
+        self->leases[i].link.next = self->lease_free;
         self->lease_free = i;
     }
     self->pin_free = KVT_NIL;
@@ -222,10 +222,10 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
         self->pin_free = i;
     }
     self->pins_avail = self->npins;
-    self->lru_old = self->lru_young = KVT_NIL;
-    self->wr_head = self->wr_tail = KVT_NIL;
-    self->qu_head = self->qu_tail = KVT_NIL;
-    self->act_head = self->act_tail = KVT_NIL;
+    kvt_ilist_init(&self->lru);
+    kvt_ilist_init(&self->writing);
+    kvt_ilist_init(&self->quarantine);
+    kvt_ilist_init(&self->active);
     if (kvt_pool_holder_add(self, "pool.put", &self->put_holder) != 0)
         goto cleanup;
     return self;
@@ -255,71 +255,14 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
 
 // ---------------------------------------------------- object helpers --
 
-//  The pool threads three lists through the objects' prev/next links (an
-//  object is in one at a time): the LRU of ready objects, the objects being
-//  written, and the quarantined reservations.
-static void s_list_unlink(kvt_pool_t *self, uint32_t *head, uint32_t *tail, uint32_t i)
-{
-    kvt_pobj_t *o = &self->objs[i];
-    if (o->prev != KVT_NIL)
-        self->objs[o->prev].next = o->next;
-    else
-        *head = o->next;
-    if (o->next != KVT_NIL)
-        self->objs[o->next].prev = o->prev;
-    else
-        *tail = o->prev;
-}
-
-static void s_list_push(kvt_pool_t *self, uint32_t *head, uint32_t *tail, uint32_t i)
-{
-    kvt_pobj_t *o = &self->objs[i];
-    o->next = KVT_NIL;
-    o->prev = *tail;
-    if (*tail != KVT_NIL)
-        self->objs[*tail].next = i;
-    else
-        *head = i;
-    *tail = i;
-}
-
-static void s_lru_unlink(kvt_pool_t *self, uint32_t i)
-{
-    s_list_unlink(self, &self->lru_old, &self->lru_young, i);
-}
-
-static void s_lru_push_young(kvt_pool_t *self, uint32_t i)
-{
-    s_list_push(self, &self->lru_old, &self->lru_young, i);
-}
-
-static void s_wr_unlink(kvt_pool_t *self, uint32_t i)
-{
-    s_list_unlink(self, &self->wr_head, &self->wr_tail, i);
-}
-
-static void s_wr_push(kvt_pool_t *self, uint32_t i)
-{
-    s_list_push(self, &self->wr_head, &self->wr_tail, i);
-}
-
-static void s_qu_unlink(kvt_pool_t *self, uint32_t i)
-{
-    s_list_unlink(self, &self->qu_head, &self->qu_tail, i);
-}
-
-static void s_qu_push(kvt_pool_t *self, uint32_t i)
-{
-    s_list_push(self, &self->qu_head, &self->qu_tail, i);
-}
+//  The pool threads three lists through the objects' links (an object is
+//  in one at a time): the LRU of ready objects, the objects being written
+//  (and draining quarantine), and the quarantined reservations.
 
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
 {
     assert(self->objs[i].state == KVT_POBJ_READY);
-    if (self->lru_young == i)
-        return;
-    s_lru_unlink(self, i);
-    s_lru_push_young(self, i);
+    kvt_ilist_to_tail(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
 }
 
 uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
@@ -344,19 +287,19 @@ uint64_t kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
     bool indexed = true;
     if (o->state == KVT_POBJ_READY) {
         assert(o->pins == 0);
-        s_lru_unlink(self, i);
+        kvt_ilist_unlink(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
         self->evictable_units -= o->units;
         self->st.objects--;
     } else if (o->state == KVT_POBJ_WRITING) {
-        s_wr_unlink(self, i);
+        kvt_ilist_unlink(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
         self->st.writing_bytes -= o->size;
         self->st.objects_writing--;
     } else {
         assert(o->state == KVT_POBJ_QUARANTINED || o->state == KVT_POBJ_QDRAIN);
         if (o->state == KVT_POBJ_QUARANTINED)
-            s_qu_unlink(self, i);
+            kvt_ilist_unlink(&self->quarantine, KVT_POOL_OBJ_LINKS(self), i);
         else
-            s_wr_unlink(self, i);
+            kvt_ilist_unlink(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
         self->st.quarantined_bytes -= o->size;
         self->st.objects_quarantined--;
         indexed = false;
@@ -366,7 +309,7 @@ uint64_t kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
     uint32_t hole = kvt_extents_free(&self->ext, o->extent);
     o->state = KVT_POBJ_FREE;
     o->gen++;
-    o->next = self->obj_free;
+    o->link.next = self->obj_free;
     self->obj_free = i;
     return self->ext.ext[hole].len;
 }
@@ -382,173 +325,29 @@ void kvt_pool_quarantine(kvt_pool_t *self, uint32_t i)
 {
     kvt_pobj_t *o = &self->objs[i];
     assert(o->state == KVT_POBJ_WRITING);
-    s_wr_unlink(self, i);
+    kvt_ilist_unlink(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
     self->st.writing_bytes -= o->size;
     self->st.objects_writing--;
     kvt_keymap_clear(&self->map, o->ns, o->key, (kvt_obj_kind_t)o->kind);
     o->state = KVT_POBJ_QUARANTINED;
-    s_qu_push(self, i);
+    kvt_ilist_append(&self->quarantine, KVT_POOL_OBJ_LINKS(self), i);
     self->st.quarantined_bytes += o->size;
     self->st.objects_quarantined++;
 }
 
 void kvt_pool_drain_holder(kvt_pool_t *self, kvt_holder_t holder, uint64_t now)
 {
-    uint32_t i = self->qu_head;
+    uint32_t i = self->quarantine.head;
     while (i != KVT_NIL) {
-        uint32_t next = self->objs[i].next;
+        uint32_t next = self->objs[i].link.next;
         kvt_pobj_t *o = &self->objs[i];
         if (o->holder == holder) {
-            s_qu_unlink(self, i);
+            kvt_ilist_unlink(&self->quarantine, KVT_POOL_OBJ_LINKS(self), i);
             o->state = KVT_POBJ_QDRAIN;
             o->t_start = now;
-            s_wr_push(self, i);
+            kvt_ilist_append(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
         }
         i = next;
-    }
-}
-
-// ------------------------------------------------------------ eviction --
-
-//  Evicts a ready, unpinned object; returns the length in units of the
-//  free extent its bytes are part of now.
-static uint64_t s_evict(kvt_pool_t *self, uint32_t i)
-{
-    kvt_pobj_t *o = &self->objs[i];
-    assert(o->state == KVT_POBJ_READY && o->pins == 0);
-    if (self->evict_fn)
-        self->evict_fn(self->evict_arg, o->ns, o->key, (kvt_obj_kind_t)o->kind, self->base + o->off,
-                       o->size);
-    self->st.evictions++;
-    self->st.evicted_bytes += o->size;
-    return kvt_pool_free_obj(self, i);
-}
-
-//  The oldest ready, unpinned object, or KVT_NIL. A pinned object met at the
-//  old end is in use right now: it goes to the young end, as a refresh would,
-//  so no later call walks past it again (amortised O(1)). Only walks when
-//  an unpinned object exists, so it never rotates the whole LRU.
-static uint32_t s_oldest_evictable(kvt_pool_t *self)
-{
-    if (self->evictable_units == 0)
-        return KVT_NIL;
-    for (uint64_t n = self->st.objects; n > 0; n--) {
-        uint32_t i = self->lru_old;
-        if (self->objs[i].pins == 0)
-            return i;
-        kvt_pool_refresh(self, i);
-    }
-    return KVT_NIL;
-}
-
-//  True if extent e may be part of a run: free, or held by a ready,
-//  unpinned object.
-static bool s_takeable(kvt_pool_t *self, uint32_t e)
-{
-    const kvt_extent_t *x = &self->ext.ext[e];
-    if (x->free)
-        return true;
-    const kvt_pobj_t *o = &self->objs[x->owner];
-    return o->state == KVT_POBJ_READY && o->pins == 0;
-}
-
-//  True if the run of free and evictable extents around extent e spans
-//  `units` (it stops looking once it does). A shorter run is bounded by
-//  unevictable extents, so evicting inside it can never help this
-//  allocation: every extent of it is marked and skipped from then on.
-static bool s_run_reaches(kvt_pool_t *self, uint32_t e, uint64_t units)
-{
-    kvt_extent_t *x = self->ext.ext;
-    uint64_t total = x[e].len;
-    uint32_t lo = e, hi = e;
-    while (total < units && x[lo].prev != KVT_NIL && s_takeable(self, x[lo].prev)) {
-        lo = x[lo].prev;
-        total += x[lo].len;
-    }
-    while (total < units && x[hi].next != KVT_NIL && s_takeable(self, x[hi].next)) {
-        hi = x[hi].next;
-        total += x[hi].len;
-    }
-    if (total >= units)
-        return true;
-    for (uint32_t k = lo;; k = x[k].next) {
-        x[k].mark = self->visit;
-        if (k == hi)
-            break;
-    }
-    return false;
-}
-
-//  Evicts ready, unpinned objects oldest first — skipping those in runs too
-//  short to ever hold `units` — until a free extent of `units` exists. The
-//  first object that qualifies proves success before anything is evicted:
-//  its run only grows as its members go, and every member qualifies, so the
-//  walk ends at the latest when that run is free. False, with nothing
-//  evicted, when none qualifies. Cost: O(1) per eviction plus the run checks
-//  (a few extents each); O(objects) when nothing qualifies.
-static bool s_evict_for(kvt_pool_t *self, uint64_t units)
-{
-    if (self->ext.units - self->ext.used_units + self->evictable_units < units)
-        return false; //  O(1): not even every evictable byte would do
-    uint32_t i = s_oldest_evictable(self);
-    if (++self->visit == 0) { //  the stamp wrapped: forget every old mark
-        for (uint32_t e = 0; e < self->ext.nmax; e++)
-            self->ext.ext[e].mark = 0;
-        self->visit = 1;
-    }
-    bool evicted = false;
-    while (i != KVT_NIL) {
-        uint32_t next = self->objs[i].next;
-        const kvt_pobj_t *o = &self->objs[i];
-        if (o->pins == 0 && self->ext.ext[o->extent].mark != self->visit &&
-            s_run_reaches(self, o->extent, units)) {
-            evicted = true;
-            if (s_evict(self, i) >= units)
-                return true;
-        }
-        i = next;
-    }
-    assert(!evicted); //  see above: once one qualifies, its run ends the walk
-    (void)evicted;
-    return false;
-}
-
-//  An object slot and an extent of `units`, evicting only objects whose
-//  eviction can help; or a failure reason, with nothing evicted. Never
-//  waits.
-static int s_make_room(kvt_pool_t *self, uint64_t units, uint64_t now, uint32_t *extent)
-{
-    bool reclaimed = false;
-    while (true) {
-        if (self->obj_free == KVT_NIL && self->evictable_units == 0) {
-            if (!reclaimed) {
-                reclaimed = true;
-                kvt_pool_reclaim_locked(self, now);
-                continue;
-            }
-            self->st.alloc_failed++;
-            self->st.alloc_failed_table++;
-            return KVT_STORE_EFULL;
-        }
-        uint32_t e = kvt_extents_alloc(&self->ext, units);
-        if (e == KVT_NIL && s_evict_for(self, units)) {
-            e = kvt_extents_alloc(&self->ext, units);
-            assert(e != KVT_NIL); //  a free extent of `units` exists now
-        }
-        if (e != KVT_NIL) {
-            if (self->obj_free == KVT_NIL) //  a slot: the oldest evictable object's
-                s_evict(self, s_oldest_evictable(self));
-            *extent = e;
-            return KVT_STORE_OK;
-        }
-        if (!reclaimed) {
-            reclaimed = true;
-            kvt_pool_reclaim_locked(self, now);
-            continue;
-        }
-        self->st.alloc_failed++;
-        self->st.alloc_failed_pinned++;
-        return KVT_STORE_ENOSPACE;
     }
 }
 
@@ -588,12 +387,12 @@ int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind
     uint64_t units = ((uint64_t)size + self->align - 1) >> self->shift;
     uint64_t now = kvt_pool_now(self);
     uint32_t extent;
-    rc = s_make_room(self, units, now, &extent);
+    rc = kvt_pool_make_room(self, units, now, &extent);
     if (rc != KVT_STORE_OK)
         goto cleanup;
     i = self->obj_free;
     kvt_pobj_t *o = &self->objs[i];
-    self->obj_free = o->next;
+    self->obj_free = o->link.next;
     o->ns = ns;
     o->key = key;
     o->kind = (uint8_t)kind;
@@ -610,7 +409,7 @@ int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind
     int set = kvt_keymap_set(&self->map, ns, key, kind, i + 1);
     assert(set == 0); //  the map holds max_objects keys, one per live object at most
     (void)set;
-    s_wr_push(self, i);
+    kvt_ilist_append(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
     self->st.writing_bytes += size;
     self->st.objects_writing++;
     resv->id = kvt_store_handle(i, o->gen);
@@ -663,11 +462,11 @@ int kvt_pool_commit_ex(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease, k
         goto cleanup;
     }
     kvt_pobj_t *o = &self->objs[i];
-    s_wr_unlink(self, i);
+    kvt_ilist_unlink(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
     self->st.writing_bytes -= o->size;
     self->st.objects_writing--;
     o->state = KVT_POBJ_READY;
-    s_lru_push_young(self, i);
+    kvt_ilist_append(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
     self->st.objects++;
     self->evictable_units += o->units;
     self->st.puts++;
@@ -736,8 +535,8 @@ int kvt_pool_resv_renew(kvt_pool_t *self, kvt_resv_t resv)
         goto cleanup;
     }
     o->t_start = kvt_pool_now(self);
-    s_wr_unlink(self, i);
-    s_wr_push(self, i);
+    kvt_ilist_unlink(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
+    kvt_ilist_append(&self->writing, KVT_POOL_OBJ_LINKS(self), i);
 cleanup:
     kvt_pool_unlock(self);
     return rc;

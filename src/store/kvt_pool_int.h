@@ -1,12 +1,14 @@
-/*  kvt_pool_int.h — the CPU pool's state, shared by kvt_pool.c (objects,
-    allocation, eviction, reads) and kvt_pool_lease.c (holders, leases, pins,
-    reclaim). Private to src/store. Every function here expects the pool lock
-    held unless it says otherwise. */
+/*  kvt_pool_int.h — the CPU pool's state, shared by kvt_pool.c (creation,
+    objects, writes), kvt_pool_evict.c (allocation with eviction),
+    kvt_pool_read.c (reads, lookup, touch) and kvt_pool_lease.c (holders,
+    leases, pins, reclaim). Private to src/store. Every function here
+    expects the pool lock held unless it says otherwise. */
 #ifndef KVT_POOL_INT_H_INCLUDED
 #define KVT_POOL_INT_H_INCLUDED
 
 #include <pthread.h>
 
+#include "base/kvt_ilist.h"
 #include "kvt_extent.h"
 #include "kvt_keymap.h"
 #include "kvtier/kvt_pool.h"
@@ -34,8 +36,7 @@ typedef struct {
     uint64_t t_start; //  reservation / last renew time (writing), drain start (qdrain)
     uint32_t extent;  //  allocator extent id
     uint32_t gen;     //  generation, bumped whenever the slot is freed
-    uint32_t prev;    //  LRU (ready: older neighbour) / writing or quarantine list link
-    uint32_t next;    //  LRU (ready: younger neighbour) / writing, quarantine, free list link
+    kvt_ilink_t link; //  in the LRU (ready), writing or quarantine list; next: free list
     uint32_t pins;    //  read pins held by leases
     uint32_t holder;  //  writer (while writing)
     uint32_t epoch;   //  writer's holder epoch at reserve
@@ -50,8 +51,7 @@ typedef struct {
     uint32_t epoch;     //  owner's epoch at acquire
     uint32_t first_pin; //  head of its pin list
     uint32_t npins;     //  pins in the list
-    uint32_t prev;      //  active list (ordered by t_start) / unused
-    uint32_t next;      //  active list / free list link
+    kvt_ilink_t link;   //  in the active list (ordered by t_start); next: free list
     uint8_t used;       //  1 while outstanding
 } kvt_plea_t;
 
@@ -91,12 +91,9 @@ struct _kvt_pool_t {
     kvt_pobj_t *objs;             //  object table
     uint32_t nobjs;               //  its size
     uint32_t obj_free;            //  head of free object slots
-    uint32_t lru_old;             //  oldest ready object
-    uint32_t lru_young;           //  youngest ready object
-    uint32_t wr_head;             //  oldest reservation (writing list, by t_start)
-    uint32_t wr_tail;             //  newest reservation
-    uint32_t qu_head;             //  quarantine list (live holders' expired reservations)
-    uint32_t qu_tail;             //  its last entry
+    kvt_ilist_t lru;              //  ready objects, oldest first
+    kvt_ilist_t writing;          //  reservations and draining quarantine, by t_start
+    kvt_ilist_t quarantine;       //  live holders' expired reservations
     uint32_t visit;               //  stamp of the current eviction's extent marks
     kvt_keymap_t map;             //  (ns, key) → object index + 1 per kind
     kvt_extents_t ext;            //  arena allocator
@@ -104,8 +101,7 @@ struct _kvt_pool_t {
     kvt_plea_t *leases;           //  lease table
     uint32_t nleases;             //  its size
     uint32_t lease_free;          //  head of free lease slots
-    uint32_t act_head;            //  oldest outstanding lease (by t_start)
-    uint32_t act_tail;            //  newest outstanding lease
+    kvt_ilist_t active;           //  outstanding leases, by t_start
     kvt_ppin_t *pins;             //  pin nodes
     uint32_t npins;               //  their number
     uint32_t pin_free;            //  head of free pin nodes
@@ -130,8 +126,17 @@ void kvt_pool_logq(kvt_pool_t *self, int level, const char *fmt, ...)
 uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                        kvt_pobj_state_t state);
 
+//  The objects' and the leases' list links.
+#define KVT_POOL_OBJ_LINKS(self)   KVT_ILINKS((self)->objs, link)
+#define KVT_POOL_LEASE_LINKS(self) KVT_ILINKS((self)->leases, link)
+
 //  Moves a ready object to the young end of the LRU.
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t obj);
+
+//  An extent of `units` for a new object and a free object slot, evicting
+//  (kvt_pool_evict.c) only objects whose eviction can help; or a failure
+//  (KVT_STORE_EFULL / ENOSPACE, counted) with nothing evicted. Never waits.
+int kvt_pool_make_room(kvt_pool_t *self, uint64_t units, uint64_t now, uint32_t *extent);
 
 //  Frees an object's slot, bytes and (ready, writing) index entry; returns
 //  the length in units of the free extent that now covers its bytes.

@@ -85,45 +85,20 @@ int kvt_pool_holder_remove(kvt_pool_t *self, kvt_holder_t holder)
     return rc;
 }
 
-static void s_act_unlink(kvt_pool_t *self, uint32_t l)
-{
-    kvt_plea_t *e = &self->leases[l];
-    if (e->prev != KVT_NIL)
-        self->leases[e->prev].next = e->next;
-    else
-        self->act_head = e->next;
-    if (e->next != KVT_NIL)
-        self->leases[e->next].prev = e->prev;
-    else
-        self->act_tail = e->prev;
-}
-
-static void s_act_push(kvt_pool_t *self, uint32_t l)
-{
-    kvt_plea_t *e = &self->leases[l];
-    e->next = KVT_NIL;
-    e->prev = self->act_tail;
-    if (self->act_tail != KVT_NIL)
-        self->leases[self->act_tail].next = l;
-    else
-        self->act_head = l;
-    self->act_tail = l;
-}
-
 uint32_t kvt_pool_lease_new(kvt_pool_t *self, kvt_holder_t holder, uint64_t now)
 {
     uint32_t l = self->lease_free;
     if (l == KVT_NIL)
         return KVT_NIL;
     kvt_plea_t *e = &self->leases[l];
-    self->lease_free = e->next;
+    self->lease_free = e->link.next;
     e->used = 1;
     e->holder = holder;
     e->epoch = self->holders[holder - 1].epoch;
     e->t_start = now;
     e->first_pin = KVT_NIL;
     e->npins = 0;
-    s_act_push(self, l);
+    kvt_ilist_append(&self->active, KVT_POOL_LEASE_LINKS(self), l);
     self->st.leases++;
     self->st.leases_active++;
     return l;
@@ -163,10 +138,10 @@ void kvt_pool_lease_drop(kvt_pool_t *self, uint32_t l)
         self->pins_avail++;
         p = next;
     }
-    s_act_unlink(self, l);
+    kvt_ilist_unlink(&self->active, KVT_POOL_LEASE_LINKS(self), l);
     e->used = 0;
     e->gen++;
-    e->next = self->lease_free;
+    e->link.next = self->lease_free;
     self->lease_free = l;
     self->st.leases_active--;
 }
@@ -201,8 +176,8 @@ int kvt_pool_lease_renew(kvt_pool_t *self, kvt_lease_t lease)
         rc = KVT_STORE_ESTALE;
     } else {
         self->leases[l].t_start = kvt_pool_now(self);
-        s_act_unlink(self, l);
-        s_act_push(self, l);
+        kvt_ilist_unlink(&self->active, KVT_POOL_LEASE_LINKS(self), l);
+        kvt_ilist_append(&self->active, KVT_POOL_LEASE_LINKS(self), l);
     }
     kvt_pool_unlock(self);
     return rc;
@@ -240,17 +215,16 @@ static bool s_note(kvt_pool_t *self, uint32_t holder, uint32_t epoch, const char
 size_t kvt_pool_reclaim_locked(kvt_pool_t *self, uint64_t now)
 {
     size_t n = 0;
-    while (self->act_head != KVT_NIL &&
-           now - self->leases[self->act_head].t_start >= self->ttl_ns &&
-           now >= self->leases[self->act_head].t_start) {
-        uint32_t l = self->act_head;
+    uint32_t l;
+    while ((l = self->active.head) != KVT_NIL && now - self->leases[l].t_start >= self->ttl_ns &&
+           now >= self->leases[l].t_start) {
         s_note(self, self->leases[l].holder, self->leases[l].epoch, "lease");
         kvt_pool_lease_drop(self, l);
         n++;
     }
-    while (self->wr_head != KVT_NIL && now >= self->objs[self->wr_head].t_start &&
-           now - self->objs[self->wr_head].t_start >= self->ttl_ns) {
-        uint32_t i = self->wr_head;
+    uint32_t i;
+    while ((i = self->writing.head) != KVT_NIL && now >= self->objs[i].t_start &&
+           now - self->objs[i].t_start >= self->ttl_ns) {
         kvt_pobj_t *o = &self->objs[i];
         if (o->state == KVT_POBJ_QDRAIN) {
             //  Quarantined earlier (counted then); its holder was reset or

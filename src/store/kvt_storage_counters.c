@@ -83,6 +83,8 @@ static const s_field_t s_disk[] = {
     S_D(touches_present),
     S_D(touches_gone),
     S_D(foreign_files),
+    S_D(identity_mismatch),
+    S_D(puts_blocked),
 };
 
 static const s_field_t s_own[] = {
