@@ -8,6 +8,7 @@
 
 #include "base/kvt_hmap.h"
 #include "base/kvt_ilist.h"
+#include "base/kvt_seen.h"
 
 #define S_WORDS (KVT_MSG_MAX_RANKS / 64) //  rank bitmap words
 
@@ -35,11 +36,7 @@ struct _kvt_agg_t {
     uint32_t *free_slots;  //  unused slots
     uint32_t nfree;        //  entries in free_slots
     kvt_hmap_t *by_id;     //  id → open slot
-    kvt_hash_t *ring;      //  tombstone ring
-    uint32_t ring_size;    //  ring capacity
-    uint32_t ring_pos;     //  next ring slot to overwrite
-    uint32_t ring_used;    //  ring entries in use
-    kvt_hmap_t *tomb;      //  id → ring position
+    kvt_seen_t *tomb;      //  tombstones: ids of the last settled keys
     kvt_agg_stats_t stats; //  counters
 };
 
@@ -65,13 +62,11 @@ kvt_agg_t *kvt_agg_new(uint32_t nranks, uint32_t tombstones, uint64_t stale_ns)
         return NULL;
     self->nranks = nranks;
     self->stale_ns = stale_ns;
-    self->ring_size = tombstones ? tombstones : 1;
-    self->ring = calloc(self->ring_size, sizeof(kvt_hash_t));
-    self->tomb = kvt_hmap_new(self->ring_size, true);
+    self->tomb = kvt_seen_new(tombstones ? tombstones : 1);
     self->by_id = kvt_hmap_new(64, false);
     kvt_ilist_init(&self->age);
     kvt_ilist_init(&self->surfaced);
-    if (!self->ring || !self->tomb || !self->by_id) {
+    if (!self->tomb || !self->by_id) {
         kvt_agg_destroy(&self);
         return NULL;
     }
@@ -87,8 +82,7 @@ void kvt_agg_destroy(kvt_agg_t **self_p)
     free(self->prev);
     free(self->next);
     free(self->free_slots);
-    free(self->ring);
-    kvt_hmap_destroy(&self->tomb);
+    kvt_seen_destroy(&self->tomb);
     kvt_hmap_destroy(&self->by_id);
     free(self);
     *self_p = NULL;
@@ -119,18 +113,6 @@ static int s_grow(kvt_agg_t *self)
     return 0;
 }
 
-static void s_tombstone(kvt_agg_t *self, kvt_hash_t id)
-{
-    if (self->ring_used == self->ring_size) {
-        kvt_hmap_del(self->tomb, self->ring[self->ring_pos], NULL);
-        self->ring_used--;
-    }
-    self->ring[self->ring_pos] = id;
-    kvt_hmap_put(self->tomb, id, self->ring_pos);
-    self->ring_pos = (self->ring_pos + 1) % self->ring_size;
-    self->ring_used++;
-}
-
 int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt_verdict_t *verdict)
 {
     if (c->rank >= self->nranks) {
@@ -138,7 +120,7 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
         return -1;
     }
     kvt_hash_t id = s_id(c);
-    if (kvt_hmap_get(self->tomb, id, NULL)) {
+    if (kvt_seen_contains(self->tomb, id)) {
         self->stats.late_dropped++;
         return -1;
     }
@@ -199,7 +181,7 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     if (!verdict->ok)
         self->stats.settled_failed++;
     if (verdict->chan != KVT_CHAN_TOUCH)
-        s_tombstone(self, id);
+        kvt_seen_add(self->tomb, id);
     return 1;
 }
 
