@@ -232,6 +232,7 @@ Test(trace_reader, syntax_errors_duplicates_and_non_objects_are_refused)
     s_refused(S_GOOD "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
                      "\"hash_ids\": [0], \"x\": 99999999999999999999}\n",
               ":2: column ");
+    s_refused(S_LINE("1e400", "1", "1", "[0]"), ":1: column 19: real number overflow");
 }
 
 Test(trace_reader, invalid_utf8_and_nul_bytes_are_refused)

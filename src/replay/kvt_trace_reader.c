@@ -155,7 +155,7 @@ int kvt_trace_parse_line(const char *line, size_t len, kvt_wreq_t *req, char *er
     json_error_t je;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        if (json_error_code(&je) == json_error_numeric_overflow)
+        if (json_error_code(&je) == json_error_numeric_overflow && !strncmp(je.text, "too big", 7))
             s_overflow(line, len, &je, err, errlen);
         else
             snprintf(err, errlen, "column %d: %s", je.column, je.text);
