@@ -1,25 +1,28 @@
-/*  kvt_worker — the rank's offload worker actor.
+/*  kvt_worker — the rank's offload worker actor: the shell around kvt_wcore.
 
     Turns LoadSpec and SaveSpec messages into copies between the rank's device
     blocks and its tier (the storage manager: CPU pool, disk below it), and
-    emits exactly one Completion per dispatched item on every path:
+    emits exactly one Completion per dispatched item on every path (the core,
+    kvt_wcore.h, decides each one; this shell sends them):
 
     * a load reports once, on KVT_CHAN_LOAD keyed by its operation id, after
       every chunk was scattered into its blocks (or once, failed, when a
       chunk is missing, the spec is refused or a copy fails) — never before
-      the copy landed;
+      the copies it queued finished;
     * a save reports once per chunk, on KVT_CHAN_SAVE keyed by the chunk key,
       after its bytes were gathered into a pool reservation and committed
       (or once, failed, when the pool has no room, the key is being written
       by another writer, or the copy failed). A chunk the pool already holds
       is refreshed and reported ok without a copy.
 
-    Specs are validated (chunk grid, lengths that match, block ids) and
-    refused, never clamped (rule L4). Copies run on two device streams (loads,
-    saves); the worker polls their events on a timer (under the SIM driver
-    the timer is armed for the event's landing time). On shutdown it drains:
-    every pending item is synchronised, its reservation aborted or lease
-    released, and reported failed with KVT_DETAIL_SHUTDOWN. */
+    Specs are validated and refused, never clamped (rule L4). Copies run on
+    two device streams (loads, saves); one poll timer is armed for the
+    core's next wake (kvt_gpu_event_wake: the landing time when the device
+    knows it, else poll_ns), the same code under every driver. On shutdown
+    it drains (rule X4): it waits for both streams, every pending item is
+    reported failed with KVT_DETAIL_SHUTDOWN and its reservation aborted or
+    lease released, and the disk writes its commits queued are waited for,
+    so the tier holds no lease of this worker once it stopped. */
 #ifndef KVT_WORKER_H_INCLUDED
 #define KVT_WORKER_H_INCLUDED
 
@@ -37,11 +40,12 @@ typedef struct {
     uint32_t block_size;    //  tokens per block
     uint32_t chunk_size;    //  tokens per chunk
     const char *aggregator; //  name of the aggregator actor
-    uint64_t poll_ns;       //  LIVE: event poll interval (default 20 µs)
+    uint64_t poll_ns;       //  re-query interval when the device cannot say when a copy
+                            //  lands (default 20 µs)
     uint64_t renew_ns;      //  restart the TTL of a pending job's leases and reservations this
                             //  often (default 1 s; keep it well under the pool's TTL)
-    bool sync_disk;         //  wait for disk writes after each save (SIM: keeps the disk
-                            //  tier's contents a function of the seed, not of thread timing)
+    bool sync_disk;         //  TEMPORARY until the store's inline disk I/O lands: wait for
+                            //  disk writes after each handler (the replay sets it under SIM)
 } kvt_worker_args_t;
 
 //  The actor class.

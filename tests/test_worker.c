@@ -1,0 +1,687 @@
+/*  The worker driven directly: its core (every path reports exactly once,
+    refusals, leases of failed loads, repeated specs) and the seen-ids ring
+    it remembers accepted items in. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "actors/worker/kvt_wcore.h"
+#include "base/kvt_seen.h"
+#include "kvtier/kvt_gpu.h"
+#include "kvtier/kvt_storage.h"
+#include "replay/kvt_oracle.h"
+
+static kvt_hash_t H(uint64_t i)
+{
+    return (kvt_hash_t){.hi = i * 31 + 7, .lo = i};
+}
+
+Test(seen, an_id_is_new_once_then_remembered)
+{
+    kvt_seen_t *s = kvt_seen_new(8);
+    cr_assert_not_null(s);
+    cr_assert_not(kvt_seen_contains(s, H(1)));
+    cr_assert(kvt_seen_add(s, H(1)), "first time: new");
+    cr_assert(kvt_seen_contains(s, H(1)));
+    cr_assert_not(kvt_seen_add(s, H(1)), "second time: a repeat");
+    cr_assert_eq(kvt_seen_size(s), 1);
+    //  The zero id is an id like any other.
+    cr_assert(kvt_seen_add(s, H(0)));
+    cr_assert_not(kvt_seen_add(s, H(0)));
+    kvt_seen_destroy(&s);
+    cr_assert_null(s);
+    kvt_seen_destroy(&s);
+}
+
+Test(seen, a_full_ring_forgets_the_oldest_in_arrival_order)
+{
+    kvt_seen_t *s = kvt_seen_new(4);
+    for (uint64_t i = 0; i < 4; i++)
+        cr_assert(kvt_seen_add(s, H(i)));
+    //  A repeat does not move an id to the young end.
+    cr_assert_not(kvt_seen_add(s, H(0)));
+    cr_assert(kvt_seen_add(s, H(4)));
+    cr_assert_eq(kvt_seen_size(s), 4);
+    cr_assert_not(kvt_seen_contains(s, H(0)), "the oldest is forgotten");
+    for (uint64_t i = 1; i <= 4; i++)
+        cr_assert(kvt_seen_contains(s, H(i)), "id %llu", (unsigned long long)i);
+    cr_assert(kvt_seen_add(s, H(0)), "a forgotten id is new again");
+    cr_assert_not(kvt_seen_contains(s, H(1)));
+    kvt_seen_destroy(&s);
+}
+
+Test(seen, many_ids_stay_bounded_and_exact)
+{
+    const uint32_t cap = 1000;
+    kvt_seen_t *s = kvt_seen_new(cap);
+    cr_assert_eq(kvt_seen_capacity(s), cap);
+    for (uint64_t i = 0; i < 50000; i++)
+        cr_assert(kvt_seen_add(s, H(i)));
+    cr_assert_eq(kvt_seen_size(s), cap);
+    for (uint64_t i = 0; i < 50000; i++)
+        cr_assert_eq(kvt_seen_contains(s, H(i)), i >= 50000 - cap, "id %llu",
+                     (unsigned long long)i);
+    kvt_seen_destroy(&s);
+}
+
+Test(seen, capacity_one_remembers_the_last_id)
+{
+    kvt_seen_t *s = kvt_seen_new(1);
+    cr_assert(kvt_seen_add(s, H(1)));
+    cr_assert_not(kvt_seen_add(s, H(1)));
+    cr_assert(kvt_seen_add(s, H(2)));
+    cr_assert_not(kvt_seen_contains(s, H(1)));
+    cr_assert(kvt_seen_contains(s, H(2)));
+    kvt_seen_destroy(&s);
+}
+
+// ---------------------------------------------------------------- core ----
+
+/*  The worker's core on a SIM host device and a real CPU pool, both on a
+    test clock: every report is counted by key, so a second report of any
+    item, or a missing one, fails the test. */
+
+#define BS     16
+#define CS     64
+#define BPC    (CS / BS)
+#define NB     64 //  device blocks
+#define PLANES 2
+#define TOKB   16 //  bytes per token per plane (one layer)
+
+typedef struct {
+    kvt_completion_t c; //  the report
+    uint64_t at;        //  test clock when the core decided it
+} got_t;
+
+typedef struct {
+    uint64_t now;              //  the test clock (device, pool and core)
+    kvt_gpu_t *gpu;            //  SIM host device
+    kvt_gpu_stream_t *ls;      //  load stream
+    kvt_gpu_stream_t *ss;      //  save stream
+    kvt_gpu_event_pool_t *evp; //  events
+    kvt_storage_t *st;         //  the tier (NULL in the no-tier rig)
+    kvt_holder_t holder;       //  the core's pool holder
+    kvt_wcore_t *core;         //  under test
+    got_t got[256];            //  reports drained so far
+    uint32_t ngot;             //  entries
+} wrig_t;
+
+static wrig_t W;
+
+static uint64_t s_now(void *arg)
+{
+    return W.now;
+}
+
+static void s_mute(void *arg, int level, const char *line)
+{
+}
+
+//  pool_chunks 0: no tier. ttl_ms / renew_ns 0: defaults.
+static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint64_t renew_ns)
+{
+    memset(&W, 0, sizeof W);
+    W.now = 1000;
+    kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
+                         .host_mode = KVT_GPU_HOST_SIM,
+                         .now = s_now,
+                         .sim_bandwidth_Bps = bandwidth,
+                         .log = s_mute};
+    W.gpu = kvt_gpu_new(&go);
+    cr_assert_not_null(W.gpu);
+    for (int p = 0; p < PLANES; p++) {
+        kvt_gpu_plane_desc_t pd = {.layers = 1, .num_blocks = NB, .block_bytes = BS * TOKB};
+        cr_assert_geq(kvt_gpu_plane_add(W.gpu, &pd), 0);
+    }
+    W.ls = kvt_gpu_stream_new(W.gpu, "load");
+    W.ss = kvt_gpu_stream_new(W.gpu, "save");
+    W.evp = kvt_gpu_event_pool_new(W.gpu);
+    cr_assert(W.ls && W.ss && W.evp);
+    if (pool_chunks) {
+        kvt_storage_config_t sc;
+        kvt_storage_config_defaults(&sc);
+        sc.pool.capacity_bytes = pool_chunks * BPC * kvt_gpu_block_bytes(W.gpu);
+        sc.pool.align = 64;
+        if (ttl_ms)
+            sc.pool.ttl_ms = ttl_ms;
+        sc.pool.clock = s_now;
+        sc.pool.log = s_mute;
+        char err[256];
+        W.st = kvt_storage_new(&sc, err, sizeof err);
+        cr_assert_not_null(W.st, "%s", err);
+        cr_assert_eq(kvt_pool_holder_add(kvt_storage_pool(W.st), "worker", &W.holder), 0);
+    }
+    kvt_wcore_cfg_t cc = {.rank = 1,
+                          .gpu = W.gpu,
+                          .load_s = W.ls,
+                          .save_s = W.ss,
+                          .evp = W.evp,
+                          .storage = W.st,
+                          .holder = W.holder,
+                          .ns = 7,
+                          .block_size = BS,
+                          .chunk_size = CS,
+                          .renew_ns = renew_ns,
+                          .log = s_mute};
+    char err[128];
+    W.core = kvt_wcore_new(&cc, err, sizeof err);
+    cr_assert_not_null(W.core, "%s", err);
+}
+
+static void w_down(void)
+{
+    cr_assert_eq(kvt_wcore_pending(W.core), 0, "a test left a job pending");
+    kvt_wcore_destroy(&W.core);
+    kvt_gpu_event_pool_destroy(&W.evp);
+    kvt_gpu_stream_destroy(&W.ls);
+    kvt_gpu_stream_destroy(&W.ss);
+    kvt_storage_destroy(&W.st);
+    kvt_gpu_destroy(&W.gpu);
+}
+
+//  Moves the core's outbox into W.got; returns how many came.
+static uint32_t w_drain(void)
+{
+    uint32_t n;
+    const kvt_completion_t *out = kvt_wcore_outbox(W.core, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        cr_assert_lt(W.ngot, 256);
+        W.got[W.ngot].c = out[i];
+        W.got[W.ngot++].at = W.now;
+        cr_assert_eq(out[i].rank, 1, "reports carry the rank");
+    }
+    kvt_wcore_outbox_clear(W.core);
+    return n;
+}
+
+//  Polls at every wake the core asks for until nothing is pending.
+static void w_settle(void)
+{
+    for (int guard = 0; guard < 10000; guard++) {
+        w_drain();
+        uint64_t at = kvt_wcore_next_wake(W.core, W.now);
+        if (at == UINT64_MAX)
+            return;
+        cr_assert_geq(at, W.now);
+        W.now = at;
+        kvt_wcore_poll(W.core, W.now);
+    }
+    cr_assert_fail("the core never settled");
+}
+
+//  Reports on (chan, req, key), any attempt.
+static uint32_t w_count(uint8_t chan, uint64_t req, kvt_hash_t key)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < W.ngot; i++)
+        n +=
+            W.got[i].c.chan == chan && W.got[i].c.op.req == req && kvt_hash_eq(W.got[i].c.key, key);
+    return n;
+}
+
+static const got_t *w_find(uint8_t chan, uint64_t req, kvt_hash_t key)
+{
+    for (uint32_t i = 0; i < W.ngot; i++)
+        if (W.got[i].c.chan == chan && W.got[i].c.op.req == req && kvt_hash_eq(W.got[i].c.key, key))
+            return &W.got[i];
+    return NULL;
+}
+
+static kvt_hash_t K(uint64_t i)
+{
+    return (kvt_hash_t){.hi = 0xABCDull + i, .lo = i * 977 + 1};
+}
+
+static const kvt_hash_t ZERO = {0, 0};
+
+//  Exactly one report for the load `req`, with this outcome.
+static const got_t *w_load_once(uint64_t req, bool ok, uint32_t detail)
+{
+    cr_assert_eq(w_count(KVT_CHAN_LOAD, req, ZERO), 1, "load %llu reported %u times",
+                 (unsigned long long)req, w_count(KVT_CHAN_LOAD, req, ZERO));
+    const got_t *g = w_find(KVT_CHAN_LOAD, req, ZERO);
+    cr_assert_eq(g->c.ok, ok, "load %llu ok=%d detail %u", (unsigned long long)req, g->c.ok,
+                 g->c.detail);
+    cr_assert_eq(g->c.detail, detail, "load %llu detail %u, expected %u", (unsigned long long)req,
+                 g->c.detail, detail);
+    return g;
+}
+
+//  Exactly one report for each chunk K(key0 ..) of the save `req`.
+static void w_save_once(uint64_t req, uint64_t key0, uint32_t n, bool ok, uint32_t detail)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        cr_assert_eq(w_count(KVT_CHAN_SAVE, req, K(key0 + i)), 1, "chunk %u reported %u times", i,
+                     w_count(KVT_CHAN_SAVE, req, K(key0 + i)));
+        const got_t *g = w_find(KVT_CHAN_SAVE, req, K(key0 + i));
+        cr_assert_eq(g->c.ok, ok, "chunk %u ok=%d detail %u", i, g->c.ok, g->c.detail);
+        cr_assert_eq(g->c.detail, detail, "chunk %u detail %u, expected %u", i, g->c.detail,
+                     detail);
+    }
+}
+
+//  A spec over [start, start + nchunks * CS) with keys K(key0 ..).
+typedef struct {
+    kvt_hash_t keys[16]; //  chunk keys
+    uint32_t blocks[64]; //  blocks
+    kvt_load_spec_t sp;  //  the spec (points into the arrays above)
+} wspec_t;
+
+static void w_spec(wspec_t *s, uint64_t req, uint32_t start, uint32_t nchunks,
+                   const uint32_t *blocks, uint64_t key0)
+{
+    memset(s, 0, sizeof *s);
+    for (uint32_t i = 0; i < nchunks; i++)
+        s->keys[i] = K(key0 + i);
+    memcpy(s->blocks, blocks, nchunks * BPC * sizeof(uint32_t));
+    s->sp = (kvt_load_spec_t){.op = {req, 1},
+                              .start = start,
+                              .end = start + nchunks * CS,
+                              .keys = s->keys,
+                              .nkeys = nchunks,
+                              .blocks = s->blocks,
+                              .nblocks = nchunks * BPC};
+}
+
+static void w_fill(const uint32_t *blocks, uint32_t n, uint64_t key0)
+{
+    for (uint32_t b = 0; b < n; b++)
+        for (uint32_t p = 0; p < PLANES; p++)
+            kvt_oracle_fill(kvt_gpu_plane_ptr(W.gpu, p, 0, blocks[b]), BS * TOKB, K(key0 + b / BPC),
+                            b % BPC, p, 1);
+}
+
+static bool w_check(const uint32_t *blocks, uint32_t n, uint64_t key0)
+{
+    for (uint32_t b = 0; b < n; b++)
+        for (uint32_t p = 0; p < PLANES; p++)
+            if (!kvt_oracle_check(kvt_gpu_plane_ptr(W.gpu, p, 0, blocks[b]), BS * TOKB,
+                                  K(key0 + b / BPC), b % BPC, p, 1))
+                return false;
+    return true;
+}
+
+static kvt_pool_stats_t w_pool(void)
+{
+    kvt_pool_stats_t ps;
+    kvt_pool_stats(kvt_storage_pool(W.st), &ps);
+    return ps;
+}
+
+//  Nothing of the core's is left in the pool.
+static void w_pool_clean(void)
+{
+    kvt_pool_stats_t ps = w_pool();
+    cr_assert_eq(ps.leases_active, 0, "%llu leases left", (unsigned long long)ps.leases_active);
+    cr_assert_eq(ps.pinned_bytes, 0);
+    cr_assert_eq(ps.objects_writing, 0, "%llu reservations left",
+                 (unsigned long long)ps.objects_writing);
+}
+
+static kvt_wcore_stats_t w_stats(void)
+{
+    kvt_wcore_stats_t s;
+    kvt_wcore_stats(W.core, &s);
+    return s;
+}
+
+//  Saves nchunks chunks from SRC (filled with K(key0 ..)) and settles them.
+static void w_store(uint64_t req, const uint32_t *blocks, uint32_t nchunks, uint64_t key0)
+{
+    w_fill(blocks, nchunks * BPC, key0);
+    wspec_t s;
+    w_spec(&s, req, 0, nchunks, blocks, key0);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    w_save_once(req, key0, nchunks, true, KVT_DETAIL_OK);
+}
+
+static const uint32_t SRC[8] = {3, 9, 1, 40, 22, 23, 5, 60};
+static const uint32_t DST[8] = {11, 12, 13, 14, 30, 31, 32, 33};
+
+Test(wcore, save_and_load_report_once_each_after_their_copies)
+{
+    w_up(1000000ull, 16, 0, 0); //  1 MB/s: a 2 KiB chunk copy takes ~2 ms
+    uint64_t cost = kvt_gpu_sim_cost_ns(W.gpu, BPC * kvt_gpu_block_bytes(W.gpu));
+    w_fill(SRC, 8, 100);
+    wspec_t s;
+    w_spec(&s, 1, 0, 2, SRC, 100);
+    uint64_t t0 = W.now;
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 0, "nothing is reported before the gathers landed");
+    cr_assert_eq(kvt_wcore_pending(W.core), 1);
+    cr_assert_eq(kvt_wcore_next_wake(W.core, W.now), t0 + 2 * cost,
+                 "the core wakes when the device says the copies land");
+    w_settle();
+    w_save_once(1, 100, 2, true, KVT_DETAIL_OK);
+    cr_assert_geq(w_find(KVT_CHAN_SAVE, 1, K(100))->at - t0, 2 * cost);
+    w_spec(&s, 2, 0, 2, DST, 100);
+    t0 = W.now;
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 0);
+    w_settle();
+    const got_t *g = w_load_once(2, true, KVT_DETAIL_OK);
+    cr_assert_geq(g->at - t0, 2 * cost, "the load report preceded its scatters");
+    cr_assert(w_check(DST, 8, 100), "restored bytes differ");
+    cr_assert_eq(W.ngot, 3, "one report per item, nothing else");
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.saves_ok, 2);
+    cr_assert_eq(st.loads_ok, 1);
+    cr_assert_eq(st.load_chunks, 2);
+    cr_assert_eq(st.duplicates, 0);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, rule_L4_bad_specs_are_refused_naming_what_is_wrong)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    struct {
+        uint32_t start, nchunks; //  range
+        int tweak;               //  0 none, 1 one key less, 2 one block less, 3 block id
+                                 //  beyond, 4 a block named twice, 5 empty range
+        const char *why;         //  expected reason (substring)
+    } cases[] = {
+        {16, 2, 0, "chunk grid"},       {0, 2, 1, "key count"},   {0, 2, 2, "block count"},
+        {0, 2, 3, "beyond the device"}, {0, 2, 4, "named twice"}, {64, 1, 5, "chunk grid"},
+    };
+    uint64_t req = 10;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++, req++) {
+        wspec_t s;
+        w_spec(&s, req, cases[i].start, cases[i].nchunks, SRC, 200 + 10 * i);
+        switch (cases[i].tweak) {
+        case 1:
+            s.sp.nkeys--;
+            break;
+        case 2:
+            s.sp.nblocks--;
+            break;
+        case 3:
+            s.blocks[5] = NB;
+            break;
+        case 4:
+            s.blocks[6] = s.blocks[1];
+            break;
+        case 5:
+            s.sp.end = s.sp.start;
+            break;
+        }
+        const char *why = kvt_wcore_check_spec(W.core, &s.sp);
+        cr_assert_not_null(why, "case %zu accepted", i);
+        cr_assert(strstr(why, cases[i].why), "case %zu: '%s'", i, why);
+        kvt_wcore_load(W.core, &s.sp, W.now);
+        cr_assert_eq(w_drain(), 1, "a refused load reports at once");
+        w_load_once(req, false, KVT_DETAIL_INVALID);
+        kvt_wcore_save(W.core, &s.sp, W.now);
+        w_drain();
+        w_save_once(req, 200 + 10 * i, s.sp.nkeys, false, KVT_DETAIL_INVALID);
+    }
+    kvt_gpu_stats_t gs;
+    kvt_gpu_stats(W.gpu, &gs);
+    cr_assert_eq(gs.ops_queued, 0, "a refused spec queues no copy");
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.loads_refused, 6);
+    cr_assert_eq(st.saves_refused, 6);
+    cr_assert_eq(kvt_wcore_pending(W.core), 0);
+    //  The duplicate check leaves nothing behind: a good spec over the
+    //  same blocks is accepted.
+    wspec_t s;
+    w_spec(&s, 99, 0, 2, SRC, 300);
+    cr_assert_null(kvt_wcore_check_spec(W.core, &s.sp));
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, rule_L1_missing_chunks_fail_the_load_once_without_a_copy)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    wspec_t s;
+    w_spec(&s, 5, 0, 2, DST, 900);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 1, "nothing was queued: the miss reports at once");
+    w_settle();
+    w_load_once(5, false, KVT_DETAIL_MISS);
+    kvt_gpu_stats_t gs;
+    kvt_gpu_stats(W.gpu, &gs);
+    cr_assert_eq(gs.scatters, 0);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_partly_failed_load_waits_for_its_copy_then_releases_every_lease)
+{
+    w_up(1000000ull, 16, 0, 0);
+    //  Chunk 1 is stored, chunk 0 is not: the deepest chunk is scattered
+    //  first, then chunk 0 misses while that copy still runs.
+    uint32_t blocks[8];
+    memcpy(blocks, SRC, sizeof blocks);
+    w_fill(SRC + 4, 4, 401);
+    wspec_t s;
+    w_spec(&s, 1, 0, 1, SRC + 4, 401);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    w_spec(&s, 2, 0, 2, DST, 400);
+    uint64_t t0 = W.now;
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 0, "the failed load must not report before its queued copy ended");
+    cr_assert_eq(kvt_wcore_pending(W.core), 1);
+    cr_assert_eq(w_pool().leases_active, 1, "the scattered chunk's lease is held meanwhile");
+    w_settle();
+    const got_t *g = w_load_once(2, false, KVT_DETAIL_MISS);
+    uint64_t cost = kvt_gpu_sim_cost_ns(W.gpu, BPC * kvt_gpu_block_bytes(W.gpu));
+    cr_assert_geq(g->at - t0, cost);
+    w_pool_clean();
+    cr_assert_eq(w_stats().loads_failed, 1);
+    w_down();
+}
+
+Test(wcore, a_short_object_fails_the_load_as_invalid_and_releases_its_lease)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    char small[100] = {0};
+    cr_assert_eq(kvt_storage_put(W.st, 7, K(600), KVT_OBJ_KV, small, sizeof small), 0);
+    wspec_t s;
+    w_spec(&s, 3, 0, 1, DST, 600);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    w_load_once(3, false, KVT_DETAIL_INVALID);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_failed_copy_reports_io_once_and_gives_the_memory_back)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    w_store(1, SRC, 2, 500);
+    //  The load's second scatter fails on the device.
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_FAIL, 1), 0);
+    wspec_t s;
+    w_spec(&s, 2, 0, 2, DST, 500);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 0);
+    w_settle();
+    w_load_once(2, false, KVT_DETAIL_IO);
+    w_pool_clean();
+    //  A save whose gathers fail: each chunk reports IO once, nothing is
+    //  committed.
+    cr_assert_eq(kvt_gpu_stream_inject(W.ss, KVT_GPU_FAULT_FAIL, 2), 0);
+    w_fill(SRC, 8, 700);
+    w_spec(&s, 3, 0, 2, SRC, 700);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    w_save_once(3, 700, 2, false, KVT_DETAIL_IO);
+    cr_assert_not(kvt_pool_contains(kvt_storage_pool(W.st), 7, K(700), KVT_OBJ_KV));
+    w_pool_clean();
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.copy_errors, 2, "one failed job per stream");
+    cr_assert_eq(st.loads_failed, 1);
+    cr_assert_eq(st.saves_failed, 2);
+    w_down();
+}
+
+Test(wcore, shutdown_reports_every_pending_item_once)
+{
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 800);
+    wspec_t ld, sv;
+    w_spec(&ld, 2, 0, 1, DST, 800);
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    w_fill(SRC + 4, 4, 810);
+    w_spec(&sv, 3, 0, 1, SRC + 4, 810);
+    kvt_wcore_save(W.core, &sv.sp, W.now);
+    cr_assert_eq(kvt_wcore_pending(W.core), 2);
+    cr_assert_eq(w_drain(), 0);
+    //  What the shell's stop does: wait for the streams, then shut down.
+    cr_assert_geq(kvt_gpu_stream_synchronize(W.ls), 0);
+    cr_assert_geq(kvt_gpu_stream_synchronize(W.ss), 0);
+    cr_assert_eq(kvt_wcore_shutdown(W.core, true, true), 2);
+    w_drain();
+    w_load_once(2, false, KVT_DETAIL_SHUTDOWN);
+    w_save_once(3, 810, 1, false, KVT_DETAIL_SHUTDOWN);
+    cr_assert_eq(kvt_wcore_next_wake(W.core, W.now), UINT64_MAX);
+    kvt_wcore_poll(W.core, W.now + 1000000000ull);
+    cr_assert_eq(w_drain(), 0, "nothing reports twice");
+    w_pool_clean();
+    cr_assert_not(kvt_pool_contains(kvt_storage_pool(W.st), 7, K(810), KVT_OBJ_KV));
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.drained_at_stop, 2);
+    cr_assert_eq(st.quarantined, 0);
+    w_down();
+}
+
+Test(wcore, rule_X4_an_undrained_stream_keeps_its_memory_and_still_reports)
+{
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 850);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_STALL, 0), 0);
+    wspec_t ld;
+    w_spec(&ld, 2, 0, 1, DST, 850);
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    W.now += 50000000ull;
+    kvt_wcore_poll(W.core, W.now);
+    cr_assert_eq(w_drain(), 0, "a stalled copy does not settle");
+    cr_assert_eq(kvt_wcore_shutdown(W.core, false, true), 1);
+    w_drain();
+    w_load_once(2, false, KVT_DETAIL_SHUTDOWN);
+    cr_assert_eq(w_stats().quarantined, 1, "the lease a running copy reads is kept");
+    cr_assert_eq(w_pool().leases_active, 1);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_NONE, 0), 0);
+    w_down();
+}
+
+Test(wcore, a_lease_reclaimed_under_the_copy_fails_the_load_with_timeout)
+{
+    //  100 kB/s: a chunk takes ~20 ms; the pool TTL is 5 ms and the core
+    //  would renew only after 10 s.
+    w_up(100000ull, 16, 5, 10000000000ull);
+    w_store(1, SRC, 1, 1100);
+    wspec_t ld;
+    w_spec(&ld, 2, 0, 1, DST, 1100);
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    W.now += 10000000ull;
+    kvt_wcore_poll(W.core, W.now); //  not landed; the pool reclaims the expired lease
+    cr_assert_eq(w_drain(), 0);
+    w_settle();
+    w_load_once(2, false, KVT_DETAIL_TIMEOUT);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, pending_handles_are_renewed_through_a_copy_longer_than_the_ttl)
+{
+    w_up(100000ull, 16, 5, 1000000ull); //  renew every 1 ms
+    w_store(1, SRC, 1, 1200);
+    wspec_t ld;
+    w_spec(&ld, 2, 0, 1, DST, 1200);
+    uint64_t t0 = W.now;
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    cr_assert_eq(kvt_wcore_next_wake(W.core, W.now), t0 + 1000000ull,
+                 "the wake comes no later than the renewal");
+    w_settle();
+    w_load_once(2, true, KVT_DETAIL_OK);
+    cr_assert(w_check(DST, 4, 1200));
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_repeated_spec_runs_once)
+{
+    w_up(1000000ull, 16, 0, 0);
+    w_fill(SRC, 8, 900);
+    wspec_t s;
+    w_spec(&s, 1, 0, 2, SRC, 900);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    kvt_wcore_save(W.core, &s.sp, W.now); //  the duplicated message
+    w_settle();
+    w_save_once(1, 900, 2, true, KVT_DETAIL_OK);
+    w_spec(&s, 2, 0, 2, DST, 900);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    kvt_wcore_load(W.core, &s.sp, W.now); //  after the first settled
+    w_settle();
+    w_load_once(2, true, KVT_DETAIL_OK);
+    cr_assert_eq(W.ngot, 3);
+    kvt_gpu_stats_t gs;
+    kvt_gpu_stats(W.gpu, &gs);
+    cr_assert_eq(gs.gathers, 2, "the second save spec queued nothing");
+    cr_assert_eq(gs.scatters, 2, "the second load spec queued nothing");
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.duplicates, 3, "two chunks and one load dropped");
+    cr_assert_eq(st.saves_ok, 2);
+    cr_assert_eq(st.loads_ok, 1);
+    //  A new attempt is a new item.
+    s.sp.attempt = 1;
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    cr_assert_eq(W.ngot, 4);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_chunk_the_pool_holds_reports_ok_without_a_copy)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 1300);
+    wspec_t s;
+    w_spec(&s, 2, 0, 1, SRC, 1300);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 1, "reported at once");
+    w_save_once(2, 1300, 1, true, KVT_DETAIL_OK);
+    cr_assert_eq(w_stats().saves_present, 1);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_full_pool_fails_the_save_with_no_space_once_per_chunk)
+{
+    w_up(25000000000ull, 2, 0, 0);
+    //  Two chunks fill the pool; pin them with leases so nothing evicts.
+    w_store(1, SRC, 2, 1400);
+    kvt_lease_t l[2];
+    kvt_obj_view_t v;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(kvt_storage_get(W.st, 7, K(1400 + i), KVT_OBJ_KV, W.holder, &l[i], &v), 0);
+    w_fill(DST, 8, 1500);
+    wspec_t s;
+    w_spec(&s, 2, 0, 2, DST, 1500);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    w_save_once(2, 1500, 2, false, KVT_DETAIL_NO_SPACE);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(kvt_storage_release(W.st, &l[i]), 0);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, without_a_tier_every_item_fails_once)
+{
+    w_up(25000000000ull, 0, 0, 0);
+    wspec_t s;
+    w_spec(&s, 1, 0, 2, SRC, 1600);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_drain();
+    w_load_once(1, false, KVT_DETAIL_MISS);
+    w_save_once(1, 1600, 2, false, KVT_DETAIL_NO_SPACE);
+    cr_assert_eq(W.ngot, 3);
+    w_down();
+}
