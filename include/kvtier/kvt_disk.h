@@ -28,6 +28,11 @@
     file is a miss that is counted and deleted, never bytes handed to a
     caller.
 
+    The directory is never followed through a symbolic link (refused at
+    creation), nor is any file in it: an object file is opened without
+    blocking and must be a regular file; a FIFO, directory, link or device
+    under an object's name is a counted miss (foreign_files), left alone.
+
     Puts are asynchronous (a bounded queue served by io_threads threads);
     reads are synchronous: one open + pread of a local file in the calling
     thread, bounded by the device's own latency (no retries, no waits on the
@@ -92,7 +97,7 @@ typedef struct {
     uint64_t tmp_removed;       //  temporary files deleted by the rescan
     uint64_t touches_present;   //  touches that found a file
     uint64_t touches_gone;      //  touches that did not
-    uint64_t foreign_files;     //  directory entries the rescan left alone: not an object name
+    uint64_t foreign_files;     //  entries left alone: not an object name, or not a regular file
     uint64_t identity_mismatch; //  files of another rank / world size / layout: misses, left alone
     uint64_t puts_blocked;      //  puts refused: the object's name is held by a file not ours
 } kvt_disk_stats_t;

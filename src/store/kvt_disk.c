@@ -141,10 +141,9 @@ void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i)
 static void s_delete(kvt_disk_t *self, uint32_t i)
 {
     kvt_dent_t *e = &self->ents[i];
-    char name[KVT_DISK_NAME_LEN], path[PATH_MAX];
+    char name[KVT_DISK_NAME_LEN];
     kvt_disk_file_name(name, e->ns, e->key, (kvt_obj_kind_t)e->kind, &self->id);
-    kvt_disk_path(self, path, name);
-    if (unlink(path) != 0 && errno != ENOENT)
+    if (unlinkat(self->dirfd, name, 0) != 0 && errno != ENOENT)
         self->st.io_errors++;
     kvt_disk_ent_free(self, i);
 }
@@ -297,6 +296,7 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
         kvt_store_seterr(err, errlen, "disk: out of memory");
         return NULL;
     }
+    self->dirfd = -1;
     snprintf(self->name, sizeof(self->name), "%s", cfg.name);
     snprintf(self->dir, sizeof(self->dir), "%s", cfg.dir);
     self->id = (kvt_dident_t){.rank = cfg.rank, .world = cfg.world_size, .layout = cfg.layout_id};
@@ -304,10 +304,21 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
     self->fsync = cfg.fsync;
     self->log = cfg.log;
     self->log_arg = cfg.log_arg;
-    self->dirfd = open(self->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->work, NULL);
     pthread_cond_init(&self->idle, NULL);
+    //  The directory itself is never followed through a symbolic link: a
+    //  rank directory that points elsewhere would read and delete files in
+    //  a place nobody configured. Every file is then named relative to it.
+    self->dirfd = open(self->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (self->dirfd < 0) {
+        struct stat sb;
+        bool link = errno == ELOOP ||
+                    (errno == ENOTDIR && lstat(self->dir, &sb) == 0 && S_ISLNK(sb.st_mode));
+        kvt_store_seterr(err, errlen, "disk.dir=%s: %s", self->dir,
+                         link ? "is a symbolic link (not followed)" : strerror(errno));
+        goto cleanup;
+    }
     self->nents = cfg.max_objects;
     self->ents = calloc(self->nents, sizeof(kvt_dent_t));
     if (!self->ents || kvt_disk_io_init(self, cfg.queue_depth) != 0 ||
@@ -539,12 +550,11 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
     if (cap < snap.size)
         return KVT_STORE_EINVAL;
 
-    char name[KVT_DISK_NAME_LEN], path[PATH_MAX];
+    char name[KVT_DISK_NAME_LEN];
     kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, &self->id);
-    kvt_disk_path(self, path, name);
     const char *why = "";
-    kvt_dread_t v = kvt_disk_file_read(path, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind,
-                                       &self->id, snap.size, dst, &why);
+    kvt_dread_t v = kvt_disk_file_read(self->dirfd, name, snap.ns, snap.key,
+                                       (kvt_obj_kind_t)snap.kind, &self->id, snap.size, dst, &why);
     int rc = KVT_STORE_OK;
     pthread_mutex_lock(&self->mu);
     bool same = self->ents[i].gen == snap.gen && self->ents[i].state == KVT_DENT_READY;
@@ -575,6 +585,15 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
             s_block(self, i);
         rc = KVT_STORE_ENOTFOUND;
         break;
+    case KVT_DREAD_FOREIGN:
+        //  Something that is not our file took the name (a FIFO, a
+        //  directory, a symbolic link): never opened through, never
+        //  deleted, the name stays blocked.
+        self->st.foreign_files++;
+        if (same)
+            s_block(self, i);
+        rc = KVT_STORE_ENOTFOUND;
+        break;
     case KVT_DREAD_EIO:
         self->st.io_errors++;
         rc = KVT_STORE_EIO;
@@ -589,6 +608,8 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
         kvt_disk_logf(self, 1, true, "read of %s failed: %s", name, why);
     else if (v == KVT_DREAD_IDENTITY)
         kvt_disk_identity_warn(self, name, "read");
+    else if (v == KVT_DREAD_FOREIGN)
+        kvt_disk_logf(self, 1, true, "read of %s refused: %s, not ours (left alone)", name, why);
     return rc;
 }
 

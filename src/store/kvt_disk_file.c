@@ -62,6 +62,11 @@ void kvt_disk_file_name(char out[KVT_DISK_NAME_LEN], uint64_t ns, kvt_hash_t key
              (unsigned long long)id->layout);
 }
 
+void kvt_disk_tmp_name(char out[KVT_DISK_TMP_LEN], const char *name, uint64_t seq)
+{
+    snprintf(out, KVT_DISK_TMP_LEN, ".tmp-%s.%llu", name, (unsigned long long)seq);
+}
+
 bool kvt_disk_ident_eq(const kvt_dident_t *a, const kvt_dident_t *b)
 {
     return a->rank == b->rank && a->world == b->world && a->layout == b->layout;
@@ -112,12 +117,6 @@ bool kvt_disk_name_parse(const char *name, uint64_t *ns, kvt_hash_t *key, kvt_ob
     id->rank = (uint32_t)rank;
     id->world = (uint32_t)world;
     return true;
-}
-
-void kvt_disk_path(const kvt_disk_t *self, char out[PATH_MAX], const char *name)
-{
-    if (snprintf(out, PATH_MAX, "%s/%s", self->dir, name) >= PATH_MAX)
-        out[0] = 0; //  cannot happen: disk.dir's length is checked at creation
 }
 
 void kvt_disk_logf(kvt_disk_t *self, int level, bool limited, const char *fmt, ...)
@@ -217,10 +216,11 @@ static int s_pread_all(int fd, void *buf, size_t len, off_t off)
     return 0;
 }
 
-int kvt_disk_file_write(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                        const kvt_dident_t *id, const void *src, size_t size, bool do_fsync)
+int kvt_disk_file_write(int dirfd, const char *name, uint64_t ns, kvt_hash_t key,
+                        kvt_obj_kind_t kind, const kvt_dident_t *id, const void *src, size_t size,
+                        bool do_fsync)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
     uint8_t hdr[KVT_DISK_HDR];
@@ -244,24 +244,49 @@ static bool s_matches(const kvt_dhdr_t *h, uint64_t ns, kvt_hash_t key, kvt_obj_
     return h->ns == ns && h->key.hi == key.hi && h->key.lo == key.lo && h->kind == kind;
 }
 
-//  Opens a file and validates its header against the object its name
-//  says it is: identity, then name, then length. OK with *fdp open (the
-//  caller closes it), otherwise closed.
-static kvt_dread_t s_open_check(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                                const kvt_dident_t *id, int *fdp, kvt_dhdr_t *hdr, struct stat *sb,
-                                const char **why)
+kvt_dread_t kvt_disk_file_kind(int dirfd, const char *name, const char **why)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
         *why = strerror(errno);
         return errno == ENOENT ? KVT_DREAD_GONE : KVT_DREAD_EIO;
     }
+    if (!S_ISREG(sb.st_mode)) {
+        *why = S_ISLNK(sb.st_mode)   ? "a symbolic link"
+               : S_ISDIR(sb.st_mode) ? "a directory"
+                                     : "not a regular file";
+        return KVT_DREAD_FOREIGN;
+    }
+    return KVT_DREAD_OK;
+}
+
+//  Opens a file and validates its header against the object its name
+//  says it is: identity, then name, then length. OK with *fdp open (the
+//  caller closes it), otherwise closed. Never through a symbolic link, and
+//  without blocking: a FIFO put in an object's place must not hang a
+//  reader. What was opened must be a regular file.
+static kvt_dread_t s_open_check(int dirfd, const char *name, uint64_t ns, kvt_hash_t key,
+                                kvt_obj_kind_t kind, const kvt_dident_t *id, int *fdp,
+                                kvt_dhdr_t *hdr, struct stat *sb, const char **why)
+{
     kvt_dread_t rc = KVT_DREAD_OK;
+    int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        *why = errno == ELOOP ? "a symbolic link" : strerror(errno);
+        return errno == ENOENT                    ? KVT_DREAD_GONE
+               : errno == ELOOP || errno == ENXIO ? KVT_DREAD_FOREIGN
+                                                  : KVT_DREAD_EIO;
+    }
     uint8_t raw[KVT_DISK_HDR];
     int r;
     if (fstat(fd, sb) != 0) {
         *why = strerror(errno);
         rc = KVT_DREAD_EIO;
+        goto cleanup;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        *why = "not a regular file";
+        rc = KVT_DREAD_FOREIGN;
         goto cleanup;
     }
     if ((r = s_pread_all(fd, raw, sizeof(raw), 0)) != 0) {
@@ -297,14 +322,14 @@ cleanup:
     return rc;
 }
 
-kvt_dread_t kvt_disk_file_check(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                                const kvt_dident_t *id, uint64_t *size, uint64_t *mtime,
-                                const char **why)
+kvt_dread_t kvt_disk_file_check(int dirfd, const char *name, uint64_t ns, kvt_hash_t key,
+                                kvt_obj_kind_t kind, const kvt_dident_t *id, uint64_t *size,
+                                uint64_t *mtime, const char **why)
 {
     int fd = -1;
     kvt_dhdr_t hdr;
     struct stat sb;
-    kvt_dread_t rc = s_open_check(path, ns, key, kind, id, &fd, &hdr, &sb, why);
+    kvt_dread_t rc = s_open_check(dirfd, name, ns, key, kind, id, &fd, &hdr, &sb, why);
     if (rc != KVT_DREAD_OK)
         return rc;
     close(fd);
@@ -313,13 +338,14 @@ kvt_dread_t kvt_disk_file_check(const char *path, uint64_t ns, kvt_hash_t key, k
     return KVT_DREAD_OK;
 }
 
-kvt_dread_t kvt_disk_file_read(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                               const kvt_dident_t *id, uint64_t size, void *dst, const char **why)
+kvt_dread_t kvt_disk_file_read(int dirfd, const char *name, uint64_t ns, kvt_hash_t key,
+                               kvt_obj_kind_t kind, const kvt_dident_t *id, uint64_t size,
+                               void *dst, const char **why)
 {
     int fd = -1;
     kvt_dhdr_t hdr;
     struct stat sb;
-    kvt_dread_t rc = s_open_check(path, ns, key, kind, id, &fd, &hdr, &sb, why);
+    kvt_dread_t rc = s_open_check(dirfd, name, ns, key, kind, id, &fd, &hdr, &sb, why);
     if (rc != KVT_DREAD_OK)
         return rc;
     int r;

@@ -14,6 +14,7 @@
 #define KVT_DISK_VERSION   2                     //  file format version
 #define KVT_DISK_NAME_LEN  96                    //  bytes of a file name buffer, NUL included
 #define KVT_DISK_OBJ_NAME  90                    //  characters of an object file name
+#define KVT_DISK_TMP_LEN   128                   //  bytes of a temporary name buffer, NUL included
 #define KVT_DISK_LOG_LIMIT 16 //  I/O errors and corrupt files logged before counting only
 
 typedef enum {
@@ -69,7 +70,8 @@ typedef enum {
     KVT_DREAD_GONE = 1,     //  no such file
     KVT_DREAD_CORRUPT = 2,  //  ours, but fails validation
     KVT_DREAD_IDENTITY = 3, //  a valid header of another identity: not ours
-    KVT_DREAD_EIO = 4,      //  open / fstat / pread failed
+    KVT_DREAD_FOREIGN = 4,  //  not a regular file (FIFO, directory, symlink, device): not ours
+    KVT_DREAD_EIO = 5,      //  open / fstat / pread failed
 } kvt_dread_t;
 
 struct _kvt_disk_t {
@@ -77,7 +79,7 @@ struct _kvt_disk_t {
     char dir[PATH_MAX];    //  directory
     kvt_dident_t id;       //  identity of the files this instance writes and reads
     bool id_warned;        //  an identity mismatch was logged (once per instance)
-    int dirfd;             //  open directory (for fsync), -1 if none
+    int dirfd;             //  the open directory: every file is named relative to it
     uint64_t capacity;     //  bytes (headers included)
     bool fsync;            //  fsync files and the directory
     kvt_store_log_fn *log; //  log sink
@@ -114,6 +116,9 @@ struct _kvt_disk_t {
 void kvt_disk_file_name(char out[KVT_DISK_NAME_LEN], uint64_t ns, kvt_hash_t key,
                         kvt_obj_kind_t kind, const kvt_dident_t *id);
 
+//  ".tmp-<object name>.<seq>": the temporary a write goes to before its rename.
+void kvt_disk_tmp_name(char out[KVT_DISK_TMP_LEN], const char *name, uint64_t seq);
+
 //  Parses an object file name; false if `name` is not one.
 bool kvt_disk_name_parse(const char *name, uint64_t *ns, kvt_hash_t *key, kvt_obj_kind_t *kind,
                          kvt_dident_t *id);
@@ -129,22 +134,31 @@ void kvt_disk_hdr_encode(uint8_t out[KVT_DISK_HDR], uint64_t ns, kvt_hash_t key,
 //  0, or -1 with a reason.
 int kvt_disk_hdr_decode(const uint8_t in[KVT_DISK_HDR], kvt_dhdr_t *hdr, const char **why);
 
-//  Writes header + payload to `path` (created exclusively); fsync if asked.
+//  Files are named relative to the open directory dirfd; none is followed
+//  through a symbolic link.
+
+//  Writes header + payload to `name` (created exclusively); fsync if asked.
 //  0 or -1 (errno kept).
-int kvt_disk_file_write(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                        const kvt_dident_t *id, const void *src, size_t size, bool do_fsync);
+int kvt_disk_file_write(int dirfd, const char *name, uint64_t ns, kvt_hash_t key,
+                        kvt_obj_kind_t kind, const kvt_dident_t *id, const void *src, size_t size,
+                        bool do_fsync);
 
-//  Validates the header and length of the file at `path` (no payload
-//  read) for the expected object of identity id; *size and *mtime (ns) on
-//  OK, *why otherwise.
-kvt_dread_t kvt_disk_file_check(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                                const kvt_dident_t *id, uint64_t *size, uint64_t *mtime,
-                                const char **why);
+//  What `name` is, without opening or following it: OK (a regular file),
+//  GONE, FOREIGN (anything else; *why says what), EIO.
+kvt_dread_t kvt_disk_file_kind(int dirfd, const char *name, const char **why);
 
-//  Reads and verifies the file at `path` for the expected object of
-//  identity id into dst; *why says what was wrong.
-kvt_dread_t kvt_disk_file_read(const char *path, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                               const kvt_dident_t *id, uint64_t size, void *dst, const char **why);
+//  Validates the header and length of file `name` (no payload read) for the
+//  expected object of identity id; *size and *mtime (ns) on OK, *why
+//  otherwise.
+kvt_dread_t kvt_disk_file_check(int dirfd, const char *name, uint64_t ns, kvt_hash_t key,
+                                kvt_obj_kind_t kind, const kvt_dident_t *id, uint64_t *size,
+                                uint64_t *mtime, const char **why);
+
+//  Reads and verifies file `name` for the expected object of identity id
+//  into dst; *why says what was wrong.
+kvt_dread_t kvt_disk_file_read(int dirfd, const char *name, uint64_t ns, kvt_hash_t key,
+                               kvt_obj_kind_t kind, const kvt_dident_t *id, uint64_t size,
+                               void *dst, const char **why);
 
 //  Rebuilds the index from the directory (called by kvt_disk_new before the
 //  threads start). 0 or -1 if the directory cannot be read.
@@ -183,8 +197,5 @@ void kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t
 //  without the disk lock.
 void kvt_disk_logf(kvt_disk_t *self, int level, bool limited, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-
-//  dir + "/" + name.
-void kvt_disk_path(const kvt_disk_t *self, char out[PATH_MAX], const char *name);
 
 #endif

@@ -20,14 +20,11 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
     uint64_t seq = ++self->tmp_seq;
     pthread_mutex_unlock(&self->mu);
 
-    char name[KVT_DISK_NAME_LEN], tmp[PATH_MAX], path[PATH_MAX];
+    char name[KVT_DISK_NAME_LEN], tmp[KVT_DISK_TMP_LEN];
     kvt_disk_file_name(name, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, &self->id);
-    kvt_disk_path(self, path, name);
-    if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s.%llu", self->dir, name, (unsigned long long)seq) >=
-        (int)sizeof(tmp))
-        tmp[0] = 0; //  cannot happen: disk.dir's length is checked at creation
-    int rc = kvt_disk_file_write(tmp, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind, &self->id,
-                                 job.src, job.size, self->fsync);
+    kvt_disk_tmp_name(tmp, name, seq);
+    int rc = kvt_disk_file_write(self->dirfd, tmp, snap.ns, snap.key, (kvt_obj_kind_t)snap.kind,
+                                 &self->id, job.src, job.size, self->fsync);
     int werr = errno;
     bool valid = true;
     if (job.done)
@@ -39,7 +36,7 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
     kvt_dent_t *e = &self->ents[job.ent];
     assert(e->gen == job.gen && e->state == KVT_DENT_WRITING);
     if (rc == 0 && valid) {
-        if (rename(tmp, path) == 0) {
+        if (renameat(self->dirfd, tmp, self->dirfd, name) == 0) {
             renamed = true;
             kvt_disk_ent_publish(self, job.ent);
             self->st.puts++;
@@ -50,7 +47,7 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
         }
     }
     if (!renamed) {
-        unlink(tmp);
+        unlinkat(self->dirfd, tmp, 0);
         if (rc != 0 || rename_failed)
             self->st.io_errors++;
         else
@@ -58,7 +55,7 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
         kvt_disk_ent_free(self, job.ent);
     }
     pthread_mutex_unlock(&self->mu);
-    if (renamed && self->fsync && self->dirfd >= 0 && fsync(self->dirfd) != 0) {
+    if (renamed && self->fsync && fsync(self->dirfd) != 0) {
         pthread_mutex_lock(&self->mu);
         self->st.io_errors++;
         pthread_mutex_unlock(&self->mu);

@@ -46,9 +46,12 @@ static bool s_grow(s_found_t **found, size_t n, size_t *cap)
 
 int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
 {
-    DIR *d = opendir(self->dir);
+    int fd = dup(self->dirfd); //  the directory opened without following a link
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         kvt_store_seterr(err, errlen, "disk.dir=%s: cannot read: %s", self->dir, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     s_found_t *found = NULL, *blocked = NULL;
@@ -57,10 +60,8 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         const char *name = de->d_name;
-        char path[PATH_MAX];
-        kvt_disk_path(self, path, name);
         if (strncmp(name, ".tmp-", 5) == 0) {
-            if (unlink(path) == 0)
+            if (unlinkat(self->dirfd, name, 0) == 0)
                 self->st.tmp_removed++;
             continue;
         }
@@ -78,9 +79,30 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
             continue;
         }
         memcpy(f.name, name, KVT_DISK_OBJ_NAME + 1); //  the parse checked its length
+        //  Looked at before it is opened: the rescan meets whatever the
+        //  directory holds, and opening a FIFO or a device has effects.
         const char *why = "";
-        kvt_dread_t v =
-            kvt_disk_file_check(path, f.ns, f.key, f.kind, &self->id, &f.size, &f.mtime, &why);
+        kvt_dread_t v = kvt_disk_file_kind(self->dirfd, name, &why);
+        if (v == KVT_DREAD_OK)
+            v = kvt_disk_file_check(self->dirfd, name, f.ns, f.key, f.kind, &self->id, &f.size,
+                                    &f.mtime, &why);
+        if (v == KVT_DREAD_FOREIGN) {
+            //  A FIFO, directory, symbolic link or device under an object's
+            //  name: never opened through, left alone, its name taken.
+            self->st.foreign_files++;
+            kvt_disk_logf(self, 1, true, "rescan: %s is %s, not ours: left alone", name, why);
+            if (!s_grow(&blocked, nb, &bcap))
+                goto oom;
+            blocked[nb++] = f;
+            continue;
+        }
+        if (v == KVT_DREAD_GONE)
+            continue; //  removed meanwhile
+        if (v == KVT_DREAD_EIO) {
+            self->st.io_errors++; //  unreadable now: neither indexed nor deleted
+            kvt_disk_logf(self, 1, true, "rescan: cannot read %s: %s", name, why);
+            continue;
+        }
         if (v == KVT_DREAD_IDENTITY) {
             //  Named as ours but written by another identity: left alone,
             //  and its name stays taken.
@@ -94,7 +116,7 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
         if (v != KVT_DREAD_OK) {
             self->st.corrupt++;
             kvt_disk_logf(self, 1, true, "rescan: deleting %s: %s", name, why);
-            unlink(path);
+            unlinkat(self->dirfd, name, 0);
             continue;
         }
         if (!s_grow(&found, n, &cap))
@@ -124,9 +146,7 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
     }
     for (size_t i = 0; i < n; i++) {
         if (!found[i].keep) {
-            char path[PATH_MAX];
-            kvt_disk_path(self, path, found[i].name);
-            unlink(path);
+            unlinkat(self->dirfd, found[i].name, 0);
             self->st.evictions++;
             self->st.evicted_bytes += KVT_DISK_HDR + found[i].size;
             continue;
