@@ -97,11 +97,12 @@ static void s_quiet(void *arg, int level, const char *line)
 
 //  pool_chunks: CPU pool capacity in chunks (0 = 64); ttl_ms: pool TTL (0 =
 //  default); renew_ns: worker renew interval (0 = default).
-static void rig_up_ex(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint64_t renew_ns)
+static void rig_up_seed(uint64_t seed, uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms,
+                        uint64_t renew_ns)
 {
     memset(&R, 0, sizeof R);
     memset(&s_probe, 0, sizeof s_probe);
-    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = 3, .name = "actors"};
+    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = seed, .name = "actors"};
     R.sys = kvt_system_new(&so);
     cr_assert_not_null(R.sys);
     R.probe = kvt_system_add(R.sys, "scheduler", &s_probe_class, NULL, NULL);
@@ -149,6 +150,11 @@ static void rig_up_ex(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms,
     cr_assert_eq(kvt_system_start(R.sys), 0);
 }
 
+static void rig_up_ex(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint64_t renew_ns)
+{
+    rig_up_seed(3, bandwidth, pool_chunks, ttl_ms, renew_ns);
+}
+
 static void rig_up(uint64_t bandwidth)
 {
     rig_up_ex(bandwidth, 0, 0, 0);
@@ -183,6 +189,28 @@ static uint64_t rig_counter(kvt_aid_t aid, const char *name)
             return s_probe.counters[i].value;
     cr_assert_fail("counter %s not reported", name);
     return 0;
+}
+
+//  Exactly-once, counted where duplicates would be dropped: the aggregator
+//  dropped `agg_drops` reports (late on a settled key + a rank's second
+//  report on an open key) and worker r dropped `dups[r]` repeated items.
+//  Tests that inject no duplicate expect all zeros.
+static void rig_drops(uint64_t agg_drops, const uint64_t dups[TP])
+{
+    uint64_t late = rig_counter(R.agg, "agg.late_dropped");
+    uint64_t dup = rig_counter(R.agg, "agg.dup_dropped");
+    cr_assert_eq(late + dup, agg_drops, "the aggregator dropped %llu late + %llu duplicate reports",
+                 (unsigned long long)late, (unsigned long long)dup);
+    for (int r = 0; r < TP; r++) {
+        uint64_t d = rig_counter(R.w[r], "worker.duplicates");
+        cr_assert_eq(d, dups ? dups[r] : 0, "worker %d dropped %llu repeated items", r,
+                     (unsigned long long)d);
+    }
+}
+
+static void rig_no_drops(void)
+{
+    rig_drops(0, NULL);
 }
 
 static kvt_hash_t K(uint64_t i)
@@ -254,10 +282,11 @@ Test(actors, save_then_load_round_trips_every_byte_on_every_rank, .timeout = 30)
         cr_assert(rig_check(r, DST, 8, 100), "rank %d restored wrong bytes", r);
     cr_assert_eq(rig_counter(R.agg, "agg.reports"), 3 * TP);
     cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
+    rig_no_drops();
     rig_down();
 }
 
-Test(actors, rule_L2_report_never_precedes_the_copy, .timeout = 30)
+Test(actors, save_report_never_precedes_its_gather, .timeout = 30)
 {
     //  1 MB/s: gathering one 2 KiB chunk takes ~2 ms of virtual time.
     rig_up(1000000ull);
@@ -269,6 +298,7 @@ Test(actors, rule_L2_report_never_precedes_the_copy, .timeout = 30)
     uint64_t cost = kvt_gpu_sim_cost_ns(R.gpu[0], BPC * kvt_gpu_block_bytes(R.gpu[0]));
     cr_assert_geq(s_probe.at[0], cost, "verdict at %llu ns, before the copy landed (%llu ns)",
                   (unsigned long long)s_probe.at[0], (unsigned long long)cost);
+    rig_no_drops();
     rig_down();
 }
 
@@ -282,6 +312,7 @@ Test(actors, rule_L1_missing_chunk_fails_the_load_once, .timeout = 30)
     cr_assert_eq(s_probe.verdicts[0].detail, KVT_DETAIL_MISS);
     cr_assert_eq(s_probe.verdicts[0].nfailed, TP);
     cr_assert_eq(rig_counter(R.agg, "agg.reports"), TP, "exactly one report per rank");
+    rig_no_drops();
     rig_down();
 }
 
@@ -298,25 +329,47 @@ Test(actors, rule_L4_off_grid_spec_is_refused_with_one_report_per_item, .timeout
     }
     cr_assert_eq(rig_counter(R.w[0], "worker.saves_refused"), 1);
     cr_assert_eq(rig_counter(R.agg, "agg.reports"), 2 * TP);
+    rig_no_drops();
     rig_down();
 }
 
-Test(actors, rule_A1_one_failing_rank_fails_the_verdict, .timeout = 30)
+Test(actors, rule_A1_one_failing_rank_fails_the_verdict_whichever_reports_last, .timeout = 60)
 {
-    rig_up(25000000000ull);
-    for (int r = 0; r < TP; r++)
-        rig_fill(r, SRC, 4, 400);
-    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 400);
-    rig_run();
-    //  Rank 1 loses the chunk; rank 0 still has it.
-    cr_assert_eq(kvt_pool_remove(kvt_storage_pool(R.st[1]), 7, K(400), KVT_OBJ_KV), 0);
-    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 400);
-    rig_run();
-    cr_assert_eq(s_probe.nverdicts, 2);
-    cr_assert_not(s_probe.verdicts[1].ok);
-    cr_assert_eq(s_probe.verdicts[1].nfailed, 1);
-    cr_assert_eq(s_probe.verdicts[1].detail, KVT_DETAIL_MISS);
-    rig_down();
+    //  Every (seed, failing rank, order): the failing rank's Completion is
+    //  forced to arrive first or last by delaying the other rank's.
+    uint32_t runs = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++)
+        for (int bad = 0; bad < TP; bad++)
+            for (int bad_first = 0; bad_first < 2; bad_first++) {
+                rig_up_seed(seed, 25000000000ull, 0, 0, 0);
+                for (int r = 0; r < TP; r++)
+                    rig_fill(r, SRC, 4, 400);
+                rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 400);
+                rig_run();
+                cr_assert_eq(s_probe.nverdicts, 1);
+                //  Rank `bad` loses the chunk; the other still has it.
+                cr_assert_eq(kvt_pool_remove(kvt_storage_pool(R.st[bad]), 7, K(400), KVT_OBJ_KV),
+                             0);
+                int late = bad_first ? 1 - bad : bad;
+                int rule = kvt_sim_fault(R.sys, KVT_FAULT_DELAY, R.w[late], R.agg,
+                                         KVT_MSG_COMPLETION, 1, 1000000ull);
+                cr_assert_gt(rule, 0);
+                uint64_t t0 = kvt_system_now(R.sys);
+                rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 400);
+                rig_run();
+                cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
+                cr_assert_eq(s_probe.nverdicts, 2);
+                const kvt_verdict_t *v = &s_probe.verdicts[1];
+                cr_assert_geq(s_probe.at[1] - t0, 1000000ull, "the delayed report came last");
+                cr_assert_not(v->ok, "seed %llu, rank %d failing, reporting %s: verdict ok",
+                              (unsigned long long)seed, bad, bad_first ? "first" : "last");
+                cr_assert_eq(v->nfailed, 1);
+                cr_assert_eq(v->detail, KVT_DETAIL_MISS);
+                rig_no_drops();
+                rig_down();
+                runs++;
+            }
+    cr_assert_eq(runs, 16);
 }
 
 Test(actors, dropped_completion_leaves_the_key_unsettled_and_surfaces_it, .timeout = 30)
@@ -332,6 +385,7 @@ Test(actors, dropped_completion_leaves_the_key_unsettled_and_surfaces_it, .timeo
     cr_assert_eq(s_probe.nverdicts, 0, "one rank never reported: no verdict");
     cr_assert_eq(rig_counter(R.agg, "agg.open"), 1);
     cr_assert_eq(rig_counter(R.agg, "agg.stale"), 1, "the unsettled key is surfaced");
+    rig_no_drops();
     rig_down();
 }
 
@@ -349,6 +403,7 @@ Test(actors, duplicated_completion_is_dropped, .timeout = 30)
     uint64_t late = rig_counter(R.agg, "agg.late_dropped");
     cr_assert_eq(dup + late, 1, "the copy is dropped (dup %llu, late %llu)",
                  (unsigned long long)dup, (unsigned long long)late);
+    rig_drops(1, NULL);
     rig_down();
 }
 
@@ -371,6 +426,8 @@ Test(actors, crashed_worker_reports_its_pending_items_failed, .timeout = 30)
     kvt_pool_stats(kvt_storage_pool(R.st[1]), &ps);
     cr_assert_eq(ps.objects_writing, 0, "the crashed worker's reservation was aborted");
     cr_assert_eq(ps.objects, 0);
+    cr_assert_eq(rig_counter(R.agg, "agg.late_dropped") + rig_counter(R.agg, "agg.dup_dropped"), 0,
+                 "nothing dropped as a duplicate");
     rig_down();
 }
 
@@ -391,6 +448,7 @@ Test(actors, rule_L2_load_report_never_precedes_the_copy, .timeout = 30)
                   (unsigned long long)(s_probe.at[1] - t0), (unsigned long long)cost);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 4, 800));
+    rig_no_drops();
     rig_down();
 }
 
@@ -417,6 +475,7 @@ Test(actors, repeated_save_spec_runs_once, .timeout = 30)
     cr_assert(s_probe.verdicts[2].ok);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 8, 900));
+    rig_drops(0, (uint64_t[TP]){2, 0});
     rig_down();
 }
 
@@ -438,6 +497,7 @@ Test(actors, repeated_load_spec_runs_once, .timeout = 30)
     cr_assert_eq(rig_counter(R.w[1], "worker.loads_ok"), 1, "the second copy never ran");
     cr_assert_eq(rig_counter(R.agg, "agg.late_dropped") + rig_counter(R.agg, "agg.dup_dropped"), 0,
                  "no second report either");
+    rig_drops(0, (uint64_t[TP]){0, 1});
     rig_down();
 }
 
@@ -470,6 +530,7 @@ Test(actors, a_save_leaves_the_prefix_younger_than_its_suffix, .timeout = 30)
     kvt_pool_t *pool = kvt_storage_pool(R.st[0]);
     cr_assert(kvt_pool_contains(pool, 7, K(1000), KVT_OBJ_KV), "the shared prefix was evicted");
     cr_assert_not(kvt_pool_contains(pool, 7, K(1003), KVT_OBJ_KV));
+    rig_no_drops();
     rig_down();
 }
 
@@ -492,6 +553,7 @@ Test(actors, a_load_leaves_the_prefix_younger_than_its_suffix, .timeout = 30)
     kvt_pool_t *pool = kvt_storage_pool(R.st[0]);
     cr_assert(kvt_pool_contains(pool, 7, K(1000), KVT_OBJ_KV), "the shared prefix was evicted");
     cr_assert_not(kvt_pool_contains(pool, 7, K(1003), KVT_OBJ_KV));
+    rig_no_drops();
     rig_down();
 }
 
@@ -512,5 +574,6 @@ Test(actors, a_copy_longer_than_the_ttl_keeps_its_reservation, .timeout = 30)
     cr_assert(s_probe.verdicts[1].ok);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 4, 1100));
+    rig_no_drops();
     rig_down();
 }

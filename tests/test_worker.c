@@ -351,6 +351,10 @@ Test(wcore, save_and_load_report_once_each_after_their_copies)
     cr_assert_eq(kvt_wcore_pending(W.core), 1);
     cr_assert_eq(kvt_wcore_next_wake(W.core, W.now), t0 + 2 * cost,
                  "the core wakes when the device says the copies land");
+    //  A poll before they landed reports nothing (rule L2).
+    W.now = t0 + cost;
+    kvt_wcore_poll(W.core, W.now);
+    cr_assert_eq(w_drain(), 0, "a save reported before its gathers landed");
     w_settle();
     w_save_once(1, 100, 2, true, KVT_DETAIL_OK);
     cr_assert_geq(w_find(KVT_CHAN_SAVE, 1, K(100))->at - t0, 2 * cost);
@@ -358,6 +362,9 @@ Test(wcore, save_and_load_report_once_each_after_their_copies)
     t0 = W.now;
     kvt_wcore_load(W.core, &s.sp, W.now);
     cr_assert_eq(w_drain(), 0);
+    W.now = t0 + 2 * cost - 1;
+    kvt_wcore_poll(W.core, W.now);
+    cr_assert_eq(w_drain(), 0, "a load reported before its scatters landed");
     w_settle();
     const got_t *g = w_load_once(2, true, KVT_DETAIL_OK);
     cr_assert_geq(g->at - t0, 2 * cost, "the load report preceded its scatters");
