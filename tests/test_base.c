@@ -371,9 +371,10 @@ Test(hmap, random_inserts_and_removes_keep_every_lookup_right)
     static uint64_t ns[NKEYS], val[NKEYS];
     static bool in[NKEYS];
     uint64_t rng = 11;
+    //  Pairs share a key in two namespaces: the namespace is part of the key.
     for (int i = 0; i < NKEYS; i++) {
-        keys[i] = s_key(&rng);
-        ns[i] = s_rand(&rng) % 3;
+        keys[i] = i % 2 ? keys[i - 1] : s_key(&rng);
+        ns[i] = i % 2 ? ns[i - 1] + 1 + s_rand(&rng) % 2 : s_rand(&rng) % 3;
     }
     uint32_t size = 0;
     for (int step = 0; step < 30000; step++) {
@@ -410,6 +411,29 @@ Test(hmap, random_inserts_and_removes_keep_every_lookup_right)
     }
     kvt_hmap_destroy(&m);
     cr_assert_null(m);
+}
+
+Test(hmap, one_key_in_many_namespaces_is_many_entries)
+{
+    //  12 namespaces in 32 slots: probe runs cross, so a lookup that
+    //  ignored the namespace would meet another namespace's entry.
+    kvt_hmap_t *m = kvt_hmap_new(12, true);
+    kvt_hash_t k = {0x1234, 0x5678};
+    uint32_t v;
+    for (uint64_t ns = 0; ns < 12; ns++) {
+        uint32_t *p = kvt_hmap_insert(m, ns * 0x1000193, k, NULL);
+        cr_assert_not_null(p);
+        *p = (uint32_t)ns + 100;
+    }
+    cr_assert_eq(kvt_hmap_size(m), 12);
+    for (uint64_t ns = 0; ns < 12; ns++) {
+        uint32_t *p = kvt_hmap_find(m, ns * 0x1000193, k);
+        cr_assert_not_null(p);
+        cr_assert_eq(*p, ns + 100, "namespace %u answered with another's value", (unsigned)ns);
+    }
+    cr_assert(kvt_hmap_get(m, k, &v), "namespace 0 is the 32-bit spelling's");
+    cr_assert_eq(v, 100);
+    kvt_hmap_destroy(&m);
 }
 
 Test(hmap, one_key_in_two_namespaces_is_two_entries)

@@ -105,8 +105,9 @@ Test(pool, lookup_refreshes_deepest_first_so_suffixes_are_evicted_before_prefixe
 {
     env_t env = {0};
     kvt_pool_t *pool = s_pool(&env, 4);
-    //  Put in reverse so that, without the lookup's refresh, the prefix is oldest.
-    for (uint64_t i = 4; i-- > 0;)
+    //  Put in prefix order so that, without the lookup's refresh, the prefix
+    //  is oldest.
+    for (uint64_t i = 0; i < 4; i++)
         s_put(pool, i, UNIT);
     kvt_hash_t keys[4] = {s_key(0), s_key(1), s_key(2), s_key(3)};
     cr_assert_eq(kvt_pool_lookup(pool, NS, keys, 4, KVT_OBJ_KV, 0, NULL), 4);

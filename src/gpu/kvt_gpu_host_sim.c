@@ -27,6 +27,8 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "base/kvt_heap.h"
+#include "base/kvt_vec.h"
 #include "kvt_gpu_host.h"
 
 //  Landing time of `op` given the landing time of its stream predecessor.
@@ -50,80 +52,41 @@ uint64_t kvt_gpu_host_sim_base(kvt_hstream_t *s)
 
 // ------------------------------------------------------- stream heap ----
 
-//  True when stream a's head lands before stream b's (ties: queue order).
-static bool s_before(const kvt_hstream_t *a, const kvt_hstream_t *b)
+//  True when stream x's head lands before stream y's (ties: queue order).
+static bool s_before(const void *x, const void *y, void *ctx)
 {
-    const kvt_hop_t *x = a->head, *y = b->head;
-    return x->land_ns < y->land_ns || (x->land_ns == y->land_ns && x->gseq < y->gseq);
+    const kvt_hop_t *a = (*(kvt_hstream_t *const *)x)->head;
+    const kvt_hop_t *b = (*(kvt_hstream_t *const *)y)->head;
+    return a->land_ns < b->land_ns || (a->land_ns == b->land_ns && a->gseq < b->gseq);
 }
 
-static void s_heap_set(kvt_host_t *host, uint32_t i, kvt_hstream_t *s)
+static void s_moved(void *elem, uint32_t pos, void *ctx)
 {
-    host->heap[i] = s;
-    s->heap_at = i;
+    (*(kvt_hstream_t **)elem)->heap_at = pos;
 }
 
-static void s_sift_up(kvt_host_t *host, uint32_t i)
-{
-    kvt_hstream_t *s = host->heap[i];
-    while (i > 0) {
-        uint32_t parent = (i - 1) / 2;
-        if (!s_before(s, host->heap[parent]))
-            break;
-        s_heap_set(host, i, host->heap[parent]);
-        i = parent;
-    }
-    s_heap_set(host, i, s);
-}
-
-static void s_sift_down(kvt_host_t *host, uint32_t i)
-{
-    kvt_hstream_t *s = host->heap[i];
-    while (true) {
-        uint32_t child = 2 * i + 1;
-        if (child >= host->nheap)
-            break;
-        if (child + 1 < host->nheap && s_before(host->heap[child + 1], host->heap[child]))
-            child++;
-        if (!s_before(host->heap[child], s))
-            break;
-        s_heap_set(host, i, host->heap[child]);
-        i = child;
-    }
-    s_heap_set(host, i, s);
-}
+static const kvt_heap_ops_t s_heap_ops = {sizeof(kvt_hstream_t *), s_before, s_moved};
 
 //  Restores the heap around a stream whose head (key) changed.
 static void s_heap_fix(kvt_host_t *host, kvt_hstream_t *s)
 {
-    uint32_t i = s->heap_at;
-    s_sift_up(host, i);
-    if (s->heap_at == i)
-        s_sift_down(host, i);
+    kvt_heap_fix(host->heap, host->nheap, &s_heap_ops, NULL, s->heap_at);
 }
 
 static void s_heap_remove(kvt_host_t *host, kvt_hstream_t *s)
 {
-    uint32_t i = s->heap_at;
-    assert(i < host->nheap && host->heap[i] == s);
+    assert(s->heap_at < host->nheap && host->heap[s->heap_at] == s);
+    kvt_heap_remove(host->heap, &host->nheap, &s_heap_ops, NULL, s->heap_at, NULL);
     s->heap_at = KVT_HOST_NO_HEAP;
-    kvt_hstream_t *last = host->heap[--host->nheap];
-    if (last != s) {
-        s_heap_set(host, i, last);
-        s_heap_fix(host, last);
-    }
 }
 
 int kvt_gpu_host_sim_add_stream(kvt_host_t *host)
 {
-    if (host->nstreams == host->heap_cap) {
-        uint32_t cap = host->heap_cap ? host->heap_cap * 2 : 8;
-        kvt_hstream_t **heap = realloc(host->heap, (size_t)cap * sizeof *heap);
-        if (!heap)
-            return kvt_gpu_fail(KVT_GPU_ENOMEM, "stream_new: out of memory");
-        host->heap = heap;
-        host->heap_cap = cap;
-    }
+    //  The heap holds each live stream at most once: sized here, so queueing
+    //  never allocates.
+    if (kvt_vec_reserve((void **)&host->heap, &host->heap_cap, host->nstreams + 1,
+                        sizeof *host->heap) != 0)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "stream_new: out of memory");
     host->nstreams++;
     return 0;
 }
@@ -172,8 +135,7 @@ void kvt_gpu_host_sim_queued(kvt_host_t *host, kvt_hop_t *op)
     s->ring[op->seq & (s->ring_cap - 1)] = op;
     if (s->head == op) {
         assert(host->nheap < host->heap_cap);
-        s_heap_set(host, host->nheap++, s);
-        s_sift_up(host, s->heap_at);
+        kvt_heap_push(host->heap, &host->nheap, &s_heap_ops, NULL, &s);
     }
 }
 
@@ -197,8 +159,7 @@ void kvt_gpu_host_sim_replan(kvt_host_t *host)
         op->land_ns = kvt_gpu_host_sim_plan(op, s->plan_land);
         s->plan_land = op->land_ns;
     }
-    for (uint32_t i = host->nheap / 2; i-- > 0;)
-        s_sift_down(host, i);
+    kvt_heap_build(host->heap, host->nheap, &s_heap_ops, NULL);
 }
 
 //  Lands its stream's head op `op`: runs it, completes it, and refiles the

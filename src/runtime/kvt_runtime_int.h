@@ -228,6 +228,7 @@ typedef struct {
 typedef struct {
     kvt_fault_rule_t *rules; //  the rules
     uint32_t n;              //  length of rules
+    uint32_t cap;            //  capacity of rules
     uint32_t active;         //  rules with remaining > 0 (0: nothing to check)
 } kvt_faults_t;
 

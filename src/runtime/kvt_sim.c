@@ -29,6 +29,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "base/kvt_heap.h"
+#include "base/kvt_vec.h"
 #include "kvt_runtime_int.h"
 
 #define S_IDLE    0 //  channel empty: in no set
@@ -67,9 +69,10 @@ struct _kvt_sim_t {
     uint32_t chans_cap;                  //  capacity of chans
     s_chan_t **ready;                    //  channels with a deliverable head
     uint32_t nready;                     //  length of ready
+    uint32_t ready_cap;                  //  capacity of ready (>= nchans)
     s_chan_t **pending;                  //  min-heap of channels on (head time, id)
     uint32_t npending;                   //  length of pending
-    uint32_t set_cap;                    //  capacity of ready and of pending (>= nchans)
+    uint32_t pending_cap;                //  capacity of pending (>= nchans)
     kvt_timers_t timers;                 //  every actor's timers
     kvt_faults_t faults;                 //  fault rules
     uint64_t events;                     //  deliveries + timers run
@@ -87,47 +90,19 @@ static s_frame_t *s_head(s_chan_t *ch)
     return &ch->q[ch->head];
 }
 
-static bool s_pend_less(const s_chan_t *a, const s_chan_t *b)
+static bool s_pend_less(const void *x, const void *y, void *ctx)
 {
+    const s_chan_t *a = *(s_chan_t *const *)x, *b = *(s_chan_t *const *)y;
     uint64_t ta = a->q[a->head].at, tb = b->q[b->head].at;
     return ta != tb ? ta < tb : a->id < b->id;
 }
 
-static void s_pend_set(kvt_sim_t *sim, uint32_t pos, s_chan_t *ch)
+static void s_pend_moved(void *elem, uint32_t pos, void *ctx)
 {
-    sim->pending[pos] = ch;
-    ch->pos = pos;
+    (*(s_chan_t **)elem)->pos = pos;
 }
 
-static void s_pend_up(kvt_sim_t *sim, uint32_t pos)
-{
-    s_chan_t *ch = sim->pending[pos];
-    while (pos > 0) {
-        uint32_t parent = (pos - 1) / 2;
-        if (!s_pend_less(ch, sim->pending[parent]))
-            break;
-        s_pend_set(sim, pos, sim->pending[parent]);
-        pos = parent;
-    }
-    s_pend_set(sim, pos, ch);
-}
-
-static void s_pend_down(kvt_sim_t *sim, uint32_t pos)
-{
-    s_chan_t *ch = sim->pending[pos];
-    while (true) {
-        uint32_t child = 2 * pos + 1;
-        if (child >= sim->npending)
-            break;
-        if (child + 1 < sim->npending && s_pend_less(sim->pending[child + 1], sim->pending[child]))
-            child++;
-        if (!s_pend_less(sim->pending[child], ch))
-            break;
-        s_pend_set(sim, pos, sim->pending[child]);
-        pos = child;
-    }
-    s_pend_set(sim, pos, ch);
-}
+static const kvt_heap_ops_t s_pend_ops = {sizeof(s_chan_t *), s_pend_less, s_pend_moved};
 
 //  Takes a channel out of whichever set it is in.
 static void s_unschedule(kvt_sim_t *sim, s_chan_t *ch)
@@ -137,15 +112,7 @@ static void s_unschedule(kvt_sim_t *sim, s_chan_t *ch)
         sim->ready[ch->pos] = last;
         last->pos = ch->pos;
     } else if (ch->where == S_PENDING) {
-        uint32_t pos = ch->pos;
-        s_chan_t *last = sim->pending[--sim->npending];
-        if (pos < sim->npending) {
-            s_pend_set(sim, pos, last);
-            if (pos > 0 && s_pend_less(last, sim->pending[(pos - 1) / 2]))
-                s_pend_up(sim, pos);
-            else
-                s_pend_down(sim, pos);
-        }
+        kvt_heap_remove(sim->pending, &sim->npending, &s_pend_ops, NULL, ch->pos, NULL);
     }
     ch->where = S_IDLE;
 }
@@ -162,9 +129,8 @@ static void s_schedule(kvt_sim_t *sim, s_chan_t *ch)
         sim->ready[sim->nready++] = ch;
     } else {
         ch->where = S_PENDING;
-        sim->pending[sim->npending] = ch;
-        ch->pos = sim->npending++;
-        s_pend_up(sim, ch->pos);
+        assert(sim->npending < sim->pending_cap);
+        kvt_heap_push(sim->pending, &sim->npending, &s_pend_ops, NULL, &ch);
     }
 }
 
@@ -179,26 +145,13 @@ static s_chan_t *s_chan_get(kvt_sim_t *sim, kvt_aid_t from, kvt_aid_t to)
     s_chan_t *ch = sim->rows[row][to];
     if (ch)
         return ch;
-    if (sim->nchans == sim->chans_cap) {
-        uint32_t cap = sim->chans_cap ? sim->chans_cap * 2 : 64;
-        s_chan_t **chans = realloc(sim->chans, cap * sizeof *chans);
-        if (!chans)
-            return NULL;
-        sim->chans = chans;
-        sim->chans_cap = cap;
-    }
-    if (sim->set_cap < sim->nchans + 1) {
-        uint32_t cap = sim->chans_cap;
-        s_chan_t **ready = realloc(sim->ready, cap * sizeof *ready);
-        if (!ready)
-            return NULL;
-        sim->ready = ready;
-        s_chan_t **pending = realloc(sim->pending, cap * sizeof *pending);
-        if (!pending)
-            return NULL;
-        sim->pending = pending;
-        sim->set_cap = cap;
-    }
+    //  ready and pending hold every channel at most once: sized here, so
+    //  scheduling never allocates.
+    uint32_t need = sim->nchans + 1;
+    if (kvt_vec_reserve((void **)&sim->chans, &sim->chans_cap, need, sizeof *sim->chans) ||
+        kvt_vec_reserve((void **)&sim->ready, &sim->ready_cap, need, sizeof *sim->ready) ||
+        kvt_vec_reserve((void **)&sim->pending, &sim->pending_cap, need, sizeof *sim->pending))
+        return NULL;
     ch = calloc(1, sizeof *ch);
     if (!ch)
         return NULL;

@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "base/kvt_vec.h"
 #include "kvt_runtime_int.h"
 
 void kvt_faults_fini(kvt_faults_t *f)
@@ -54,16 +55,14 @@ int kvt_sim_fault(kvt_system_t *self, kvt_fault_type_t type, kvt_aid_t from, kvt
                 (int)type, (unsigned)from, (unsigned)to, kind);
         return 0;
     }
-    kvt_fault_rule_t *rules = realloc(f->rules, (f->n + 1) * sizeof *rules);
-    if (!rules)
+    if (kvt_vec_reserve((void **)&f->rules, &f->cap, f->n + 1, sizeof *f->rules) != 0)
         return 0;
-    f->rules = rules;
-    rules[f->n++] = (kvt_fault_rule_t){.type = type,
-                                       .from = from,
-                                       .to = to,
-                                       .kind = kind,
-                                       .remaining = count,
-                                       .delay_ns = delay_ns};
+    f->rules[f->n++] = (kvt_fault_rule_t){.type = type,
+                                          .from = from,
+                                          .to = to,
+                                          .kind = kind,
+                                          .remaining = count,
+                                          .delay_ns = delay_ns};
     f->active++;
     return (int)f->n;
 }

@@ -11,52 +11,28 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "base/kvt_heap.h"
+#include "base/kvt_vec.h"
 #include "kvt_runtime_int.h"
 
 #define S_NO_SLOT UINT32_MAX
 
-static bool s_less(const kvt_timer_t *a, const kvt_timer_t *b)
+static bool s_less(const void *a, const void *b, void *ctx)
 {
-    if (a->deadline != b->deadline)
-        return a->deadline < b->deadline;
-    return a->seq < b->seq;
+    const kvt_timer_t *x = a, *y = b;
+    if (x->deadline != y->deadline)
+        return x->deadline < y->deadline;
+    return x->seq < y->seq;
 }
 
-static void s_place(kvt_timers_t *t, uint32_t pos, const kvt_timer_t *tm)
+//  The slot table follows every move, so cancel finds a timer in O(1).
+static void s_moved(void *elem, uint32_t pos, void *ctx)
 {
-    t->heap[pos] = *tm;
-    t->slots[tm->slot].pos = pos;
+    kvt_timers_t *t = ctx;
+    t->slots[((kvt_timer_t *)elem)->slot].pos = pos;
 }
 
-static void s_sift_up(kvt_timers_t *t, uint32_t pos)
-{
-    kvt_timer_t tm = t->heap[pos];
-    while (pos > 0) {
-        uint32_t parent = (pos - 1) / 2;
-        if (!s_less(&tm, &t->heap[parent]))
-            break;
-        s_place(t, pos, &t->heap[parent]);
-        pos = parent;
-    }
-    s_place(t, pos, &tm);
-}
-
-static void s_sift_down(kvt_timers_t *t, uint32_t pos)
-{
-    kvt_timer_t tm = t->heap[pos];
-    while (true) {
-        uint32_t child = 2 * pos + 1;
-        if (child >= t->n)
-            break;
-        if (child + 1 < t->n && s_less(&t->heap[child + 1], &t->heap[child]))
-            child++;
-        if (!s_less(&t->heap[child], &tm))
-            break;
-        s_place(t, pos, &t->heap[child]);
-        pos = child;
-    }
-    s_place(t, pos, &tm);
-}
+static const kvt_heap_ops_t s_heap_ops = {sizeof(kvt_timer_t), s_less, s_moved};
 
 static void s_free_slot(kvt_timers_t *t, uint32_t slot)
 {
@@ -67,20 +43,12 @@ static void s_free_slot(kvt_timers_t *t, uint32_t slot)
     t->free_head = slot;
 }
 
-//  Removes the timer at heap index pos and frees its slot.
-static void s_remove_at(kvt_timers_t *t, uint32_t pos)
+//  Removes the timer at heap index pos (into *out, if non-NULL) and frees
+//  its slot.
+static void s_remove_at(kvt_timers_t *t, uint32_t pos, kvt_timer_t *out)
 {
-    assert(pos < t->n);
     uint32_t slot = t->heap[pos].slot;
-    t->n--;
-    if (pos != t->n) {
-        kvt_timer_t last = t->heap[t->n];
-        s_place(t, pos, &last);
-        if (pos > 0 && s_less(&t->heap[pos], &t->heap[(pos - 1) / 2]))
-            s_sift_up(t, pos);
-        else
-            s_sift_down(t, pos);
-    }
+    kvt_heap_remove(t->heap, &t->n, &s_heap_ops, t, pos, out);
     s_free_slot(t, slot);
 }
 
@@ -101,24 +69,12 @@ void kvt_timers_fini(kvt_timers_t *t)
 uint64_t kvt_timers_arm(kvt_timers_t *t, uint64_t deadline, uint64_t tag, kvt_aid_t owner)
 {
     assert(t);
-    if (t->n == t->cap) {
-        uint32_t cap = t->cap ? t->cap * 2 : 16;
-        kvt_timer_t *heap = realloc(t->heap, cap * sizeof *heap);
-        if (!heap)
-            return 0;
-        t->heap = heap;
-        t->cap = cap;
-    }
+    if (kvt_vec_reserve((void **)&t->heap, &t->cap, t->n + 1, sizeof *t->heap) != 0)
+        return 0;
     uint32_t slot = t->free_head;
     if (slot == S_NO_SLOT) {
-        if (t->nslots == t->slots_cap) {
-            uint32_t cap = t->slots_cap ? t->slots_cap * 2 : 16;
-            kvt_timer_slot_t *slots = realloc(t->slots, cap * sizeof *slots);
-            if (!slots)
-                return 0;
-            t->slots = slots;
-            t->slots_cap = cap;
-        }
+        if (kvt_vec_reserve((void **)&t->slots, &t->slots_cap, t->nslots + 1, sizeof *t->slots))
+            return 0;
         slot = t->nslots++;
         t->slots[slot] = (kvt_timer_slot_t){.gen = 1};
     } else
@@ -126,10 +82,7 @@ uint64_t kvt_timers_arm(kvt_timers_t *t, uint64_t deadline, uint64_t tag, kvt_ai
     t->slots[slot].armed = true;
     kvt_timer_t tm = {
         .deadline = deadline, .seq = t->next_seq++, .tag = tag, .slot = slot, .owner = owner};
-    t->heap[t->n] = tm;
-    t->slots[slot].pos = t->n;
-    t->n++;
-    s_sift_up(t, t->n - 1);
+    kvt_heap_push(t->heap, &t->n, &s_heap_ops, t, &tm);
     return ((uint64_t)t->slots[slot].gen << 32) | ((uint64_t)slot + 1);
 }
 
@@ -145,7 +98,7 @@ int kvt_timers_cancel(kvt_timers_t *t, uint64_t id, kvt_aid_t owner)
         return -1;
     if (t->heap[s->pos].owner != owner)
         return -1;
-    s_remove_at(t, s->pos);
+    s_remove_at(t, s->pos, NULL);
     return 0;
 }
 
@@ -164,8 +117,7 @@ bool kvt_timers_pop_due(kvt_timers_t *t, uint64_t now, kvt_timer_t *out)
     assert(t && out);
     if (t->n == 0 || t->heap[0].deadline > now)
         return false;
-    *out = t->heap[0];
-    s_remove_at(t, 0);
+    s_remove_at(t, 0, out);
     return true;
 }
 
@@ -186,8 +138,7 @@ uint32_t kvt_timers_remove_owner(kvt_timers_t *t, kvt_aid_t owner)
         //  Rebuild: re-place every entry, then heapify bottom-up.
         for (uint32_t i = 0; i < t->n; i++)
             t->slots[t->heap[i].slot].pos = i;
-        for (uint32_t i = t->n / 2; i-- > 0;)
-            s_sift_down(t, i);
+        kvt_heap_build(t->heap, t->n, &s_heap_ops, t);
     }
     return removed;
 }
