@@ -1,24 +1,21 @@
-/*  kvt_sim_runner — the rank's model runner as the replay simulates it.
+/*  kvt_sim_runner — the rank's model runner as the replay simulates it: a
+    thin actor shell over kvt_sim_runner_core.
 
-    For each StepExec it: forwards the step's LoadSpecs to the rank's worker
-    (loads start before the forward); for every entry that resumes from a
-    cache hit, checks each restored block against the content oracle before
-    the forward touches it; runs the "forward": writes the oracle bytes
-    PRF (prefix hash, layer, plane, rank) into every block the step completes;
-    forwards the step's SaveSpecs (which read blocks completed in earlier
-    steps); and answers StepDone with the blocks it wrote and verified and
-    the requests whose restored bytes were wrong.
-
-    Testing fault (corrupt_resume = N > 0): on the runner that has it, after
-    the Nth resumed entry's restore landed and before that entry is checked,
-    one byte of its last restored block (last plane, last layer, middle byte)
-    is flipped; the byte is flipped back after the check, so exactly one
-    request sees wrong bytes. It proves the check: the replay must then
-    report exactly one wrong resume.
+    For each StepExec it forwards the step's LoadSpecs to the rank's worker
+    (loads start before the forward; their blocks belong to parked requests
+    that no entry of the step touches), runs the step in the core (the
+    oracle check of every resumed request's blocks, then the forward that
+    writes the oracle bytes of every block the step completes), forwards
+    the step's SaveSpecs (which read blocks completed in earlier steps),
+    logs a refused step and every wrong resume, and answers StepDone.
+    Loads and saves go to the worker even when the step is refused: each
+    owes exactly one report, and the worker drops a spec it has already
+    seen.
 
     The forward writes device memory directly (the host backend's plane
     pointers), so the replay runs on the host backend; on a device whose
-    memory is not host-addressable the runner refuses to start. */
+    memory is not host-addressable the runner refuses to start. The testing
+    fault corrupt_resume is described in kvt_sim_runner_core.h. */
 #ifndef KVT_SIM_RUNNER_H_INCLUDED
 #define KVT_SIM_RUNNER_H_INCLUDED
 
@@ -27,8 +24,7 @@
 
 #include "kvtier/kvt_actor.h"
 #include "kvtier/kvt_gpu.h"
-
-#define KVT_RUNNER_MAX_PLANES 8 //  planes a replay model may have
+#include "replay/kvt_sim_runner_core.h"
 
 typedef struct {
     uint32_t rank;                                   //  this runner's TP rank

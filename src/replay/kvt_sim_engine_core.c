@@ -1,0 +1,368 @@
+/*  kvt_sim_engine_core — see kvt_sim_engine_core.h. */
+#include "kvt_sim_engine_core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { W_NONE = 0, W_PLAN, W_STEP, W_STATS, W_OVER };
+
+struct kvt_sim_engine_core_t {
+    kvt_sim_engine_core_cfg_t a;  //  configuration (defaults applied)
+    kvt_sim_engine_result_t *out; //  results (borrowed)
+    uint32_t next;                //  next request to arrive
+    uint64_t step;                //  current step number
+    uint64_t clock_us;            //  modelled clock
+    int waiting_for;              //  W_*
+    uint32_t step_pending;        //  ranks that have not answered StepDone
+    uint8_t *step_answered;       //  per rank: answered the running step's StepDone
+    bool step_failed;             //  a rank reported the running step failed
+    uint64_t step_us;             //  modelled cost of the running step
+    uint64_t *first_token_us;     //  per request: modelled time of the first token (0 = not yet)
+    uint8_t *wrong;               //  per request: a rank reported wrong restored bytes
+    uint32_t ended;               //  requests finished or rejected
+    uint32_t stats_expected;      //  Stats replies awaited
+    uint32_t stats_received;      //  Stats replies received
+    uint64_t empty_steps;         //  plans with no work that were not idle (should not happen)
+    kvt_arrival_t *arr;           //  the last Schedule's arrivals (owned)
+    uint32_t narr;                //  entries in arr
+};
+
+int kvt_sim_engine_result_add(kvt_sim_engine_result_t *self, const char *actor, const char *name,
+                              uint64_t value)
+{
+    if (self->ncounters == self->counters_cap) {
+        uint32_t cap = self->counters_cap ? self->counters_cap * 2 : 256;
+        kvt_sim_engine_counter_t *c = realloc(self->counters, (size_t)cap * sizeof *c);
+        if (!c)
+            return -1;
+        self->counters = c;
+        self->counters_cap = cap;
+    }
+    kvt_sim_engine_counter_t *c = &self->counters[self->ncounters++];
+    snprintf(c->actor, sizeof c->actor, "%s", actor);
+    snprintf(c->c.name, sizeof c->c.name, "%s", name);
+    c->c.value = value;
+    return 0;
+}
+
+void kvt_sim_engine_result_clear(kvt_sim_engine_result_t *self)
+{
+    free(self->counters);
+    memset(self, 0, sizeof *self);
+}
+
+static void s_free_arrivals(kvt_sim_engine_core_t *self)
+{
+    for (uint32_t i = 0; i < self->narr; i++)
+        free(self->arr[i].tokens);
+    free(self->arr);
+    self->arr = NULL;
+    self->narr = 0;
+}
+
+kvt_sim_engine_core_t *kvt_sim_engine_core_new(const kvt_sim_engine_core_cfg_t *cfg,
+                                               kvt_sim_engine_result_t *result)
+{
+    if (!cfg->wl || cfg->tp == 0 || !result)
+        return NULL;
+    kvt_sim_engine_core_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->a = *cfg;
+    self->out = result;
+    if (!self->a.step_base_us)
+        self->a.step_base_us = 4000;
+    if (!self->a.token_ns)
+        self->a.token_ns = 40000;
+    if (!self->a.max_arrival_bytes)
+        self->a.max_arrival_bytes = 4u << 20;
+    uint32_t n = cfg->wl->n ? cfg->wl->n : 1;
+    self->first_token_us = calloc(n, sizeof(uint64_t));
+    self->wrong = calloc(n, 1);
+    self->step_answered = calloc(cfg->tp, 1);
+    if (!self->first_token_us || !self->wrong || !self->step_answered) {
+        kvt_sim_engine_core_destroy(&self);
+        return NULL;
+    }
+    kvt_sim_engine_result_clear(result);
+    result->requests = cfg->wl->n;
+    return self;
+}
+
+void kvt_sim_engine_core_destroy(kvt_sim_engine_core_t **self_p)
+{
+    kvt_sim_engine_core_t *self = *self_p;
+    if (!self)
+        return;
+    s_free_arrivals(self);
+    free(self->first_token_us);
+    free(self->wrong);
+    free(self->step_answered);
+    free(self);
+    *self_p = NULL;
+}
+
+uint64_t kvt_sim_engine_core_clock(const kvt_sim_engine_core_t *self)
+{
+    return self->clock_us;
+}
+
+static void s_reset(kvt_sim_engine_out_t *out)
+{
+    memset(out, 0, sizeof *out);
+}
+
+static void s_note(kvt_sim_engine_out_t *out, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void s_note(kvt_sim_engine_out_t *out, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->note, sizeof out->note, fmt, ap);
+    va_end(ap);
+    out->note_level = level;
+}
+
+//  The next Schedule: the requests that arrived by the modelled clock, at
+//  most max_arrival_bytes of token ids (at least one request).
+static int s_schedule(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
+{
+    const kvt_workload_t *wl = self->a.wl;
+    uint32_t first = self->next, n = 0;
+    uint64_t bytes = 0;
+    while (first + n < wl->n && wl->reqs[first + n].arrival_us <= self->clock_us &&
+           n < KVT_MSG_MAX_ENTRIES) {
+        uint64_t b = (uint64_t)wl->reqs[first + n].input_len * 4;
+        if (n > 0 && bytes + b > self->a.max_arrival_bytes)
+            break; //  the rest goes with the next step
+        bytes += b;
+        n++;
+    }
+    s_free_arrivals(self);
+    self->arr = n ? calloc(n, sizeof *self->arr) : NULL;
+    if (n && !self->arr)
+        goto oom;
+    self->narr = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const kvt_wreq_t *r = &wl->reqs[first + i];
+        kvt_arrival_t *a = &self->arr[i];
+        a->req = first + i;
+        a->ntokens = r->input_len;
+        a->max_new_tokens = r->output_len;
+        a->arrival_us = r->arrival_us;
+        a->tokens = malloc((size_t)r->input_len * sizeof(uint32_t));
+        if (!a->tokens)
+            goto oom;
+        kvt_workload_tokens(wl, first + i, a->tokens);
+    }
+    out->what = KVT_SIM_ENGINE_SCHEDULE;
+    out->schedule.step = ++self->step;
+    out->schedule.arrivals = self->arr;
+    out->schedule.narrivals = n;
+    out->schedule.now_us = self->clock_us;
+    out->schedule.prev_failed = self->step_failed;
+    self->next += n;
+    self->waiting_for = W_PLAN;
+    self->step_failed = false;
+    return 0;
+oom:
+    s_free_arrivals(self);
+    s_note(out, 0, "cannot build the Schedule for step %llu: out of memory",
+           (unsigned long long)self->step + 1);
+    return -1;
+}
+
+static int s_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+//  The end: TTFT percentiles over the requests that produced a token.
+static void s_finish(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
+{
+    const kvt_workload_t *wl = self->a.wl;
+    uint64_t *ttft = malloc((size_t)(wl->n ? wl->n : 1) * sizeof *ttft);
+    uint32_t n = 0;
+    for (uint32_t i = 0; ttft && i < wl->n; i++)
+        if (self->first_token_us[i])
+            ttft[n++] = self->first_token_us[i] - wl->reqs[i].arrival_us;
+    if (ttft && n) {
+        qsort(ttft, n, sizeof *ttft, s_cmp_u64);
+        self->out->ttft_p50_ms = ttft[(n - 1) * 50 / 100] / 1e3;
+        self->out->ttft_p90_ms = ttft[(n - 1) * 90 / 100] / 1e3;
+        self->out->ttft_p99_ms = ttft[(n - 1) * 99 / 100] / 1e3;
+    }
+    if (!ttft)
+        s_note(out, 0, "out of memory computing the TTFT percentiles");
+    free(ttft);
+    self->out->model_time_us = self->clock_us;
+    self->out->steps = self->step;
+    self->out->done = true;
+    self->waiting_for = W_OVER;
+    out->what = KVT_SIM_ENGINE_EXIT;
+}
+
+int kvt_sim_engine_core_start(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
+{
+    s_reset(out);
+    if (self->waiting_for != W_NONE || self->step != 0) {
+        s_note(out, 1, "the engine was started twice");
+        return -1;
+    }
+    if (self->a.wl->n == 0) {
+        s_finish(self, out);
+        return 0;
+    }
+    self->clock_us = self->a.wl->reqs[0].arrival_us;
+    return s_schedule(self, out);
+}
+
+static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
+{
+    kvt_sim_engine_result_t *o = self->out;
+    for (uint32_t i = 0; i < p->nevents; i++) {
+        const kvt_event_t *ev = &p->events[i];
+        switch (ev->type) {
+        case KVT_EV_ADMIT:
+            o->hbm_hit_tokens += ev->a;
+            break;
+        case KVT_EV_LOADED:
+            o->tier_hit_tokens += ev->b;
+            o->disk_hit_tokens += ev->c;
+            o->loads_ok++;
+            break;
+        case KVT_EV_RETREAT:
+            o->loads_failed++;
+            //  c: HBM hit tokens the retreat could not keep.
+            o->hbm_hit_tokens -= ev->c < o->hbm_hit_tokens ? ev->c : o->hbm_hit_tokens;
+            break;
+        case KVT_EV_FINISH:
+            self->ended++;
+            if (ev->c == 1)
+                o->rejected++;
+            else {
+                o->finished++;
+                o->input_tokens += ev->a;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p,
+                             kvt_sim_engine_out_t *out)
+{
+    s_reset(out);
+    if (self->waiting_for != W_PLAN || p->step != self->step) {
+        s_note(out, 1, "unexpected StepPlan for step %llu (at step %llu)",
+               (unsigned long long)p->step, (unsigned long long)self->step);
+        return -1;
+    }
+    s_events(self, p);
+    const kvt_workload_t *wl = self->a.wl;
+    bool work = p->nentries || p->nloads || p->nsaves;
+    if (!work) {
+        if (p->idle && self->next >= wl->n) {
+            if (self->ended < wl->n)
+                s_note(out, 0, "the scheduler is idle but %u of %u requests never ended",
+                       wl->n - self->ended, wl->n);
+            self->waiting_for = W_STATS;
+            out->what = KVT_SIM_ENGINE_STATS;
+            return 0;
+        }
+        if (p->idle && wl->reqs[self->next].arrival_us > self->clock_us)
+            self->clock_us = wl->reqs[self->next].arrival_us;
+        else if (!p->idle) {
+            //  Nothing ran although something is waiting: the scheduler
+            //  found no room; advance the clock so the replay cannot spin.
+            self->empty_steps++;
+            self->clock_us += self->a.step_base_us;
+            if (self->empty_steps % 100000 == 0)
+                s_note(out, 1, "%llu empty steps (%u of %u requests ended)",
+                       (unsigned long long)self->empty_steps, self->ended, wl->n);
+        }
+        return s_schedule(self, out);
+    }
+    uint64_t tokens = 0;
+    for (uint32_t i = 0; i < p->nentries; i++)
+        tokens += p->entries[i].end - p->entries[i].start;
+    self->step_us = self->a.step_base_us + tokens * self->a.token_ns / 1000;
+    uint64_t step_end = self->clock_us + self->step_us;
+    for (uint32_t i = 0; i < p->nentries; i++) {
+        const kvt_entry_t *e = &p->entries[i];
+        if (e->op.req < wl->n && !self->first_token_us[e->op.req] &&
+            e->end >= wl->reqs[e->op.req].input_len)
+            self->first_token_us[e->op.req] = step_end;
+    }
+    out->what = KVT_SIM_ENGINE_EXEC;
+    out->exec.step = p->step;
+    out->exec.entries = p->entries;
+    out->exec.nentries = p->nentries;
+    out->exec.loads = p->loads;
+    out->exec.nloads = p->nloads;
+    out->exec.saves = p->saves;
+    out->exec.nsaves = p->nsaves;
+    self->step_pending = self->a.tp;
+    self->step_failed = false;
+    memset(self->step_answered, 0, self->a.tp);
+    self->waiting_for = W_STEP;
+    return 0;
+}
+
+int kvt_sim_engine_core_done(kvt_sim_engine_core_t *self, const kvt_step_done_t *d,
+                             kvt_sim_engine_out_t *out)
+{
+    s_reset(out);
+    if (self->waiting_for != W_STEP || d->step != self->step || d->rank >= self->a.tp ||
+        self->step_answered[d->rank]) {
+        s_note(out, 1, "unexpected StepDone for step %llu from rank %u",
+               (unsigned long long)d->step, d->rank);
+        return -1;
+    }
+    self->step_answered[d->rank] = 1;
+    if (!d->ok) {
+        self->out->steps_failed++;
+        self->step_failed = true;
+    }
+    for (uint32_t i = 0; i < d->nwrong; i++)
+        if (d->wrong[i] < self->a.wl->n && !self->wrong[d->wrong[i]]) {
+            self->wrong[d->wrong[i]] = 1;
+            self->out->wrong_resumes++;
+        }
+    if (--self->step_pending > 0)
+        return 0;
+    self->clock_us += self->step_us;
+    return s_schedule(self, out);
+}
+
+void kvt_sim_engine_core_stats_asked(kvt_sim_engine_core_t *self, uint32_t asked,
+                                     kvt_sim_engine_out_t *out)
+{
+    s_reset(out);
+    self->stats_expected = asked;
+    if (asked == 0)
+        s_finish(self, out);
+}
+
+int kvt_sim_engine_core_stats(kvt_sim_engine_core_t *self, const kvt_stats_t *st,
+                              kvt_sim_engine_out_t *out)
+{
+    s_reset(out);
+    if (st->request || self->waiting_for != W_STATS)
+        return 0;
+    for (uint32_t i = 0; i < st->ncounters; i++)
+        if (kvt_sim_engine_result_add(self->out, st->from, st->counters[i].name,
+                                      st->counters[i].value) != 0) {
+            s_note(out, 0, "out of memory collecting counters");
+            break;
+        }
+    if (++self->stats_received >= self->stats_expected)
+        s_finish(self, out);
+    return 0;
+}

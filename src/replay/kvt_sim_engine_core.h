@@ -1,0 +1,127 @@
+/*  kvt_sim_engine_core — the simulated engine's pure core: a state machine
+    over a modelled clock that says, for each event, what to send next.
+
+    It admits the workload's requests in arrival order on the modelled
+    clock (a Schedule carries the requests that arrived by then), sends the
+    scheduler's plan to every rank as StepExec, waits for exactly one
+    StepDone per rank, advances the clock by the step's modelled cost and
+    asks for the next Schedule; when the scheduler is idle and every request
+    arrived it asks every actor for its counters, and once all answered it
+    fills the result (TTFT percentiles on the modelled clock) and says to
+    exit.
+
+    The modelled clock advances by a cost model per step (a fixed cost plus
+    a cost per computed token); when nothing runs it jumps to the next
+    arrival. It is the only time the core knows: no context, no clock
+    reads, no messages sent (the shell sends what each call returns). */
+#ifndef KVT_SIM_ENGINE_CORE_H_INCLUDED
+#define KVT_SIM_ENGINE_CORE_H_INCLUDED
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvt_workload.h"
+#include "kvtier/kvt_msg.h"
+
+typedef struct {
+    char actor[KVT_MSG_MAX_NAME + 1]; //  reporting actor
+    kvt_counter_t c;                  //  counter name and value
+} kvt_sim_engine_counter_t;
+
+//  What a replay measured. Filled by the engine before it exits.
+typedef struct {
+    uint64_t requests;        //  requests in the workload
+    uint64_t finished;        //  requests that generated all their tokens
+    uint64_t rejected;        //  requests the scheduler refused
+    uint64_t input_tokens;    //  prompt tokens of finished requests
+    uint64_t hbm_hit_tokens;  //  prompt tokens served from HBM
+    uint64_t tier_hit_tokens; //  prompt tokens restored from the tier (verdict ok)
+    uint64_t disk_hit_tokens; //  ... of them, tokens some rank read from its disk tier
+    uint64_t loads_ok;        //  load verdicts ok
+    uint64_t loads_failed;    //  load verdicts failed (retreats)
+    uint64_t wrong_resumes;   //  requests whose restored bytes differed from a recompute
+    uint64_t steps;           //  steps run
+    uint64_t steps_failed;    //  step reports with ok = false
+    uint64_t model_time_us;   //  modelled clock at the end
+    double ttft_p50_ms;       //  time to first token, modelled (ms)
+    double ttft_p90_ms;       //  ...
+    double ttft_p99_ms;       //  ...
+    bool done;                //  the engine reached the end of the workload
+    kvt_sim_engine_counter_t
+        *counters;         //  every actor's counters (owned; kvt_sim_engine_result_clear)
+    uint32_t ncounters;    //  entries in counters
+    uint32_t counters_cap; //  allocated entries
+} kvt_sim_engine_result_t;
+
+//  Appends a counter; returns 0 or -1 when out of memory.
+int kvt_sim_engine_result_add(kvt_sim_engine_result_t *self, const char *actor, const char *name,
+                              uint64_t value);
+
+//  Frees the counters and zeroes the result.
+void kvt_sim_engine_result_clear(kvt_sim_engine_result_t *self);
+
+typedef struct {
+    const kvt_workload_t *wl;   //  the requests (borrowed), in arrival order
+    uint32_t tp;                //  ranks (≥ 1)
+    uint64_t step_base_us;      //  cost model: fixed cost of a step (default 4000)
+    uint64_t token_ns;          //  cost model: per computed token (default 40000)
+    uint32_t max_arrival_bytes; //  token bytes per Schedule message (default 4 MiB)
+} kvt_sim_engine_core_cfg_t;
+
+//  What the shell does after a call.
+typedef enum {
+    KVT_SIM_ENGINE_WAIT = 0, //  nothing: wait for the next message
+    KVT_SIM_ENGINE_SCHEDULE, //  send out.schedule to the scheduler
+    KVT_SIM_ENGINE_EXEC,     //  send out.exec to every rank r (with rank = r)
+    KVT_SIM_ENGINE_STATS,    //  ask every actor for its counters, then call _stats_asked
+    KVT_SIM_ENGINE_EXIT,     //  the replay is over: exit the system
+} kvt_sim_engine_do_t;
+
+//  A call's answer. Pointers stay valid until the next call; exec's
+//  arrays are the plan's.
+typedef struct {
+    kvt_sim_engine_do_t what; //  what to do
+    kvt_schedule_t schedule;  //  SCHEDULE: the message
+    kvt_step_exec_t exec;     //  EXEC: the message (rank left 0)
+    int note_level;           //  log level of note
+    char note[160];           //  a line to log ("" = none); with -1 from a call, why
+} kvt_sim_engine_out_t;
+
+typedef struct kvt_sim_engine_core_t kvt_sim_engine_core_t;
+
+//  result (zeroed, or an earlier result) is borrowed and cleared; it is
+//  filled as the replay runs. NULL
+//  when the configuration is unusable (no workload, tp 0) or out of memory.
+kvt_sim_engine_core_t *kvt_sim_engine_core_new(const kvt_sim_engine_core_cfg_t *cfg,
+                                               kvt_sim_engine_result_t *result);
+
+void kvt_sim_engine_core_destroy(kvt_sim_engine_core_t **self_p);
+
+//  Starts the replay: the first Schedule at the first arrival, or EXIT for
+//  an empty workload. -1 when already started or out of memory.
+int kvt_sim_engine_core_start(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out);
+
+//  The scheduler's plan. -1 (note says why) when no plan was awaited or it
+//  is for another step, or out of memory.
+int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t *plan,
+                             kvt_sim_engine_out_t *out);
+
+//  A rank's StepDone (the shell has checked that it came from that rank's
+//  runner). -1 when no step runs, it is for another step or rank, or that
+//  rank already answered.
+int kvt_sim_engine_core_done(kvt_sim_engine_core_t *self, const kvt_step_done_t *done,
+                             kvt_sim_engine_out_t *out);
+
+//  After STATS: how many actors were asked (0: the result is final now).
+void kvt_sim_engine_core_stats_asked(kvt_sim_engine_core_t *self, uint32_t asked,
+                                     kvt_sim_engine_out_t *out);
+
+//  A Stats reply (request = false) from an actor; EXIT after the last one.
+//  Replies at any other time are ignored.
+int kvt_sim_engine_core_stats(kvt_sim_engine_core_t *self, const kvt_stats_t *stats,
+                              kvt_sim_engine_out_t *out);
+
+//  The modelled clock (µs on the trace clock).
+uint64_t kvt_sim_engine_core_clock(const kvt_sim_engine_core_t *self);
+
+#endif

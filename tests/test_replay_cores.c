@@ -1,0 +1,642 @@
+/*  The replay's simulated runner and engine cores, driven directly: no
+    actors, no driver, device memory is a plain array. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/kvt_oracle.h"
+#include "replay/kvt_sim_engine_core.h"
+#include "replay/kvt_sim_runner_core.h"
+
+// ------------------------------------------------------------- runner core
+
+#define BS      16 //  tokens per block
+#define PLANES  2  //  planes
+#define LAYERS  3  //  layers
+#define NBLOCKS 8  //  device blocks
+#define PBB     64 //  bytes of one block in one (plane, layer)
+
+static uint8_t s_mem[PLANES][LAYERS][NBLOCKS][PBB]; //  the "device"
+
+static void *s_block(void *arg, uint32_t p, uint32_t l, uint32_t b)
+{
+    (void)arg;
+    return p < PLANES && l < LAYERS && b < NBLOCKS ? s_mem[p][l][b] : NULL;
+}
+
+static kvt_sim_runner_core_t *s_runner(uint32_t rank, uint32_t corrupt_resume)
+{
+    memset(s_mem, 0, sizeof s_mem);
+    kvt_sim_runner_core_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.rank = rank;
+    c.block_size = BS;
+    c.planes = PLANES;
+    c.layers = LAYERS;
+    c.num_blocks = NBLOCKS;
+    for (int p = 0; p < PLANES; p++)
+        c.plane_block_bytes[p] = PBB;
+    c.block = s_block;
+    c.corrupt_resume = corrupt_resume;
+    kvt_sim_runner_core_t *r = kvt_sim_runner_core_new(&c);
+    cr_assert_not_null(r);
+    return r;
+}
+
+static kvt_hash_t s_h(uint32_t i)
+{
+    return (kvt_hash_t){0xA000 + i, 0x9E3779B97F4A7C15ull * (i + 1)};
+}
+
+//  Fills a block the way a forward of (hash, rank) would.
+static void s_fill(uint32_t block, kvt_hash_t h, uint32_t rank)
+{
+    for (uint32_t p = 0; p < PLANES; p++)
+        for (uint32_t l = 0; l < LAYERS; l++)
+            kvt_oracle_fill(s_mem[p][l][block], PBB, h, l, p, rank);
+}
+
+static bool s_holds(uint32_t block, kvt_hash_t h, uint32_t rank)
+{
+    for (uint32_t p = 0; p < PLANES; p++)
+        for (uint32_t l = 0; l < LAYERS; l++)
+            if (!kvt_oracle_check(s_mem[p][l][block], PBB, h, l, p, rank))
+                return false;
+    return true;
+}
+
+static bool s_untouched(uint32_t block)
+{
+    for (uint32_t p = 0; p < PLANES; p++)
+        for (uint32_t l = 0; l < LAYERS; l++)
+            for (uint32_t i = 0; i < PBB; i++)
+                if (s_mem[p][l][block][i])
+                    return false;
+    return true;
+}
+
+static kvt_entry_t s_entry(uint64_t req, uint32_t start, uint32_t end, uint32_t first_block,
+                           uint32_t *blocks, kvt_hash_t *hashes, uint32_t n, uint32_t verify_end)
+{
+    kvt_entry_t e;
+    memset(&e, 0, sizeof e);
+    e.op.req = req;
+    e.op.gen = 1;
+    e.start = start;
+    e.end = end;
+    e.first_block = first_block;
+    e.blocks = blocks;
+    e.hashes = hashes;
+    e.nblocks = n;
+    e.verify_end = verify_end;
+    return e;
+}
+
+static kvt_step_exec_t s_exec(uint64_t step, uint32_t rank, kvt_entry_t *entries, uint32_t n)
+{
+    kvt_step_exec_t x;
+    memset(&x, 0, sizeof x);
+    x.step = step;
+    x.rank = rank;
+    x.entries = entries;
+    x.nentries = n;
+    return x;
+}
+
+Test(sim_runner_core, forward_writes_exactly_the_blocks_the_step_completes)
+{
+    kvt_sim_runner_core_t *r = s_runner(1, 0);
+    kvt_sim_runner_out_t out;
+    //  Tokens [0, 40): blocks 0 and 1 become full, block 2 stays partial.
+    uint32_t b1[] = {2, 4, 6};
+    kvt_hash_t h1[] = {s_h(0), s_h(1), {0, 0}};
+    kvt_entry_t e1 = s_entry(5, 0, 40, 0, b1, h1, 3, 0);
+    kvt_step_exec_t x = s_exec(1, 1, &e1, 1);
+    kvt_sim_runner_core_exec(r, &x, &out);
+    cr_assert(out.done.ok);
+    cr_assert_null(out.refused);
+    cr_assert_eq(out.done.step, 1);
+    cr_assert_eq(out.done.rank, 1);
+    cr_assert_eq(out.done.blocks_written, 2);
+    cr_assert(s_holds(2, s_h(0), 1) && s_holds(4, s_h(1), 1), "the rank's oracle bytes");
+    cr_assert(!s_holds(2, s_h(0), 0), "another rank's bytes differ");
+    cr_assert(s_untouched(6), "a partial block is not written");
+    //  Tokens [40, 50): block 2 becomes full.
+    uint32_t b2[] = {6, 7};
+    kvt_hash_t h2[] = {s_h(2), {0, 0}};
+    kvt_entry_t e2 = s_entry(5, 40, 50, 2, b2, h2, 2, 0);
+    x = s_exec(2, 1, &e2, 1);
+    kvt_sim_runner_core_exec(r, &x, &out);
+    cr_assert_eq(out.done.blocks_written, 1);
+    cr_assert(s_holds(6, s_h(2), 1));
+    //  Tokens [48, 50) with the whole table: blocks full before the step
+    //  (block 2 ends exactly at 48) are not written again.
+    s_mem[0][0][6][0] ^= 0xFF;
+    uint32_t b3[] = {2, 4, 6, 7};
+    kvt_hash_t h3[] = {s_h(0), s_h(1), s_h(2), {0, 0}};
+    kvt_entry_t e3 = s_entry(5, 48, 50, 0, b3, h3, 4, 0);
+    x = s_exec(3, 1, &e3, 1);
+    kvt_sim_runner_core_exec(r, &x, &out);
+    cr_assert_eq(out.done.blocks_written, 0);
+    cr_assert(!s_holds(6, s_h(2), 1), "a block full before the step was rewritten");
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(r, &st);
+    cr_assert_eq(st.blocks_written, 3);
+    cr_assert_eq(st.steps, 3);
+    kvt_sim_runner_core_destroy(&r);
+    cr_assert_null(r);
+}
+
+Test(sim_runner_core, checks_every_restored_block_and_names_the_wrong_request)
+{
+    kvt_sim_runner_core_t *r = s_runner(0, 0);
+    kvt_sim_runner_out_t out;
+    s_fill(1, s_h(0), 0);
+    s_fill(3, s_h(1), 0);
+    s_fill(5, s_h(2), 0);
+    uint32_t b[] = {1, 3, 5, 7};
+    kvt_hash_t h[] = {s_h(0), s_h(1), s_h(2), {0, 0}};
+    //  Resumed at 48: blocks 0..2 are checked before the forward.
+    kvt_entry_t e = s_entry(9, 48, 50, 0, b, h, 4, 48);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_core_exec(r, &x, &out);
+    cr_assert(out.done.ok);
+    cr_assert_eq(out.done.blocks_verified, 3);
+    cr_assert_eq(out.done.nwrong, 0);
+    //  One wrong byte in the last byte of the last restored block.
+    s_mem[1][2][5][PBB - 1] ^= 0x40;
+    x.step = 2;
+    kvt_sim_runner_core_exec(r, &x, &out);
+    cr_assert(out.done.ok, "a wrong resume is reported, the step still ran");
+    cr_assert_eq(out.done.nwrong, 1);
+    cr_assert_eq(out.done.wrong[0], 9);
+    cr_assert_eq(out.where[0].req, 9);
+    cr_assert_eq(out.where[0].block, 5);
+    cr_assert_eq(out.where[0].plane, 1);
+    cr_assert_eq(out.where[0].layer, 2);
+    cr_assert_eq(out.where[0].offset, PBB - 1);
+    s_mem[1][2][5][PBB - 1] ^= 0x40;
+    //  A restored block without a hash is wrong, whatever its bytes.
+    s_fill(3, (kvt_hash_t){0, 0}, 0);
+    kvt_hash_t hz[] = {s_h(0), {0, 0}, s_h(2), {0, 0}};
+    e.hashes = hz;
+    x.step = 3;
+    kvt_sim_runner_core_exec(r, &x, &out);
+    cr_assert_eq(out.done.nwrong, 1);
+    cr_assert_eq(out.where[0].block, 3);
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(r, &st);
+    cr_assert_eq(st.blocks_verified, 9);
+    cr_assert_eq(st.blocks_wrong, 2);
+    kvt_sim_runner_core_destroy(&r);
+}
+
+Test(sim_runner_core, refuses_a_step_for_another_rank_and_still_answers_once)
+{
+    kvt_sim_runner_core_t *r = s_runner(1, 0);
+    kvt_sim_runner_out_t out;
+    uint32_t b[] = {0};
+    kvt_hash_t h[] = {s_h(0)};
+    kvt_entry_t e = s_entry(1, 0, 16, 0, b, h, 1, 0);
+    kvt_step_exec_t x = s_exec(4, 0, &e, 1);
+    kvt_sim_runner_core_exec(r, &x, &out);
+    cr_assert(!out.done.ok);
+    cr_assert_eq(out.done.detail, KVT_DETAIL_INVALID);
+    cr_assert_eq(out.done.step, 4);
+    cr_assert_eq(out.done.rank, 1, "the StepDone names the rank that ran it");
+    cr_assert_eq(out.done.blocks_written, 0);
+    cr_assert_not_null(out.refused);
+    cr_assert(strstr(out.refused, "rank") != NULL, "%s", out.refused);
+    cr_assert(s_untouched(0));
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(r, &st);
+    cr_assert_eq(st.steps_failed, 1);
+    cr_assert_eq(st.steps, 0);
+    kvt_sim_runner_core_destroy(&r);
+}
+
+Test(sim_runner_core, refuses_a_misshapen_entry_before_writing_anything)
+{
+    kvt_sim_runner_core_t *r = s_runner(0, 0);
+    kvt_sim_runner_out_t out;
+    uint32_t good_b[] = {0};
+    kvt_hash_t good_h[] = {s_h(0)};
+    uint32_t short_b[] = {1, 2};
+    kvt_hash_t short_h[] = {s_h(1), s_h(2)};
+    uint32_t far_b[] = {NBLOCKS};
+    kvt_hash_t far_h[] = {s_h(3)};
+    uint32_t ver_b[] = {3};
+    kvt_hash_t ver_h[] = {s_h(4)};
+    struct {
+        kvt_entry_t bad; //  the second entry of the step
+        const char *why; //  what the refusal names
+    } cases[] = {
+        //  [0, 48) needs 3 blocks, 2 given.
+        {s_entry(2, 0, 48, 0, short_b, short_h, 2, 0), "cover"},
+        {s_entry(2, 0, 16, 0, far_b, far_h, 1, 0), "beyond"},
+        //  Verify [0, 16) with a table that starts at block 1.
+        {s_entry(2, 16, 32, 1, ver_b, ver_h, 1, 16), "verify"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kvt_entry_t es[2] = {s_entry(1, 0, 16, 0, good_b, good_h, 1, 0), cases[i].bad};
+        kvt_step_exec_t x = s_exec(i + 1, 0, es, 2);
+        kvt_sim_runner_core_exec(r, &x, &out);
+        cr_assert(!out.done.ok, "case %zu", i);
+        cr_assert_eq(out.done.blocks_written, 0, "case %zu", i);
+        cr_assert(s_untouched(0), "case %zu: the good entry was written", i);
+        cr_assert(strstr(out.refused, "entry 1") && strstr(out.refused, cases[i].why), "%s",
+                  out.refused);
+    }
+    kvt_sim_runner_core_destroy(&r);
+}
+
+Test(sim_runner_core, corrupt_resume_fault_gives_exactly_one_wrong_resume)
+{
+    kvt_sim_runner_core_t *r = s_runner(0, 2);
+    kvt_sim_runner_out_t out;
+    s_fill(1, s_h(0), 0);
+    s_fill(3, s_h(1), 0);
+    uint32_t b[] = {1, 3, 5};
+    kvt_hash_t h[] = {s_h(0), s_h(1), {0, 0}};
+    kvt_entry_t e = s_entry(7, 32, 40, 0, b, h, 3, 32);
+    uint32_t wrong[3];
+    bool fault[3];
+    for (int i = 0; i < 3; i++) {
+        e.op.req = 7 + (uint64_t)i;
+        kvt_step_exec_t x = s_exec(1 + (uint64_t)i, 0, &e, 1);
+        kvt_sim_runner_core_exec(r, &x, &out);
+        wrong[i] = out.done.nwrong;
+        fault[i] = out.fault_injected;
+        if (i == 1) {
+            cr_assert_eq(out.done.wrong[0], 8, "the second resume is the wrong one");
+            cr_assert_eq(out.where[0].block, 3, "in its last restored block");
+            cr_assert_eq(out.where[0].plane, PLANES - 1);
+            cr_assert_eq(out.where[0].layer, LAYERS - 1);
+            cr_assert_eq(out.where[0].offset, PBB / 2);
+        }
+        cr_assert(s_holds(3, s_h(1), 0), "step %d: the flipped byte was put back", i + 1);
+    }
+    cr_assert_eq(wrong[0], 0);
+    cr_assert_eq(wrong[1], 1);
+    cr_assert_eq(wrong[2], 0);
+    cr_assert(!fault[0] && fault[1] && !fault[2]);
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(r, &st);
+    cr_assert_eq(st.faults_injected, 1);
+    cr_assert_eq(st.blocks_wrong, 1);
+    kvt_sim_runner_core_destroy(&r);
+}
+
+Test(sim_runner_core, refuses_an_unusable_configuration)
+{
+    kvt_sim_runner_core_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.block_size = BS;
+    c.planes = PLANES;
+    c.layers = LAYERS;
+    cr_assert_null(kvt_sim_runner_core_new(&c), "no block accessor");
+    c.block = s_block;
+    c.planes = KVT_RUNNER_MAX_PLANES + 1;
+    cr_assert_null(kvt_sim_runner_core_new(&c), "too many planes");
+    c.planes = PLANES;
+    c.layers = 0;
+    cr_assert_null(kvt_sim_runner_core_new(&c), "no layer");
+    kvt_sim_runner_core_t *none = NULL;
+    kvt_sim_runner_core_destroy(&none);
+}
+
+// ------------------------------------------------------------- engine core
+
+//  A workload of n requests with the given arrivals (µs) and input lengths.
+static kvt_workload_t *s_wl(uint32_t n, const uint64_t *arrival_us, const uint32_t *input_len)
+{
+    kvt_workload_t *wl = calloc(1, sizeof *wl);
+    wl->reqs = calloc(n, sizeof *wl->reqs);
+    wl->n = n;
+    for (uint32_t i = 0; i < n; i++) {
+        kvt_wreq_t *r = &wl->reqs[i];
+        r->arrival_us = arrival_us[i];
+        r->input_len = input_len[i];
+        r->output_len = 4;
+        r->nids = (input_len[i] + KVT_WL_BLOCK_TOKENS - 1) / KVT_WL_BLOCK_TOKENS;
+        r->ids = calloc(r->nids, sizeof *r->ids);
+        for (uint32_t k = 0; k < r->nids; k++)
+            r->ids[k] = 100 * i + k;
+        wl->input_tokens += input_len[i];
+    }
+    return wl;
+}
+
+static void s_wl_free(kvt_workload_t *wl)
+{
+    for (uint32_t i = 0; i < wl->n; i++)
+        free(wl->reqs[i].ids);
+    free(wl->reqs);
+    free(wl);
+}
+
+//  Cost model of these tests: a step costs 1000 µs + 10 µs per token.
+static kvt_sim_engine_core_t *s_engine(const kvt_workload_t *wl, uint32_t tp,
+                                       kvt_sim_engine_result_t *res)
+{
+    kvt_sim_engine_core_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.wl = wl;
+    c.tp = tp;
+    c.step_base_us = 1000;
+    c.token_ns = 10000;
+    memset(res, 0, sizeof *res);
+    kvt_sim_engine_core_t *e = kvt_sim_engine_core_new(&c, res);
+    cr_assert_not_null(e);
+    return e;
+}
+
+static kvt_step_plan_t s_plan(uint64_t step, kvt_entry_t *entries, uint32_t n, bool idle)
+{
+    kvt_step_plan_t p;
+    memset(&p, 0, sizeof p);
+    p.step = step;
+    p.entries = entries;
+    p.nentries = n;
+    p.idle = idle;
+    return p;
+}
+
+static kvt_step_done_t s_done(uint64_t step, uint32_t rank, bool ok)
+{
+    kvt_step_done_t d;
+    memset(&d, 0, sizeof d);
+    d.step = step;
+    d.rank = rank;
+    d.ok = ok;
+    return d;
+}
+
+static kvt_entry_t s_work(uint64_t req, uint32_t start, uint32_t end)
+{
+    return s_entry(req, start, end, 0, NULL, NULL, 0, 0);
+}
+
+//  Runs one step with the given entries on every rank; returns the last
+//  answer (the next Schedule).
+static void s_step(kvt_sim_engine_core_t *e, uint32_t tp, kvt_entry_t *entries, uint32_t n,
+                   kvt_sim_engine_out_t *out)
+{
+    uint64_t step = out->schedule.step;
+    kvt_step_plan_t p = s_plan(step, entries, n, false);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, out), 0, "%s", out->note);
+    cr_assert_eq(out->what, KVT_SIM_ENGINE_EXEC);
+    for (uint32_t r = 0; r < tp; r++) {
+        kvt_step_done_t d = s_done(step, r, true);
+        cr_assert_eq(kvt_sim_engine_core_done(e, &d, out), 0, "%s", out->note);
+    }
+    cr_assert_eq(out->what, KVT_SIM_ENGINE_SCHEDULE);
+}
+
+Test(sim_engine_core, admits_requests_when_the_modelled_clock_reaches_them)
+{
+    uint64_t at[] = {0, 0, 5000, 2000000};
+    uint32_t len[] = {100, 100, 100, 100};
+    kvt_workload_t *wl = s_wl(4, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 2, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_SCHEDULE);
+    cr_assert_eq(out.schedule.step, 1);
+    cr_assert_eq(out.schedule.now_us, 0);
+    cr_assert_eq(out.schedule.narrivals, 2, "only the requests that arrived");
+    cr_assert_eq(out.schedule.arrivals[1].req, 1);
+    cr_assert_eq(out.schedule.arrivals[1].ntokens, 100);
+    cr_assert_not_null(out.schedule.arrivals[1].tokens);
+    //  200 tokens: 1000 + 2000 µs.
+    kvt_entry_t w1[] = {s_work(0, 0, 100), s_work(1, 0, 100)};
+    s_step(e, 2, w1, 2, &out);
+    cr_assert_eq(out.schedule.now_us, 3000);
+    cr_assert_eq(out.schedule.narrivals, 0, "request 2 arrives at 5000");
+    //  Two decode tokens: 1020 µs.
+    kvt_entry_t w2[] = {s_work(0, 100, 101), s_work(1, 100, 101)};
+    s_step(e, 2, w2, 2, &out);
+    cr_assert_eq(out.schedule.now_us, 4020);
+    cr_assert_eq(out.schedule.narrivals, 0);
+    //  Idle: the clock jumps to the next arrival.
+    kvt_step_plan_t p = s_plan(out.schedule.step, NULL, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_SCHEDULE);
+    cr_assert_eq(out.schedule.now_us, 5000);
+    cr_assert_eq(out.schedule.narrivals, 1);
+    cr_assert_eq(out.schedule.arrivals[0].req, 2);
+    //  Not idle but nothing ran (no room): one step's base cost, no arrival.
+    p = s_plan(out.schedule.step, NULL, 0, false);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    cr_assert_eq(out.schedule.now_us, 6000);
+    cr_assert_eq(out.schedule.narrivals, 0);
+    p = s_plan(out.schedule.step, NULL, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    cr_assert_eq(out.schedule.now_us, 2000000);
+    cr_assert_eq(out.schedule.narrivals, 1);
+    cr_assert_eq(kvt_sim_engine_core_clock(e), 2000000);
+    kvt_sim_engine_core_destroy(&e);
+    cr_assert_null(e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+Test(sim_engine_core, a_schedule_carries_at_most_max_arrival_bytes_but_one_request)
+{
+    uint64_t at[] = {0, 0, 0};
+    uint32_t len[] = {300, 200, 200}; //  1200, 800, 800 bytes of token ids
+    kvt_workload_t *wl = s_wl(3, at, len);
+    kvt_sim_engine_result_t res;
+    memset(&res, 0, sizeof res);
+    kvt_sim_engine_core_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.wl = wl;
+    c.tp = 1;
+    c.max_arrival_bytes = 1000;
+    kvt_sim_engine_core_t *e = kvt_sim_engine_core_new(&c, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    cr_assert_eq(out.schedule.narrivals, 1, "one request over the bound still goes");
+    kvt_step_plan_t p = s_plan(1, NULL, 0, false);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    cr_assert_eq(out.schedule.narrivals, 1, "800 + 800 bytes exceed 1000");
+    cr_assert_eq(out.schedule.arrivals[0].req, 1);
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+Test(sim_engine_core, ttft_runs_from_arrival_to_the_end_of_the_step_that_ends_the_prompt)
+{
+    //  11 requests at t = 0, one prompt (100 tokens, 2000 µs) per step:
+    //  request i's first token at 2000 (i + 1).
+    uint64_t at[11] = {0};
+    uint32_t len[11];
+    for (int i = 0; i < 11; i++)
+        len[i] = 100;
+    kvt_workload_t *wl = s_wl(11, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 1, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    cr_assert_eq(out.schedule.narrivals, 11);
+    for (uint32_t i = 0; i < 11; i++) {
+        //  The next request's first half of the prompt runs in the same
+        //  step: it does not produce a token yet.
+        kvt_entry_t w[] = {s_work(i, i ? 50 : 0, 100), s_work(i + 1, 0, 50)};
+        uint32_t n = i + 1 < 11 ? 2 : 1;
+        if (i == 0)
+            w[0] = s_work(0, 0, 100);
+        s_step(e, 1, w, n, &out);
+    }
+    //  Decodes do not move the first token.
+    kvt_entry_t d[] = {s_work(0, 100, 101)};
+    s_step(e, 1, d, 1, &out);
+    kvt_step_plan_t p = s_plan(out.schedule.step, NULL, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_STATS);
+    kvt_sim_engine_core_stats_asked(e, 0, &out);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_EXIT);
+    cr_assert(res.done);
+    //  Step costs: step 1 = 1000 + 150 tokens; steps 2..10 = 1000 + 100;
+    //  step 11 = 1000 + 50. First tokens at the end of steps 1..11.
+    uint64_t ft[11], t = 0;
+    for (int i = 0; i < 11; i++) {
+        t += i == 0 ? 2500 : i < 10 ? 2000 : 1500;
+        ft[i] = t;
+    }
+    cr_assert_float_eq(res.ttft_p50_ms, ft[5] / 1e3, 1e-9);
+    cr_assert_float_eq(res.ttft_p90_ms, ft[9] / 1e3, 1e-9);
+    cr_assert_float_eq(res.ttft_p99_ms, ft[9] / 1e3, 1e-9);
+    cr_assert_eq(res.model_time_us, t + 1010);
+    cr_assert_eq(res.steps, 13);
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+Test(sim_engine_core, waits_for_exactly_one_step_done_per_rank)
+{
+    uint64_t at[] = {0};
+    uint32_t len[] = {100};
+    kvt_workload_t *wl = s_wl(1, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 3, &res);
+    kvt_sim_engine_out_t out;
+    kvt_step_done_t early = s_done(1, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &early, &out), -1, "no step runs yet");
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), -1, "started twice");
+    kvt_step_plan_t wrong_step = s_plan(2, NULL, 0, false);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &wrong_step, &out), -1);
+    cr_assert(strstr(out.note, "unexpected StepPlan") != NULL, "%s", out.note);
+    kvt_entry_t w[] = {s_work(0, 0, 100)};
+    kvt_step_plan_t p = s_plan(1, w, 1, false);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_EXEC);
+    cr_assert_eq(out.exec.step, 1);
+    cr_assert_eq(out.exec.nentries, 1);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), -1, "a plan while the step runs");
+    kvt_step_done_t d0 = s_done(1, 0, true), d1 = s_done(1, 1, true), d2 = s_done(1, 2, true);
+    kvt_step_done_t other = s_done(7, 1, true), beyond = s_done(1, 3, true);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d0, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_WAIT);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d0, &out), -1, "rank 0 answered twice");
+    cr_assert(strstr(out.note, "unexpected StepDone") != NULL, "%s", out.note);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &other, &out), -1, "another step");
+    cr_assert_eq(kvt_sim_engine_core_done(e, &beyond, &out), -1, "no rank 3");
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d1, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_WAIT, "rank 2 has not answered");
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d2, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_SCHEDULE);
+    cr_assert_eq(out.schedule.step, 2);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d2, &out), -1, "the step is over");
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+Test(sim_engine_core, a_failed_step_is_rolled_back_and_a_wrong_resume_counts_once)
+{
+    uint64_t at[] = {0, 0};
+    uint32_t len[] = {100, 100};
+    kvt_workload_t *wl = s_wl(2, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 2, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    kvt_entry_t w[] = {s_work(1, 0, 100)};
+    kvt_step_plan_t p = s_plan(1, w, 1, false);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    uint64_t wrong[] = {1};
+    kvt_step_done_t d0 = s_done(1, 0, false), d1 = s_done(1, 1, true);
+    d0.wrong = wrong;
+    d0.nwrong = 1;
+    d1.wrong = wrong;
+    d1.nwrong = 1;
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d0, &out), 0);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d1, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_SCHEDULE);
+    cr_assert(out.schedule.prev_failed, "rank 0 failed step 1");
+    cr_assert_eq(res.steps_failed, 1);
+    cr_assert_eq(res.wrong_resumes, 1, "both ranks name request 1: one wrong resume");
+    s_step(e, 2, w, 1, &out);
+    cr_assert(!out.schedule.prev_failed, "step 2 ran on every rank");
+    cr_assert_eq(res.wrong_resumes, 1);
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+Test(sim_engine_core, counts_events_and_exits_after_the_last_stats_reply)
+{
+    uint64_t at[] = {0, 0};
+    uint32_t len[] = {600, 600};
+    kvt_workload_t *wl = s_wl(2, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 1, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    kvt_event_t ev[] = {
+        {{0, 1}, KVT_EV_ADMIT, 256, 0, 600},  {{1, 1}, KVT_EV_ADMIT, 512, 256, 600},
+        {{1, 1}, KVT_EV_LOADED, 512, 256, 0}, {{0, 1}, KVT_EV_FINISH, 600, 4, 0},
+        {{1, 1}, KVT_EV_FINISH, 600, 4, 0},
+    };
+    kvt_step_plan_t p = s_plan(1, NULL, 0, true);
+    p.events = ev;
+    p.nevents = 5;
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_STATS, "idle, every request arrived and ended");
+    cr_assert_eq(out.note[0], 0, "%s", out.note);
+    cr_assert_eq(res.hbm_hit_tokens, 768);
+    cr_assert_eq(res.tier_hit_tokens, 256);
+    cr_assert_eq(res.loads_ok, 1);
+    cr_assert_eq(res.finished, 2);
+    cr_assert_eq(res.input_tokens, 1200);
+    kvt_sim_engine_core_stats_asked(e, 2, &out);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_WAIT);
+    kvt_stats_t st;
+    memset(&st, 0, sizeof st);
+    kvt_counter_t c[] = {{"x.one", 1}};
+    st.counters = c;
+    st.ncounters = 1;
+    st.request = true;
+    cr_assert_eq(kvt_sim_engine_core_stats(e, &st, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_WAIT, "a request is not a reply");
+    st.request = false;
+    strcpy(st.from, "a");
+    cr_assert_eq(kvt_sim_engine_core_stats(e, &st, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_WAIT, "one of two replies");
+    cr_assert(!res.done);
+    strcpy(st.from, "b");
+    cr_assert_eq(kvt_sim_engine_core_stats(e, &st, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_EXIT);
+    cr_assert(res.done);
+    cr_assert_eq(res.ncounters, 2);
+    cr_assert_str_eq(res.counters[1].actor, "b");
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
