@@ -50,6 +50,17 @@ Test(replay_live, disk_tier_replay_is_quiescent_run_after_run, .timeout = 240)
         cr_assert(r->engine.done, "run %d did not reach the end", i + 1);
         cr_assert_eq(r->runtime_errors, 0, "run %d: runtime errors", i + 1);
         cr_assert_eq(r->exit_code, 0, "run %d exited %d", i + 1, r->exit_code);
+        //  Exactly once, with nothing hidden by a duplicate filter.
+        uint64_t late = kvt_replay_counter(r, "aggregator", "agg.late_dropped");
+        uint64_t dup = kvt_replay_counter(r, "aggregator", "agg.dup_dropped");
+        cr_assert_eq(late + dup, 0,
+                     "run %d: the aggregator dropped %llu late + %llu duplicate "
+                     "reports",
+                     i + 1, (unsigned long long)late, (unsigned long long)dup);
+        cr_assert_eq(kvt_replay_counter(r, NULL, "worker.duplicates"), 0,
+                     "run %d: a worker dropped a repeated item", i + 1);
+        cr_assert_eq(kvt_replay_counter(r, "aggregator", "agg.open"), 0);
+        cr_assert_gt(kvt_replay_counter(r, "aggregator", "agg.settled"), 0);
         disk_hits += r->hit_disk_tokens;
         kvt_replay_report_clear(r);
         free(r);
