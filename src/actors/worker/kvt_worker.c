@@ -199,8 +199,9 @@ fail:
     return NULL;
 }
 
-//  True when a synchronize left nothing running (done, landed ahead of the
-//  SIM clock, or failed); false when copies are stuck behind a stall.
+//  True when a synchronize left nothing running (done, landed at once by a
+//  forced synchronize, or failed); false when copies are stuck behind a
+//  stall.
 static bool s_drained(int st)
 {
     return st == KVT_GPU_OK || st == KVT_GPU_FORCED || st == KVT_GPU_EFAULT;
