@@ -320,7 +320,6 @@ static kvt_devrt_t s_fake_rt(bool batch)
 {
     return (kvt_devrt_t){
         .name = "fake",
-        .prefix = "fake",
         .ok = F_OK,
         .not_ready = F_NOT_READY,
         .error_name = s_f_name,

@@ -64,7 +64,6 @@ static int s_batch(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx)
 const kvt_devrt_t kvt_gpu_cuda_rt = {
     KVT_DEVRT_CALLS,
     .name = "cuda",
-    .prefix = "cuda",
     .device_info = s_device_info,
     .host_alloc = s_host_alloc,
     .host_free = s_host_free,

@@ -42,7 +42,7 @@ static int s_err(const kvt_devrt_t *rt, const char *call, int rc)
 static int s_err_rt(const kvt_devrt_t *rt, const char *suffix, int rc)
 {
     char call[64];
-    kvt_gpu_fmt(call, sizeof call, "%s%s", rt->prefix, suffix);
+    kvt_gpu_fmt(call, sizeof call, "%s%s", rt->name, suffix);
     return s_err(rt, call, rc);
 }
 

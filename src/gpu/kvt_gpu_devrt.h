@@ -19,10 +19,9 @@
 #include "kvt_gpu_int.h"
 
 struct _kvt_devrt_t {
-    const char *name;   //  backend name for messages: "cuda", "hip"
-    const char *prefix; //  runtime call prefix for messages: "cuda" (cudaMalloc), "hip"
-    int ok;             //  the success status (cudaSuccess, hipSuccess)
-    int not_ready;      //  "queued work has not finished" (cudaErrorNotReady, ...)
+    const char *name; //  backend name and runtime call prefix: "cuda" (cudaMalloc), "hip"
+    int ok;           //  the success status (cudaSuccess, hipSuccess)
+    int not_ready;    //  "queued work has not finished" (cudaErrorNotReady, ...)
 
     //  Status names and text (never NULL), and the clearing of a sticky
     //  last error.

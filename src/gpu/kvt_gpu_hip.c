@@ -72,7 +72,6 @@ static int s_host_fn(void *stream, kvt_gpu_host_fn *fn, void *arg)
 const kvt_devrt_t kvt_gpu_hip_rt = {
     KVT_DEVRT_CALLS,
     .name = "hip",
-    .prefix = "hip",
     .device_info = s_device_info,
     .host_alloc = s_host_alloc,
     .host_free = s_host_free,
