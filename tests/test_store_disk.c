@@ -318,7 +318,9 @@ Test(disk, the_rescan_deletes_temporary_and_corrupt_files_and_leaves_others)
     char p1[512], p2[512], tmp[600], junk[600], other[600], misnamed[600];
     s_path(p1, sizeof(p1), 1);
     s_path(p2, sizeof(p2), 2);
-    snprintf(tmp, sizeof(tmp), "%s/.tmp-half-written.7", s_dir);
+    char name3[128];
+    s_name_of(name3, sizeof(name3), 3, 0, 1, 0);
+    snprintf(tmp, sizeof(tmp), "%s/.tmp-%s.7", s_dir, name3); //  a temporary of ours
     snprintf(junk, sizeof(junk),
              "%s/0000000000000003-00000000000000000000000000000009-1-00000000-00000001-"
              "0000000000000000.kvt",

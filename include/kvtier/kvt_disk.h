@@ -18,15 +18,16 @@
     into place, so a reader or a restart never sees half a file. fsync of
     the file and the directory is optional (config).
 
-    kvt_disk_new rescans the directory: its own temporary files are
-    deleted; each file named like an object of this identity has its header
-    validated (magic, version, header checksum, identity, name matches
-    header, file length matches header) and is indexed, oldest mtime at the
-    old end of the LRU; one that fails is counted and deleted. Another
-    identity's files are counted and left alone, as is any other entry.
-    Payload checksums are verified on every read: a corrupt or truncated
-    file is a miss that is counted and deleted, never bytes handed to a
-    caller.
+    kvt_disk_new rescans the directory: its own temporary files (exactly
+    its format and identity) are deleted; each file named like an object of this identity has its
+   header validated (magic, version, header checksum, identity, name matches header, file length
+   matches header) and is indexed, oldest mtime at the old end of the LRU; one that fails is counted
+   and deleted. Another identity's files are counted and left alone, as is any other entry. Payload
+   checksums are verified on every read: a corrupt or truncated file is a miss that is counted and
+   deleted, never bytes handed to a caller. Every unlink's result is checked: a file that cannot be
+   deleted is counted (delete_failed), logged as kept, and its name blocked. A write is renamed into
+   place without replacing anything that appeared under its name. The rescan logs one summary line
+   and a few examples, from a budget of its own, so run-time errors stay visible.
 
     The directory is never followed through a symbolic link (refused at
     creation), nor is any file in it: an object file is opened without
@@ -94,12 +95,13 @@ typedef struct {
     uint64_t corrupt;           //  files that failed validation (read or rescan), deleted
     uint64_t io_errors;         //  failed open / write / read / rename / fsync
     uint64_t rescanned;         //  files indexed by the start-up rescan
-    uint64_t tmp_removed;       //  temporary files deleted by the rescan
+    uint64_t tmp_removed;       //  our own temporary files deleted by the rescan
     uint64_t touches_present;   //  touches that found a file
     uint64_t touches_gone;      //  touches that did not
     uint64_t foreign_files;     //  entries left alone: not an object name, or not a regular file
     uint64_t identity_mismatch; //  files of another rank / world size / layout: misses, left alone
     uint64_t puts_blocked;      //  puts refused: the object's name is held by a file not ours
+    uint64_t delete_failed;     //  files kvtier meant to delete but could not (still there)
 } kvt_disk_stats_t;
 
 //  Called exactly once per accepted zero-copy put, on an I/O thread, after

@@ -136,22 +136,54 @@ void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i)
     self->ent_free = i;
 }
 
-//  Deletes a ready entry's file and forgets it. Under the lock, so a name is
-//  never unlinked after a new file of the same name was renamed into place.
-static void s_delete(kvt_disk_t *self, uint32_t i)
+void kvt_disk_ent_block(kvt_disk_t *self, uint32_t i)
 {
     kvt_dent_t *e = &self->ents[i];
-    char name[KVT_DISK_NAME_LEN];
-    kvt_disk_file_name(name, e->ns, e->key, (kvt_obj_kind_t)e->kind, &self->id);
-    if (unlinkat(self->dirfd, name, 0) != 0 && errno != ENOENT)
-        self->st.io_errors++;
-    kvt_disk_ent_free(self, i);
+    assert(e->state == KVT_DENT_READY || e->state == KVT_DENT_WRITING);
+    if (e->state == KVT_DENT_READY) {
+        s_lru_unlink(self, i);
+        self->st.objects--;
+        if (e->pins > 0) {
+            self->pinned -= KVT_DISK_HDR + e->size;
+            self->npinned--;
+            e->pins = 0;
+        }
+    } else {
+        self->st.objects_writing--;
+        self->writing -= KVT_DISK_HDR + e->size;
+    }
+    self->used -= KVT_DISK_HDR + e->size;
+    e->size = 0;
+    e->state = KVT_DENT_BLOCKED;
+    e->gen++;
+    e->prev = e->next = KVT_NIL;
 }
 
-//  Deletes the oldest unpinned ready file; false if there is none. A pinned
-//  file met at the old end is being read: it goes to the young end, so no
-//  later eviction walks past it again.
-static bool s_evict_one(kvt_disk_t *self)
+//  Deletes a ready entry's file and forgets it. Under the lock, so a name is
+//  never unlinked after a new file of the same name was renamed into place.
+//  0 (deleted, or already gone) or the errno of a failed unlink: the file is
+//  still there, so the entry leaves the index but keeps its name blocked
+//  (delete_failed); the caller logs it once the lock is dropped.
+static int s_delete(kvt_disk_t *self, uint32_t i, char name[KVT_DISK_NAME_LEN])
+{
+    kvt_dent_t *e = &self->ents[i];
+    kvt_disk_file_name(name, e->ns, e->key, (kvt_obj_kind_t)e->kind, &self->id);
+    if (unlinkat(self->dirfd, name, 0) != 0 && errno != ENOENT) {
+        int err = errno;
+        self->st.delete_failed++;
+        kvt_disk_ent_block(self, i);
+        return err;
+    }
+    kvt_disk_ent_free(self, i);
+    return 0;
+}
+
+//  Takes the oldest unpinned ready file out of the index (deleting it);
+//  false if there is none. A pinned file met at the old end is being read:
+//  it goes to the young end, so no later eviction walks past it again. A
+//  file that could not be deleted still leaves the index: *err and name say
+//  which (the first one, if *err was 0).
+static bool s_evict_one(kvt_disk_t *self, int *err, char name[KVT_DISK_NAME_LEN])
 {
     if (self->st.objects == self->npinned)
         return false;
@@ -161,33 +193,28 @@ static bool s_evict_one(kvt_disk_t *self)
             s_refresh(self, i);
             continue;
         }
-        self->st.evictions++;
-        self->st.evicted_bytes += KVT_DISK_HDR + self->ents[i].size;
-        s_delete(self, i);
+        uint64_t bytes = KVT_DISK_HDR + self->ents[i].size;
+        char one[KVT_DISK_NAME_LEN];
+        int e = s_delete(self, i, one);
+        if (e == 0) {
+            self->st.evictions++;
+            self->st.evicted_bytes += bytes;
+        } else if (*err == 0) {
+            *err = e;
+            memcpy(name, one, KVT_DISK_NAME_LEN);
+        }
         return true;
     }
     return false;
 }
 
-//  A ready entry whose name turned out to hold a file that is not ours: it
-//  stops being readable (pins lapse, its bytes leave the accounting) and
-//  keeps the name, so no put writes over that file.
-static void s_block(kvt_disk_t *self, uint32_t i)
+//  Logs a delete that failed (call without the lock).
+static void s_log_undeleted(kvt_disk_t *self, const char *what, const char *name, int err)
 {
-    kvt_dent_t *e = &self->ents[i];
-    assert(e->state == KVT_DENT_READY);
-    s_lru_unlink(self, i);
-    self->st.objects--;
-    if (e->pins > 0) {
-        self->pinned -= KVT_DISK_HDR + e->size;
-        self->npinned--;
-        e->pins = 0;
-    }
-    self->used -= KVT_DISK_HDR + e->size;
-    e->size = 0;
-    e->state = KVT_DENT_BLOCKED;
-    e->gen++;
-    e->prev = e->next = KVT_NIL;
+    kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME,
+                  "could not delete %s %s: %s; it stays on disk, out of the index, its name "
+                  "blocked",
+                  what, name, strerror(err));
 }
 
 //  True if the exact name of (ns, key, kind) is held by a file not ours.
@@ -371,7 +398,8 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
 {
     if (!kvt_store_kind_ok(kind) || size == 0 || !src)
         return KVT_STORE_EINVAL;
-    int rc = KVT_STORE_OK;
+    int rc = KVT_STORE_OK, derr = 0;
+    char dname[KVT_DISK_NAME_LEN] = "";
     pthread_mutex_lock(&self->mu);
     uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
     if (i != KVT_NIL) {
@@ -413,7 +441,7 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
         goto dropped;
     }
     while (self->ent_free == KVT_NIL || self->used + bytes > self->capacity) {
-        if (!s_evict_one(self)) { //  cannot happen after the checks above
+        if (!s_evict_one(self, &derr, dname)) { //  cannot happen after the checks above
             rc = KVT_STORE_ENOSPACE;
             goto dropped;
         }
@@ -426,6 +454,8 @@ dropped:
     self->st.puts_dropped++;
 cleanup:
     pthread_mutex_unlock(&self->mu);
+    if (derr != 0)
+        s_log_undeleted(self, "evicted file", dname, derr);
     return rc;
 }
 
@@ -555,7 +585,7 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
     const char *why = "";
     kvt_dread_t v = kvt_disk_file_read(self->dirfd, name, snap.ns, snap.key,
                                        (kvt_obj_kind_t)snap.kind, &self->id, snap.size, dst, &why);
-    int rc = KVT_STORE_OK;
+    int rc = KVT_STORE_OK, derr = 0;
     pthread_mutex_lock(&self->mu);
     bool same = self->ents[i].gen == snap.gen && self->ents[i].state == KVT_DENT_READY;
     switch (v) {
@@ -568,7 +598,7 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
     case KVT_DREAD_CORRUPT:
         self->st.corrupt++;
         if (same)
-            s_delete(self, i);
+            derr = s_delete(self, i, name);
         rc = KVT_STORE_ECORRUPT;
         break;
     case KVT_DREAD_GONE:
@@ -582,7 +612,7 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
         //  delete or to write over.
         self->st.identity_mismatch++;
         if (same)
-            s_block(self, i);
+            kvt_disk_ent_block(self, i);
         rc = KVT_STORE_ENOTFOUND;
         break;
     case KVT_DREAD_FOREIGN:
@@ -591,7 +621,7 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
         //  deleted, the name stays blocked.
         self->st.foreign_files++;
         if (same)
-            s_block(self, i);
+            kvt_disk_ent_block(self, i);
         rc = KVT_STORE_ENOTFOUND;
         break;
     case KVT_DREAD_EIO:
@@ -602,14 +632,22 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
     if (rc != KVT_STORE_OK)
         self->st.misses[kind - 1]++;
     pthread_mutex_unlock(&self->mu);
-    if (v == KVT_DREAD_CORRUPT)
-        kvt_disk_logf(self, 1, true, "deleted corrupt file %s: %s", name, why);
+    if (v == KVT_DREAD_CORRUPT && derr != 0)
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME,
+                      "corrupt file %s (%s): could not delete it: %s; it stays on disk, out of "
+                      "the index, its name blocked",
+                      name, why, strerror(derr));
+    else if (v == KVT_DREAD_CORRUPT && same)
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME, "deleted corrupt file %s: %s", name, why);
+    else if (v == KVT_DREAD_CORRUPT)
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME, "corrupt file %s: %s", name, why);
     else if (v == KVT_DREAD_EIO)
-        kvt_disk_logf(self, 1, true, "read of %s failed: %s", name, why);
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME, "read of %s failed: %s", name, why);
     else if (v == KVT_DREAD_IDENTITY)
         kvt_disk_identity_warn(self, name, "read");
     else if (v == KVT_DREAD_FOREIGN)
-        kvt_disk_logf(self, 1, true, "read of %s refused: %s, not ours (left alone)", name, why);
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME, "read of %s refused: %s, not ours (left alone)",
+                      name, why);
     return rc;
 }
 
@@ -670,7 +708,8 @@ int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_
     assert(self);
     if (!kvt_store_kind_ok(kind))
         return KVT_STORE_EINVAL;
-    int rc = KVT_STORE_OK;
+    int rc = KVT_STORE_OK, derr = 0;
+    char name[KVT_DISK_NAME_LEN];
     pthread_mutex_lock(&self->mu);
     kvt_keymap_entry_t *m = kvt_keymap_find(&self->map, ns, key);
     uint32_t v = m ? m->slot[kind - 1] : 0;
@@ -678,9 +717,11 @@ int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_
         rc = KVT_STORE_ENOTFOUND; //  a blocked name is not ours to delete
     else if (self->ents[v - 1].state != KVT_DENT_READY || self->ents[v - 1].pins > 0)
         rc = KVT_STORE_EBUSY;
-    else
-        s_delete(self, v - 1);
+    else if ((derr = s_delete(self, v - 1, name)) != 0)
+        rc = KVT_STORE_EIO;
     pthread_mutex_unlock(&self->mu);
+    if (derr != 0)
+        s_log_undeleted(self, "removed file", name, derr);
     return rc;
 }
 

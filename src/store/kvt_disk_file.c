@@ -67,6 +67,24 @@ void kvt_disk_tmp_name(char out[KVT_DISK_TMP_LEN], const char *name, uint64_t se
     snprintf(out, KVT_DISK_TMP_LEN, ".tmp-%s.%llu", name, (unsigned long long)seq);
 }
 
+bool kvt_disk_tmp_ours(const kvt_disk_t *self, const char *name)
+{
+    if (strncmp(name, ".tmp-", 5) != 0 || strlen(name) < 5 + KVT_DISK_OBJ_NAME + 2)
+        return false;
+    const char *seq = name + 5 + KVT_DISK_OBJ_NAME;
+    size_t digits = strlen(seq + 1);
+    if (seq[0] != '.' || digits == 0 || digits > 20 || strspn(seq + 1, "0123456789") != digits)
+        return false;
+    char obj[KVT_DISK_OBJ_NAME + 1];
+    memcpy(obj, name + 5, KVT_DISK_OBJ_NAME);
+    obj[KVT_DISK_OBJ_NAME] = 0;
+    uint64_t ns;
+    kvt_hash_t key;
+    kvt_obj_kind_t kind;
+    kvt_dident_t id;
+    return kvt_disk_name_parse(obj, &ns, &key, &kind, &id) && kvt_disk_ident_eq(&id, &self->id);
+}
+
 bool kvt_disk_ident_eq(const kvt_dident_t *a, const kvt_dident_t *b)
 {
     return a->rank == b->rank && a->world == b->world && a->layout == b->layout;
@@ -76,7 +94,7 @@ void kvt_disk_identity_warn(kvt_disk_t *self, const char *name, const char *wher
 {
     if (__atomic_exchange_n(&self->id_warned, true, __ATOMIC_RELAXED))
         return;
-    kvt_disk_logf(self, 1, false,
+    kvt_disk_logf(self, 1, KVT_DLOG_ALWAYS,
                   "%s: %s belongs to another rank, world size or layout (this directory is rank "
                   "%u of %u, layout %016llx): left alone, counted in identity_mismatch; further "
                   "ones are counted only",
@@ -119,10 +137,13 @@ bool kvt_disk_name_parse(const char *name, uint64_t *ns, kvt_hash_t *key, kvt_ob
     return true;
 }
 
-void kvt_disk_logf(kvt_disk_t *self, int level, bool limited, const char *fmt, ...)
+void kvt_disk_logf(kvt_disk_t *self, int level, kvt_dlog_t budget, const char *fmt, ...)
 {
-    if (limited && __atomic_fetch_add(&self->logged, 1, __ATOMIC_RELAXED) >= KVT_DISK_LOG_LIMIT)
+    if (budget == KVT_DLOG_RUNTIME &&
+        __atomic_fetch_add(&self->logged, 1, __ATOMIC_RELAXED) >= KVT_DISK_LOG_LIMIT)
         return;
+    if (budget == KVT_DLOG_RESCAN && self->rescan_logged++ >= KVT_DISK_RESCAN_EXAMPLES)
+        return; //  the rescan runs before any other thread
     char line[512];
     va_list ap;
     va_start(ap, fmt);

@@ -10,12 +10,21 @@
 #include "kvt_keymap.h"
 #include "kvtier/kvt_disk.h"
 
-#define KVT_DISK_HDR       KVT_DISK_HEADER_BYTES //  header bytes at the start of every file
-#define KVT_DISK_VERSION   2                     //  file format version
-#define KVT_DISK_NAME_LEN  96                    //  bytes of a file name buffer, NUL included
-#define KVT_DISK_OBJ_NAME  90                    //  characters of an object file name
-#define KVT_DISK_TMP_LEN   128                   //  bytes of a temporary name buffer, NUL included
-#define KVT_DISK_LOG_LIMIT 16 //  I/O errors and corrupt files logged before counting only
+#define KVT_DISK_HDR             KVT_DISK_HEADER_BYTES //  header bytes at the start of every file
+#define KVT_DISK_VERSION         2                     //  file format version
+#define KVT_DISK_NAME_LEN        96                    //  bytes of a file name buffer, NUL included
+#define KVT_DISK_OBJ_NAME        90                    //  characters of an object file name
+#define KVT_DISK_TMP_LEN         128 //  bytes of a temporary name buffer, NUL included
+#define KVT_DISK_LOG_LIMIT       16  //  run-time error lines logged before counting only
+#define KVT_DISK_RESCAN_EXAMPLES 4   //  rescan lines logged besides its summary
+
+//  Which budget a log line is drawn from: the rescan's examples cannot use
+//  up the lines that run-time errors need.
+typedef enum {
+    KVT_DLOG_ALWAYS = 0,  //  not limited (summaries, once-only warnings)
+    KVT_DLOG_RUNTIME = 1, //  run-time errors: KVT_DISK_LOG_LIMIT lines
+    KVT_DLOG_RESCAN = 2,  //  rescan examples: KVT_DISK_RESCAN_EXAMPLES lines
+} kvt_dlog_t;
 
 typedef enum {
     KVT_DENT_FREE = 0,    //  slot unused
@@ -75,40 +84,41 @@ typedef enum {
 } kvt_dread_t;
 
 struct _kvt_disk_t {
-    char name[32];         //  for logs
-    char dir[PATH_MAX];    //  directory
-    kvt_dident_t id;       //  identity of the files this instance writes and reads
-    bool id_warned;        //  an identity mismatch was logged (once per instance)
-    int dirfd;             //  the open directory: every file is named relative to it
-    uint64_t capacity;     //  bytes (headers included)
-    bool fsync;            //  fsync files and the directory
-    kvt_store_log_fn *log; //  log sink
-    void *log_arg;         //  its argument
-    pthread_mutex_t mu;    //  guards everything below
-    pthread_cond_t work;   //  a job was queued, or stop
-    pthread_cond_t idle;   //  queue and in-flight both empty
-    kvt_dent_t *ents;      //  entry table
-    uint32_t nents;        //  its size
-    uint32_t ent_free;     //  head of free entries
-    uint32_t lru_old;      //  oldest ready entry
-    uint32_t lru_young;    //  youngest ready entry
-    kvt_keymap_t map;      //  (ns, key) → entry index + 1 per kind
-    uint64_t used;         //  bytes of ready and writing entries
-    uint64_t writing;      //  bytes of writing entries (not evictable)
-    uint64_t pinned;       //  bytes of pinned ready entries (not evictable)
-    uint32_t npinned;      //  pinned ready entries
-    kvt_djob_t *jobs;      //  job table (queue_depth)
-    uint32_t njobs;        //  its size
-    uint32_t job_free;     //  head of free jobs
-    uint32_t q_head;       //  oldest queued job
-    uint32_t q_tail;       //  newest queued job
-    uint32_t busy;         //  jobs queued or in flight
-    uint64_t tmp_seq;      //  sequence for temporary names
-    bool stop;             //  threads exit when the queue is empty
-    pthread_t *threads;    //  I/O threads
-    uint32_t nthreads;     //  started threads
-    uint32_t logged;       //  error lines logged so far
-    kvt_disk_stats_t st;   //  counters (gauges filled by kvt_disk_stats)
+    char name[32];          //  for logs
+    char dir[PATH_MAX];     //  directory
+    kvt_dident_t id;        //  identity of the files this instance writes and reads
+    bool id_warned;         //  an identity mismatch was logged (once per instance)
+    int dirfd;              //  the open directory: every file is named relative to it
+    uint64_t capacity;      //  bytes (headers included)
+    bool fsync;             //  fsync files and the directory
+    kvt_store_log_fn *log;  //  log sink
+    void *log_arg;          //  its argument
+    pthread_mutex_t mu;     //  guards everything below
+    pthread_cond_t work;    //  a job was queued, or stop
+    pthread_cond_t idle;    //  queue and in-flight both empty
+    kvt_dent_t *ents;       //  entry table
+    uint32_t nents;         //  its size
+    uint32_t ent_free;      //  head of free entries
+    uint32_t lru_old;       //  oldest ready entry
+    uint32_t lru_young;     //  youngest ready entry
+    kvt_keymap_t map;       //  (ns, key) → entry index + 1 per kind
+    uint64_t used;          //  bytes of ready and writing entries
+    uint64_t writing;       //  bytes of writing entries (not evictable)
+    uint64_t pinned;        //  bytes of pinned ready entries (not evictable)
+    uint32_t npinned;       //  pinned ready entries
+    kvt_djob_t *jobs;       //  job table (queue_depth)
+    uint32_t njobs;         //  its size
+    uint32_t job_free;      //  head of free jobs
+    uint32_t q_head;        //  oldest queued job
+    uint32_t q_tail;        //  newest queued job
+    uint32_t busy;          //  jobs queued or in flight
+    uint64_t tmp_seq;       //  sequence for temporary names
+    bool stop;              //  threads exit when the queue is empty
+    pthread_t *threads;     //  I/O threads
+    uint32_t nthreads;      //  started threads
+    uint32_t logged;        //  run-time error lines logged so far
+    uint32_t rescan_logged; //  rescan example lines logged so far
+    kvt_disk_stats_t st;    //  counters (gauges filled by kvt_disk_stats)
 };
 
 //  "<ns>-<key>-<kind>-<rank>-<world>-<layout>.kvt" for an object of
@@ -118,6 +128,11 @@ void kvt_disk_file_name(char out[KVT_DISK_NAME_LEN], uint64_t ns, kvt_hash_t key
 
 //  ".tmp-<object name>.<seq>": the temporary a write goes to before its rename.
 void kvt_disk_tmp_name(char out[KVT_DISK_TMP_LEN], const char *name, uint64_t seq);
+
+//  True if `name` is exactly a temporary of this instance's format and
+//  identity (".tmp-<object name of ours>.<decimal seq>"): the only
+//  temporaries the rescan deletes.
+bool kvt_disk_tmp_ours(const kvt_disk_t *self, const char *name);
 
 //  Parses an object file name; false if `name` is not one.
 bool kvt_disk_name_parse(const char *name, uint64_t *ns, kvt_hash_t *key, kvt_obj_kind_t *kind,
@@ -183,6 +198,12 @@ void kvt_disk_identity_warn(kvt_disk_t *self, const char *name, const char *wher
 void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i);
 void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i);
 
+//  A ready or writing entry whose name turned out to be held by a file that
+//  is not ours, or by one of ours that could not be deleted: it stops being
+//  readable (pins lapse, its bytes leave the accounting) and keeps the name,
+//  so no put writes over that file.
+void kvt_disk_ent_block(kvt_disk_t *self, uint32_t i);
+
 //  Write queue (kvt_disk_io.c). io_init allocates `depth` jobs; io_start
 //  starts the threads (0, or -1 with err); io_stop finishes every queued
 //  write, stops the threads and frees the queue; io_enqueue (under the lock,
@@ -193,9 +214,8 @@ void kvt_disk_io_stop(kvt_disk_t *self);
 void kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size, void *owned,
                          kvt_disk_done_fn *done, void *arg);
 
-//  Logs a line (rate-limited for error reports when `limited`). Call
-//  without the disk lock.
-void kvt_disk_logf(kvt_disk_t *self, int level, bool limited, const char *fmt, ...)
+//  Logs a line drawn from `budget`. Call without the disk lock.
+void kvt_disk_logf(kvt_disk_t *self, int level, kvt_dlog_t budget, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 #endif

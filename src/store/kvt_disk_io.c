@@ -2,14 +2,51 @@
     serve it: a job writes a temporary file outside the lock, calls the
     put's completion, and renames the file into place (or throws it away)
     under the lock. The index and the put's admission are in kvt_disk.c. */
+#define _GNU_SOURCE //  renameat2 (RENAME_NOREPLACE)
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvt_disk_int.h"
+
+//  Renames tmp to name unless name exists, whatever it is: an entry that
+//  appeared under an object's name (a FIFO, a directory, someone's file) is
+//  not ours to replace. 0, or -1 with errno (EEXIST when the name is taken).
+static int s_rename_noreplace(int dirfd, const char *tmp, const char *name)
+{
+#ifdef RENAME_NOREPLACE
+    if (renameat2(dirfd, tmp, dirfd, name, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+#endif
+    //  A file system without RENAME_NOREPLACE: a hard link fails if the name
+    //  exists, and then the temporary goes.
+    if (linkat(dirfd, tmp, dirfd, name, 0) == 0) {
+        unlinkat(dirfd, tmp, 0);
+        return 0;
+    }
+    if (errno == EEXIST)
+        return -1;
+    //  Nor hard links: look, then rename (the window between is not closed).
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return renameat(dirfd, tmp, dirfd, name);
+}
+
+//  The rename failed because something already holds the name.
+static bool s_name_taken(int err)
+{
+    return err == EEXIST || err == EISDIR || err == ENOTEMPTY || err == ENOTDIR;
+}
 
 //  Runs one job without the lock; finishes it under the lock.
 static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
@@ -31,12 +68,13 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
         valid = job.done(job.arg, rc == 0 ? KVT_STORE_OK : KVT_STORE_EIO) == 0;
     free(job.owned);
 
-    bool renamed = false, rename_failed = false;
+    bool renamed = false, rename_failed = false, taken = false;
+    int tmp_err = 0;
     pthread_mutex_lock(&self->mu);
     kvt_dent_t *e = &self->ents[job.ent];
     assert(e->gen == job.gen && e->state == KVT_DENT_WRITING);
     if (rc == 0 && valid) {
-        if (renameat(self->dirfd, tmp, self->dirfd, name) == 0) {
+        if (s_rename_noreplace(self->dirfd, tmp, name) == 0) {
             renamed = true;
             kvt_disk_ent_publish(self, job.ent);
             self->st.puts++;
@@ -44,15 +82,22 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
         } else {
             rename_failed = true;
             werr = errno;
+            taken = s_name_taken(werr);
         }
     }
     if (!renamed) {
-        unlinkat(self->dirfd, tmp, 0);
+        if (unlinkat(self->dirfd, tmp, 0) != 0 && errno != ENOENT) {
+            tmp_err = errno;
+            self->st.delete_failed++;
+        }
         if (rc != 0 || rename_failed)
             self->st.io_errors++;
         else
             self->st.puts_discarded++;
-        kvt_disk_ent_free(self, job.ent);
+        if (taken)
+            kvt_disk_ent_block(self, job.ent); //  no later put tries that name again
+        else
+            kvt_disk_ent_free(self, job.ent);
     }
     pthread_mutex_unlock(&self->mu);
     if (renamed && self->fsync && fsync(self->dirfd) != 0) {
@@ -60,8 +105,16 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
         self->st.io_errors++;
         pthread_mutex_unlock(&self->mu);
     }
-    if (rc != 0 || rename_failed)
-        kvt_disk_logf(self, 1, true, "write of %s failed: %s", name, strerror(werr));
+    if (taken)
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME,
+                      "write of %s failed: its name is held by an entry that is not ours (%s); "
+                      "left alone, the name is blocked",
+                      name, strerror(werr));
+    else if (rc != 0 || rename_failed)
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME, "write of %s failed: %s", name, strerror(werr));
+    if (tmp_err != 0)
+        kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME, "could not delete temporary %s: %s", tmp,
+                      strerror(tmp_err));
 }
 
 static void *s_io_thread(void *arg)

@@ -85,6 +85,7 @@ static const s_field_t s_disk[] = {
     S_D(foreign_files),
     S_D(identity_mismatch),
     S_D(puts_blocked),
+    S_D(delete_failed),
 };
 
 static const s_field_t s_own[] = {
