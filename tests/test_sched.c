@@ -276,6 +276,33 @@ static void rig_run(rig_t *r, uint32_t max_steps)
     cr_assert_fail("did not go idle in %u steps", max_steps);
 }
 
+Test(sched, admission_is_fifo_and_stops_at_the_first_request_that_does_not_fit)
+{
+    static rig_t r;
+    rig_init(&r, 16, 0);
+    rig_arrive(&r, 1, 200, 1000, 4); //  13 blocks
+    rig_arrive(&r, 2, 100, 5000, 4); //  7 blocks: does not fit beside request 1
+    rig_arrive(&r, 3, 16, 9000, 4);  //  2 blocks: would fit, but waits behind 2
+    cr_assert_eq(rig_step(&r), 1);
+    uint32_t admitted = 0;
+    for (uint32_t i = 0; i < r.plan.nevents; i++)
+        if (r.plan.events[i].type == KVT_EV_ADMIT) {
+            cr_assert_eq(r.plan.events[i].op.req, 1, "request %llu admitted out of order",
+                         (unsigned long long)r.plan.events[i].op.req);
+            admitted++;
+        }
+    cr_assert_eq(admitted, 1);
+    cr_assert_eq(r.plan.nentries, 1);
+    cr_assert_eq(r.plan.entries[0].op.req, 1);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.waiting, 2);
+    rig_deliver(&r);
+    rig_run(&r, 200);
+    cr_assert_eq(r.finished, 3);
+    kvt_sched_destroy(&r.s);
+}
+
 Test(sched, single_request_computes_saves_and_goes_quiescent)
 {
     rig_t r;

@@ -1,11 +1,13 @@
 /*  kvt_sched_int.h — private to the scheduler core (kvt_sched.c: requests,
-    admission, planning; kvt_sched_save.c: saves, verdicts, counters, audit).
-    Nothing outside src/actors/scheduler includes it. */
+    applying a step, planning; kvt_sched_admit.c: admission;
+    kvt_sched_save.c: saves, verdicts, counters, audit). Nothing outside
+    src/actors/scheduler includes it. */
 #ifndef KVT_SCHED_INT_H_INCLUDED
 #define KVT_SCHED_INT_H_INCLUDED
 
 #include "base/kvt_hmap.h"
 #include "base/kvt_ilist.h"
+#include "base/kvt_vec.h"
 #include "kvt_blockmgr.h"
 #include "kvt_sched.h"
 #include "kvt_tierindex.h"
@@ -50,6 +52,7 @@ typedef struct {
                              //  referenced so a failed load can retreat to the hit (B2)
     uint32_t nhit_pins;      //  entries in hit_pins
     uint64_t arrival_us;     //  trace arrival time
+    kvt_ilink_t link;        //  in the waiting or the active list
 } kvt_sreq_t;
 
 typedef struct {
@@ -69,9 +72,7 @@ struct _kvt_sched_t {
     kvt_tierindex_t *tier;    //  tier view
     kvt_sreq_t *reqs;         //  request records
     uint32_t nreqs_cap;       //  records allocated
-    uint32_t *req_prev;       //  queue links (waiting / active lists)
-    uint32_t *req_next;       //  queue links
-    uint32_t *req_free;       //  free record slots
+    uint32_t *req_free;       //  free record slots (capacity nreqs_cap)
     uint32_t nreq_free;       //  entries in req_free
     kvt_hmap_t *by_id;        //  request id → slot
     kvt_ilist_t waiting;      //  R_WAITING, arrival order
@@ -98,11 +99,11 @@ struct _kvt_sched_t {
     uint32_t p_nsaves;        //  used
     uint32_t p_saves_cap;     //  allocated
     uint32_t *p_u32;          //  block ids of entries, loads and saves
-    size_t p_nu32;            //  used
-    size_t p_u32_cap;         //  allocated
+    uint32_t p_nu32;          //  used
+    uint32_t p_u32_cap;       //  allocated
     kvt_hash_t *p_h;          //  hashes / keys of entries, loads and saves
-    size_t p_nh;              //  used
-    size_t p_h_cap;           //  allocated
+    uint32_t p_nh;            //  used
+    uint32_t p_h_cap;         //  allocated
     size_t p_bytes;           //  estimated encoded size of the plan so far
     kvt_event_t *events;      //  events since the last plan
     uint32_t nevents;         //  used
@@ -112,9 +113,18 @@ struct _kvt_sched_t {
     kvt_sched_stats_t stats;  //  counters
 };
 
-//  Growable array helpers: 0, or -1 when out of memory.
-int kvt_sched_reserve(void **arr, uint32_t *cap, uint32_t need, size_t elem);
-int kvt_sched_reserve_sz(void **arr, size_t *cap, size_t need, size_t elem);
+//  The request records' queue links.
+#define KVT_SCHED_REQ_LINKS(self) KVT_ILINKS((self)->reqs, link)
+
+//  Blocks that hold nfeed tokens.
+static inline uint32_t kvt_sched_blocks_needed(const kvt_sched_t *self, uint64_t nfeed)
+{
+    return (uint32_t)((nfeed + self->cfg.block_size - 1) / self->cfg.block_size);
+}
+
+//  Room in the plan scratch for `nblocks` more block ids and `nkeys` more
+//  hashes: 0, or -1 when out of memory.
+int kvt_sched_reserve_scratch(kvt_sched_t *self, uint32_t nblocks, uint32_t nkeys);
 
 //  Queues an event for the next plan.
 void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
@@ -139,5 +149,9 @@ bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
 //  Emits saves for the request's complete chunks beyond its save frontier
 //  (kvt_sched_save.c).
 void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot);
+
+//  Tries to admit the waiting request in `slot` (kvt_sched_admit.c): 1 when
+//  admitted (its entry or load goes into the plan), 0 when it must wait.
+int kvt_sched_admit(kvt_sched_t *self, uint32_t slot);
 
 #endif

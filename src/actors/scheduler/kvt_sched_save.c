@@ -18,23 +18,18 @@ static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
     return out;
 }
 
+//  Doubles the save slots (their block leases and the free-slot stack with
+//  them).
 static int s_grow_saves(kvt_sched_t *self)
 {
-    uint32_t cap = self->nsaves_cap ? self->nsaves_cap * 2 : 64;
-    kvt_ssave_t *saves = realloc(self->saves, (size_t)cap * sizeof(kvt_ssave_t));
-    if (!saves)
+    uint32_t old = self->nsaves_cap, cap = old, free_cap = old, blocks_cap = old * self->bpc;
+    if (kvt_vec_reserve((void **)&self->saves, &cap, old + 1, sizeof(kvt_ssave_t)) ||
+        kvt_vec_reserve((void **)&self->save_free, &free_cap, cap, sizeof(uint32_t)) ||
+        kvt_vec_reserve((void **)&self->save_blocks, &blocks_cap, cap * self->bpc,
+                        sizeof(uint32_t)))
         return -1;
-    self->saves = saves;
-    memset(saves + self->nsaves_cap, 0, (size_t)(cap - self->nsaves_cap) * sizeof(kvt_ssave_t));
-    uint32_t *b = realloc(self->save_blocks, (size_t)cap * self->bpc * sizeof(uint32_t));
-    if (!b)
-        return -1;
-    self->save_blocks = b;
-    uint32_t *f = realloc(self->save_free, (size_t)cap * sizeof(uint32_t));
-    if (!f)
-        return -1;
-    self->save_free = f;
-    for (uint32_t i = cap; i-- > self->nsaves_cap;)
+    memset(self->saves + old, 0, (size_t)(cap - old) * sizeof(kvt_ssave_t));
+    for (uint32_t i = cap; i-- > old;)
         self->save_free[self->nsave_free++] = i;
     self->nsaves_cap = cap;
     return 0;
@@ -120,12 +115,9 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
                                 KVT_SCHED_SPEC_BYTES(nchunks * self->bpc, nchunks) + 48u * nchunks))
         nchunks /= 2;
     if (nchunks == 0 ||
-        kvt_sched_reserve((void **)&self->p_saves, &self->p_saves_cap, self->p_nsaves + nchunks,
-                          sizeof(kvt_save_spec_t)) ||
-        kvt_sched_reserve_sz((void **)&self->p_u32, &self->p_u32_cap,
-                             self->p_nu32 + (size_t)nchunks * self->bpc, sizeof(uint32_t)) ||
-        kvt_sched_reserve_sz((void **)&self->p_h, &self->p_h_cap, self->p_nh + nchunks,
-                             sizeof(kvt_hash_t))) {
+        kvt_vec_reserve((void **)&self->p_saves, &self->p_saves_cap, self->p_nsaves + nchunks,
+                        sizeof(kvt_save_spec_t)) ||
+        kvt_sched_reserve_scratch(self, nchunks * self->bpc, nchunks)) {
         self->stats.plan_deferred++;
         return; //  the frontier stays: these chunks are saved by a later plan
     }
