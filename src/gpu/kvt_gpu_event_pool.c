@@ -24,6 +24,7 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "base/kvt_vec.h"
 #include "kvt_gpu_int.h"
 
 kvt_gpu_event_pool_t *kvt_gpu_event_pool_new(kvt_gpu_t *gpu)
@@ -45,17 +46,15 @@ kvt_gpu_event_pool_t *kvt_gpu_event_pool_new(kvt_gpu_t *gpu)
     return self;
 }
 
-//  Takes `ev` off the pool's list of events (under gpu->mu); the caller
-//  destroys it.
+//  Takes `ev` out of the pool's events table (under gpu->mu; the last
+//  entry moves into its place); the caller destroys it.
 static void s_unlink(kvt_gpu_event_pool_t *self, kvt_gpu_event_t *ev)
 {
-    if (ev->pool_prev)
-        ev->pool_prev->pool_next = ev->pool_next;
-    else
-        self->events = ev->pool_next;
-    if (ev->pool_next)
-        ev->pool_next->pool_prev = ev->pool_prev;
-    ev->pool_prev = ev->pool_next = ev->link = NULL;
+    assert(ev->pool_at < self->nevents && self->events[ev->pool_at] == ev);
+    kvt_gpu_event_t *last = self->events[--self->nevents];
+    self->events[ev->pool_at] = last;
+    last->pool_at = ev->pool_at;
+    ev->link = NULL;
     ev->pool = NULL;
     ev->state = KVT_GPU_EV_PLAIN;
     self->stats.destroyed++;
@@ -114,14 +113,21 @@ kvt_gpu_event_t *kvt_gpu_event_pool_get(kvt_gpu_event_pool_t *self)
     if (!ev)
         return NULL;
     pthread_mutex_lock(&gpu->mu);
-    ev->pool = self;
-    ev->state = KVT_GPU_EV_OUT;
-    ev->pool_next = self->events;
-    if (self->events)
-        self->events->pool_prev = ev;
-    self->events = ev;
-    self->stats.created++;
+    int rc = kvt_vec_reserve((void **)&self->events, &self->events_cap, self->nevents + 1,
+                             sizeof *self->events);
+    if (rc == 0) {
+        ev->pool = self;
+        ev->state = KVT_GPU_EV_OUT;
+        ev->pool_at = self->nevents;
+        self->events[self->nevents++] = ev;
+        self->stats.created++;
+    }
     pthread_mutex_unlock(&gpu->mu);
+    if (rc != 0) {
+        kvt_gpu_event_free(ev); //  a plain event still: the creating thread may destroy it
+        kvt_gpu_fail(KVT_GPU_ENOMEM, "event_pool_get: out of memory");
+        return NULL;
+    }
     return ev;
 }
 
@@ -191,7 +197,8 @@ void kvt_gpu_event_pool_stats(kvt_gpu_event_pool_t *self, kvt_gpu_event_pool_sta
     out->free = 0;
     out->in_use = 0;
     out->pending = 0;
-    for (kvt_gpu_event_t *ev = self->events; ev; ev = ev->pool_next) {
+    for (uint32_t i = 0; i < self->nevents; i++) {
+        const kvt_gpu_event_t *ev = self->events[i];
         if (ev->state == KVT_GPU_EV_FREE)
             out->free++;
         else if (ev->state == KVT_GPU_EV_OUT)
@@ -220,13 +227,13 @@ void kvt_gpu_event_pool_destroy(kvt_gpu_event_pool_t **self_p)
         return;
     }
     pthread_mutex_lock(&gpu->mu);
-    kvt_gpu_event_t *list = self->events;
-    for (kvt_gpu_event_t *ev = list; ev; ev = ev->pool_next) {
+    for (uint32_t i = 0; i < self->nevents; i++) {
+        kvt_gpu_event_t *ev = self->events[i];
         ev->pool = NULL;
         ev->state = KVT_GPU_EV_PLAIN;
         ev->link = NULL;
     }
-    self->events = self->free = self->deferred = NULL;
+    self->free = self->deferred = NULL;
     if (self->prev)
         self->prev->next = self->next;
     else
@@ -234,12 +241,9 @@ void kvt_gpu_event_pool_destroy(kvt_gpu_event_pool_t **self_p)
     if (self->next)
         self->next->prev = self->prev;
     pthread_mutex_unlock(&gpu->mu);
-    while (list) {
-        kvt_gpu_event_t *ev = list;
-        list = ev->pool_next;
-        ev->pool_prev = ev->pool_next = NULL;
-        kvt_gpu_event_free(ev);
-    }
+    for (uint32_t i = 0; i < self->nevents; i++)
+        kvt_gpu_event_free(self->events[i]);
+    free(self->events);
     free(self);
     *self_p = NULL;
 }

@@ -127,8 +127,7 @@ struct _kvt_gpu_event_t {
     uint32_t max_records;       //  1 + max re-records
     kvt_gpu_event_pool_t *pool; //  pool it belongs to, or NULL (under gpu->mu)
     kvt_gpu_ev_state_t state;   //  where it is in its pool
-    kvt_gpu_event_t *pool_prev; //  pool's list of its events
-    kvt_gpu_event_t *pool_next; //  pool's list of its events
+    uint32_t pool_at;           //  index in its pool's events table
     kvt_gpu_event_t *link;      //  pool's free or deferred stack
     kvt_gpu_event_t *prev;      //  gpu->events list
     kvt_gpu_event_t *next;      //  gpu->events list
@@ -137,7 +136,9 @@ struct _kvt_gpu_event_t {
 struct _kvt_gpu_event_pool_t {
     kvt_gpu_t *gpu;                   //  device it belongs to
     uint64_t owner;                   //  thread token of its creator, who owns every event
-    kvt_gpu_event_t *events;          //  every event of the pool (pool_prev / pool_next)
+    kvt_gpu_event_t **events;         //  every event of the pool (ev->pool_at is its index)
+    uint32_t nevents;                 //  entries in events
+    uint32_t events_cap;              //  capacity of events
     kvt_gpu_event_t *free;            //  events ready for get (link stack)
     kvt_gpu_event_t *deferred;        //  retired events waiting for the owner thread (link stack)
     kvt_gpu_event_pool_stats_t stats; //  counters (free / in_use / pending computed on read)
