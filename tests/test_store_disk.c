@@ -827,3 +827,49 @@ Test(disk, an_identity_outside_the_world_is_refused_with_its_name)
     cr_assert_null(kvt_disk_new(&cfg, err, sizeof(err)));
     cr_assert(strstr(err, "disk.rank=2"), "%s", err);
 }
+
+// ----------------------------------------------------------- INLINE mode --
+
+typedef struct {
+    pthread_t caller; //  the thread that called put
+    int calls;        //  done callbacks
+    bool on_caller;   //  the last one ran on the caller's thread
+} inline_probe_t;
+
+static int s_inline_done(void *arg, int rc)
+{
+    inline_probe_t *p = arg;
+    p->calls++;
+    p->on_caller = pthread_equal(p->caller, pthread_self()) != 0;
+    return rc == KVT_STORE_OK ? 0 : 1;
+}
+
+Test(disk, an_inline_put_is_written_on_the_calling_thread_before_it_returns)
+{
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.log = s_log;
+    cfg.dir = s_dir;
+    cfg.capacity_bytes = 3 * (HDR + 1000);
+    cfg.io_mode = KVT_DISK_IO_INLINE;
+    cfg.queue_depth = 1;
+    kvt_disk_t *d = kvt_disk_new(&cfg, NULL, 0);
+    cr_assert_not_null(d);
+    static uint8_t buf[1000];
+    for (uint64_t i = 0; i < 6; i++) {
+        inline_probe_t p = {.caller = pthread_self()};
+        s_fill(buf, sizeof(buf), i);
+        cr_assert_eq(kvt_disk_put(d, NS, s_key(i), KVT_OBJ_KV, buf, sizeof(buf), s_inline_done, &p),
+                     KVT_STORE_OK, "put %llu", (unsigned long long)i);
+        cr_assert_eq(p.calls, 1, "done before the put returned");
+        cr_assert(p.on_caller, "done on the calling thread");
+        cr_assert_eq(s_read(d, i, 1000), KVT_STORE_OK, "readable at once");
+    }
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.puts, 6);
+    cr_assert_eq(st.evictions, 3);
+    cr_assert_eq(st.objects_writing, 0);
+    cr_assert_eq(st.puts_dropped, 0, "a queue of one never found busy");
+    kvt_disk_destroy(&d);
+}

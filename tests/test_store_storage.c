@@ -657,3 +657,150 @@ Test(storage, a_bad_setting_is_refused_with_its_name)
     cr_assert_null(kvt_storage_new(&cfg, err, sizeof(err)));
     cr_assert(strstr(err, "disk.dir"), "%s", err);
 }
+
+// ------------------------------------------------- disk I/O modes, flush --
+
+//  FNV-1a over the sorted names and contents of the files in dir.
+static uint64_t s_dir_digest(const char *dir, size_t *nfiles)
+{
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, NULL, alphasort);
+    cr_assert_geq(n, 0);
+    uint64_t h = 1469598103934665603ull;
+    *nfiles = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = list[i]->d_name;
+        if (name[0] != '.') {
+            char path[600];
+            snprintf(path, sizeof(path), "%s/%s", dir, name);
+            FILE *f = fopen(path, "rb");
+            cr_assert_not_null(f, "%s", path);
+            for (const char *c = name; *c; c++)
+                h = (h ^ (uint8_t)*c) * 1099511628211ull;
+            int ch;
+            while ((ch = fgetc(f)) != EOF)
+                h = (h ^ (uint8_t)ch) * 1099511628211ull;
+            fclose(f);
+            (*nfiles)++;
+        }
+        free(list[i]);
+    }
+    free(list);
+    return h;
+}
+
+//  One fixed sequence of storage calls in INLINE mode, in dir; writes every
+//  counter into c (returns how many). Every write is checked to be on disk
+//  when the call that queued it returns, without a flush.
+static size_t s_inline_run(const char *dir, kvt_write_policy_t policy, kvt_counter_t *c, size_t cap)
+{
+    kvt_storage_config_t cfg = s_config(8, true, policy);
+    cfg.disk.dir = dir;
+    cfg.disk.io_mode = KVT_DISK_IO_INLINE;
+    cfg.disk.queue_depth = 1; //  any write still queued would make the next one EBUSY
+    cfg.disk.capacity_bytes = 24 * (UNIT + KVT_DISK_HEADER_BYTES); //  the disk evicts too
+    kvt_storage_t *s = s_new(&cfg);
+    kvt_holder_t h = s_holder(s);
+    kvt_disk_t *d = kvt_storage_disk(s);
+    kvt_hash_t keys[64];
+    for (uint64_t i = 0; i < 60; i++) {
+        keys[i] = s_key(i);
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+        kvt_disk_stats_t ds;
+        kvt_disk_stats(d, &ds);
+        cr_assert_eq(ds.objects_writing, 0, "put %llu: a write still queued when the call returned",
+                     (unsigned long long)i);
+        if (policy == KVT_WRITE_ALWAYS)
+            cr_assert_eq(kvt_disk_stat(d, NS, s_key(i), KVT_OBJ_KV, NULL, NULL), KVT_STORE_OK,
+                         "put %llu is not on disk when the call returns", (unsigned long long)i);
+        if (i % 7 == 6) {
+            int tier = s_get(s, h, i / 2);
+            cr_assert(tier == KVT_TIER_POOL || tier == KVT_TIER_DISK || tier == KVT_STORE_ENOTFOUND,
+                      "get %llu: %d", (unsigned long long)(i / 2), tier);
+            kvt_disk_stats(d, &ds);
+            cr_assert_eq(ds.objects_writing, 0);
+        }
+        if (i % 5 == 4) {
+            kvt_lease_t l = {0};
+            cr_assert_geq(kvt_storage_lookup(s, NS, keys, (size_t)i + 1, KVT_OBJ_KV, h, &l, NULL),
+                          0);
+            if (l.id)
+                cr_assert_eq(kvt_storage_release(s, &l), KVT_STORE_OK);
+        }
+        kvt_storage_touch(s, NS, s_key(i / 3), KVT_OBJ_KV);
+    }
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.writes_not_queued, 0, "a write found the queue busy");
+    cr_assert_eq(st.disk.puts_dropped, 0);
+    cr_assert_gt(st.disk.evictions, 0);
+    size_t n = kvt_storage_counters(s, c, cap);
+    kvt_storage_destroy(&s);
+    return n;
+}
+
+static void s_inline_twice(kvt_write_policy_t policy)
+{
+    char a[300], b[300];
+    snprintf(a, sizeof(a), "%s/a", s_dir);
+    snprintf(b, sizeof(b), "%s/b", s_dir);
+    kvt_counter_t ca[256], cb[256];
+    size_t na = s_inline_run(a, policy, ca, 256);
+    size_t nb = s_inline_run(b, policy, cb, 256);
+    cr_assert_eq(na, nb);
+    cr_assert_leq(na, 256);
+    for (size_t i = 0; i < na; i++) {
+        cr_assert_str_eq(ca[i].name, cb[i].name);
+        cr_assert_eq(ca[i].value, cb[i].value, "%s: %llu then %llu", ca[i].name,
+                     (unsigned long long)ca[i].value, (unsigned long long)cb[i].value);
+    }
+    size_t fa = 0, fb = 0;
+    uint64_t da = s_dir_digest(a, &fa), db = s_dir_digest(b, &fb);
+    cr_assert_gt(fa, 0);
+    cr_assert_eq(fa, fb);
+    cr_assert_eq(da, db, "the two disk tiers hold different files");
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", a, b);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(storage, inline_disk_io_gives_the_same_tier_for_the_same_calls_write_through)
+{
+    s_inline_twice(KVT_WRITE_ALWAYS);
+}
+
+Test(storage, inline_disk_io_gives_the_same_tier_for_the_same_calls_write_back)
+{
+    s_inline_twice(KVT_WRITE_ON_EVICT);
+}
+
+Test(storage, flush_waits_for_every_write_and_releases_the_writers_leases)
+{
+    kvt_storage_config_t cfg = s_config(256, true, KVT_WRITE_ALWAYS);
+    cfg.pool.max_objects = 512;
+    cfg.disk.max_objects = 512;
+    cfg.disk.capacity_bytes = 4 << 20;
+    cfg.disk.io_threads = 1;
+    cfg.disk.queue_depth = 256;
+    kvt_storage_t *s = s_new(&cfg);
+    for (uint64_t i = 0; i < 200; i++)
+        cr_assert_eq(s_put(s, i), KVT_STORE_OK);
+    kvt_storage_flush(s);
+    kvt_storage_stats_t st;
+    kvt_storage_stats(s, &st);
+    cr_assert_eq(st.writes_queued, 200);
+    cr_assert_eq(st.disk.objects_writing, 0, "flush returned with writes in flight");
+    cr_assert_eq(st.disk.puts, 200);
+    cr_assert_eq(st.pool.leases_active, 0, "a write job's pool lease outlived the flush");
+    cr_assert_eq(st.pool.pinned_bytes, 0);
+    kvt_storage_destroy(&s);
+}
+
+Test(storage, a_bad_disk_io_mode_is_refused_with_its_name)
+{
+    kvt_storage_config_t cfg = s_config(8, true, KVT_WRITE_ALWAYS);
+    cfg.disk.io_mode = (kvt_disk_io_mode_t)5;
+    char err[256] = "";
+    cr_assert_null(kvt_storage_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "disk.io_mode=5"), "%s", err);
+}

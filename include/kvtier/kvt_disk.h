@@ -35,9 +35,11 @@
     under an object's name is a counted miss (foreign_files), left alone.
 
     Puts are asynchronous (a bounded queue served by io_threads threads);
-    reads are synchronous: one open + pread of a local file in the calling
-    thread, bounded by the device's own latency (no retries, no waits on the
-    queue). An object is readable only once its rename is done.
+    with io_mode INLINE there are no threads and the call that queued a
+    write runs it to completion before it returns (deterministic with one
+    calling thread, as under the sim driver). Reads are synchronous: one
+   open + pread of a local file in the calling thread, bounded by the device's own latency (no
+   retries, no waits on the queue). An object is readable only once its rename is done.
 
     Thread-safety: every call may be made from any thread. One mutex guards
     the index; file I/O happens outside it (rename and unlink inside it, so a
@@ -56,23 +58,32 @@ typedef struct _kvt_disk_t kvt_disk_t;
 
 #define KVT_DISK_HEADER_BYTES 80 //  header bytes at the start of every file (counted in capacity)
 
+//  Who runs the queued writes.
+typedef enum {
+    KVT_DISK_IO_THREADS = 0, //  io_threads writer threads, asynchronously (default)
+    KVT_DISK_IO_INLINE = 1,  //  the calling thread, to completion, before the call that queued
+                             //  the write returns: same results and counters, and the disk's
+                             //  contents never depend on thread timing (the sim driver)
+} kvt_disk_io_mode_t;
+
 //  Creation settings; kvt_disk_config_defaults fills every field. A zero in
 //  a numeric field means "the default".
 typedef struct {
-    const char *name;          //  name in logs, default "disk"
-    const char *dir;           //  directory (created if missing; one per rank); required
-    uint64_t capacity_bytes;   //  payload + header bytes kept on disk; required
-    uint32_t max_objects;      //  files indexed, default capacity / 64 KiB in [64, 4 Mi]
-    uint32_t io_threads;       //  writer threads, default 2, at most 64
-    uint32_t queue_depth;      //  puts queued or in flight, default 64
-    uint32_t rank;             //  TP rank whose bytes these are, default 0; below world_size
-    uint32_t world_size;       //  TP world size, default 1
-    uint64_t layout_id;        //  geometry / layout of the bytes (caller-derived), default 0
-    bool fsync;                //  fsync each file and the directory after rename, default false
-    kvt_store_clock_fn *clock; //  time source (ns), used for log lines only; NULL: monotonic
-    void *clock_arg;           //  argument of clock
-    kvt_store_log_fn *log;     //  log sink; NULL: warnings and errors to stderr
-    void *log_arg;             //  argument of log
+    const char *name;           //  name in logs, default "disk"
+    const char *dir;            //  directory (created if missing; one per rank); required
+    uint64_t capacity_bytes;    //  payload + header bytes kept on disk; required
+    uint32_t max_objects;       //  files indexed, default capacity / 64 KiB in [64, 4 Mi]
+    kvt_disk_io_mode_t io_mode; //  who runs queued writes, default THREADS
+    uint32_t io_threads;        //  writer threads (THREADS), default 2, at most 64
+    uint32_t queue_depth;       //  puts queued or in flight, default 64
+    uint32_t rank;              //  TP rank whose bytes these are, default 0; below world_size
+    uint32_t world_size;        //  TP world size, default 1
+    uint64_t layout_id;         //  geometry / layout of the bytes (caller-derived), default 0
+    bool fsync;                 //  fsync each file and the directory after rename, default false
+    kvt_store_clock_fn *clock;  //  time source (ns), used for log lines only; NULL: monotonic
+    void *clock_arg;            //  argument of clock
+    kvt_store_log_fn *log;      //  log sink; NULL: warnings and errors to stderr
+    void *log_arg;              //  argument of log
 } kvt_disk_config_t;
 
 //  Counters and gauges. Kind-indexed arrays use kind - 1.
@@ -104,8 +115,9 @@ typedef struct {
     uint64_t delete_failed;     //  files kvtier meant to delete but could not (still there)
 } kvt_disk_stats_t;
 
-//  Called exactly once per accepted zero-copy put, on an I/O thread, after
-//  the writer has finished reading src (rc: 0 or the write's error). Return 0
+//  Called exactly once per accepted zero-copy put, on an I/O thread (INLINE:
+//  on the calling thread, before kvt_disk_put returns), after the writer
+//  has finished reading src (rc: 0 or the write's error). Return 0
 //  if src stayed valid for the whole write; non-zero discards the file (its
 //  bytes may be torn). Called without the disk lock.
 typedef int(kvt_disk_done_fn)(void *arg, int rc);
@@ -172,8 +184,11 @@ kvt_touch_t kvt_disk_touch(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_ob
 //  Deletes the file with exactly this name: OK, ENOTFOUND, EBUSY (queued).
 int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
 
-//  Waits until every queued write has finished (tests, benchmarks,
-//  shutdown). Not for actor handlers: it blocks.
+//  Waits until every queued and in-flight write has finished, its
+//  completion called (so a zero-copy put's source is no longer read and
+//  whatever the completion releases is released): tests, benchmarks,
+//  shutdown. Not for actor handlers: it blocks (under INLINE it returns at
+//  once unless another thread is running a write).
 void kvt_disk_flush(kvt_disk_t *self);
 
 //  Snapshot of the counters and gauges.

@@ -22,6 +22,13 @@
     kvt_storage_pool (). Leases from storage calls are pool leases: release
     them with kvt_storage_release or kvt_pool_release.
 
+    Disk I/O: cfg.disk.io_mode THREADS (default) writes on the disk's I/O
+    threads; INLINE runs every write a call queues (write-through after a
+    commit, write-back of what a reservation evicted) to completion on the
+    calling thread before that call returns — same results, same counters,
+    and a disk tier that does not depend on thread timing (the replay
+    selects it under the sim driver).
+
     Thread-safety: as the pool and the disk backend; every call may be made
     from any thread. Lock order is pool, then disk; I/O threads never hold the
     disk lock while calling into the pool.
@@ -138,7 +145,10 @@ kvt_touch_t kvt_storage_touch(kvt_storage_t *self, uint64_t ns, kvt_hash_t key,
 //  Reclaims expired leases and reservations in the pool; returns how many.
 size_t kvt_storage_reclaim(kvt_storage_t *self);
 
-//  Waits for queued disk writes (tests, benchmarks, shutdown).
+//  Waits until every queued and in-flight disk write has finished and
+//  released the pool lease it held (tests, benchmarks, shutdown: call it
+//  before counting leases). Under disk.io_mode INLINE every write already
+//  finished inside the storage call that queued it.
 void kvt_storage_flush(kvt_storage_t *self);
 
 //  Snapshot of every counter.

@@ -393,6 +393,10 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
                 sc.disk.rank = r;
                 sc.disk.world_size = cfg->tp;
                 sc.disk.layout_id = kvt_namespace_id(kvt_namespace_hash(layout));
+                //  Under SIM every disk write runs inside the storage call
+                //  that queued it: the tier never depends on thread timing.
+                sc.disk.io_mode =
+                    cfg->driver == KVT_DRIVER_SIM ? KVT_DISK_IO_INLINE : KVT_DISK_IO_THREADS;
                 sc.write_policy = cfg->disk_write_on_evict ? KVT_WRITE_ON_EVICT : KVT_WRITE_ALWAYS;
             }
             run->storage[r] = kvt_storage_new(&sc, err, errlen);

@@ -291,6 +291,11 @@ static int s_validate(const kvt_disk_config_t *in, kvt_disk_config_t *cfg, char 
                          S_MAX_THREADS);
         return -1;
     }
+    if (cfg->io_mode != KVT_DISK_IO_THREADS && cfg->io_mode != KVT_DISK_IO_INLINE) {
+        kvt_store_seterr(err, errlen, "disk.io_mode=%d: must be threads (0) or inline (1)",
+                         (int)cfg->io_mode);
+        return -1;
+    }
     if (cfg->queue_depth > S_MAX_DEPTH) {
         kvt_store_seterr(err, errlen, "disk.queue_depth=%u: must be in [1, %u]", cfg->queue_depth,
                          S_MAX_DEPTH);
@@ -329,6 +334,7 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
     self->id = (kvt_dident_t){.rank = cfg.rank, .world = cfg.world_size, .layout = cfg.layout_id};
     self->capacity = cfg.capacity_bytes;
     self->fsync = cfg.fsync;
+    self->inline_io = cfg.io_mode == KVT_DISK_IO_INLINE;
     self->log = cfg.log;
     self->log_arg = cfg.log_arg;
     pthread_mutex_init(&self->mu, NULL);
@@ -399,6 +405,7 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
     if (!kvt_store_kind_ok(kind) || size == 0 || !src)
         return KVT_STORE_EINVAL;
     int rc = KVT_STORE_OK, derr = 0;
+    uint32_t job = KVT_NIL;
     char dname[KVT_DISK_NAME_LEN] = "";
     pthread_mutex_lock(&self->mu);
     uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
@@ -448,7 +455,7 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
     }
     i = s_alloc_ent(self, ns, key, kind, size, KVT_DENT_WRITING);
     self->st.objects_writing++;
-    kvt_disk_io_enqueue(self, i, src, size, owned, done, arg);
+    job = kvt_disk_io_enqueue(self, i, src, size, owned, done, arg);
     goto cleanup;
 dropped:
     self->st.puts_dropped++;
@@ -456,6 +463,8 @@ cleanup:
     pthread_mutex_unlock(&self->mu);
     if (derr != 0)
         s_log_undeleted(self, "evicted file", dname, derr);
+    if (rc == KVT_STORE_OK && self->inline_io)
+        kvt_disk_io_run_inline(self, job); //  written (or failed) before the put returns
     return rc;
 }
 

@@ -91,6 +91,7 @@ struct _kvt_disk_t {
     int dirfd;              //  the open directory: every file is named relative to it
     uint64_t capacity;      //  bytes (headers included)
     bool fsync;             //  fsync files and the directory
+    bool inline_io;         //  io_mode INLINE: callers run the queued writes
     kvt_store_log_fn *log;  //  log sink
     void *log_arg;          //  its argument
     pthread_mutex_t mu;     //  guards everything below
@@ -205,14 +206,19 @@ void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i);
 void kvt_disk_ent_block(kvt_disk_t *self, uint32_t i);
 
 //  Write queue (kvt_disk_io.c). io_init allocates `depth` jobs; io_start
-//  starts the threads (0, or -1 with err); io_stop finishes every queued
-//  write, stops the threads and frees the queue; io_enqueue (under the lock,
-//  a free job required) queues a write of entry `ent`.
+//  starts the threads (none under INLINE; 0, or -1 with err); io_stop
+//  finishes every write, stops the threads and frees the queue; io_enqueue
+//  (under the lock, a free job required) takes a job for a write of entry
+//  `ent` and returns it: queued for the threads, or under INLINE held for
+//  the caller, who runs it with io_run_inline once it dropped the lock.
+//  Under INLINE no caller runs another's job: a completion that calls into
+//  the pool never runs on a thread that may hold the pool lock.
 int kvt_disk_io_init(kvt_disk_t *self, uint32_t depth);
 int kvt_disk_io_start(kvt_disk_t *self, uint32_t nthreads, char *err, size_t errlen);
 void kvt_disk_io_stop(kvt_disk_t *self);
-void kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size, void *owned,
-                         kvt_disk_done_fn *done, void *arg);
+uint32_t kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size,
+                             void *owned, kvt_disk_done_fn *done, void *arg);
+void kvt_disk_io_run_inline(kvt_disk_t *self, uint32_t job);
 
 //  Logs a line drawn from `budget`. Call without the disk lock.
 void kvt_disk_logf(kvt_disk_t *self, int level, kvt_dlog_t budget, const char *fmt, ...)

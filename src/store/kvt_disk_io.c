@@ -117,6 +117,30 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
                       strerror(tmp_err));
 }
 
+//  Runs job j, no longer queued (under the lock on entry and exit, without
+//  it while the job runs), and frees its slot.
+static void s_run_held(kvt_disk_t *self, uint32_t j)
+{
+    kvt_djob_t job = self->jobs[j];
+    pthread_mutex_unlock(&self->mu);
+    s_run_job(self, job);
+    pthread_mutex_lock(&self->mu);
+    self->jobs[j].next = self->job_free;
+    self->job_free = j;
+    if (--self->busy == 0)
+        pthread_cond_broadcast(&self->idle);
+}
+
+//  Takes the oldest queued job and runs it (under the lock).
+static void s_run_next(kvt_disk_t *self)
+{
+    uint32_t j = self->q_head;
+    self->q_head = self->jobs[j].next;
+    if (self->q_head == KVT_NIL)
+        self->q_tail = KVT_NIL;
+    s_run_held(self, j);
+}
+
 static void *s_io_thread(void *arg)
 {
     kvt_disk_t *self = arg;
@@ -126,21 +150,17 @@ static void *s_io_thread(void *arg)
             pthread_cond_wait(&self->work, &self->mu);
         if (self->q_head == KVT_NIL)
             break; //  stop, and nothing left to write
-        uint32_t j = self->q_head;
-        self->q_head = self->jobs[j].next;
-        if (self->q_head == KVT_NIL)
-            self->q_tail = KVT_NIL;
-        kvt_djob_t job = self->jobs[j];
-        pthread_mutex_unlock(&self->mu);
-        s_run_job(self, job);
-        pthread_mutex_lock(&self->mu);
-        self->jobs[j].next = self->job_free;
-        self->job_free = j;
-        if (--self->busy == 0)
-            pthread_cond_broadcast(&self->idle);
+        s_run_next(self);
     }
     pthread_mutex_unlock(&self->mu);
     return NULL;
+}
+
+void kvt_disk_io_run_inline(kvt_disk_t *self, uint32_t j)
+{
+    pthread_mutex_lock(&self->mu);
+    s_run_held(self, j);
+    pthread_mutex_unlock(&self->mu);
 }
 
 int kvt_disk_io_init(kvt_disk_t *self, uint32_t depth)
@@ -160,6 +180,8 @@ int kvt_disk_io_init(kvt_disk_t *self, uint32_t depth)
 
 int kvt_disk_io_start(kvt_disk_t *self, uint32_t nthreads, char *err, size_t errlen)
 {
+    if (self->inline_io)
+        return 0; //  the callers run the writes
     self->threads = calloc(nthreads, sizeof(pthread_t));
     if (!self->threads) {
         kvt_store_seterr(err, errlen, "disk.io_threads=%u: out of memory", nthreads);
@@ -177,7 +199,7 @@ int kvt_disk_io_start(kvt_disk_t *self, uint32_t nthreads, char *err, size_t err
 
 void kvt_disk_io_stop(kvt_disk_t *self)
 {
-    if (self->nthreads > 0)
+    if (self->inline_io || self->nthreads > 0)
         kvt_disk_flush(self);
     pthread_mutex_lock(&self->mu);
     self->stop = true;
@@ -192,8 +214,8 @@ void kvt_disk_io_stop(kvt_disk_t *self)
     self->jobs = NULL;
 }
 
-void kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size, void *owned,
-                         kvt_disk_done_fn *done, void *arg)
+uint32_t kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size,
+                             void *owned, kvt_disk_done_fn *done, void *arg)
 {
     assert(self->job_free != KVT_NIL);
     uint32_t j = self->job_free;
@@ -206,13 +228,16 @@ void kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t
                                  .done = done,
                                  .arg = arg,
                                  .next = KVT_NIL};
+    self->busy++;
+    if (self->inline_io)
+        return j; //  held for its caller: no one else runs it
     if (self->q_tail != KVT_NIL)
         self->jobs[self->q_tail].next = j;
     else
         self->q_head = j;
     self->q_tail = j;
-    self->busy++;
     pthread_cond_signal(&self->work);
+    return j;
 }
 
 void kvt_disk_flush(kvt_disk_t *self)
