@@ -64,7 +64,7 @@ static void s_model_remove(uint32_t *model, uint32_t *n, uint32_t v)
     cr_assert_fail("%u not in the model", v);
 }
 
-Test(ilist, random_appends_unlinks_and_refreshes_match_a_model)
+Test(ilist, random_appends_prepends_unlinks_and_refreshes_match_a_model)
 {
     s_item_t items[S_N];
     memset(items, 0xAB, sizeof items);
@@ -77,9 +77,15 @@ Test(ilist, random_appends_unlinks_and_refreshes_match_a_model)
     for (int step = 0; step < 20000; step++) {
         uint32_t i = (uint32_t)(s_rand(&rng) % S_N);
         uint64_t op = s_rand(&rng) % 4;
-        if (!in[i]) {
+        if (!in[i] && op < 2) {
             kvt_ilist_append(&l, k, i);
             model[n++] = i;
+            in[i] = true;
+        } else if (!in[i]) {
+            kvt_ilist_prepend(&l, k, i);
+            memmove(model + 1, model, n * sizeof *model);
+            model[0] = i;
+            n++;
             in[i] = true;
         } else if (op == 0) {
             kvt_ilist_unlink(&l, k, i);

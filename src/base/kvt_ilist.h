@@ -6,7 +6,7 @@
     kvt_ilist_push_tail / _remove / _pop_head). The list holds head, tail
     and count. Every operation is O(1) and allocates nothing. Used for LRU
     orders and time-ordered lists: append at the tail (young end), take
-    from the head (old end). An index is in at most one list of the same
+    from the head (old end); prepend makes a LIFO. An index is in at most one list of the same
     links at a time; a removed index has both links KVT_ILIST_NONE. */
 #ifndef KVT_ILIST_H_INCLUDED
 #define KVT_ILIST_H_INCLUDED
@@ -78,6 +78,19 @@ static inline void kvt_ilist_append(kvt_ilist_t *l, kvt_ilinks_t k, uint32_t i)
     else
         l->head = i;
     l->tail = i;
+    l->count++;
+}
+
+//  Puts i in front of the head (a LIFO free list, for instance).
+static inline void kvt_ilist_prepend(kvt_ilist_t *l, kvt_ilinks_t k, uint32_t i)
+{
+    *kvt_ilist_prev_(k, i) = KVT_ILIST_NONE;
+    *kvt_ilist_next_(k, i) = l->head;
+    if (l->head != KVT_ILIST_NONE)
+        *kvt_ilist_prev_(k, l->head) = i;
+    else
+        l->tail = i; //  the first member is both ends
+    l->head = i;
     l->count++;
 }
 

@@ -48,17 +48,15 @@ static unsigned s_class_above(const kvt_extents_t *self, unsigned c)
     return (w << 6) + (unsigned)__builtin_ctzll(self->classmap[w]);
 }
 
+#define S_BIN_LINKS(self) KVT_ILINKS((self)->ext, bin)
+
 static void s_bin_insert(kvt_extents_t *self, uint32_t id)
 {
     kvt_extent_t *e = &self->ext[id];
     unsigned c = s_class(e->len);
     e->cls = (uint16_t)c;
     e->free = 1;
-    e->bprev = KVT_NIL;
-    e->bnext = self->heads[c];
-    if (e->bnext != KVT_NIL)
-        self->ext[e->bnext].bprev = id;
-    self->heads[c] = id;
+    kvt_ilist_prepend(&self->bins[c], S_BIN_LINKS(self), id);
     s_mark(self, c);
     self->free_extents++;
 }
@@ -67,13 +65,8 @@ static void s_bin_remove(kvt_extents_t *self, uint32_t id)
 {
     kvt_extent_t *e = &self->ext[id];
     assert(e->free);
-    if (e->bprev != KVT_NIL)
-        self->ext[e->bprev].bnext = e->bnext;
-    else
-        self->heads[e->cls] = e->bnext;
-    if (e->bnext != KVT_NIL)
-        self->ext[e->bnext].bprev = e->bprev;
-    if (self->heads[e->cls] == KVT_NIL)
+    kvt_ilist_unlink(&self->bins[e->cls], S_BIN_LINKS(self), id);
+    if (self->bins[e->cls].count == 0)
         s_unmark(self, e->cls);
     e->free = 0;
     self->free_extents--;
@@ -100,7 +93,7 @@ int kvt_extents_init(kvt_extents_t *self, uint64_t units, uint32_t max_allocs)
     if (!self->ext)
         return -1;
     for (unsigned c = 0; c < KVT_EXT_CLASSES; c++)
-        self->heads[c] = KVT_NIL;
+        kvt_ilist_init(&self->bins[c]);
     for (unsigned w = 0; w < KVT_EXT_WORDS; w++)
         self->classmap[w] = 0;
     self->wordmap = 0;
@@ -126,7 +119,8 @@ void kvt_extents_fini(kvt_extents_t *self)
 static uint32_t s_scan(kvt_extents_t *self, unsigned c, uint64_t units, uint64_t limit)
 {
     uint64_t n = 0;
-    for (uint32_t e = self->heads[c]; e != KVT_NIL && n < limit; e = self->ext[e].bnext, n++) {
+    for (uint32_t e = self->bins[c].head; e != KVT_NIL && n < limit;
+         e = self->ext[e].bin.next, n++) {
         if (self->ext[e].len >= units) {
             self->scanned += n + 1;
             return e;
@@ -146,7 +140,7 @@ uint32_t kvt_extents_alloc(kvt_extents_t *self, uint64_t units)
     if (id == KVT_NIL) {
         unsigned up = s_class_above(self, c);
         if (up < KVT_EXT_CLASSES)
-            id = self->heads[up];
+            id = self->bins[up].head;
     }
     if (id == KVT_NIL) //  only the own class can still fit: finish its scan
         id = s_scan(self, c, units, UINT64_MAX);
@@ -208,7 +202,7 @@ uint64_t kvt_extents_largest_free(const kvt_extents_t *self)
     unsigned w = 63u - (unsigned)__builtin_clzll(self->wordmap);
     unsigned c = (w << 6) + 63u - (unsigned)__builtin_clzll(self->classmap[w]);
     uint64_t best = 0;
-    for (uint32_t e = self->heads[c]; e != KVT_NIL; e = self->ext[e].bnext)
+    for (uint32_t e = self->bins[c].head; e != KVT_NIL; e = self->ext[e].bin.next)
         if (self->ext[e].len > best)
             best = self->ext[e].len;
     return best;

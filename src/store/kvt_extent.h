@@ -18,6 +18,7 @@
 #ifndef KVT_EXTENT_H_INCLUDED
 #define KVT_EXTENT_H_INCLUDED
 
+#include "base/kvt_ilist.h"
 #include "kvt_store_int.h"
 
 #define KVT_EXT_SL_BITS 4                                  //  log2(classes per power of two)
@@ -25,29 +26,28 @@
 #define KVT_EXT_WORDS   ((KVT_EXT_CLASSES + 63) / 64)      //  words of the class bitmap
 
 typedef struct {
-    uint64_t off;   //  first unit
-    uint64_t len;   //  units
-    uint32_t prev;  //  address-order neighbour below (KVT_NIL at the start)
-    uint32_t next;  //  address-order neighbour above; next free descriptor when unused
-    uint32_t bprev; //  previous extent in its free class
-    uint32_t bnext; //  next extent in its free class
-    uint32_t owner; //  allocated: the caller's tag (kvt_extents_set_owner)
-    uint32_t mark;  //  scratch for the caller's scans (the pool's visit stamp)
-    uint16_t cls;   //  its size class while free
-    uint8_t free;   //  1 if this extent is free
+    uint64_t off;    //  first unit
+    uint64_t len;    //  units
+    uint32_t prev;   //  address-order neighbour below (KVT_NIL at the start)
+    uint32_t next;   //  address-order neighbour above; next free descriptor when unused
+    kvt_ilink_t bin; //  in its free class's list
+    uint32_t owner;  //  allocated: the caller's tag (kvt_extents_set_owner)
+    uint32_t mark;   //  scratch for the caller's scans (the pool's visit stamp)
+    uint16_t cls;    //  its size class while free
+    uint8_t free;    //  1 if this extent is free
 } kvt_extent_t;
 
 typedef struct {
-    kvt_extent_t *ext;                //  descriptor table
-    uint32_t nmax;                    //  descriptors
-    uint32_t unused;                  //  head of the unused-descriptor list
-    uint32_t heads[KVT_EXT_CLASSES];  //  free-class heads
-    uint64_t classmap[KVT_EXT_WORDS]; //  bit c set when heads[c] is non-empty
-    uint64_t wordmap;                 //  bit w set when classmap[w] is non-zero
-    uint64_t units;                   //  arena size in units
-    uint64_t used_units;              //  units allocated
-    uint64_t free_extents;            //  free extents now
-    uint64_t scanned;                 //  free extents examined by allocations (cost gauge)
+    kvt_extent_t *ext;                 //  descriptor table
+    uint32_t nmax;                     //  descriptors
+    uint32_t unused;                   //  head of the unused-descriptor list
+    kvt_ilist_t bins[KVT_EXT_CLASSES]; //  free extents per class, most recently freed first
+    uint64_t classmap[KVT_EXT_WORDS];  //  bit c set when bins[c] is non-empty
+    uint64_t wordmap;                  //  bit w set when classmap[w] is non-zero
+    uint64_t units;                    //  arena size in units
+    uint64_t used_units;               //  units allocated
+    uint64_t free_extents;             //  free extents now
+    uint64_t scanned;                  //  free extents examined by allocations (cost gauge)
 } kvt_extents_t;
 
 //  Prepares an arena of `units` for at most max_allocs live allocations.

@@ -72,6 +72,16 @@ void kvt_pool_logq(kvt_pool_t *self, int level, const char *fmt, ...)
 
 // ---------------------------------------------------------- creation --
 
+//  True when setting `name` is at most `max`; else the error names it.
+static bool s_at_most(const char *name, uint64_t value, uint64_t max, char *err, size_t errlen)
+{
+    if (value <= max)
+        return true;
+    kvt_store_seterr(err, errlen, "pool.%s=%llu: must be at most %llu", name,
+                     (unsigned long long)value, (unsigned long long)max);
+    return false;
+}
+
 static int s_validate(const kvt_pool_config_t *in, kvt_pool_config_t *cfg, char *err, size_t errlen)
 {
     *cfg = *in;
@@ -105,31 +115,12 @@ static int s_validate(const kvt_pool_config_t *in, kvt_pool_config_t *cfg, char 
         uint64_t n = cfg->capacity_bytes / (64u << 10);
         cfg->max_objects = (uint32_t)(n < 64 ? 64 : n > S_MAX_OBJECTS ? S_MAX_OBJECTS : n);
     }
-    if (cfg->max_objects > S_MAX_OBJECTS) {
-        kvt_store_seterr(err, errlen, "pool.max_objects=%u: must be at most %u", cfg->max_objects,
-                         S_MAX_OBJECTS);
+    if (!s_at_most("max_objects", cfg->max_objects, S_MAX_OBJECTS, err, errlen) ||
+        !s_at_most("max_leases", cfg->max_leases, S_MAX_LEASES, err, errlen) ||
+        !s_at_most("max_pins", cfg->max_pins, S_MAX_PINS, err, errlen) ||
+        !s_at_most("max_holders", cfg->max_holders, S_MAX_HOLDERS, err, errlen) ||
+        !s_at_most("ttl_ms", cfg->ttl_ms, S_MAX_TTL_MS, err, errlen))
         return -1;
-    }
-    if (cfg->max_leases > S_MAX_LEASES) {
-        kvt_store_seterr(err, errlen, "pool.max_leases=%u: must be at most %u", cfg->max_leases,
-                         S_MAX_LEASES);
-        return -1;
-    }
-    if (cfg->max_pins > S_MAX_PINS) {
-        kvt_store_seterr(err, errlen, "pool.max_pins=%u: must be at most %u", cfg->max_pins,
-                         S_MAX_PINS);
-        return -1;
-    }
-    if (cfg->max_holders > S_MAX_HOLDERS) {
-        kvt_store_seterr(err, errlen, "pool.max_holders=%u: must be at most %u", cfg->max_holders,
-                         S_MAX_HOLDERS);
-        return -1;
-    }
-    if (cfg->ttl_ms > S_MAX_TTL_MS) {
-        kvt_store_seterr(err, errlen, "pool.ttl_ms=%llu: must be at most %llu",
-                         (unsigned long long)cfg->ttl_ms, (unsigned long long)S_MAX_TTL_MS);
-        return -1;
-    }
     if (!cfg->clock)
         cfg->clock = kvt_store_monotonic_ns;
     if (!cfg->log)

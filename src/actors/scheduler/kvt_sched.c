@@ -23,6 +23,28 @@ int kvt_sched_reserve_scratch(kvt_sched_t *self, uint32_t nblocks, uint32_t nkey
     return 0;
 }
 
+void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
+                         kvt_load_spec_t *sp)
+{
+    uint32_t nchunks = (end - start) / self->cfg.chunk_size;
+    uint32_t nblocks = (end - start) / self->cfg.block_size;
+    memset(sp, 0, sizeof(*sp));
+    sp->op.req = r->id;
+    sp->op.gen = r->gen;
+    sp->start = start;
+    sp->end = end;
+    sp->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
+    sp->nblocks = nblocks;
+    sp->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
+    sp->nkeys = nchunks;
+    memcpy(self->p_u32 + self->p_nu32, r->blocks + start / self->cfg.block_size,
+           (size_t)nblocks * sizeof(uint32_t));
+    self->p_nu32 += nblocks;
+    for (uint32_t c = 0; c < nchunks; c++)
+        self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, start / self->cfg.chunk_size + c);
+    self->p_bytes += KVT_SCHED_SPEC_BYTES(nblocks, nchunks);
+}
+
 void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
                      uint32_t b, uint32_t c)
 {

@@ -17,23 +17,7 @@ static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uin
                         sizeof(kvt_load_spec_t)) ||
         kvt_sched_reserve_scratch(self, nblocks, nchunks))
         return -1;
-    kvt_load_spec_t *ld = &self->p_loads[self->p_nloads++];
-    memset(ld, 0, sizeof(*ld));
-    ld->op.req = r->id;
-    ld->op.gen = r->gen;
-    ld->start = floor_tok;
-    ld->end = end_tok;
-    ld->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
-    ld->nblocks = nblocks;
-    ld->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
-    ld->nkeys = nchunks;
-    memcpy(self->p_u32 + self->p_nu32, r->blocks + floor_tok / self->cfg.block_size,
-           (size_t)nblocks * sizeof(uint32_t));
-    self->p_nu32 += nblocks;
-    for (uint32_t c = 0; c < nchunks; c++)
-        self->p_h[self->p_nh++] =
-            kvt_sched_chunk_key(self, r, floor_tok / self->cfg.chunk_size + c);
-    self->p_bytes += KVT_SCHED_SPEC_BYTES(nblocks, nchunks);
+    kvt_sched_fill_spec(self, r, floor_tok, end_tok, &self->p_loads[self->p_nloads++]);
     return 0;
 }
 

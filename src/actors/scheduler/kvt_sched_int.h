@@ -126,6 +126,12 @@ static inline uint32_t kvt_sched_blocks_needed(const kvt_sched_t *self, uint64_t
 //  hashes: 0, or -1 when out of memory.
 int kvt_sched_reserve_scratch(kvt_sched_t *self, uint32_t nblocks, uint32_t nkeys);
 
+//  Fills the load or save spec `sp` with [start, end) of request r (whole
+//  chunks): its block ids and chunk keys go into the plan scratch, as
+//  offsets until the plan is finished. The caller reserved the scratch.
+void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
+                         kvt_load_spec_t *sp);
+
 //  Queues an event for the next plan.
 void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
                      uint32_t b, uint32_t c);

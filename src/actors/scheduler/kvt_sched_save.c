@@ -39,25 +39,9 @@ static int s_grow_saves(kvt_sched_t *self)
 //  reserved by the caller, so this cannot fail.
 static void s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end)
 {
-    uint32_t nchunks = (end - start) / self->cfg.chunk_size;
-    uint32_t nblocks = (end - start) / self->cfg.block_size;
     kvt_save_spec_t *sp = &self->p_saves[self->p_nsaves++];
-    memset(sp, 0, sizeof(*sp));
-    sp->op.req = r->id;
-    sp->op.gen = r->gen;
+    kvt_sched_fill_spec(self, r, start, end, sp);
     sp->attempt = r->save_attempt;
-    sp->start = start;
-    sp->end = end;
-    sp->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
-    sp->nblocks = nblocks;
-    sp->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
-    sp->nkeys = nchunks;
-    memcpy(self->p_u32 + self->p_nu32, r->blocks + start / self->cfg.block_size,
-           (size_t)nblocks * sizeof(uint32_t));
-    self->p_nu32 += nblocks;
-    for (uint32_t c = 0; c < nchunks; c++)
-        self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, start / self->cfg.chunk_size + c);
-    self->p_bytes += KVT_SCHED_SPEC_BYTES(nblocks, nchunks);
 }
 
 //  Records an outstanding chunk save and leases its source blocks. Returns
@@ -314,20 +298,22 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     kvt_blockmgr_stats_t b;
     kvt_blockmgr_stats(self->bm, &b);
     kvt_counter_add(c, n, cap, "blocks.total", kvt_blockmgr_total(self->bm));
-    kvt_counter_add(c, n, cap, "blocks.allocated", b.allocated);
-    kvt_counter_add(c, n, cap, "blocks.evicted", b.evicted);
-    kvt_counter_add(c, n, cap, "blocks.registered", b.registered);
-    kvt_counter_add(c, n, cap, "blocks.duplicate_regs", b.duplicate_regs);
-    kvt_counter_add(c, n, cap, "blocks.hit_blocks", b.hit_blocks);
-    kvt_counter_add(c, n, cap, "blocks.token_mismatch", b.token_mismatch);
+#define S_C(prefix, st, field) kvt_counter_add(c, n, cap, prefix #field, st.field)
+    S_C("blocks.", b, allocated);
+    S_C("blocks.", b, evicted);
+    S_C("blocks.", b, registered);
+    S_C("blocks.", b, duplicate_regs);
+    S_C("blocks.", b, hit_blocks);
+    S_C("blocks.", b, token_mismatch);
     kvt_tierindex_stats_t t;
     kvt_tierindex_stats(self->tier, &t);
     kvt_counter_add(c, n, cap, "tierview.size", kvt_tierindex_size(self->tier));
-    kvt_counter_add(c, n, cap, "tierview.inserted", t.inserted);
-    kvt_counter_add(c, n, cap, "tierview.evicted", t.evicted);
-    kvt_counter_add(c, n, cap, "tierview.retracted", t.retracted);
-    kvt_counter_add(c, n, cap, "tierview.lookups", t.lookups);
-    kvt_counter_add(c, n, cap, "tierview.hit_keys", t.hit_keys);
+    S_C("tierview.", t, inserted);
+    S_C("tierview.", t, evicted);
+    S_C("tierview.", t, retracted);
+    S_C("tierview.", t, lookups);
+    S_C("tierview.", t, hit_keys);
+#undef S_C
 }
 
 // -------------------------------------------------------------- audit ----
