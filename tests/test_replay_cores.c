@@ -507,9 +507,9 @@ Test(sim_engine_core, ttft_runs_from_arrival_to_the_end_of_the_step_that_ends_th
         t += i == 0 ? 2500 : i < 10 ? 2000 : 1500;
         ft[i] = t;
     }
-    cr_assert_float_eq(res.ttft_p50_ms, ft[5] / 1e3, 1e-9);
-    cr_assert_float_eq(res.ttft_p90_ms, ft[9] / 1e3, 1e-9);
-    cr_assert_float_eq(res.ttft_p99_ms, ft[9] / 1e3, 1e-9);
+    cr_assert(res.ttft_p50_ms == ft[5] / 1e3, "%f ms", res.ttft_p50_ms);
+    cr_assert(res.ttft_p90_ms == ft[9] / 1e3, "%f ms", res.ttft_p90_ms);
+    cr_assert(res.ttft_p99_ms == ft[9] / 1e3, "%f ms", res.ttft_p99_ms);
     cr_assert_eq(res.model_time_us, t + 1010);
     cr_assert_eq(res.steps, 13);
     kvt_sim_engine_core_destroy(&e);
