@@ -1,8 +1,9 @@
-/*  kvt_disk.c — the disk backend: configuration, index and LRU, the
-    admission of puts, synchronous verified reads. The write queue and its
-    I/O threads are in kvt_disk_io.c, the file format and the start-up
-    rescan in kvt_disk_file.c; the design is described in kvt_disk.h and
-    docs/store.md. */
+/*  kvt_disk.c — the disk backend: configuration and lifecycle, the
+    admission of puts, synchronous verified reads, lookups and touches. The
+    index and LRU are in kvt_disk_index.c, the write queue and its I/O
+    threads in kvt_disk_io.c, the file format in kvt_disk_file.c, the
+    start-up rescan in kvt_disk_rescan.c; the design is described in
+    kvt_disk.h and docs/store.md. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,231 +27,6 @@ void kvt_disk_config_defaults(kvt_disk_config_t *cfg)
                                .io_threads = S_DEFAULT_THREADS,
                                .queue_depth = S_DEFAULT_DEPTH,
                                .world_size = 1};
-}
-
-// ------------------------------------------------------------- index --
-
-static void s_lru_unlink(kvt_disk_t *self, uint32_t i)
-{
-    kvt_dent_t *e = &self->ents[i];
-    if (e->prev != KVT_NIL)
-        self->ents[e->prev].next = e->next;
-    else
-        self->lru_old = e->next;
-    if (e->next != KVT_NIL)
-        self->ents[e->next].prev = e->prev;
-    else
-        self->lru_young = e->prev;
-}
-
-static void s_lru_push_young(kvt_disk_t *self, uint32_t i)
-{
-    kvt_dent_t *e = &self->ents[i];
-    e->next = KVT_NIL;
-    e->prev = self->lru_young;
-    if (self->lru_young != KVT_NIL)
-        self->ents[self->lru_young].next = i;
-    else
-        self->lru_old = i;
-    self->lru_young = i;
-}
-
-static void s_refresh(kvt_disk_t *self, uint32_t i)
-{
-    if (self->lru_young == i)
-        return;
-    s_lru_unlink(self, i);
-    s_lru_push_young(self, i);
-}
-
-//  The entry in `state` matching a query, or KVT_NIL.
-static uint32_t s_find(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                       kvt_dent_state_t state)
-{
-    kvt_obj_kind_t cand[2];
-    int nc = kvt_store_candidates(kind, cand);
-    kvt_keymap_entry_t *m = kvt_keymap_find(&self->map, ns, key);
-    if (!m)
-        return KVT_NIL;
-    for (int c = 0; c < nc; c++) {
-        uint32_t v = m->slot[cand[c] - 1];
-        if (v && self->ents[v - 1].state == state)
-            return v - 1;
-    }
-    return KVT_NIL;
-}
-
-static uint32_t s_alloc_ent(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                            uint64_t size, kvt_dent_state_t state)
-{
-    uint32_t i = self->ent_free;
-    if (i == KVT_NIL)
-        return KVT_NIL;
-    kvt_dent_t *e = &self->ents[i];
-    self->ent_free = e->next;
-    e->ns = ns;
-    e->key = key;
-    e->kind = (uint8_t)kind;
-    e->size = size;
-    e->state = (uint8_t)state;
-    e->pins = 0;
-    e->prev = e->next = KVT_NIL;
-    int set = kvt_keymap_set(&self->map, ns, key, kind, i + 1);
-    assert(set == 0); //  the map holds as many keys as there are entries
-    (void)set;
-    if (state != KVT_DENT_BLOCKED) //  a blocked name holds no room: the file is not ours
-        self->used += KVT_DISK_HDR + size;
-    if (state == KVT_DENT_WRITING)
-        self->writing += KVT_DISK_HDR + size;
-    return i;
-}
-
-void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i)
-{
-    kvt_dent_t *e = &self->ents[i];
-    if (e->state == KVT_DENT_BLOCKED) {
-        kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
-        e->state = KVT_DENT_FREE;
-        e->gen++;
-        e->next = self->ent_free;
-        self->ent_free = i;
-        return;
-    }
-    if (e->state == KVT_DENT_READY) {
-        s_lru_unlink(self, i);
-        self->st.objects--;
-        if (e->pins > 0) { //  deleted under a pin (failed validation): the pin lapses
-            self->pinned -= KVT_DISK_HDR + e->size;
-            self->npinned--;
-            e->pins = 0;
-        }
-    } else {
-        self->st.objects_writing--;
-        self->writing -= KVT_DISK_HDR + e->size;
-    }
-    kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
-    self->used -= KVT_DISK_HDR + e->size;
-    e->state = KVT_DENT_FREE;
-    e->gen++;
-    e->next = self->ent_free;
-    self->ent_free = i;
-}
-
-void kvt_disk_ent_block(kvt_disk_t *self, uint32_t i)
-{
-    kvt_dent_t *e = &self->ents[i];
-    assert(e->state == KVT_DENT_READY || e->state == KVT_DENT_WRITING);
-    if (e->state == KVT_DENT_READY) {
-        s_lru_unlink(self, i);
-        self->st.objects--;
-        if (e->pins > 0) {
-            self->pinned -= KVT_DISK_HDR + e->size;
-            self->npinned--;
-            e->pins = 0;
-        }
-    } else {
-        self->st.objects_writing--;
-        self->writing -= KVT_DISK_HDR + e->size;
-    }
-    self->used -= KVT_DISK_HDR + e->size;
-    e->size = 0;
-    e->state = KVT_DENT_BLOCKED;
-    e->gen++;
-    e->prev = e->next = KVT_NIL;
-}
-
-//  Deletes a ready entry's file and forgets it. Under the lock, so a name is
-//  never unlinked after a new file of the same name was renamed into place.
-//  0 (deleted, or already gone) or the errno of a failed unlink: the file is
-//  still there, so the entry leaves the index but keeps its name blocked
-//  (delete_failed); the caller logs it once the lock is dropped.
-static int s_delete(kvt_disk_t *self, uint32_t i, char name[KVT_DISK_NAME_LEN])
-{
-    kvt_dent_t *e = &self->ents[i];
-    kvt_disk_file_name(name, e->ns, e->key, (kvt_obj_kind_t)e->kind, &self->id);
-    if (unlinkat(self->dirfd, name, 0) != 0 && errno != ENOENT) {
-        int err = errno;
-        self->st.delete_failed++;
-        kvt_disk_ent_block(self, i);
-        return err;
-    }
-    kvt_disk_ent_free(self, i);
-    return 0;
-}
-
-//  Takes the oldest unpinned ready file out of the index (deleting it);
-//  false if there is none. A pinned file met at the old end is being read:
-//  it goes to the young end, so no later eviction walks past it again. A
-//  file that could not be deleted still leaves the index: *err and name say
-//  which (the first one, if *err was 0).
-static bool s_evict_one(kvt_disk_t *self, int *err, char name[KVT_DISK_NAME_LEN])
-{
-    if (self->st.objects == self->npinned)
-        return false;
-    for (uint64_t n = self->st.objects; n > 0; n--) {
-        uint32_t i = self->lru_old;
-        if (self->ents[i].pins > 0) {
-            s_refresh(self, i);
-            continue;
-        }
-        uint64_t bytes = KVT_DISK_HDR + self->ents[i].size;
-        char one[KVT_DISK_NAME_LEN];
-        int e = s_delete(self, i, one);
-        if (e == 0) {
-            self->st.evictions++;
-            self->st.evicted_bytes += bytes;
-        } else if (*err == 0) {
-            *err = e;
-            memcpy(name, one, KVT_DISK_NAME_LEN);
-        }
-        return true;
-    }
-    return false;
-}
-
-//  Logs a delete that failed (call without the lock).
-static void s_log_undeleted(kvt_disk_t *self, const char *what, const char *name, int err)
-{
-    kvt_disk_logf(self, 1, KVT_DLOG_RUNTIME,
-                  "could not delete %s %s: %s; it stays on disk, out of the index, its name "
-                  "blocked",
-                  what, name, strerror(err));
-}
-
-//  True if the exact name of (ns, key, kind) is held by a file not ours.
-static bool s_blocked(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
-{
-    kvt_keymap_entry_t *m = kvt_keymap_find(&self->map, ns, key);
-    uint32_t v = m ? m->slot[kind - 1] : 0;
-    return v && self->ents[v - 1].state == KVT_DENT_BLOCKED;
-}
-
-void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i)
-{
-    kvt_dent_t *e = &self->ents[i];
-    assert(e->state == KVT_DENT_WRITING);
-    e->state = KVT_DENT_READY;
-    self->writing -= KVT_DISK_HDR + e->size;
-    self->st.objects_writing--;
-    self->st.objects++;
-    s_lru_push_young(self, i);
-}
-
-int kvt_disk_insert_blocked(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
-{
-    uint32_t i = s_alloc_ent(self, ns, key, kind, 0, KVT_DENT_BLOCKED);
-    return i == KVT_NIL ? -1 : 0;
-}
-
-int kvt_disk_insert_ready(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
-                          uint64_t size)
-{
-    uint32_t i = s_alloc_ent(self, ns, key, kind, size, KVT_DENT_READY);
-    if (i == KVT_NIL)
-        return -1;
-    s_lru_push_young(self, i);
-    self->st.objects++;
-    return 0;
 }
 
 // ---------------------------------------------------------- creation --
@@ -408,19 +184,19 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
     uint32_t job = KVT_NIL;
     char dname[KVT_DISK_NAME_LEN] = "";
     pthread_mutex_lock(&self->mu);
-    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    uint32_t i = kvt_disk_find(self, ns, key, kind, KVT_DENT_READY);
     if (i != KVT_NIL) {
-        s_refresh(self, i);
+        kvt_disk_refresh(self, i);
         self->st.puts_skipped++;
         rc = KVT_STORE_SKIPPED;
         goto cleanup;
     }
-    if (s_find(self, ns, key, kind, KVT_DENT_WRITING) != KVT_NIL) {
+    if (kvt_disk_find(self, ns, key, kind, KVT_DENT_WRITING) != KVT_NIL) {
         self->st.puts_duplicate++;
         rc = KVT_STORE_DUPLICATE;
         goto cleanup;
     }
-    if (s_blocked(self, ns, key, kind)) {
+    if (kvt_disk_is_blocked(self, ns, key, kind)) {
         self->st.puts_blocked++;
         rc = KVT_STORE_EIO;
         goto dropped;
@@ -448,12 +224,12 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
         goto dropped;
     }
     while (self->ent_free == KVT_NIL || self->used + bytes > self->capacity) {
-        if (!s_evict_one(self, &derr, dname)) { //  cannot happen after the checks above
+        if (!kvt_disk_evict_one(self, &derr, dname)) { //  cannot happen after the checks above
             rc = KVT_STORE_ENOSPACE;
             goto dropped;
         }
     }
-    i = s_alloc_ent(self, ns, key, kind, size, KVT_DENT_WRITING);
+    i = kvt_disk_ent_alloc(self, ns, key, kind, size, KVT_DENT_WRITING);
     self->st.objects_writing++;
     job = kvt_disk_io_enqueue(self, i, src, size, owned, done, arg);
     goto cleanup;
@@ -462,7 +238,7 @@ dropped:
 cleanup:
     pthread_mutex_unlock(&self->mu);
     if (derr != 0)
-        s_log_undeleted(self, "evicted file", dname, derr);
+        kvt_disk_log_undeleted(self, "evicted file", dname, derr);
     if (rc == KVT_STORE_OK && self->inline_io)
         kvt_disk_io_run_inline(self, job); //  written (or failed) before the put returns
     return rc;
@@ -484,12 +260,12 @@ int kvt_disk_put_copy(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kin
     //  Do not copy what would be skipped.
     pthread_mutex_lock(&self->mu);
     int rc = KVT_STORE_OK;
-    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    uint32_t i = kvt_disk_find(self, ns, key, kind, KVT_DENT_READY);
     if (i != KVT_NIL) {
-        s_refresh(self, i);
+        kvt_disk_refresh(self, i);
         self->st.puts_skipped++;
         rc = KVT_STORE_SKIPPED;
-    } else if (s_find(self, ns, key, kind, KVT_DENT_WRITING) != KVT_NIL) {
+    } else if (kvt_disk_find(self, ns, key, kind, KVT_DENT_WRITING) != KVT_NIL) {
         self->st.puts_duplicate++;
         rc = KVT_STORE_DUPLICATE;
     }
@@ -516,7 +292,7 @@ int kvt_disk_stat(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
         return KVT_STORE_EINVAL;
     int rc = KVT_STORE_ENOTFOUND;
     pthread_mutex_lock(&self->mu);
-    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    uint32_t i = kvt_disk_find(self, ns, key, kind, KVT_DENT_READY);
     if (i != KVT_NIL) {
         if (size)
             *size = self->ents[i].size;
@@ -537,7 +313,7 @@ int kvt_disk_pin(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
         return KVT_STORE_EINVAL;
     int rc = KVT_STORE_ENOTFOUND;
     pthread_mutex_lock(&self->mu);
-    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    uint32_t i = kvt_disk_find(self, ns, key, kind, KVT_DENT_READY);
     if (i != KVT_NIL) {
         kvt_dent_t *e = &self->ents[i];
         if (e->pins++ == 0) {
@@ -577,14 +353,14 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
     if (!kvt_store_kind_ok(kind))
         return KVT_STORE_EINVAL;
     pthread_mutex_lock(&self->mu);
-    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    uint32_t i = kvt_disk_find(self, ns, key, kind, KVT_DENT_READY);
     if (i == KVT_NIL) {
         self->st.misses[kind - 1]++;
         pthread_mutex_unlock(&self->mu);
         return KVT_STORE_ENOTFOUND;
     }
     kvt_dent_t snap = self->ents[i];
-    s_refresh(self, i);
+    kvt_disk_refresh(self, i);
     pthread_mutex_unlock(&self->mu);
     if (cap < snap.size)
         return KVT_STORE_EINVAL;
@@ -607,7 +383,7 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
     case KVT_DREAD_CORRUPT:
         self->st.corrupt++;
         if (same)
-            derr = s_delete(self, i, name);
+            derr = kvt_disk_delete(self, i, name);
         rc = KVT_STORE_ECORRUPT;
         break;
     case KVT_DREAD_GONE:
@@ -664,7 +440,7 @@ static size_t s_count(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, siz
                       kvt_obj_kind_t kind)
 {
     size_t k = 0;
-    while (k < n && s_find(self, ns, keys[k], kind, KVT_DENT_READY) != KVT_NIL)
+    while (k < n && kvt_disk_find(self, ns, keys[k], kind, KVT_DENT_READY) != KVT_NIL)
         k++;
     return k;
 }
@@ -678,7 +454,7 @@ size_t kvt_disk_lookup(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, si
     pthread_mutex_lock(&self->mu);
     size_t k = s_count(self, ns, keys, n, kind);
     for (size_t j = k; j-- > 0;)
-        s_refresh(self, s_find(self, ns, keys[j], kind, KVT_DENT_READY));
+        kvt_disk_refresh(self, kvt_disk_find(self, ns, keys[j], kind, KVT_DENT_READY));
     pthread_mutex_unlock(&self->mu);
     return k;
 }
@@ -701,9 +477,9 @@ kvt_touch_t kvt_disk_touch(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_ob
     if (!kvt_store_kind_ok(kind))
         return KVT_TOUCH_GONE;
     pthread_mutex_lock(&self->mu);
-    uint32_t i = s_find(self, ns, key, kind, KVT_DENT_READY);
+    uint32_t i = kvt_disk_find(self, ns, key, kind, KVT_DENT_READY);
     if (i != KVT_NIL) {
-        s_refresh(self, i);
+        kvt_disk_refresh(self, i);
         self->st.touches_present++;
     } else {
         self->st.touches_gone++;
@@ -726,11 +502,11 @@ int kvt_disk_remove(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_
         rc = KVT_STORE_ENOTFOUND; //  a blocked name is not ours to delete
     else if (self->ents[v - 1].state != KVT_DENT_READY || self->ents[v - 1].pins > 0)
         rc = KVT_STORE_EBUSY;
-    else if ((derr = s_delete(self, v - 1, name)) != 0)
+    else if ((derr = kvt_disk_delete(self, v - 1, name)) != 0)
         rc = KVT_STORE_EIO;
     pthread_mutex_unlock(&self->mu);
     if (derr != 0)
-        s_log_undeleted(self, "removed file", name, derr);
+        kvt_disk_log_undeleted(self, "removed file", name, derr);
     return rc;
 }
 

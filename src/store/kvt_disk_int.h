@@ -1,6 +1,7 @@
-/*  kvt_disk_int.h — the disk backend's state, shared by kvt_disk.c (index,
-    puts, reads), kvt_disk_io.c (write queue, I/O threads) and
-    kvt_disk_file.c (file format, rescan). Private to src/store. */
+/*  kvt_disk_int.h — the disk backend's state, shared by kvt_disk.c
+    (lifecycle, puts, reads), kvt_disk_index.c (entries, map, LRU),
+    kvt_disk_io.c (write queue, I/O threads), kvt_disk_file.c (file format)
+    and kvt_disk_rescan.c (start-up rescan). Private to src/store. */
 #ifndef KVT_DISK_INT_H_INCLUDED
 #define KVT_DISK_INT_H_INCLUDED
 
@@ -193,11 +194,48 @@ int kvt_disk_insert_blocked(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_o
 //  left alone (call without the lock).
 void kvt_disk_identity_warn(kvt_disk_t *self, const char *name, const char *where);
 
-//  Index (kvt_disk.c), under the lock. ent_free forgets an entry (the
-//  caller deals with its file); ent_publish makes a written entry readable
-//  at the young end of the LRU.
+//  Index (kvt_disk_index.c), under the lock.
+
+//  The entry in `state` matching a query (kind candidates, best first), or
+//  KVT_NIL.
+uint32_t kvt_disk_find(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                       kvt_dent_state_t state);
+
+//  True if the exact name of (ns, key, kind) is blocked (held by a file
+//  that is not ours, or by one of ours that could not be deleted).
+bool kvt_disk_is_blocked(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind);
+
+//  Moves a ready entry to the young end of the LRU.
+void kvt_disk_refresh(kvt_disk_t *self, uint32_t i);
+
+//  Takes a free entry for (ns, key, kind) in `state` (its bytes counted
+//  unless blocked); KVT_NIL if the table is full.
+uint32_t kvt_disk_ent_alloc(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                            uint64_t size, kvt_dent_state_t state);
+
+//  Forgets an entry (the caller deals with its file).
 void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i);
+
+//  Makes a written entry readable at the young end of the LRU.
 void kvt_disk_ent_publish(kvt_disk_t *self, uint32_t i);
+
+//  Deletes a ready entry's file and forgets it; name receives the file
+//  name. 0 (deleted, or already gone) or the errno of a failed unlink: the
+//  file is still there, so the entry leaves the index but keeps its name
+//  blocked (delete_failed); the caller logs it once the lock is dropped.
+//  Under the lock, so a name is never unlinked after a new file of the same
+//  name was renamed into place.
+int kvt_disk_delete(kvt_disk_t *self, uint32_t i, char name[KVT_DISK_NAME_LEN]);
+
+//  Takes the oldest unpinned ready file out of the index (deleting it);
+//  false if there is none. A pinned file met at the old end is being read:
+//  it goes to the young end, so no later eviction walks past it again. A
+//  file that could not be deleted still leaves the index: *err and name say
+//  which (the first one, if *err was 0).
+bool kvt_disk_evict_one(kvt_disk_t *self, int *err, char name[KVT_DISK_NAME_LEN]);
+
+//  Logs a delete that failed (without the lock).
+void kvt_disk_log_undeleted(kvt_disk_t *self, const char *what, const char *name, int err);
 
 //  A ready or writing entry whose name turned out to be held by a file that
 //  is not ours, or by one of ours that could not be deleted: it stops being
