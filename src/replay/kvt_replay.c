@@ -464,7 +464,6 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         wa->block_size = cfg->block_size;
         wa->chunk_size = cfg->chunk_size;
         wa->aggregator = "aggregator";
-        wa->sync_disk = cfg->driver == KVT_DRIVER_SIM && cfg->disk_dir != NULL;
         added = kvt_system_add(run->sys, run->names[2 * r], &kvt_sim_runner_class, ra, NULL) !=
                     KVT_AID_NONE &&
                 kvt_system_add(run->sys, run->names[2 * r + 1], &kvt_worker_class, wa, NULL) !=

@@ -35,8 +35,6 @@ static void s_log(void *arg, int level, const char *line)
 //  Sends every Completion the core decided, in order.
 static void s_flush_outbox(kvt_ctx_t *ctx, s_worker_t *self)
 {
-    if (self->a.sync_disk && self->a.storage)
-        kvt_storage_flush(self->a.storage /* sync_disk */);
     uint32_t n;
     const kvt_completion_t *out = kvt_wcore_outbox(self->core, &n);
     for (uint32_t i = 0; i < n; i++) {

@@ -44,8 +44,6 @@ typedef struct {
                             //  lands (default 20 µs)
     uint64_t renew_ns;      //  restart the TTL of a pending job's leases and reservations this
                             //  often (default 1 s; keep it well under the pool's TTL)
-    bool sync_disk;         //  TEMPORARY until the store's inline disk I/O lands: wait for
-                            //  disk writes after each handler (the replay sets it under SIM)
 } kvt_worker_args_t;
 
 //  The actor class.
