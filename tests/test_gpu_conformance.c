@@ -20,7 +20,12 @@
 #include "kvtier/kvt_gpu.h"
 
 enum { BE_LIVE = 0, BE_SIM = 1, BE_CUDA = 2, BE_HIP = 3 };
-static int s_backends[] = {BE_LIVE, BE_SIM, BE_CUDA, BE_HIP};
+//  BE_KERNEL | BE_LIVE / BE_SIM: the host backend on copy_path KERNEL, i.e.
+//  gathers and scatters run through the host emulation of the device
+//  kernel's index arithmetic (kvt_gpu_kernel.h).
+#define BE_KERNEL 16
+static int s_backends[] = {BE_LIVE,           BE_SIM, BE_CUDA, BE_HIP, BE_KERNEL | BE_LIVE,
+                           BE_KERNEL | BE_SIM};
 
 #define FOR_BACKENDS(name)                                                                     \
     ParameterizedTestParameters(conformance, name)                                             \
@@ -107,6 +112,9 @@ static kvt_gpu_t *s_open_be(int be, _Atomic uint64_t *clock, uint32_t max_rereco
     kvt_gpu_opts_t o = {0};
     o.log = s_quiet;
     o.event_max_rerecords = max_rerecords;
+    if (be & BE_KERNEL)
+        o.copy_path = KVT_GPU_PATH_KERNEL;
+    be &= ~BE_KERNEL;
     if (be == BE_LIVE)
         o.backend = KVT_GPU_BACKEND_HOST;
     else if (be == BE_SIM) {
@@ -139,7 +147,7 @@ static kvt_gpu_t *s_open_be(int be, _Atomic uint64_t *clock, uint32_t max_rereco
 static void s_setup(fix_t *f, int be)
 {
     memset(f, 0, sizeof *f);
-    f->be = be;
+    f->be = be & ~BE_KERNEL;
     f->gpu = s_open_be(be, &f->clock, 0);
     const char *names[3] = {"K", "V", "scale"};
     for (uint32_t p = 0; p < 3; p++) {
@@ -468,7 +476,8 @@ FOR_BACKENDS(a_wait_really_orders)
     if (f.be == BE_SIM) {
         uint64_t eta_a = kvt_gpu_event_eta(ev_a);
         uint64_t eta_b = kvt_gpu_event_eta(ev_b);
-        uint64_t cost = kvt_gpu_sim_cost_ns(f.gpu, 3 * BLOCK_BYTES);
+        //  Three blocks that do not merge: 3 x 8 segments.
+        uint64_t cost = kvt_gpu_sim_copy_cost_ns(f.gpu, 3 * 8, 3 * BLOCK_BYTES);
         cr_assert_eq(eta_a, t0 + 50000 + cost);
         //  Without the wait B would land at t0 + cost.
         cr_assert_eq(eta_b, eta_a + cost);
@@ -537,7 +546,8 @@ FOR_BACKENDS(event_wake_is_the_landing_time_under_sim_else_a_poll)
     cr_assert_eq(kvt_gpu_gather(f.a, two, 2, f.buf, 2 * BLOCK_BYTES), 0);
     cr_assert_eq(kvt_gpu_event_record(ev, f.a), 0);
     if (f.be == BE_SIM) {
-        uint64_t land = 1000 + 50000 + kvt_gpu_sim_cost_ns(f.gpu, 2 * BLOCK_BYTES);
+        //  Two blocks that do not merge: one segment per (plane, layer, block).
+        uint64_t land = 1000 + 50000 + kvt_gpu_sim_copy_cost_ns(f.gpu, 2 * 8, 2 * BLOCK_BYTES);
         cr_assert_eq(kvt_gpu_event_wake(ev, 1000, poll), land, "exactly the landing time");
         atomic_store(&f.clock, land - 1);
         cr_assert_eq(kvt_gpu_event_wake(ev, land - 1, poll), land);

@@ -39,6 +39,9 @@ static void s_open(sim_t *s, uint64_t bw, uint64_t lat)
     o.now_arg = &s->now;
     o.sim_bandwidth_Bps = bw;
     o.sim_latency_ns = lat;
+    //  The landing arithmetic below counts one cost per copy op; the
+    //  per-entry cost of batched copies has its own tests (s_open_path).
+    o.sim_entry_ns = KVT_GPU_SIM_ZERO_LATENCY;
     o.log = s_quiet;
     s->gpu = kvt_gpu_new(&o);
     cr_assert_not_null(s->gpu, "%s", kvt_gpu_last_error());

@@ -125,6 +125,7 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
                          .host_mode = KVT_GPU_HOST_SIM,
                          .now = s_now,
                          .sim_bandwidth_Bps = bandwidth,
+                         .sim_entry_ns = KVT_GPU_SIM_ZERO_LATENCY, //  one cost per copy op
                          .log = s_mute};
     W.gpu = kvt_gpu_new(&go);
     cr_assert_not_null(W.gpu);

@@ -120,9 +120,22 @@ typedef uint64_t(kvt_gpu_clock_fn)(void *arg);
 //  trailing newline. Called from the thread that made the call.
 typedef void(kvt_gpu_log_fn)(void *arg, int level, const char *line);
 
-//  sim_latency_ns value that asks for exactly zero fixed cost per copy (0
+//  sim_latency_ns (or sim_entry_ns) value that asks for exactly zero cost (0
 //  selects the default).
 #define KVT_GPU_SIM_ZERO_LATENCY UINT64_MAX
+
+//  How a gather / scatter moves its segments (docs/gpu.md "Copy paths").
+//  On HIP / CUDA: the first path tried (AUTO: the kernel for segments up to
+//  the crossover, else the batched copy, else one copy per segment; a path
+//  that is not available or fails falls back to the next). On the host
+//  backend: KERNEL runs the host emulation of the kernel (LIVE and SIM);
+//  under SIM the path also selects the cost model (AUTO = BATCH).
+typedef enum {
+    KVT_GPU_PATH_AUTO = 0,    //  by segment size and count (default)
+    KVT_GPU_PATH_KERNEL = 1,  //  one kernel launch per chunk
+    KVT_GPU_PATH_BATCH = 2,   //  one batched copy call per chunk
+    KVT_GPU_PATH_SEGMENT = 3, //  one async copy per merged segment
+} kvt_gpu_copy_path_t;
 
 //  Options for kvt_gpu_new. Zero-initialise; a zero field means its default.
 typedef struct {
@@ -136,6 +149,10 @@ typedef struct {
     uint32_t event_max_rerecords;  //  re-records allowed per event (default 31)
     kvt_gpu_log_fn *log;           //  log sink (default: stderr, levels 0..2)
     void *log_arg;                 //  argument passed to log
+    kvt_gpu_copy_path_t copy_path; //  gather / scatter path (default AUTO)
+    size_t kernel_crossover_bytes; //  AUTO: kernel for segments up to this (default: measured)
+    uint32_t kernel_max_blocks;    //  thread blocks per kernel launch (default 16)
+    uint64_t sim_entry_ns;         //  SIM: CPU cost per batch entry, ns (default 600)
 } kvt_gpu_opts_t;
 
 //  Opens a device. `opts` may be NULL (all defaults). Logs one line saying
@@ -419,6 +436,20 @@ uint64_t kvt_gpu_next_eta(kvt_gpu_t *self);
 
 //  SIM: what one copy op of `bytes` costs: latency + ceil (bytes * 1e9 / bandwidth).
 uint64_t kvt_gpu_sim_cost_ns(const kvt_gpu_t *self, size_t bytes);
+
+//  SIM: what a gather / scatter of `segments` separate (merged) segments
+//  and `bytes` in all costs on the device's copy_path (docs/gpu.md "SIM
+//  landing model"): BATCH (and AUTO) kvt_gpu_sim_cost_ns (bytes) +
+//  segments x sim_entry_ns; SEGMENT segments x sim_latency_ns + the bytes'
+//  time; KERNEL kvt_gpu_sim_cost_ns (bytes). One segment costs
+//  kvt_gpu_sim_cost_ns (bytes) on every path.
+uint64_t kvt_gpu_sim_copy_cost_ns(const kvt_gpu_t *self, uint32_t segments, size_t bytes);
+
+//  The copy paths (kernel / batch / per-segment) a backend can use in this
+//  build and on this machine, e.g. "kernel (nvrtc 13.0), batch
+//  (cudaMemcpyBatchAsync), per-segment"; what `kvtier version` prints. The
+//  kernel is named available when its run-time compiler loads.
+void kvt_gpu_copy_paths(kvt_gpu_backend_t backend, char *out, size_t out_len);
 
 typedef enum {
     KVT_GPU_FAULT_NONE = 0,  //  clear: resume a stalled stream

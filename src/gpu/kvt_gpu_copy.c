@@ -22,6 +22,9 @@ kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count)
     copy->dst = (void **)(copy + 1);
     copy->src = (const void **)(copy->dst + count);
     copy->len = (size_t *)(copy->src + count);
+    copy->block = NULL;
+    copy->nblocks = 0;
+    copy->chunk = NULL;
     return copy;
 }
 
@@ -42,11 +45,15 @@ void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t 
 
 #ifdef __SSE2__
 //  Copies with non-temporal (streaming) stores: the destination is written
-//  without being read into the cache first. Needs an sfence before the
-//  bytes are published to another thread.
+//  without being read into the cache first. Any length and alignment: the
+//  bytes before the first 16-byte boundary of dst and the last len % 64
+//  go through memcpy. Needs an sfence before the bytes are published to
+//  another thread.
 static void s_copy_stream(char *dst, const char *src, size_t len)
 {
     size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    if (head > len)
+        head = len;
     memcpy(dst, src, head);
     dst += head;
     src += head;
@@ -66,12 +73,13 @@ static void s_copy_stream(char *dst, const char *src, size_t len)
 }
 #endif
 
-//  Starts loading the first bytes of a segment that lies at a random place
-//  (the block side), so its DRAM and page-walk latency overlaps the copy of
-//  the segment before it.
-static void s_prefetch_head(const char *p, bool for_write)
+//  Starts loading the first KVT_COPY_PREFETCH bytes of a segment (at most
+//  its length) that lies at a random place (the block side), so its DRAM
+//  and page-walk latency overlaps the copy of the segment before it.
+static void s_prefetch_head(const char *p, size_t len, bool for_write)
 {
-    for (int off = 0; off < 256; off += 64) {
+    size_t end = len < KVT_COPY_PREFETCH ? len : KVT_COPY_PREFETCH;
+    for (size_t off = 0; off < end; off += 64) {
         if (for_write)
             __builtin_prefetch(p + off, 1, 3);
         else
@@ -79,27 +87,39 @@ static void s_prefetch_head(const char *p, bool for_write)
     }
 }
 
+//  True when a segment of `len` bytes of an op of `op_bytes` bytes is
+//  written with streaming stores.
+static bool s_streams(size_t op_bytes, size_t len)
+{
+    return op_bytes >= KVT_COPY_STREAM_OP && len >= KVT_COPY_STREAM_SEG;
+}
+
 void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy)
 {
     //  Loop shape, from measurements (docs/performance.md):
-    //  * gather (D2H): prefetch the head of the next block segment; stream
-    //    the stores (skip the destination's read-for-ownership) from 8 KiB
-    //    segments up, below that a plain memcpy is faster;
-    //  * scatter (H2D): stream the stores into the scattered blocks from
-    //    1 KiB up; below that prefetch the next destination for writing.
+    //  * an op of KVT_COPY_STREAM_OP bytes or more does not fit the cache it
+    //    would fill: its segments from KVT_COPY_STREAM_SEG bytes up are
+    //    written with streaming stores (no read-for-ownership of the
+    //    destination, no eviction of what the cache holds);
+    //  * gather (D2H): the source side is the random one: prefetch the head
+    //    of the next segment while this one is copied;
+    //  * scatter (H2D): the destination is the random one: a streamed
+    //    segment needs no prefetch (prefetching it for write only to stream
+    //    over it costs a read); a plain one is prefetched for write.
     bool gather = copy->dir == KVT_GPU_D2H;
-    size_t stream_from = copy->dir == KVT_GPU_H2D ? 1024 : 8192;
+    bool scatter = copy->dir == KVT_GPU_H2D;
     bool streamed = false;
     for (uint32_t k = 0; k < copy->count; k++) {
         size_t len = copy->len[k];
         if (k + 1 < copy->count) {
+            size_t next = copy->len[k + 1];
             if (gather)
-                s_prefetch_head(copy->src[k + 1], false);
-            else if (copy->dir == KVT_GPU_H2D && copy->len[k + 1] < stream_from)
-                s_prefetch_head(copy->dst[k + 1], true);
+                s_prefetch_head(copy->src[k + 1], next, false);
+            else if (scatter && !s_streams(copy->bytes, next))
+                s_prefetch_head(copy->dst[k + 1], next, true);
         }
 #ifdef __SSE2__
-        if (len >= stream_from) {
+        if (s_streams(copy->bytes, len)) {
             s_copy_stream(copy->dst[k], copy->src[k], len);
             streamed = true;
             continue;

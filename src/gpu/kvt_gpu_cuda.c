@@ -1,12 +1,20 @@
 /*  kvt_gpu_cuda.c — the CUDA runtime's table for the shared device backend
     (kvt_gpu_devrt.c), compiled with the system C compiler against
-    cuda_runtime_api.h (no nvcc: there are no kernels).
+    cuda_runtime_api.h (no nvcc: the gather kernel is compiled at run time
+    by NVRTC, loaded with dlopen, kvt_gpu_kernel_rtc.c).
 
-    What CUDA does its own way: pinned memory is cudaHostAlloc (portable);
-    host functions are cudaLaunchHostFunc; from 12.8 a batch goes out as one
-    cudaMemcpyBatchAsync, whose signature changed in 13.0.
+    What CUDA does its own way: pinned memory is cudaHostAlloc (portable;
+    with unified addressing its pointers are valid in kernels, which is how
+    the kernel reads the chunk buffer and its table in place); host functions
+    are cudaLaunchHostFunc; from 12.8 a batch goes out as one
+    cudaMemcpyBatchAsync (PreferOverlapWithCompute), whose signature changed
+    in 13.0; the kernel's PTX is loaded with cudaLibraryLoadData and launched
+    with cudaLaunchKernel.
 */
+#include <stdlib.h>
 #include <string.h>
+
+#include "kvt_gpu_kernel.h"
 
 #include <cuda_runtime_api.h>
 
@@ -49,6 +57,8 @@ static int s_batch(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx)
     struct cudaMemcpyAttributes attr;
     memset(&attr, 0, sizeof attr);
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    //  The copies leave the SMs to the forward where the driver can.
+    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
     size_t attr_idx = 0;
     *fail_idx = SIZE_MAX;
 #if CUDART_VERSION >= 13000
@@ -61,6 +71,52 @@ static int s_batch(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx)
 }
 #endif
 
+//  PTX of the kernel for the device's compute capability.
+static int s_kernel_image(int device, void **image, size_t *len, char *why, size_t why_len)
+{
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        kvt_gpu_fmt(why, why_len, "cuda: compute capability of device %d unknown", device);
+        return KVT_GPU_EDEVICE;
+    }
+    char arch[32];
+    kvt_gpu_fmt(arch, sizeof arch, "compute_%d%d", major, minor);
+    return kvt_gpu_rtc_compile(KVT_GPU_RTC_NVRTC, arch, image, len, why, why_len);
+}
+
+static int s_module_load(const void *image, size_t len, void **module, void **fn)
+{
+    (void)len;
+    cudaLibrary_t lib = NULL;
+    cudaError_t rc = cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
+    if (rc != cudaSuccess)
+        return rc;
+    cudaKernel_t k = NULL;
+    rc = cudaLibraryGetKernel(&k, lib, KVT_GPU_KERNEL_NAME);
+    if (rc != cudaSuccess) {
+        cudaLibraryUnload(lib);
+        return rc;
+    }
+    *module = lib;
+    *fn = (void *)k;
+    return cudaSuccess;
+}
+
+static int s_module_unload(void *module)
+{
+    return cudaLibraryUnload((cudaLibrary_t)module);
+}
+
+static int s_launch(void *fn, uint32_t grid, uint32_t threads, const void *tab, int to_host,
+                    void *stream)
+{
+    dim3 g = {grid, 1, 1}, b = {threads, 1, 1};
+    void *args[] = {&tab, &to_host};
+    return cudaLaunchKernel(fn, g, b, args, 0, (cudaStream_t)stream);
+}
+
 const kvt_devrt_t kvt_gpu_cuda_rt = {
     KVT_DEVRT_CALLS,
     .name = "cuda",
@@ -72,5 +128,12 @@ const kvt_devrt_t kvt_gpu_cuda_rt = {
     .host_fn_call = "cudaLaunchHostFunc",
 #if CUDART_VERSION >= 12080
     .memcpy_batch = s_batch,
+    .batch_call = "cudaMemcpyBatchAsync",
 #endif
+    .kernel_image = s_kernel_image,
+    .module_load = s_module_load,
+    .module_unload = s_module_unload,
+    .launch = s_launch,
+    .launch_call = "cudaLaunchKernel",
+    .rtc = KVT_GPU_RTC_NVRTC,
 };

@@ -9,12 +9,15 @@
     ints, `ok` and `not_ready` name the runtime's two special statuses.
 
     Every entry returns the runtime's status (as an int) unless noted. Entries
-    that a runtime lacks are NULL (only memcpy_batch may be).
+    that a runtime lacks are NULL (only memcpy_batch, batch_probe, the kernel
+    entries and now_ns may be).
 */
 #ifndef KVT_GPU_DEVRT_H_INCLUDED
 #define KVT_GPU_DEVRT_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kvt_gpu_int.h"
 
@@ -70,6 +73,27 @@ struct _kvt_devrt_t {
     //  say. The runtime does not promise that a refused batch queued none of
     //  its copies.
     int (*memcpy_batch)(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx);
+    //  Whether memcpy_batch is usable in the loaded runtime (NULL: it is);
+    //  `batch_call` names it in messages.
+    bool (*batch_probe)(void);
+    const char *batch_call;
+
+    //  The gather / scatter kernel (kvt_gpu_kernel.h); all NULL: no kernel
+    //  path. kernel_image returns a KVT_GPU_E* code (not a runtime status):
+    //  0 with a malloc'd image for `device` (compiled at run time by `rtc`),
+    //  else the reason in `why`. module_load loads an image and finds the
+    //  kernel; launch queues it over `grid` thread blocks of `threads` with
+    //  the arguments (tab, to_host), `tab` a device-readable address.
+    int (*kernel_image)(int device, void **image, size_t *len, char *why, size_t why_len);
+    int (*module_load)(const void *image, size_t len, void **module, void **fn);
+    int (*module_unload)(void *module);
+    int (*launch)(void *fn, uint32_t grid, uint32_t threads, const void *tab, int to_host,
+                  void *stream);
+    const char *launch_call; //  names launch in messages
+    int rtc;                 //  the compiler kernel_image uses (kvt_gpu_rtc_t), 0 when none
+
+    //  The start-up micro-benchmark's clock, ns (NULL: CLOCK_MONOTONIC).
+    uint64_t (*now_ns)(void);
 
     //  A host function in stream order; it must not run on a failed stream.
     //  `host_fn_call` names the runtime call in messages.
@@ -84,6 +108,10 @@ extern const kvt_gpu_ops_t kvt_gpu_devrt_ops;
 //  Device count through `rt`: 0 with *count set, or KVT_GPU_ENODEV with *count
 //  = 0 and `why` naming the runtime's error (the sticky error is cleared).
 int kvt_gpu_devrt_probe(const kvt_devrt_t *rt, int *count, char *why, size_t why_len);
+
+//  The copy paths `rt` offers on this machine (kernel with its compiler
+//  when that loads, batched copy when the runtime has it, per-segment).
+void kvt_gpu_devrt_paths(const kvt_devrt_t *rt, char *out, size_t out_len);
 
 #ifdef KVT_HAVE_HIP
 extern const kvt_devrt_t kvt_gpu_hip_rt;

@@ -1,21 +1,31 @@
 /*  kvt_gpu_hip.c — the HIP runtime's table for the shared device backend
     (kvt_gpu_devrt.c), compiled with the system C compiler and
-    __HIP_PLATFORM_AMD__ against hip_runtime_api.h (no hipcc: there are no
-    kernels).
+    __HIP_PLATFORM_AMD__ against hip_runtime_api.h (no hipcc: the gather
+    kernel is compiled at run time by hiprtc, loaded with dlopen,
+    kvt_gpu_kernel_rtc.c).
 
     What HIP does its own way: pinned memory is hipHostMalloc (in C the
-    flags argument is mandatory); the 5.2 runtime does not export
+    flags argument is mandatory; mapped, so the kernel reads the chunk buffer
+    and its table in place); the 5.2 runtime does not export
     hipLaunchHostFunc, so host functions go through hipStreamAddCallback;
-    there is no batched copy (one hipMemcpyAsync per segment). Copies from /
-    to memory that is not pinned are synchronous in HIP; hipEventQuery on a
-    never-recorded event reports success, as the interface documents.
+    hipMemcpyBatchAsync is looked up in the loaded runtime (ROCm 7 has it,
+    5.2 does not: one hipMemcpyAsync per segment there), with no attributes
+    (HIP documents them as not supported); the kernel's code object is loaded
+    with hipModuleLoadData and launched with hipModuleLaunchKernel. Copies
+    from / to memory that is not pinned are synchronous in HIP; hipEventQuery
+    on a never-recorded event reports success, as the interface documents.
 */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <hip/hip_runtime_api.h>
 
 #define KVT_RT(name) hip##name
 #include "kvt_gpu_devrt_calls.h"
+#include "kvt_gpu_kernel.h"
 
 static int s_device_info(int device, char *name, size_t name_len, size_t *memory, char *runtime,
                          size_t runtime_len)
@@ -69,6 +79,78 @@ static int s_host_fn(void *stream, kvt_gpu_host_fn *fn, void *arg)
     return rc;
 }
 
+//  hipMemcpyBatchAsync as ROCm 7 declares it (attrs unused: NULL, 0).
+typedef hipError_t (*s_batch_fn)(void **dsts, void **srcs, size_t *sizes, size_t count, void *attrs,
+                                 size_t *attrs_idxs, size_t num_attrs, size_t *fail_idx,
+                                 hipStream_t stream);
+
+static s_batch_fn s_batch_sym;
+static pthread_once_t s_batch_once = PTHREAD_ONCE_INIT;
+
+static void s_batch_lookup(void)
+{
+    void *p = dlsym(RTLD_DEFAULT, "hipMemcpyBatchAsync");
+    memcpy(&s_batch_sym, &p, sizeof p);
+}
+
+static bool s_batch_probe(void)
+{
+    pthread_once(&s_batch_once, s_batch_lookup);
+    return s_batch_sym != NULL;
+}
+
+static int s_batch(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx)
+{
+    if (!s_batch_probe())
+        return hipErrorNotSupported;
+    *fail_idx = SIZE_MAX;
+    return s_batch_sym(copy->dst, (void **)copy->src, copy->len, copy->count, NULL, NULL, 0,
+                       fail_idx, (hipStream_t)stream);
+}
+
+//  A code object of the kernel for the device's architecture.
+static int s_kernel_image(int device, void **image, size_t *len, char *why, size_t why_len)
+{
+    hipDeviceProp_t prop;
+    if (hipGetDeviceProperties(&prop, device) != hipSuccess) {
+        (void)hipGetLastError();
+        kvt_gpu_fmt(why, why_len, "hip: architecture of device %d unknown", device);
+        return KVT_GPU_EDEVICE;
+    }
+    return kvt_gpu_rtc_compile(KVT_GPU_RTC_HIPRTC, prop.gcnArchName, image, len, why, why_len);
+}
+
+static int s_module_load(const void *image, size_t len, void **module, void **fn)
+{
+    (void)len;
+    hipModule_t mod = NULL;
+    hipError_t rc = hipModuleLoadData(&mod, image);
+    if (rc != hipSuccess)
+        return rc;
+    hipFunction_t f = NULL;
+    rc = hipModuleGetFunction(&f, mod, KVT_GPU_KERNEL_NAME);
+    if (rc != hipSuccess) {
+        hipModuleUnload(mod);
+        return rc;
+    }
+    *module = mod;
+    *fn = f;
+    return hipSuccess;
+}
+
+static int s_module_unload(void *module)
+{
+    return hipModuleUnload((hipModule_t)module);
+}
+
+static int s_launch(void *fn, uint32_t grid, uint32_t threads, const void *tab, int to_host,
+                    void *stream)
+{
+    void *args[] = {&tab, &to_host};
+    return hipModuleLaunchKernel((hipFunction_t)fn, grid, 1, 1, threads, 1, 1, 0,
+                                 (hipStream_t)stream, args, NULL);
+}
+
 const kvt_devrt_t kvt_gpu_hip_rt = {
     KVT_DEVRT_CALLS,
     .name = "hip",
@@ -78,4 +160,13 @@ const kvt_devrt_t kvt_gpu_hip_rt = {
     .host_alloc_call = "hipHostMalloc",
     .host_fn = s_host_fn,
     .host_fn_call = "hipStreamAddCallback",
+    .memcpy_batch = s_batch,
+    .batch_probe = s_batch_probe,
+    .batch_call = "hipMemcpyBatchAsync",
+    .kernel_image = s_kernel_image,
+    .module_load = s_module_load,
+    .module_unload = s_module_unload,
+    .launch = s_launch,
+    .launch_call = "hipModuleLaunchKernel",
+    .rtc = KVT_GPU_RTC_HIPRTC,
 };

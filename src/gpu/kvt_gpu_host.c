@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kvt_gpu_host.h"
+#include "kvt_gpu_kernel.h"
 
 // ------------------------------------------------------------- device ----
 
@@ -28,6 +29,7 @@ static int s_init(kvt_gpu_t *gpu)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "host: out of memory");
     host->sim = gpu->opts.host_mode == KVT_GPU_HOST_SIM;
     pthread_cond_init(&host->cv_done, NULL);
+    kvt_gpu_host_mem_init(gpu, &host->mem);
     gpu->impl = host;
     return 0;
 }
@@ -39,33 +41,42 @@ static void s_fini(kvt_gpu_t *gpu)
         return;
     assert(!host->ghead && host->nheap == 0);
     pthread_cond_destroy(&host->cv_done);
+    kvt_gpu_host_mem_fini(&host->mem);
     free(host->heap);
     free(host);
     gpu->impl = NULL;
 }
 
-static int s_alloc(size_t bytes, void **out, const char *what)
-{
-    size_t rounded = (bytes + 4095) & ~(size_t)4095;
-    if (rounded < bytes || posix_memalign(out, 4096, rounded) != 0)
-        return kvt_gpu_fail(KVT_GPU_ENOMEM, "host: %s of %zu bytes failed", what, bytes);
-    memset(*out, 0, rounded);
-    return 0;
-}
-
 static int s_dev_alloc(kvt_gpu_t *gpu, size_t bytes, void **out)
 {
-    return s_alloc(bytes, out, "device allocation");
+    return kvt_gpu_host_mem_alloc(gpu, &kvt_gpu_host_impl(gpu)->mem, bytes, out,
+                                  "device allocation");
 }
 
 static int s_host_alloc(kvt_gpu_t *gpu, size_t bytes, void **out)
 {
-    return s_alloc(bytes, out, "host allocation");
+    return kvt_gpu_host_mem_alloc(gpu, &kvt_gpu_host_impl(gpu)->mem, bytes, out, "host allocation");
 }
 
 static void s_free(kvt_gpu_t *gpu, void *ptr)
 {
-    free(ptr);
+    kvt_gpu_host_mem_free(gpu, &kvt_gpu_host_impl(gpu)->mem, ptr);
+}
+
+kvt_host_thp_t kvt_gpu_host_thp(kvt_gpu_t *gpu)
+{
+    return gpu->ops == &kvt_gpu_host_ops ? kvt_gpu_host_impl(gpu)->mem.thp : 0;
+}
+
+void kvt_gpu_host_mem_counts(kvt_gpu_t *gpu, uint64_t *huge_regions, uint64_t *advice_refused)
+{
+    *huge_regions = *advice_refused = 0;
+    if (gpu->ops != &kvt_gpu_host_ops)
+        return;
+    pthread_mutex_lock(&gpu->mu);
+    *huge_regions = kvt_gpu_host_impl(gpu)->mem.huge_regions;
+    *advice_refused = kvt_gpu_host_impl(gpu)->mem.advice_refused;
+    pthread_mutex_unlock(&gpu->mu);
 }
 
 // ----------------------------------------------------- stream plumbing ----
@@ -115,9 +126,10 @@ bool kvt_gpu_host_fails(kvt_hop_t *op)
 
 void kvt_gpu_host_execute(kvt_hop_t *op)
 {
-    if (op->kind == KVT_HOP_COPY)
-        kvt_gpu_copy_run(op->copy);
-    else if (op->kind == KVT_HOP_FN)
+    if (op->kind == KVT_HOP_COPY) {
+        if (!kvt_gpu_kernel_run_copy(op->stream->gpu, op->copy))
+            kvt_gpu_copy_run(op->copy);
+    } else if (op->kind == KVT_HOP_FN)
         op->fn(op->arg);
 }
 
@@ -326,7 +338,8 @@ static int s_enqueue(kvt_gpu_stream_t *fs, kvt_hop_t *op, size_t bytes)
     if (host->sim) {
         op->gseq = ++host->gseq;
         op->queued_ns = now;
-        op->cost_ns = op->kind == KVT_HOP_COPY ? kvt_gpu_sim_cost_ns(gpu, bytes)
+        op->cost_ns = op->kind == KVT_HOP_COPY
+                          ? kvt_gpu_sim_copy_cost_ns(gpu, op->copy->count, bytes)
                       : op->kind == KVT_HOP_FN ? op->cost_ns
                                                : 0;
         if (op->kind == KVT_HOP_WAIT)

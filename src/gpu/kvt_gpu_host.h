@@ -5,6 +5,7 @@
 #ifndef KVT_GPU_HOST_H_INCLUDED
 #define KVT_GPU_HOST_H_INCLUDED
 
+#include "kvt_gpu_host_mem.h"
 #include "kvt_gpu_int.h"
 
 #define KVT_HOST_NONE    UINT64_MAX //  "no failure" / "unknown landing time"
@@ -77,6 +78,7 @@ typedef struct {
     uint32_t nheap;         //  SIM: entries used in heap
     uint32_t heap_cap;      //  SIM: entries allocated in heap (>= live streams)
     uint32_t nstreams;      //  SIM: live streams (handles or references)
+    kvt_host_mem_t mem;     //  mappings and the huge-page probe (kvt_gpu_host_mem.c)
 } kvt_host_t;
 
 //  The backend event.

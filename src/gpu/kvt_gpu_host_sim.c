@@ -6,7 +6,11 @@
                           end of the stream's last stall,
                           landing of the awaited op, for a wait)
         land (op)  = ready (op) + cost (op)
-        cost       = copy: latency + ceil (bytes * 1e9 / bandwidth);
+        cost       = copy of k segments, B bytes, on the device's copy path:
+                       BATCH (AUTO)  latency + k x entry + ceil (B * 1e9 / bw)
+                       SEGMENT       k x latency + ceil (B * 1e9 / bw)
+                       KERNEL        latency + ceil (B * 1e9 / bw)
+                     (k = 1: latency + ceil (B * 1e9 / bw) on every path);
                      wait: 0; host function: its sim_cost_ns
 
     and takes effect when a call under the device lock finds land <= now.
@@ -32,6 +36,27 @@
 #include "kvt_gpu_host.h"
 
 //  Landing time of `op` given the landing time of its stream predecessor.
+uint64_t kvt_gpu_sim_copy_cost_ns(const kvt_gpu_t *self, uint32_t segments, size_t bytes)
+{
+    //  A batched copy spends CPU per entry, separate copies pay the fixed
+    //  cost each, one kernel launch moves every segment for one fixed cost.
+    uint64_t cost = kvt_gpu_sim_cost_ns(self, bytes);
+    if (segments <= 1)
+        return cost;
+    switch (self->opts.copy_path) {
+    case KVT_GPU_PATH_KERNEL:
+        return cost;
+    case KVT_GPU_PATH_SEGMENT: {
+        unsigned __int128 more = (unsigned __int128)(segments - 1) * self->opts.sim_latency_ns;
+        return kvt_gpu_sat_add(cost, more > UINT64_MAX ? UINT64_MAX : (uint64_t)more);
+    }
+    default: {
+        unsigned __int128 more = (unsigned __int128)segments * self->opts.sim_entry_ns;
+        return kvt_gpu_sat_add(cost, more > UINT64_MAX ? UINT64_MAX : (uint64_t)more);
+    }
+    }
+}
+
 uint64_t kvt_gpu_host_sim_plan(kvt_hop_t *op, uint64_t prev_land)
 {
     if (op->stream->stalled || prev_land == KVT_HOST_NONE)

@@ -31,6 +31,8 @@
 #define KVT_GPU_DEFAULT_BW_BPS        25000000000ull //  SIM bandwidth, bytes/s
 #define KVT_GPU_DEFAULT_LATENCY_NS    5000ull        //  SIM cost per copy op, ns
 #define KVT_GPU_DEFAULT_MAX_RERECORDS 31u            //  re-records per event
+#define KVT_GPU_DEFAULT_KERNEL_BLOCKS 16u            //  thread blocks per kernel launch
+#define KVT_GPU_DEFAULT_SIM_ENTRY_NS  600ull         //  SIM CPU cost per batch entry, ns
 
 //  Direction of a copy batch.
 typedef enum {
@@ -42,12 +44,15 @@ typedef enum {
 //  One op's byte movement: `count` segments, allocated as one block (free
 //  it with free ()). The segments never overlap each other.
 typedef struct {
-    kvt_gpu_dir_t dir; //  direction of every segment
-    uint32_t count;    //  number of segments
-    size_t bytes;      //  sum of len[]
-    void **dst;        //  count destination pointers
-    const void **src;  //  count source pointers
-    size_t *len;       //  count segment lengths
+    kvt_gpu_dir_t dir;     //  direction of every segment
+    uint32_t count;        //  number of segments
+    size_t bytes;          //  sum of len[]
+    void **dst;            //  count destination pointers
+    const void **src;      //  count source pointers
+    size_t *len;           //  count segment lengths
+    const uint32_t *block; //  gather / scatter: its block ids (kernel path), else NULL
+    uint32_t nblocks;      //  entries in block
+    char *chunk;           //  gather / scatter: the chunk buffer, else NULL
 } kvt_gpu_copy_t;
 
 //  A registered KV page plane.
@@ -84,8 +89,9 @@ struct _kvt_gpu_t {
     const kvt_devrt_t *rt;                      //  HIP / CUDA: the runtime table; NULL on host
     kvt_gpu_backend_t backend;                  //  HOST, HIP or CUDA
     kvt_gpu_opts_t opts;                        //  options with defaults filled in
-    char describe[512];                         //  the selection line
+    char describe[800];                         //  the selection line
     char device_desc[200];                      //  HIP / CUDA: the device, set by init
+    char copy_paths[280];                       //  HIP / CUDA: the copy paths in use, set by init
     kvt_gpu_plane_t planes[KVT_GPU_MAX_PLANES]; //  registered planes
     uint32_t nplanes;                           //  planes registered
     uint32_t num_blocks;                        //  blocks per layer (all planes)
@@ -213,7 +219,17 @@ kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count);
 //  continue it.
 void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t len);
 
-//  Runs a batch on the CPU (host backend; memcpy per segment).
+//  The host copy loop's shape (kvt_gpu_copy.c; measured in
+//  docs/performance.md): an op of at least KVT_COPY_STREAM_OP bytes writes
+//  its segments of at least KVT_COPY_STREAM_SEG bytes with streaming stores;
+//  the first KVT_COPY_PREFETCH bytes of the next block-side segment are
+//  prefetched while one is copied.
+#define KVT_COPY_STREAM_OP  (64u << 10)
+#define KVT_COPY_STREAM_SEG 256u
+#define KVT_COPY_PREFETCH   256u
+
+//  Runs a batch on the CPU (host backend): every segment, any length and
+//  alignment, then a store fence when streaming stores were used.
 void kvt_gpu_copy_run(const kvt_gpu_copy_t *copy);
 
 //  Marks `s` failed (keeps the first reason): every later call that queues

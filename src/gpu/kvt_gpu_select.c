@@ -55,6 +55,28 @@ bool kvt_gpu_compiled(kvt_gpu_backend_t backend)
     }
 }
 
+void kvt_gpu_copy_paths(kvt_gpu_backend_t backend, char *out, size_t out_len)
+{
+    if (backend == KVT_GPU_BACKEND_HOST) {
+        kvt_gpu_fmt(out, out_len, "memcpy loop; kernel emulation (copy_path KERNEL)");
+        return;
+    }
+    const kvt_devrt_t *rt = NULL;
+#ifdef KVT_HAVE_CUDA
+    if (backend == KVT_GPU_BACKEND_CUDA)
+        rt = &kvt_gpu_cuda_rt;
+#endif
+#ifdef KVT_HAVE_HIP
+    if (backend == KVT_GPU_BACKEND_HIP)
+        rt = &kvt_gpu_hip_rt;
+#endif
+    if (!rt) {
+        kvt_gpu_fmt(out, out_len, "not compiled in");
+        return;
+    }
+    kvt_gpu_devrt_paths(rt, out, out_len);
+}
+
 // ----------------------------------------------------------- selection ----
 
 //  The runtime table of a device backend compiled in, else NULL.
@@ -164,6 +186,19 @@ static int s_fill_opts(kvt_gpu_opts_t *o, const kvt_gpu_opts_t *in)
     if (o->event_max_rerecords > 1000000)
         return kvt_gpu_fail(KVT_GPU_EINVAL, "gpu opts: event_max_rerecords %u > 1000000",
                             o->event_max_rerecords);
+    if ((int)o->copy_path < KVT_GPU_PATH_AUTO || (int)o->copy_path > KVT_GPU_PATH_SEGMENT)
+        return kvt_gpu_fail(KVT_GPU_EINVAL,
+                            "gpu opts: copy_path %d is not AUTO/KERNEL/BATCH/SEGMENT",
+                            (int)o->copy_path);
+    if (o->kernel_max_blocks == 0)
+        o->kernel_max_blocks = KVT_GPU_DEFAULT_KERNEL_BLOCKS;
+    if (o->kernel_max_blocks > 65535)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "gpu opts: kernel_max_blocks %u > 65535",
+                            o->kernel_max_blocks);
+    if (o->sim_entry_ns == 0)
+        o->sim_entry_ns = KVT_GPU_DEFAULT_SIM_ENTRY_NS;
+    else if (o->sim_entry_ns == KVT_GPU_SIM_ZERO_LATENCY)
+        o->sim_entry_ns = 0;
     if (!o->log) {
         o->log = s_log_stderr;
         o->log_arg = NULL;
@@ -181,6 +216,13 @@ static void s_host_describe(kvt_gpu_t *self, const char *why)
     else
         kvt_gpu_fmt(self->describe, sizeof self->describe,
                     "host (live, a worker thread per stream): %s", why);
+    if (self->opts.copy_path != KVT_GPU_PATH_AUTO) {
+        static const char *const path[] = {"auto", "kernel (host emulation)", "batch",
+                                           "per-segment"};
+        size_t at = strlen(self->describe);
+        kvt_gpu_fmt(self->describe + at, sizeof self->describe - at, "; copy path %s",
+                    path[self->opts.copy_path]);
+    }
 }
 
 kvt_gpu_t *kvt_gpu_new(const kvt_gpu_opts_t *opts)
@@ -251,6 +293,11 @@ kvt_gpu_t *kvt_gpu_open(const kvt_gpu_opts_t *opts, const kvt_devrt_t *rt)
     }
     if (rc != 0)
         goto cleanup;
+    if (self->backend != KVT_GPU_BACKEND_HOST && self->copy_paths[0]) {
+        size_t at = strlen(self->describe);
+        kvt_gpu_fmt(self->describe + at, sizeof self->describe - at, "; copy paths: %s",
+                    self->copy_paths);
+    }
     kvt_gpu_log(self, 2, "backend %s", self->describe);
     return self;
 

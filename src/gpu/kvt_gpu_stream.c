@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kvt_gpu_int.h"
+#include "kvt_gpu_kernel.h"
 
 //  Counts a refused call and returns its code (the message is already set).
 static int s_refused(kvt_gpu_t *gpu, int code)
@@ -229,7 +230,7 @@ static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const uint32_t *b
         segs += (uint64_t)gpu->planes[p].layers * n;
     if (segs > UINT32_MAX)
         return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "%s: too many segments", what));
-    kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc(dir, (uint32_t)segs);
+    kvt_gpu_copy_t *copy = kvt_gpu_kernel_copy_alloc(dir, (uint32_t)segs, blocks, n, host);
     if (!copy)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", what);
     for (uint32_t p = 0; p < gpu->nplanes; p++) {
