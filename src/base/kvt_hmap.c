@@ -29,6 +29,16 @@ static inline s_slot_t *s_at(const kvt_hmap_t *self, uint32_t i)
     return (s_slot_t *)(self->tab + (size_t)i * self->stride);
 }
 
+//  Copies a whole slot. Slots are a few 8-byte words: a short loop the
+//  compiler keeps inline beats a call to memcpy with a run-time size.
+static inline void s_copy_slot(const kvt_hmap_t *self, s_slot_t *to, const s_slot_t *from)
+{
+    uint64_t *d = (uint64_t *)(void *)to;
+    const uint64_t *f = (const uint64_t *)(const void *)from;
+    for (size_t w = 0; w < self->stride / 8; w++)
+        d[w] = f[w];
+}
+
 static inline uint32_t s_home(uint64_t ns, kvt_hash_t key, uint32_t mask)
 {
     //  Keys are XXH3 outputs already; fold in the namespace and mix.
@@ -90,15 +100,16 @@ void kvt_hmap_destroy(kvt_hmap_t **self_p)
     *self_p = NULL;
 }
 
-//  The slot of (ns, key), or the empty slot that ends its probe run.
-static inline s_slot_t *s_probe(const kvt_hmap_t *self, uint64_t ns, kvt_hash_t key, bool *found)
+//  The index of (ns, key)'s slot, or of the empty slot that ends its probe
+//  run; *found tells which.
+static inline uint32_t s_probe(const kvt_hmap_t *self, uint64_t ns, kvt_hash_t key, bool *found)
 {
     uint32_t i = s_home(ns, key, self->mask);
     while (true) {
-        s_slot_t *s = s_at(self, i);
+        const s_slot_t *s = s_at(self, i);
         if (!s->used || s_same(s, ns, key)) {
             *found = s->used != 0;
-            return s;
+            return i;
         }
         i = (i + 1) & self->mask;
     }
@@ -107,8 +118,8 @@ static inline s_slot_t *s_probe(const kvt_hmap_t *self, uint64_t ns, kvt_hash_t 
 void *kvt_hmap_find(const kvt_hmap_t *self, uint64_t ns, kvt_hash_t key)
 {
     bool found;
-    s_slot_t *s = s_probe(self, ns, key, &found);
-    return found ? (unsigned char *)s + self->voff : NULL;
+    uint32_t i = s_probe(self, ns, key, &found);
+    return found ? (unsigned char *)s_at(self, i) + self->voff : NULL;
 }
 
 static int s_grow(kvt_hmap_t *self)
@@ -124,8 +135,7 @@ static int s_grow(kvt_hmap_t *self)
         if (!from->used)
             continue;
         bool found;
-        s_slot_t *to = s_probe(self, from->ns, from->key, &found);
-        memcpy(to, from, self->stride);
+        s_copy_slot(self, s_at(self, s_probe(self, from->ns, from->key, &found)), from);
         self->size++;
     }
     free(old.tab);
@@ -135,31 +145,33 @@ static int s_grow(kvt_hmap_t *self)
 void *kvt_hmap_insert(kvt_hmap_t *self, uint64_t ns, kvt_hash_t key, bool *created)
 {
     bool found;
-    s_slot_t *s = s_probe(self, ns, key, &found);
+    uint32_t i = s_probe(self, ns, key, &found);
     if (created)
         *created = !found;
     if (found)
-        return (unsigned char *)s + self->voff;
+        return (unsigned char *)s_at(self, i) + self->voff;
     if ((uint64_t)(self->size + 1) * 2 > (uint64_t)self->mask + 1) {
         if (self->fixed || s_grow(self) != 0)
             return NULL;
-        s = s_probe(self, ns, key, &found);
+        i = s_probe(self, ns, key, &found);
     }
+    s_slot_t *s = s_at(self, i);
     s->key = key;
     s->ns = ns;
     s->used = 1;
-    unsigned char *value = (unsigned char *)s + self->voff;
-    memset(value, 0, self->vsize);
+    //  The value and the slot's tail padding, 4-byte words from voff.
+    uint32_t *value = (uint32_t *)(void *)((unsigned char *)s + self->voff);
+    for (size_t w = 0; w < (self->stride - self->voff) / 4; w++)
+        value[w] = 0;
     self->size++;
     return value;
 }
 
-//  Empties slot s: later members of its probe run move into the hole
+//  Empties slot `hole`: later members of its probe run move into the hole
 //  unless their home lies cyclically in (hole, j] (backward shift, so no
 //  tombstones are left).
-static void s_erase(kvt_hmap_t *self, s_slot_t *s)
+static void s_erase(kvt_hmap_t *self, uint32_t hole)
 {
-    uint32_t hole = (uint32_t)(((unsigned char *)s - self->tab) / self->stride);
     uint32_t j = hole;
     while (true) {
         j = (j + 1) & self->mask;
@@ -170,7 +182,7 @@ static void s_erase(kvt_hmap_t *self, s_slot_t *s)
         bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
         if (stays)
             continue;
-        memcpy(s_at(self, hole), sj, self->stride);
+        s_copy_slot(self, s_at(self, hole), sj);
         hole = j;
     }
     s_at(self, hole)->used = 0;
@@ -180,9 +192,9 @@ static void s_erase(kvt_hmap_t *self, s_slot_t *s)
 bool kvt_hmap_remove(kvt_hmap_t *self, uint64_t ns, kvt_hash_t key)
 {
     bool found;
-    s_slot_t *s = s_probe(self, ns, key, &found);
+    uint32_t i = s_probe(self, ns, key, &found);
     if (found)
-        s_erase(self, s);
+        s_erase(self, i);
     return found;
 }
 
@@ -211,12 +223,12 @@ bool kvt_hmap_del(kvt_hmap_t *self, kvt_hash_t key, uint32_t *value)
 {
     assert(self->vsize == sizeof(uint32_t));
     bool found;
-    s_slot_t *s = s_probe(self, 0, key, &found);
+    uint32_t i = s_probe(self, 0, key, &found);
     if (!found)
         return false;
     if (value)
-        memcpy(value, (unsigned char *)s + self->voff, sizeof(uint32_t));
-    s_erase(self, s);
+        memcpy(value, (unsigned char *)s_at(self, i) + self->voff, sizeof(uint32_t));
+    s_erase(self, i);
     return true;
 }
 
