@@ -12,6 +12,18 @@
     on the caller's buffer, and fails the stream; a settle that fails is
     logged); a refused batch settles before the per-segment fallback and
     turns batching off; a device allocation whose clearing fails is freed.
+
+    The kernel path: the fake "launches" the kernel by queuing the host
+    emulation of its threads over the table the backend built (so the bytes
+    the fake moves are the device kernel's index arithmetic), and has a
+    virtual clock its calls advance by modelled costs, which makes the
+    start-up micro-benchmark's choice exact. Proven: the benchmark's
+    crossover and the copies that follow it, the configured crossover and
+    copy_path overriding it, no compiler / a compile failure / a module that
+    does not load (the backend copies as before and says so), a refused
+    launch falling back to the batch and then per segment (kernel off,
+    logged once), tables in flight reclaimed by their events and a full ring
+    falling back without blocking.
 */
 #include <criterion/criterion.h>
 #include <stdatomic.h>
@@ -21,6 +33,7 @@
 #include <string.h>
 
 #include "gpu/kvt_gpu_devrt.h"
+#include "gpu/kvt_gpu_kernel.h"
 #include "kvtier/kvt_gpu.h"
 
 // ------------------------------------------------------------ the fake ----
@@ -43,6 +56,9 @@ typedef struct {
     size_t len;          //  copy length
     kvt_gpu_host_fn *fn; //  host function, or NULL
     void *arg;           //  its argument
+    const uint64_t *tab; //  kernel launch: its table, or NULL
+    int to_host;         //  kernel launch: gather (1) or scatter (0)
+    uint32_t grid;       //  kernel launch: thread blocks
 } f_op_t;
 
 typedef struct {
@@ -80,7 +96,24 @@ static struct {
     int host_fn_rc;         //  what host_fn returns
     f_stream_t *streams[8]; //  streams created, for the invariant checks
     int nstreams;           //  entries in streams
+    bool kernel;            //  the table has the kernel entries
+    int image_rc;           //  what kernel_image returns (a KVT_GPU_E* code)
+    int module_rc;          //  what module_load returns
+    int modules;            //  modules loaded and not unloaded
+    int launch_rc;          //  what launch returns
+    int launch_tries;       //  launch calls
+    int launches;           //  launches accepted
+    uint32_t last_grid;     //  thread blocks of the last launch
+    uint64_t clock;         //  virtual ns, advanced by the modelled cost of each call
 } F;
+
+//  Modelled costs (ns): a copy call, a batch entry, a launch; bytes move at
+//  50 bytes / ns by copy, 25 by kernel. With 64 segments the kernel wins up
+//  to 26 KB segments: the benchmark must pick 16 KiB.
+#define F_CALL_NS   2000u
+#define F_ENTRY_NS  600u
+#define F_LAUNCH_NS 5000u
+#define F_CROSSOVER 16384u
 
 static void s_fake_reset(void)
 {
@@ -196,6 +229,8 @@ static void s_f_run(f_stream_t *st, int upto)
         f_op_t *op = &st->ops[st->done % F_MAX_OPS];
         if (op->fn)
             op->fn(op->arg);
+        else if (op->tab)
+            kvt_gpu_ktab_run_host(op->tab, op->to_host, op->grid);
         else
             memcpy(op->dst, op->src, op->len);
     }
@@ -289,7 +324,8 @@ static int s_f_memcpy(void *dst, const void *src, size_t len, kvt_gpu_dir_t dir,
     if (F.copies == F.fail_copy_at)
         return F_EINVAL;
     F.copies++;
-    s_f_queue(st, (f_op_t){dst, src, len, NULL, NULL});
+    F.clock += F_CALL_NS + len / 50;
+    s_f_queue(st, (f_op_t){.dst = dst, .src = src, .len = len});
     return F_OK;
 }
 
@@ -298,8 +334,9 @@ static int s_f_batch(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx)
     f_stream_t *st = stream;
     F.batches++;
     uint32_t n = F.batch_rc == F_OK ? copy->count : (uint32_t)F.batch_partial;
+    F.clock += F_CALL_NS + (uint64_t)copy->count * F_ENTRY_NS + copy->bytes / 50;
     for (uint32_t k = 0; k < n; k++)
-        s_f_queue(st, (f_op_t){copy->dst[k], copy->src[k], copy->len[k], NULL, NULL});
+        s_f_queue(st, (f_op_t){.dst = copy->dst[k], .src = copy->src[k], .len = copy->len[k]});
     if (F.batch_rc != F_OK) {
         *fail_idx = n;
         F.after_batch = true;
@@ -311,8 +348,73 @@ static int s_f_host_fn(void *stream, kvt_gpu_host_fn *fn, void *arg)
 {
     if (F.host_fn_rc != F_OK)
         return F.host_fn_rc;
-    s_f_queue(stream, (f_op_t){NULL, NULL, 0, fn, arg});
+    s_f_queue(stream, (f_op_t){.fn = fn, .arg = arg});
     return F_OK;
+}
+
+static int s_f_image(int device, void **image, size_t *len, char *why, size_t why_len)
+{
+    (void)device;
+    if (F.image_rc != 0) {
+        snprintf(why, why_len, "%s",
+                 F.image_rc == KVT_GPU_EUNSUPPORTED ? "fakertc: no library"
+                                                    : "fakertc: compiling failed: syntax");
+        return F.image_rc;
+    }
+    *image = strdup(kvt_gpu_kernel_source());
+    *len = strlen(*image) + 1;
+    snprintf(why, why_len, "fakertc 1.0, fake_arch");
+    return 0;
+}
+
+static int s_f_module_load(const void *image, size_t len, void **module, void **fn)
+{
+    cr_assert_eq(strcmp(image, kvt_gpu_kernel_source()), 0, "the image is the kernel's");
+    cr_assert_eq(len, strlen(image) + 1);
+    if (F.module_rc != F_OK)
+        return F.module_rc;
+    F.modules++;
+    *module = &F.modules;
+    *fn = &F.launches;
+    return F_OK;
+}
+
+static int s_f_module_unload(void *module)
+{
+    cr_assert_eq(module, &F.modules);
+    F.modules--;
+    return F_OK;
+}
+
+//  Bytes a kernel table moves (every job's blocks in every entry).
+static uint64_t s_f_tab_bytes(const uint64_t *tab)
+{
+    uint64_t per_block = 0, blocks = 0;
+    for (uint64_t e = 0; e < tab[1]; e++)
+        per_block += tab[3 + 4 * e + 1];
+    for (uint64_t j = 0; j < tab[0]; j++)
+        blocks += tab[3 + 4 * tab[1] + 4 * j + 1];
+    return per_block * blocks;
+}
+
+static int s_f_launch(void *fn, uint32_t grid, uint32_t threads, const void *tab, int to_host,
+                      void *stream)
+{
+    F.launch_tries++;
+    cr_assert_eq(fn, &F.launches, "the kernel of the loaded module");
+    cr_assert_eq(threads, KVT_GPU_KERNEL_THREADS);
+    if (F.launch_rc != F_OK)
+        return F.launch_rc;
+    F.launches++;
+    F.last_grid = grid;
+    F.clock += F_LAUNCH_NS + s_f_tab_bytes(tab) / 25;
+    s_f_queue(stream, (f_op_t){.tab = tab, .to_host = to_host, .grid = grid});
+    return F_OK;
+}
+
+static uint64_t s_f_now(void)
+{
+    return F.clock;
 }
 
 //  The fake's table; `batch` adds the batched copy.
@@ -350,6 +452,13 @@ static kvt_devrt_t s_fake_rt(bool batch)
         .memcpy_batch = batch ? s_f_batch : NULL,
         .host_fn = s_f_host_fn,
         .host_fn_call = "fakeLaunchHostFunc",
+        .batch_call = "fakeMemcpyBatch",
+        .kernel_image = F.kernel ? s_f_image : NULL,
+        .module_load = F.kernel ? s_f_module_load : NULL,
+        .module_unload = F.kernel ? s_f_module_unload : NULL,
+        .launch = F.kernel ? s_f_launch : NULL,
+        .launch_call = "fakeLaunchKernel",
+        .now_ns = s_f_now,
     };
 }
 
@@ -358,14 +467,17 @@ static kvt_devrt_t s_fake_rt(bool batch)
 static atomic_int s_errors_logged;   //  level-0 log lines
 static atomic_int s_warnings_logged; //  level-1 log lines
 static char s_last_line[600];        //  the last log line
+static char s_last_warning[600];     //  the last level-1 line
 
 static void s_log(void *arg, int level, const char *line)
 {
     (void)arg;
     if (level == 0)
         atomic_fetch_add(&s_errors_logged, 1);
-    if (level == 1)
+    if (level == 1) {
         atomic_fetch_add(&s_warnings_logged, 1);
+        snprintf(s_last_warning, sizeof s_last_warning, "%s", line);
+    }
     snprintf(s_last_line, sizeof s_last_line, "%s", line);
 }
 
@@ -393,7 +505,7 @@ static kvt_gpu_t *s_open(const kvt_devrt_t *rt, int device)
 //  Ops queued on a stream's fake runtime stream and not run yet.
 static int s_pending(kvt_gpu_stream_t *s)
 {
-    f_stream_t *st = s->impl;
+    f_stream_t *st = kvt_gpu_devrt_stream(s);
     return st->queued - st->done;
 }
 
@@ -702,4 +814,252 @@ Test(devrt, a_device_allocation_whose_clearing_fails_is_freed)
     cr_assert_eq(F.live_allocs, 0, "the allocation was given back");
     cr_assert_eq(kvt_gpu_plane_count(gpu), 0);
     kvt_gpu_destroy(&gpu);
+}
+
+// --------------------------------------------------------- kernel path ----
+
+//  A device on the fake with the kernel: one plane of NL layers x NB blocks
+//  x `bb` bytes; `o` gives the copy options (path, crossover).
+static kvt_gpu_t *s_open_k(const kvt_devrt_t *rt, size_t bb, kvt_gpu_copy_path_t path,
+                           size_t crossover)
+{
+    kvt_gpu_opts_t o = {0};
+    o.backend = KVT_GPU_BACKEND_CUDA;
+    o.log = s_log;
+    o.copy_path = path;
+    o.kernel_crossover_bytes = crossover;
+    kvt_gpu_t *gpu = kvt_gpu_open(&o, rt);
+    cr_assert_not_null(gpu, "%s", kvt_gpu_last_error());
+    kvt_gpu_plane_desc_t p = {"K", NL, NB, bb, NULL};
+    cr_assert_eq(kvt_gpu_plane_add(gpu, &p), 0, "%s", kvt_gpu_last_error());
+    return gpu;
+}
+
+//  Scatters a pattern into s_sparse's blocks one copy per segment (through
+//  a buffer that is not pinned), gathers them back through `pinned` and
+//  checks every byte; returns how the gather went out through F.
+static void s_round_trip(kvt_gpu_t *gpu, kvt_gpu_stream_t *s, uint8_t *pinned, size_t bb,
+                         uint32_t salt)
+{
+    size_t len = 5 * NL * bb;
+    uint8_t *in = malloc(len);
+    cr_assert_not_null(in);
+    for (size_t k = 0; k < len; k++)
+        in[k] = (uint8_t)(k * 29 + salt);
+    cr_assert_eq(kvt_gpu_scatter(s, s_sparse, 5, in, len), 0, "%s", kvt_gpu_last_error());
+    memset(pinned, 0, len);
+    cr_assert_eq(kvt_gpu_gather(s, s_sparse, 5, pinned, len), 0, "%s", kvt_gpu_last_error());
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0, "%s", kvt_gpu_last_error());
+    cr_assert_eq(memcmp(in, pinned, len), 0, "the gather brought back what was scattered");
+    free(in);
+}
+
+Test(devrt, the_start_up_benchmark_picks_the_kernel_up_to_the_crossover)
+{
+    s_fake_reset();
+    F.kernel = true;
+    kvt_devrt_t rt = s_fake_rt(true);
+    kvt_gpu_t *gpu = s_open_k(&rt, BB, KVT_GPU_PATH_AUTO, 0);
+    const char *d = kvt_gpu_describe(gpu);
+    cr_assert(strstr(d, "copy paths: kernel (fakertc 1.0, fake_arch; 16 thread blocks; up to "
+                        "16384-byte segments, measured"),
+              "%s", d);
+    cr_assert(strstr(d, "batch (fakeMemcpyBatch), per-segment"), "%s", d);
+    cr_assert_gt(F.launches, 0, "the benchmark ran the kernel");
+    cr_assert_eq(F.modules, 1);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    uint8_t *pinned = kvt_gpu_host_alloc(gpu, 5 * NL * BB);
+    int launches = F.launches, batches = F.batches, copies = F.copies;
+    s_round_trip(gpu, s, pinned, BB, 3);
+    cr_assert_eq(F.launches, launches + 1,
+                 "100-byte segments: one launch for the gather (%d %d %d)", F.launches - launches,
+                 F.batches - batches, F.copies - copies);
+    cr_assert_eq(F.last_grid, 10, "one thread block per segment when under the cap");
+    cr_assert_eq(F.batches, batches, "no batch");
+    cr_assert_eq(F.copies, copies + NL * 5, "the scatter from plain memory: per segment");
+    //  One block is still NL segments: one launch.
+    cr_assert_eq(kvt_gpu_gather(s, s_sparse, 1, pinned, NL * BB), 0);
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0);
+    cr_assert_eq(F.launches, launches + 2);
+    cr_assert_eq(F.last_grid, NL);
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+    cr_assert_eq(F.modules, 0, "the module is unloaded");
+    cr_assert_eq(F.live_allocs, 0, "rings, scratch and buffers freed");
+
+    //  Segments above the crossover go out as one batch.
+    gpu = s_open_k(&rt, 2 * F_CROSSOVER, KVT_GPU_PATH_AUTO, 0);
+    s = kvt_gpu_stream_new(gpu, "s");
+    pinned = kvt_gpu_host_alloc(gpu, 5 * NL * 2 * F_CROSSOVER);
+    launches = F.launches;
+    batches = F.batches;
+    s_round_trip(gpu, s, pinned, 2 * F_CROSSOVER, 5);
+    cr_assert_eq(F.launches, launches, "32 KiB segments: no launch");
+    cr_assert_eq(F.batches, batches + 1);
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+}
+
+Test(devrt, the_configured_crossover_and_copy_path_override_the_benchmark)
+{
+    s_fake_reset();
+    F.kernel = true;
+    kvt_devrt_t rt = s_fake_rt(true);
+    //  A crossover below the segment size: the batch; no benchmark ran.
+    kvt_gpu_t *gpu = s_open_k(&rt, BB, KVT_GPU_PATH_AUTO, BB - 1);
+    cr_assert_eq(F.launches, 0, "no benchmark with a configured crossover");
+    cr_assert(strstr(kvt_gpu_describe(gpu), "up to 99-byte segments, configured"), "%s",
+              kvt_gpu_describe(gpu));
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    uint8_t *pinned = kvt_gpu_host_alloc(gpu, 5 * NL * BB);
+    s_round_trip(gpu, s, pinned, BB, 7);
+    cr_assert_eq(F.launches, 0);
+    cr_assert_eq(F.batches, 1);
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+
+    //  KERNEL: the kernel even for segments above the measured crossover.
+    s_fake_reset();
+    F.kernel = true;
+    gpu = s_open_k(&rt, 2 * F_CROSSOVER, KVT_GPU_PATH_KERNEL, 0);
+    cr_assert_eq(F.launches, 0, "no benchmark when the path is forced");
+    s = kvt_gpu_stream_new(gpu, "s");
+    pinned = kvt_gpu_host_alloc(gpu, 5 * NL * 2 * F_CROSSOVER);
+    s_round_trip(gpu, s, pinned, 2 * F_CROSSOVER, 9);
+    cr_assert_eq(F.launches, 1, "the gather (the scatter from plain memory: per segment)");
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+
+    //  BATCH: the kernel is not even loaded; SEGMENT: neither kernel nor batch.
+    const kvt_gpu_copy_path_t paths[2] = {KVT_GPU_PATH_BATCH, KVT_GPU_PATH_SEGMENT};
+    for (int i = 0; i < 2; i++) {
+        s_fake_reset();
+        F.kernel = true;
+        gpu = s_open_k(&rt, BB, paths[i], 0);
+        cr_assert_eq(F.modules, 0, "not loaded");
+        cr_assert(strstr(kvt_gpu_describe(gpu), "no kernel (kernel not loaded (copy_path"), "%s",
+                  kvt_gpu_describe(gpu));
+        s = kvt_gpu_stream_new(gpu, "s");
+        pinned = kvt_gpu_host_alloc(gpu, 5 * NL * BB);
+        s_round_trip(gpu, s, pinned, BB, 11);
+        cr_assert_eq(F.launches, 0);
+        cr_assert_eq(F.batches, i == 0 ? 1 : 0, "path %d", i);
+        cr_assert_eq(F.copies, i == 0 ? NL * 5 : 2 * NL * 5, "path %d", i);
+        kvt_gpu_host_free(gpu, pinned);
+        kvt_gpu_stream_destroy(&s);
+        kvt_gpu_destroy(&gpu);
+    }
+}
+
+Test(devrt, without_a_kernel_the_device_copies_as_before_and_says_why)
+{
+    //  No compiler library, a compile failure, a module that does not load.
+    const int image_rc[3] = {KVT_GPU_EUNSUPPORTED, KVT_GPU_EDEVICE, 0};
+    const char *why[3] = {"no kernel (fakertc: no library)",
+                          "no kernel (fakertc: compiling failed: syntax)",
+                          "no kernel (kernel image of"};
+    for (int i = 0; i < 3; i++) {
+        s_fake_reset();
+        F.kernel = true;
+        F.image_rc = image_rc[i];
+        F.module_rc = i == 2 ? F_EINVAL : F_OK;
+        atomic_store(&s_warnings_logged, 0);
+        kvt_devrt_t rt = s_fake_rt(true);
+        kvt_gpu_t *gpu = s_open_k(&rt, BB, KVT_GPU_PATH_AUTO, 0);
+        cr_assert(strstr(kvt_gpu_describe(gpu), why[i]), "%d: %s", i, kvt_gpu_describe(gpu));
+        cr_assert_eq(atomic_load(&s_warnings_logged), 1, "said once at open");
+        cr_assert(strstr(s_last_warning, "no gather kernel (") &&
+                      strstr(s_last_warning, "batched copies as before"),
+                  "%s", s_last_warning);
+        kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+        uint8_t *pinned = kvt_gpu_host_alloc(gpu, 5 * NL * BB);
+        s_round_trip(gpu, s, pinned, BB, 13);
+        cr_assert_eq(F.launch_tries, 0);
+        cr_assert_eq(F.batches, 1, "the batch, as before");
+        kvt_gpu_host_free(gpu, pinned);
+        kvt_gpu_stream_destroy(&s);
+        kvt_gpu_destroy(&gpu);
+        cr_assert_eq(F.modules, 0);
+    }
+}
+
+Test(devrt, a_refused_launch_falls_back_to_the_batch_then_per_segment_and_turns_the_kernel_off)
+{
+    s_fake_reset();
+    F.kernel = true;
+    kvt_devrt_t rt = s_fake_rt(true);
+    kvt_gpu_t *gpu = s_open_k(&rt, BB, KVT_GPU_PATH_KERNEL, 0);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    uint8_t *pinned = kvt_gpu_host_alloc(gpu, 5 * NL * BB);
+    atomic_store(&s_warnings_logged, 0);
+    F.launch_rc = F_ELAUNCH;
+    s_round_trip(gpu, s, pinned, BB, 17);
+    cr_assert_eq(F.launch_tries, 1);
+    cr_assert_eq(F.batches, 1, "the gather went out as a batch");
+    cr_assert_eq(atomic_load(&s_warnings_logged), 1);
+    cr_assert(
+        strstr(s_last_warning, "fakeLaunchKernel refused (fakeErrorLaunchFailure); kernel off"),
+        "%s", s_last_warning);
+    //  The kernel stays off; with the batch refused too, per segment.
+    F.launch_rc = F_OK;
+    F.batch_rc = F_EINVAL;
+    int copies = F.copies;
+    s_round_trip(gpu, s, pinned, BB, 19);
+    cr_assert_eq(F.launch_tries, 1, "no launch once refused");
+    cr_assert_eq(F.batches, 2);
+    cr_assert_eq(F.copies, copies + 2 * NL * 5, "scatter and gather per segment");
+    cr_assert_eq(atomic_load(&s_warnings_logged), 2, "the batch refusal said once");
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+
+    //  Without a batched call a refused launch goes per segment at once.
+    s_fake_reset();
+    F.kernel = true;
+    rt = s_fake_rt(false);
+    gpu = s_open_k(&rt, BB, KVT_GPU_PATH_KERNEL, 0);
+    s = kvt_gpu_stream_new(gpu, "s");
+    pinned = kvt_gpu_host_alloc(gpu, 5 * NL * BB);
+    F.launch_rc = F_ELAUNCH;
+    s_round_trip(gpu, s, pinned, BB, 23);
+    cr_assert_eq(F.launch_tries, 1);
+    cr_assert_eq(F.copies, 2 * NL * 5);
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+}
+
+Test(devrt, kernel_tables_are_reclaimed_by_their_events_and_a_full_ring_falls_back)
+{
+    s_fake_reset();
+    F.kernel = true;
+    kvt_devrt_t rt = s_fake_rt(true);
+    kvt_gpu_t *gpu = s_open_k(&rt, BB, KVT_GPU_PATH_KERNEL, 0);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    size_t len = 5 * NL * BB;
+    uint8_t *pinned = kvt_gpu_host_alloc(gpu, 40 * len);
+    //  The fake runs nothing until synchronized: 32 tables are in flight,
+    //  then the ring is full and gathers go out as batches, never waiting.
+    for (int i = 0; i < 40; i++)
+        cr_assert_eq(kvt_gpu_gather(s, s_sparse, 5, pinned + (size_t)i * len, len), 0);
+    cr_assert_eq(F.launches, 32);
+    cr_assert_eq(F.batches, 8);
+    cr_assert_eq(F.sync_calls, 0, "nothing waited");
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0);
+    //  Every table was still intact when its launch ran: all 40 agree.
+    for (int i = 1; i < 40; i++)
+        cr_assert_eq(memcmp(pinned, pinned + (size_t)i * len, len), 0, "gather %d", i);
+    //  Completed tables are reclaimed: the kernel serves again.
+    for (int i = 0; i < 40; i++)
+        cr_assert_eq(kvt_gpu_gather(s, s_sparse, 5, pinned + (size_t)i * len, len), 0);
+    cr_assert_eq(F.launches, 64);
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0);
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+    cr_assert_eq(F.live_allocs, 0);
 }

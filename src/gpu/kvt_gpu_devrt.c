@@ -749,6 +749,11 @@ static void s_kernel_setup(kvt_gpu_t *gpu)
                 batch ? "batch (" : "no batched copy", batch ? batch : "", batch ? ")" : "");
 }
 
+void *kvt_gpu_devrt_stream(const kvt_gpu_stream_t *s)
+{
+    return s_h(s);
+}
+
 void kvt_gpu_devrt_paths(const kvt_devrt_t *rt, char *out, size_t out_len)
 {
     char k[200];

@@ -109,6 +109,10 @@ extern const kvt_gpu_ops_t kvt_gpu_devrt_ops;
 //  = 0 and `why` naming the runtime's error (the sticky error is cleared).
 int kvt_gpu_devrt_probe(const kvt_devrt_t *rt, int *count, char *why, size_t why_len);
 
+//  The runtime stream under a stream of a device opened on the shared
+//  backend (tests look into their fake runtime's queues with it).
+void *kvt_gpu_devrt_stream(const kvt_gpu_stream_t *s);
+
 //  The copy paths `rt` offers on this machine (kernel with its compiler
 //  when that loads, batched copy when the runtime has it, per-segment).
 void kvt_gpu_devrt_paths(const kvt_devrt_t *rt, char *out, size_t out_len);
