@@ -566,3 +566,107 @@ Test(sim, many_streams_land_on_the_model_in_landing_order)
     free(log);
     kvt_gpu_destroy(&s.gpu);
 }
+
+// ------------------------------------------------------ copy-path costs ----
+
+//  A SIM device at 25 GB/s, 5 us per copy op, with `path` and the default
+//  per-entry cost (0: default; KVT_GPU_SIM_ZERO_LATENCY: none); one plane
+//  of `layers` layers x 64 blocks x `bb` bytes.
+static kvt_gpu_t *s_open_path(uint64_t *now, kvt_gpu_copy_path_t path, uint64_t entry_ns,
+                              uint32_t layers, size_t bb)
+{
+    kvt_gpu_opts_t o = {0};
+    o.host_mode = KVT_GPU_HOST_SIM;
+    o.now = s_clock;
+    o.now_arg = now;
+    o.log = s_quiet;
+    o.copy_path = path;
+    o.sim_entry_ns = entry_ns;
+    kvt_gpu_t *gpu = kvt_gpu_new(&o);
+    cr_assert_not_null(gpu, "%s", kvt_gpu_last_error());
+    kvt_gpu_plane_desc_t d = {"K", layers, 64, bb, NULL};
+    cr_assert_eq(kvt_gpu_plane_add(gpu, &d), 0);
+    return gpu;
+}
+
+Test(sim, a_batch_costs_its_entries_separate_copies_their_calls_a_kernel_one_launch)
+{
+    uint64_t now = 0;
+    //  Defaults: 25 GB/s, 5 us per copy op, 0.6 us per batch entry.
+    kvt_gpu_t *gpu = s_open_path(&now, KVT_GPU_PATH_AUTO, 0, 1, 4096);
+    uint64_t bytes_ns = 4096 * 64 / 25; //  262144 bytes at 25 bytes / ns: 10485.76 -> 10486
+    cr_assert_eq(kvt_gpu_sim_copy_cost_ns(gpu, 64, 64 * 4096), 5000 + 64 * 600 + bytes_ns + 1);
+    cr_assert_eq(kvt_gpu_sim_copy_cost_ns(gpu, 1, 4096), kvt_gpu_sim_cost_ns(gpu, 4096),
+                 "one segment: one copy on every path");
+    kvt_gpu_destroy(&gpu);
+    gpu = s_open_path(&now, KVT_GPU_PATH_BATCH, 250, 1, 4096);
+    cr_assert_eq(kvt_gpu_sim_copy_cost_ns(gpu, 64, 64 * 4096), 5000 + 64 * 250 + bytes_ns + 1);
+    kvt_gpu_destroy(&gpu);
+    gpu = s_open_path(&now, KVT_GPU_PATH_SEGMENT, 0, 1, 4096);
+    cr_assert_eq(kvt_gpu_sim_copy_cost_ns(gpu, 64, 64 * 4096), 64 * 5000 + bytes_ns + 1);
+    kvt_gpu_destroy(&gpu);
+    gpu = s_open_path(&now, KVT_GPU_PATH_KERNEL, 0, 1, 4096);
+    cr_assert_eq(kvt_gpu_sim_copy_cost_ns(gpu, 64, 64 * 4096), 5000 + bytes_ns + 1);
+    kvt_gpu_destroy(&gpu);
+    gpu = s_open_path(&now, KVT_GPU_PATH_BATCH, KVT_GPU_SIM_ZERO_LATENCY, 1, 4096);
+    cr_assert_eq(kvt_gpu_sim_copy_cost_ns(gpu, 64, 64 * 4096), 5000 + bytes_ns + 1,
+                 "an entry cost of exactly zero");
+    cr_assert_eq(kvt_gpu_sim_copy_cost_ns(gpu, UINT32_MAX, SIZE_MAX),
+                 kvt_gpu_sim_cost_ns(gpu, SIZE_MAX), "no overflow on the way");
+    kvt_gpu_destroy(&gpu);
+}
+
+//  When the gather of `n` sparse blocks (no two merge) lands on `path`.
+static uint64_t s_gather_lands(kvt_gpu_copy_path_t path, uint32_t layers, size_t bb, uint32_t n)
+{
+    uint64_t now = 0;
+    kvt_gpu_t *gpu = s_open_path(&now, path, 0, layers, bb);
+    kvt_gpu_stream_t *st = kvt_gpu_stream_new(gpu, "s");
+    uint32_t blocks[32];
+    for (uint32_t i = 0; i < n; i++)
+        blocks[i] = 2 * i;
+    size_t len = (size_t)n * layers * bb;
+    uint8_t *buf = malloc(len);
+    cr_assert_not_null(buf);
+    cr_assert_eq(kvt_gpu_gather(st, blocks, n, buf, len), 0, "%s", kvt_gpu_last_error());
+    kvt_gpu_event_t *ev = kvt_gpu_event_new(gpu);
+    cr_assert_eq(kvt_gpu_event_record(ev, st), 0);
+    uint64_t eta = kvt_gpu_event_eta(ev);
+    kvt_gpu_event_destroy(&ev);
+    kvt_gpu_stream_destroy(&st);
+    kvt_gpu_destroy(&gpu);
+    free(buf);
+    return eta;
+}
+
+Test(sim, many_small_segments_take_longer_than_one_large_copy_of_the_same_bytes)
+{
+    //  1 MiB either way: 32 blocks x 8 layers of 4 KiB (256 segments), or
+    //  one block of one layer of 1 MiB.
+    uint64_t one = s_gather_lands(KVT_GPU_PATH_AUTO, 1, 1u << 20, 1);
+    uint64_t batch = s_gather_lands(KVT_GPU_PATH_AUTO, 8, 4096, 32);
+    uint64_t segment = s_gather_lands(KVT_GPU_PATH_SEGMENT, 8, 4096, 32);
+    uint64_t kernel = s_gather_lands(KVT_GPU_PATH_KERNEL, 8, 4096, 32);
+    cr_assert_eq(one, 5000 + 41944, "1 MiB at 25 GB/s plus one copy op");
+    cr_assert_eq(batch, one + 256 * 600, "a batch pays 0.6 us per entry");
+    cr_assert_eq(segment, one + 255 * 5000, "separate copies pay the fixed cost each");
+    cr_assert_eq(kernel, one, "one launch moves every segment");
+    cr_assert_gt(batch, one);
+    cr_assert_gt(segment, batch);
+}
+
+Test(sim, a_bad_copy_path_or_thread_block_cap_is_refused_naming_it)
+{
+    uint64_t now = 0;
+    kvt_gpu_opts_t o = {.host_mode = KVT_GPU_HOST_SIM, .now = s_clock, .now_arg = &now};
+    o.log = s_quiet;
+    o.copy_path = (kvt_gpu_copy_path_t)7;
+    cr_assert_null(kvt_gpu_new(&o));
+    cr_assert(strstr(kvt_gpu_last_error(), "copy_path 7 is not AUTO/KERNEL/BATCH/SEGMENT"), "%s",
+              kvt_gpu_last_error());
+    o.copy_path = KVT_GPU_PATH_AUTO;
+    o.kernel_max_blocks = 65536;
+    cr_assert_null(kvt_gpu_new(&o));
+    cr_assert(strstr(kvt_gpu_last_error(), "kernel_max_blocks 65536 > 65535"), "%s",
+              kvt_gpu_last_error());
+}
