@@ -304,3 +304,24 @@ Test(kernel, a_launch_is_capped_at_max_blocks)
     cr_assert_eq(kvt_gpu_kernel_grid(10, 16), 10);
     cr_assert_eq(kvt_gpu_kernel_grid(0, 16), 1);
 }
+
+Test(kernel, the_copy_paths_name_what_each_backend_can_use_here)
+{
+    char out[400];
+    kvt_gpu_copy_paths(KVT_GPU_BACKEND_HOST, out, sizeof out);
+    cr_assert(strstr(out, "kernel emulation (copy_path KERNEL)"), "%s", out);
+    char why[256];
+    if (kvt_gpu_compiled(KVT_GPU_BACKEND_CUDA)) {
+        kvt_gpu_copy_paths(KVT_GPU_BACKEND_CUDA, out, sizeof out);
+        bool rtc = kvt_gpu_rtc_available(KVT_GPU_RTC_NVRTC, why, sizeof why);
+        cr_assert(strstr(out, rtc ? "kernel (nvrtc" : "no kernel (nvrtc"), "%s", out);
+        cr_assert(strstr(out, "per-segment"), "%s", out);
+    }
+    if (kvt_gpu_compiled(KVT_GPU_BACKEND_HIP)) {
+        kvt_gpu_copy_paths(KVT_GPU_BACKEND_HIP, out, sizeof out);
+        bool rtc = kvt_gpu_rtc_available(KVT_GPU_RTC_HIPRTC, why, sizeof why);
+        cr_assert(strstr(out, rtc ? "kernel (hiprtc" : "no kernel (hiprtc"), "%s", out);
+        cr_assert(strstr(out, "batch (hipMemcpyBatchAsync)") || strstr(out, "no batched copy"),
+                  "%s", out);
+    }
+}

@@ -31,6 +31,12 @@ int kvt_cmd_version(int argc, char **argv)
         if (kvt_gpu_compiled(all[i]))
             printf(" %s", kvt_gpu_backend_name(all[i]));
     printf("\n");
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (kvt_gpu_compiled(all[i])) {
+            char paths[400];
+            kvt_gpu_copy_paths(all[i], paths, sizeof paths);
+            printf("copy paths (%s): %s\n", kvt_gpu_backend_name(all[i]), paths);
+        }
     char why[512];
     kvt_gpu_backend_t pick = kvt_gpu_probe(why, sizeof why);
     printf("AUTO selects: %s (%s)\n", kvt_gpu_backend_name(pick), why);
