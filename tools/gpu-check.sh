@@ -5,8 +5,11 @@
 #   3. runs the backend conformance suite with that backend required (a
 #      missing device then fails instead of skipping), plus the host suites;
 #   4. runs `kvtier bench gather` on that backend and on the host backend;
-#   5. prints a short table and writes it, with the machine, as a markdown
-#      section to OUT/gpu-check.md for docs/performance.md.
+#   5. runs the copy-path sweep (kvt_gpu_sweep: segment size x segment count
+#      x direction x path -- kernel, batch, per-segment, and AUTO's choice --
+#      and pinned host allocation per GiB) on that backend;
+#   6. prints a short table and writes it, with the sweep and the machine, as
+#      a markdown section to OUT/gpu-check.md for docs/performance.md.
 # Usage: tools/gpu-check.sh [--build-dir DIR] [--out DIR] [--backend cuda|hip]
 #                           [--quick] [--require-device] [--jobs N]
 # Exit: 0 checked (or no device and --require-device not given), 1 a build,
@@ -50,7 +53,7 @@ say() { echo "$*" | tee -a "$log"; }
 # The test_gpu_* suites need only the device layer; kvtier links every area,
 # so a break elsewhere costs the bench, not the conformance run.
 say "== build ($build, Release)"
-tests=(test_gpu_conformance test_gpu_devrt test_gpu_sim test_gpu_faults test_gpu_pool test_gpu_open)
+tests=(test_gpu_conformance test_gpu_kernel test_gpu_devrt test_gpu_sim test_gpu_faults test_gpu_pool test_gpu_open)
 if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVTIER_WERROR=ON >>"$log" 2>&1; then
     say "gpu-check: cmake configure failed (see $log)"; exit 1
 fi
@@ -60,7 +63,7 @@ if ! cmake --build "$build" -j"$jobs" --target "${tests[@]}" >>"$log" 2>&1; then
 fi
 rc=0
 have_kvtier=1
-if ! cmake --build "$build" -j"$jobs" --target kvtier >>"$log" 2>&1; then
+if ! cmake --build "$build" -j"$jobs" --target kvtier kvt_gpu_sweep >>"$log" 2>&1; then
     say "gpu-check: building kvtier failed (see $log); no version probe, no bench"
     grep -a -m5 'error' "$log"
     have_kvtier=0
@@ -128,7 +131,19 @@ for b in "$backend" host; do
     fi
 done
 
-# ---- 5. table -----------------------------------------------------------------
+# ---- 5. copy-path sweep ---------------------------------------------------------
+sweep_flags=()
+[ $quick -eq 1 ] && sweep_flags=(--quick --reps 5)
+if [ $have_kvtier -eq 1 ]; then
+    say "== copy-path sweep on $backend"
+    if ! "$build/kvt_gpu_sweep" --backend "$backend" "${sweep_flags[@]}" >"$out/sweep-$backend.md" \
+            2>>"$log"; then
+        say "gpu-check: the copy-path sweep failed"; rc=1
+    fi
+    cat "$out/sweep-$backend.md" | tee -a "$log"
+fi
+
+# ---- 6. table -----------------------------------------------------------------
 # Reads a per-size figure: the line of block_KiB $2, field $3.
 size_num() { grep "\"block_KiB\": $2," "$1" | sed -n "s/.*\"$3\": \([0-9.]*\).*/\1/p"; }
 
@@ -162,6 +177,13 @@ mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/nu
     done
     echo
     table
+    if [ -s "$out/sweep-$backend.md" ]; then
+        echo
+        echo "Copy paths (kvt_gpu_sweep; one plane, one layer, every other block so no"
+        echo "segments merge; mean of the runs after one warm-up):"
+        echo
+        cat "$out/sweep-$backend.md"
+    fi
 } >"$out/gpu-check.md"
 
 echo
