@@ -27,6 +27,12 @@ static void s_assert_clean(const kvt_replay_report_t *r)
     cr_assert_eq(r->runtime_errors, 0, "runtime errors (see rt.* counters)");
     cr_assert_eq(kvt_replay_counter(r, NULL, "runner.blocks_wrong"), 0);
     cr_assert(!r->failed, "the run failed: %s", r->failures);
+    //  Exactly once means nothing arrived twice either: no replay here
+    //  injects duplicates, so the aggregator dropped no late or duplicate
+    //  report and no worker dropped a repeated spec.
+    cr_assert_eq(kvt_replay_counter(r, "aggregator", "agg.late_dropped"), 0);
+    cr_assert_eq(kvt_replay_counter(r, "aggregator", "agg.dup_dropped"), 0);
+    cr_assert_eq(kvt_replay_counter(r, NULL, "worker.duplicates"), 0);
 }
 
 static void s_small(kvt_replay_cfg_t *c)
