@@ -145,6 +145,7 @@ typedef struct {
     void *arena[S_MAX_TP];                    //  pinned CPU pool memory per rank
     kvt_storage_t *storage[S_MAX_TP];         //  one tier per rank
     char disk_dirs[S_MAX_TP][512];            //  disk directory per rank
+    char disk_names[S_MAX_TP][32];            //  disk tier name in logs per rank ("disk.r")
     kvt_sim_runner_args_t runner[S_MAX_TP];   //  runner args
     kvt_worker_args_t worker[S_MAX_TP];       //  worker args
     char names[2 * S_MAX_TP + 4][32];         //  actor names
@@ -379,6 +380,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
                          r);
                 sc.disk_enabled = true;
                 sc.disk.dir = run->disk_dirs[r];
+                snprintf(run->disk_names[r], sizeof run->disk_names[r], "disk.%u", r);
+                sc.disk.name = run->disk_names[r];
                 sc.disk.capacity_bytes = cfg->disk_pool_bytes;
                 sc.disk.clock = s_clock;
                 sc.disk.clock_arg = run->sys;
@@ -414,7 +417,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     //  write-through the disk holds a superset, with write-back the union.
     uint64_t view = cfg->cpu_pool_bytes / chunk_bytes;
     if (cfg->disk_dir && cfg->cpu_pool_bytes) {
-        uint64_t disk = cfg->disk_pool_bytes / (chunk_bytes + 64);
+        uint64_t disk = cfg->disk_pool_bytes / (chunk_bytes + KVT_DISK_HEADER_BYTES);
         view = cfg->disk_write_on_evict ? view + disk : (disk > view ? disk : view);
     }
     run->sched.cfg.tier_chunks = view > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)view;
