@@ -104,7 +104,7 @@ static void s_planes(planes_t *pl)
     for (uint32_t p = 0; p < 2; p++) {
         for (uint32_t l = 0; l < s_nl[p]; l++, e++) {
             //  16-byte aligned, as device allocations are.
-            pl->layer[e] = aligned_alloc(16, NB * s_bb[p] + 16);
+            pl->layer[e] = aligned_alloc(16, (NB * s_bb[p] + 15) & ~(size_t)15);
             cr_assert_not_null(pl->layer[e]);
             for (uint32_t b = 0; b < NB; b++)
                 for (size_t k = 0; k < s_bb[p]; k++)
