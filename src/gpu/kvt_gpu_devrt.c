@@ -21,6 +21,7 @@
     nothing that touches the caller's buffers is still running. A refusal of
     the first segment queued nothing and leaves the stream usable.
 */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +69,7 @@ typedef struct {
     void *event[KVT_KTAB_SLOTS];   //  recorded after each span's launch (created on use)
     uint32_t first;                //  oldest span in flight
     uint32_t count;                //  spans in flight
+    pthread_mutex_t mu;            //  guards the ring (two threads may queue on one stream)
 } s_strm_t;
 
 static void s_kernel_setup(kvt_gpu_t *gpu);
@@ -233,6 +235,7 @@ static int s_stream_new(kvt_gpu_stream_t *fs)
         free(st);
         return s_err_rt(rt, "StreamCreateWithFlags", drc);
     }
+    pthread_mutex_init(&st->mu, NULL);
     fs->impl = st;
     return 0;
 }
@@ -247,6 +250,7 @@ static void s_strm_free(const kvt_devrt_t *rt, s_strm_t *st)
     if (st->ring)
         rt->host_free(st->ring);
     rt->stream_destroy(st->h);
+    pthread_mutex_destroy(&st->mu);
     free(st);
 }
 
@@ -512,16 +516,18 @@ static int s_kernel(kvt_gpu_stream_t *fs, const kvt_gpu_copy_t *copy)
     kvt_gpu_kent_t *ent = malloc((size_t)nent * sizeof *ent);
     uint32_t slot = 0;
     size_t at = 0;
+    int rc = 1;
+    pthread_mutex_lock(&st->mu);
     char *tab = ent ? s_ring_reserve(rt, st, bytes, &slot, &at) : NULL;
-    if (!tab) {
-        free(ent);
-        return 1;
+    if (tab) {
+        kvt_gpu_ktab_entries(gpu, ent, nent);
+        kvt_gpu_kjob_t job = {.chunk = copy->chunk, .block = copy->block, .n = copy->nblocks};
+        kvt_gpu_ktab_fill((uint64_t *)(void *)tab, ent, nent, &job, 1);
+        rc = s_launch(gpu, st, slot, (const uint64_t *)(void *)tab, copy->dir == KVT_GPU_D2H);
     }
-    kvt_gpu_ktab_entries(gpu, ent, nent);
-    kvt_gpu_kjob_t job = {.chunk = copy->chunk, .block = copy->block, .n = copy->nblocks};
-    kvt_gpu_ktab_fill((uint64_t *)(void *)tab, ent, nent, &job, 1);
+    pthread_mutex_unlock(&st->mu);
     free(ent);
-    return s_launch(gpu, st, slot, (const uint64_t *)(void *)tab, copy->dir == KVT_GPU_D2H);
+    return rc;
 }
 
 //  The dispatch state of the device now.
@@ -641,6 +647,7 @@ static int s_bench(kvt_gpu_t *gpu, char *out, size_t out_len)
         b.st = NULL;
         goto cleanup;
     }
+    pthread_mutex_init(&b.st->mu, NULL);
     void *p = NULL;
     if (rt->dev_malloc(&p, max) != rt->ok)
         goto cleanup;
@@ -738,7 +745,9 @@ static void s_kernel_setup(kvt_gpu_t *gpu)
                     bench);
     }
     char k[320];
-    if (d->fn)
+    if (d->fn && !atomic_load(&d->kernel_ok))
+        kvt_gpu_fmt(k, sizeof k, "no kernel (%s: its launch was refused)", why);
+    else if (d->fn)
         kvt_gpu_fmt(k, sizeof k, "kernel (%s; %u thread blocks; %s%zu-byte segments, %.40s)", why,
                     gpu->opts.kernel_max_blocks,
                     gpu->opts.copy_path == KVT_GPU_PATH_KERNEL ? "always, AUTO up to " : "up to ",
