@@ -71,7 +71,9 @@ static int s_batch(const kvt_gpu_copy_t *copy, void *stream, size_t *fail_idx)
 }
 #endif
 
-//  PTX of the kernel for the device's compute capability.
+#if CUDART_VERSION >= 12000
+//  The kernel through the library API (12.0 on): PTX of the kernel for the
+//  device's compute capability.
 static int s_kernel_image(int device, void **image, size_t *len, char *why, size_t why_len)
 {
     int major = 0, minor = 0;
@@ -116,6 +118,7 @@ static int s_launch(void *fn, uint32_t grid, uint32_t threads, const void *tab, 
     void *args[] = {&tab, &to_host};
     return cudaLaunchKernel(fn, g, b, args, 0, (cudaStream_t)stream);
 }
+#endif
 
 const kvt_devrt_t kvt_gpu_cuda_rt = {
     KVT_DEVRT_CALLS,
@@ -130,10 +133,12 @@ const kvt_devrt_t kvt_gpu_cuda_rt = {
     .memcpy_batch = s_batch,
     .batch_call = "cudaMemcpyBatchAsync",
 #endif
+#if CUDART_VERSION >= 12000
     .kernel_image = s_kernel_image,
     .module_load = s_module_load,
     .module_unload = s_module_unload,
     .launch = s_launch,
     .launch_call = "cudaLaunchKernel",
     .rtc = KVT_GPU_RTC_NVRTC,
+#endif
 };
