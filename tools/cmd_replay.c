@@ -38,6 +38,8 @@ static void s_usage(FILE *out)
         "  --record FILE      SIM: record every delivery (read with kvtier inspect)\n"
         "  --log-level N      0 errors .. 3 debug (default 1)\n"
         "  --quiet            no human summary\n"
+        "  --mem-overcommit   start even when tp x (cpu-pool + hbm-pool) exceeds the memory\n"
+        "                     this process can have (MemAvailable, cgroup limit)\n"
         "  --fault corrupt-resume=N  testing fault: flip one restored byte of the Nth resumed\n"
         "                     request on rank 0 before its oracle check (the run must fail\n"
         "                     with exactly one wrong resume)\n"
@@ -298,6 +300,10 @@ int kvt_cmd_replay(int argc, char **argv)
         }
         if (!strcmp(a, "--quiet")) {
             quiet = true;
+            continue;
+        }
+        if (!strcmp(a, "--mem-overcommit")) {
+            cfg.mem_overcommit = true;
             continue;
         }
         if (i + 1 >= argc) {

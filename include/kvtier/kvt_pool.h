@@ -27,8 +27,10 @@
     still writing into it corrupts nothing. Reclaims are counted, and logged
     once per holder (and once more after each reset).
 
-    The memory may be the caller's (a pinned buffer from the device layer) or
-    allocated by the pool (aligned and page-touched at creation). Nothing is
+    The memory may be the caller's (a buffer from the device layer) or an
+    anonymous mapping the pool makes (2 MiB aligned, advised onto
+    transparent huge pages, never written at creation: its resident size
+    grows with the bytes stored). Nothing is
     allocated after kvt_pool_new: object table, key index, allocator
     metadata, leases, pins and holders are preallocated.
 
@@ -104,6 +106,28 @@ typedef struct {
     uint64_t quarantined_bytes;     //  bytes of quarantined reservations (held until commit/abort)
     uint64_t objects_quarantined;   //  quarantined reservations now
 } kvt_pool_stats_t;
+
+//  The memory a process can really have: the smaller of what RAM offers
+//  (MemAvailable, else MemTotal) and the cgroup limit (v2 memory.max, v1
+//  memory.limit_in_bytes; "max" is no limit). UINT64_MAX where unknown.
+typedef struct {
+    uint64_t bytes;          //  the limit: min(ram_bytes, cgroup_bytes)
+    char source[160];        //  where `bytes` came from
+    uint64_t ram_bytes;      //  MemAvailable (or MemTotal)
+    char ram_source[160];    //  its file and key
+    uint64_t cgroup_bytes;   //  the cgroup limit
+    char cgroup_source[160]; //  its file ("" when unlimited)
+} kvt_mem_limit_t;
+
+//  A source of the limit; returns 0, or -1 when no limit is known.
+typedef int(kvt_mem_limit_fn)(void *arg, kvt_mem_limit_t *out);
+
+//  Reads the limit under proc_root ("/proc": meminfo, self/cgroup) and
+//  cgroup_root (the cgroup mount, "/sys/fs/cgroup").
+int kvt_mem_limit_read(const char *proc_root, const char *cgroup_root, kvt_mem_limit_t *out);
+
+//  kvt_mem_limit_read of this machine (a kvt_mem_limit_fn; arg unused).
+int kvt_mem_limit_system(void *arg, kvt_mem_limit_t *out);
 
 //  Fills *cfg with the defaults (capacity_bytes stays 0: required).
 void kvt_pool_config_defaults(kvt_pool_config_t *cfg);

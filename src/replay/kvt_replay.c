@@ -105,6 +105,39 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     return 0;
 }
 
+static _Atomic uint64_t s_mem_refusals; //  runs the memory check refused
+
+uint64_t kvt_replay_mem_refusals(void)
+{
+    return s_mem_refusals;
+}
+
+int kvt_replay_mem_check(const kvt_replay_cfg_t *c, char *err, size_t errlen)
+{
+    size_t bb = s_block_bytes(c);
+    //  What each rank maps: its CPU pool arena and its device planes (host
+    //  backend regions). The disk tier maps nothing up front.
+    uint64_t cpu = c->cpu_pool_bytes;
+    uint64_t hbm = (c->hbm_pool_bytes / bb) * bb;
+    uint64_t total = (cpu + hbm) * c->tp;
+    kvt_mem_limit_t lim;
+    kvt_mem_limit_fn *fn = c->mem_limit ? c->mem_limit : kvt_mem_limit_system;
+    if (fn(c->mem_limit_arg, &lim) != 0 || total <= lim.bytes)
+        return 0;
+    s_mem_refusals++;
+    snprintf(err, errlen,
+             "memory: the run asks for %llu MiB (tp %u x (cpu-pool %llu MiB + hbm-pool %llu MiB)) "
+             "but can have %llu MiB (%s); lower --tp, --cpu-pool or --hbm-pool, or pass "
+             "--mem-overcommit",
+             (unsigned long long)(total >> 20), c->tp, (unsigned long long)(cpu >> 20),
+             (unsigned long long)(hbm >> 20), (unsigned long long)(lim.bytes >> 20), lim.source);
+    if (!c->mem_overcommit)
+        return -1;
+    if (c->log_level >= 1)
+        fprintf(stderr, "kvtier replay: warning: %s (overridden)\n", err);
+    return 0;
+}
+
 void kvt_replay_report_clear(kvt_replay_report_t *report)
 {
     kvt_sim_engine_result_clear(&report->engine);
@@ -275,7 +308,7 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
 
 int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *err, size_t errlen)
 {
-    if (kvt_replay_validate(cfg, err, errlen) != 0)
+    if (kvt_replay_validate(cfg, err, errlen) != 0 || kvt_replay_mem_check(cfg, err, errlen) != 0)
         return -1;
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);

@@ -13,6 +13,7 @@
 #include "replay/kvt_sim_engine.h"
 #include "replay/kvt_workload.h"
 #include "kvtier/kvt_actor.h"
+#include "kvtier/kvt_pool.h"
 
 typedef struct {
     const char *trace;        //  Mooncake jsonl path; NULL: the built-in synthetic workload
@@ -38,6 +39,9 @@ typedef struct {
     int log_level;            //  0..3 (default 1)
     uint32_t fault_corrupt_resume; //  testing fault: rank 0 flips one restored byte of the
                                    //  Nth resumed request before its check (0 = off)
+    bool mem_overcommit;           //  start even when the memory asked for exceeds the limit
+    kvt_mem_limit_fn *mem_limit;   //  the limit's source; NULL: kvt_mem_limit_system
+    void *mem_limit_arg;           //  its argument
 } kvt_replay_cfg_t;
 
 typedef struct {
@@ -67,6 +71,16 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg);
 //  Validates the configuration; returns 0 or -1 with a message naming the
 //  setting in err.
 int kvt_replay_validate(const kvt_replay_cfg_t *cfg, char *err, size_t errlen);
+
+//  The start-up memory check: every rank's CPU pool and host device regions
+//  against the memory the process can have (cfg->mem_limit). Returns 0, or
+//  -1 with err naming the total, the per-rank pieces, the limit and its
+//  source (counted in kvt_replay_mem_refusals). With mem_overcommit the
+//  check runs, a refusal is logged as a warning, and 0 is returned.
+int kvt_replay_mem_check(const kvt_replay_cfg_t *cfg, char *err, size_t errlen);
+
+//  Runs refused by the memory check since the process started.
+uint64_t kvt_replay_mem_refusals(void);
 
 //  Runs a replay. Returns 0 when it ran to the end (report->failed says
 //  whether it passed: no wrong resume, quiescent, every request ended, no

@@ -139,16 +139,8 @@ static int s_arena(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, si
         self->capacity = usable & ~(align - 1);
     } else {
         self->capacity = cfg->capacity_bytes & ~(align - 1);
-        void *mem = NULL;
-        if (posix_memalign(&mem, align < 4096 ? 4096 : align, self->capacity) != 0) {
-            kvt_store_seterr(err, errlen, "pool.capacity_bytes=%zu: cannot allocate the arena",
-                             cfg->capacity_bytes);
+        if (kvt_pool_arena_map(self, err, errlen) != 0)
             return -1;
-        }
-        //  Touch every page now so the first puts do not pay page faults.
-        memset(mem, 0, self->capacity);
-        self->owned = mem;
-        self->base = mem;
     }
     if (self->capacity < align) {
         kvt_store_seterr(err, errlen, "pool.base: %zu bytes left after aligning to %zu",
@@ -238,7 +230,7 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
     free(self->leases);
     free(self->pins);
     free(self->holders);
-    free(self->owned);
+    kvt_pool_arena_unmap(self);
     pthread_mutex_destroy(&self->mu);
     free(self);
     *self_p = NULL;

@@ -77,7 +77,9 @@ struct _kvt_pool_t {
     char name[KVT_POOL_NAME_MAX]; //  for logs
     pthread_mutex_t mu;           //  guards everything below
     uint8_t *base;                //  aligned start of the arena
-    void *owned;                  //  arena memory the pool allocated (NULL: the caller's)
+    void *owned;                  //  arena mapping the pool made (NULL: the caller's memory)
+    size_t owned_len;             //  its length
+    bool huge;                    //  the arena was advised onto transparent huge pages
     size_t capacity;              //  usable arena bytes (a multiple of align)
     size_t align;                 //  allocation unit, bytes
     unsigned shift;               //  log2(align)
@@ -113,6 +115,11 @@ struct _kvt_pool_t {
     char logq[KVT_POOL_LOG_LINES][KVT_POOL_LOG_LEN]; //  lines queued under the lock
     int nlogq;                                       //  queued lines
 };
+
+//  Maps the arena (anonymous, untouched; capacity set) / unmaps it
+//  (kvt_pool_mem.c). Lock not needed.
+int kvt_pool_arena_map(kvt_pool_t *self, char *err, size_t errlen);
+void kvt_pool_arena_unmap(kvt_pool_t *self);
 
 //  Lock / unlock; unlock emits the log lines queued meanwhile.
 void kvt_pool_lock(kvt_pool_t *self);
