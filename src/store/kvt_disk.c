@@ -139,10 +139,10 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
     self->ent_free = KVT_NIL;
     for (uint32_t i = self->nents; i-- > 0;) {
         self->ents[i].gen = 1;
-        self->ents[i].next = self->ent_free;
+        self->ents[i].link.next = self->ent_free;
         self->ent_free = i;
     }
-    self->lru_old = self->lru_young = KVT_NIL;
+    kvt_ilist_init(&self->lru);
     if (kvt_disk_rescan(self, err, errlen) != 0)
         goto cleanup;
     if (kvt_disk_io_start(self, cfg.io_threads, err, errlen) != 0)
@@ -393,18 +393,15 @@ int kvt_disk_read(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t 
         rc = KVT_STORE_ENOTFOUND;
         break;
     case KVT_DREAD_IDENTITY:
-        //  Another writer's file under our name: a miss, and not ours to
-        //  delete or to write over.
-        self->st.identity_mismatch++;
-        if (same)
-            kvt_disk_ent_block(self, i);
-        rc = KVT_STORE_ENOTFOUND;
-        break;
     case KVT_DREAD_FOREIGN:
-        //  Something that is not our file took the name (a FIFO, a
-        //  directory, a symbolic link): never opened through, never
-        //  deleted, the name stays blocked.
-        self->st.foreign_files++;
+        //  IDENTITY: another writer's file under our name. FOREIGN:
+        //  something that is not our file took the name (a FIFO, a
+        //  directory, a symbolic link), never opened through. Either way a
+        //  miss, not ours to delete or to write over: the name stays blocked.
+        if (v == KVT_DREAD_IDENTITY)
+            self->st.identity_mismatch++;
+        else
+            self->st.foreign_files++;
         if (same)
             kvt_disk_ent_block(self, i);
         rc = KVT_STORE_ENOTFOUND;

@@ -25,32 +25,39 @@
 
 static const uint8_t s_magic[8] = {'K', 'V', 'T', 'I', 'E', 'R', 'O', 'B'};
 
-static void s_put64(uint8_t *p, uint64_t v)
+//  Little-endian fields of n bytes (n ≤ 8).
+static void s_put(uint8_t *p, uint64_t v, int n)
 {
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < n; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static uint64_t s_get64(const uint8_t *p)
+static uint64_t s_get(const uint8_t *p, int n)
 {
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < n; i++)
         v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
 
+static void s_put64(uint8_t *p, uint64_t v)
+{
+    s_put(p, v, 8);
+}
+
+static uint64_t s_get64(const uint8_t *p)
+{
+    return s_get(p, 8);
+}
+
 static void s_put32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    s_put(p, v, 4);
 }
 
 static uint32_t s_get32(const uint8_t *p)
 {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
+    return (uint32_t)s_get(p, 4);
 }
 
 void kvt_disk_file_name(char out[KVT_DISK_NAME_LEN], uint64_t ns, kvt_hash_t key,

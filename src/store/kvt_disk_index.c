@@ -11,37 +11,21 @@
 
 #include "kvt_disk_int.h"
 
+#define S_LRU_LINKS(self) KVT_ILINKS((self)->ents, link)
+
 static void s_lru_unlink(kvt_disk_t *self, uint32_t i)
 {
-    kvt_dent_t *e = &self->ents[i];
-    if (e->prev != KVT_NIL)
-        self->ents[e->prev].next = e->next;
-    else
-        self->lru_old = e->next;
-    if (e->next != KVT_NIL)
-        self->ents[e->next].prev = e->prev;
-    else
-        self->lru_young = e->prev;
+    kvt_ilist_unlink(&self->lru, S_LRU_LINKS(self), i);
 }
 
 static void s_lru_push_young(kvt_disk_t *self, uint32_t i)
 {
-    kvt_dent_t *e = &self->ents[i];
-    e->next = KVT_NIL;
-    e->prev = self->lru_young;
-    if (self->lru_young != KVT_NIL)
-        self->ents[self->lru_young].next = i;
-    else
-        self->lru_old = i;
-    self->lru_young = i;
+    kvt_ilist_append(&self->lru, S_LRU_LINKS(self), i);
 }
 
 void kvt_disk_refresh(kvt_disk_t *self, uint32_t i)
 {
-    if (self->lru_young == i)
-        return;
-    s_lru_unlink(self, i);
-    s_lru_push_young(self, i);
+    kvt_ilist_to_tail(&self->lru, S_LRU_LINKS(self), i);
 }
 
 //  The entry in `state` matching a query, or KVT_NIL.
@@ -68,14 +52,14 @@ uint32_t kvt_disk_ent_alloc(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_o
     if (i == KVT_NIL)
         return KVT_NIL;
     kvt_dent_t *e = &self->ents[i];
-    self->ent_free = e->next;
+    self->ent_free = e->link.next;
     e->ns = ns;
     e->key = key;
     e->kind = (uint8_t)kind;
     e->size = size;
     e->state = (uint8_t)state;
     e->pins = 0;
-    e->prev = e->next = KVT_NIL;
+    e->link.prev = e->link.next = KVT_NIL;
     int set = kvt_keymap_set(&self->map, ns, key, kind, i + 1);
     assert(set == 0); //  the map holds as many keys as there are entries
     (void)set;
@@ -86,41 +70,12 @@ uint32_t kvt_disk_ent_alloc(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_o
     return i;
 }
 
-void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i)
+//  Takes a ready or writing entry out of the LRU and the byte accounts
+//  (its file's room is given back; a pin lapses: the entry is going away or
+//  being blocked, e.g. after failed validation).
+static void s_detach(kvt_disk_t *self, uint32_t i)
 {
     kvt_dent_t *e = &self->ents[i];
-    if (e->state == KVT_DENT_BLOCKED) {
-        kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
-        e->state = KVT_DENT_FREE;
-        e->gen++;
-        e->next = self->ent_free;
-        self->ent_free = i;
-        return;
-    }
-    if (e->state == KVT_DENT_READY) {
-        s_lru_unlink(self, i);
-        self->st.objects--;
-        if (e->pins > 0) { //  deleted under a pin (failed validation): the pin lapses
-            self->pinned -= KVT_DISK_HDR + e->size;
-            self->npinned--;
-            e->pins = 0;
-        }
-    } else {
-        self->st.objects_writing--;
-        self->writing -= KVT_DISK_HDR + e->size;
-    }
-    kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
-    self->used -= KVT_DISK_HDR + e->size;
-    e->state = KVT_DENT_FREE;
-    e->gen++;
-    e->next = self->ent_free;
-    self->ent_free = i;
-}
-
-void kvt_disk_ent_block(kvt_disk_t *self, uint32_t i)
-{
-    kvt_dent_t *e = &self->ents[i];
-    assert(e->state == KVT_DENT_READY || e->state == KVT_DENT_WRITING);
     if (e->state == KVT_DENT_READY) {
         s_lru_unlink(self, i);
         self->st.objects--;
@@ -134,10 +89,36 @@ void kvt_disk_ent_block(kvt_disk_t *self, uint32_t i)
         self->writing -= KVT_DISK_HDR + e->size;
     }
     self->used -= KVT_DISK_HDR + e->size;
+}
+
+void kvt_disk_ent_free(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    if (e->state == KVT_DENT_BLOCKED) {
+        kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
+        e->state = KVT_DENT_FREE;
+        e->gen++;
+        e->link.next = self->ent_free;
+        self->ent_free = i;
+        return;
+    }
+    s_detach(self, i);
+    kvt_keymap_clear(&self->map, e->ns, e->key, (kvt_obj_kind_t)e->kind);
+    e->state = KVT_DENT_FREE;
+    e->gen++;
+    e->link.next = self->ent_free;
+    self->ent_free = i;
+}
+
+void kvt_disk_ent_block(kvt_disk_t *self, uint32_t i)
+{
+    kvt_dent_t *e = &self->ents[i];
+    assert(e->state == KVT_DENT_READY || e->state == KVT_DENT_WRITING);
+    s_detach(self, i);
     e->size = 0;
     e->state = KVT_DENT_BLOCKED;
     e->gen++;
-    e->prev = e->next = KVT_NIL;
+    e->link.prev = e->link.next = KVT_NIL;
 }
 
 //  Deletes a ready entry's file and forgets it. Under the lock, so a name is
@@ -169,7 +150,7 @@ bool kvt_disk_evict_one(kvt_disk_t *self, int *err, char name[KVT_DISK_NAME_LEN]
     if (self->st.objects == self->npinned)
         return false;
     for (uint64_t n = self->st.objects; n > 0; n--) {
-        uint32_t i = self->lru_old;
+        uint32_t i = self->lru.head;
         if (self->ents[i].pins > 0) {
             kvt_disk_refresh(self, i);
             continue;

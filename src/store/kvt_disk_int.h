@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 
+#include "base/kvt_ilist.h"
 #include "kvt_keymap.h"
 #include "kvtier/kvt_disk.h"
 
@@ -42,15 +43,14 @@ typedef struct {
 } kvt_dident_t;
 
 typedef struct {
-    uint64_t ns;    //  namespace
-    kvt_hash_t key; //  prefix hash
-    uint64_t size;  //  payload bytes
-    uint32_t gen;   //  generation, bumped whenever the slot is freed
-    uint32_t pins;  //  kvt_disk_pin holds (ready): eviction skips it while > 0
-    uint32_t prev;  //  LRU older neighbour (ready)
-    uint32_t next;  //  LRU younger neighbour (ready) / free list link
-    uint8_t kind;   //  kvt_obj_kind_t
-    uint8_t state;  //  kvt_dent_state_t
+    uint64_t ns;      //  namespace
+    kvt_hash_t key;   //  prefix hash
+    uint64_t size;    //  payload bytes
+    uint32_t gen;     //  generation, bumped whenever the slot is freed
+    uint32_t pins;    //  kvt_disk_pin holds (ready): eviction skips it while > 0
+    kvt_ilink_t link; //  LRU neighbours (ready); link.next is also the free list link
+    uint8_t kind;     //  kvt_obj_kind_t
+    uint8_t state;    //  kvt_dent_state_t
 } kvt_dent_t;
 
 typedef struct {
@@ -101,8 +101,7 @@ struct _kvt_disk_t {
     kvt_dent_t *ents;       //  entry table
     uint32_t nents;         //  its size
     uint32_t ent_free;      //  head of free entries
-    uint32_t lru_old;       //  oldest ready entry
-    uint32_t lru_young;     //  youngest ready entry
+    kvt_ilist_t lru;        //  ready entries, oldest at the head
     kvt_keymap_t map;       //  (ns, key) → entry index + 1 per kind
     uint64_t used;          //  bytes of ready and writing entries
     uint64_t writing;       //  bytes of writing entries (not evictable)
