@@ -111,6 +111,35 @@ Test(event_pool, an_event_out_of_rerecords_is_retired_after_31_rerecords_and_rep
     kvt_gpu_destroy(&gpu);
 }
 
+//  Retiring removes an event from the pool's table by moving the last one
+//  into its place: the moved event must still be found where it now is, so
+//  retiring it next (and destroying the pool) works on the right entries.
+Test(event_pool, retiring_two_events_of_one_pool_keeps_the_table_right)
+{
+    kvt_gpu_t *gpu = s_open(0);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    kvt_gpu_event_pool_t *pool = kvt_gpu_event_pool_new(gpu);
+    kvt_gpu_event_t *e1 = kvt_gpu_event_pool_get(pool);
+    kvt_gpu_event_t *e2 = kvt_gpu_event_pool_get(pool);
+    kvt_gpu_event_t *e3 = kvt_gpu_event_pool_get(pool);
+    cr_assert(e1 && e2 && e3);
+    for (int i = 0; i < 32; i++) {
+        cr_assert_eq(kvt_gpu_event_record(e1, s), 0);
+        cr_assert_eq(kvt_gpu_event_record(e3, s), 0);
+    }
+    kvt_gpu_event_pool_put(pool, &e1); //  e3 (the last) moves into e1's place
+    kvt_gpu_event_pool_put(pool, &e3); //  retired from where it now is
+    kvt_gpu_event_pool_stats_t st = s_stats(pool);
+    cr_assert_eq(st.retired, 2);
+    cr_assert_eq(st.destroyed, 2);
+    kvt_gpu_event_pool_put(pool, &e2);
+    st = s_stats(pool);
+    cr_assert_eq(st.free, 1, "e2 is the one event left, free");
+    kvt_gpu_event_pool_destroy(&pool);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+}
+
 //  A helper thread running one step at a time on request, so that the test
 //  controls which thread makes which pool call.
 typedef enum {
