@@ -1063,3 +1063,58 @@ Test(devrt, kernel_tables_are_reclaimed_by_their_events_and_a_full_ring_falls_ba
     kvt_gpu_destroy(&gpu);
     cr_assert_eq(F.live_allocs, 0);
 }
+
+Test(devrt, a_batch_of_chunks_is_one_launch_or_one_batched_copy)
+{
+    s_fake_reset();
+    F.kernel = true;
+    kvt_devrt_t rt = s_fake_rt(true);
+    kvt_gpu_t *gpu = s_open_k(&rt, BB, KVT_GPU_PATH_KERNEL, 0);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    size_t len = 5 * NL * BB;
+    uint8_t *pinned = kvt_gpu_host_alloc(gpu, 4 * len);
+    //  Scatter a pattern per segment (plain memory), then gather it back
+    //  as three chunks in one call.
+    static uint8_t in[5 * NL * BB];
+    for (size_t k = 0; k < sizeof in; k++)
+        in[k] = (uint8_t)(k * 7 + 1);
+    cr_assert_eq(kvt_gpu_scatter(s, s_sparse, 5, in, sizeof in), 0);
+    const uint32_t rev[] = {9, 7, 5, 3, 1};
+    kvt_gpu_chunk_t ch[3] = {{s_sparse, 5, pinned, len},
+                             {s_sparse + 2, 2, pinned + len, 2 * NL * BB},
+                             {rev, 5, pinned + 2 * len, len}};
+    int launches = F.launches;
+    cr_assert_eq(kvt_gpu_gather_chunks(s, ch, 3), 0, "%s", kvt_gpu_last_error());
+    cr_assert_eq(F.launches, launches + 1, "one launch for three chunks");
+    cr_assert_eq(F.last_grid, 16, "24 segments, capped at 16 thread blocks");
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0);
+    cr_assert_eq(memcmp(pinned, in, len), 0);
+    for (uint32_t l = 0; l < NL; l++)
+        for (uint32_t i = 0; i < 2; i++)
+            cr_assert_eq(memcmp(pinned + len + (l * 2 + i) * BB, in + (l * 5 + 2 + i) * BB, BB), 0,
+                         "chunk 1 layer %u block %u", l, i);
+    for (uint32_t l = 0; l < NL; l++)
+        for (uint32_t i = 0; i < 5; i++)
+            cr_assert_eq(memcmp(pinned + 2 * len + (l * 5 + i) * BB, in + (l * 5 + 4 - i) * BB, BB),
+                         0, "chunk 2 layer %u block %u", l, i);
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+
+    //  Without the kernel: every chunk's segments in one batched call.
+    s_fake_reset();
+    rt = s_fake_rt(true);
+    gpu = s_open_k(&rt, BB, KVT_GPU_PATH_AUTO, 0);
+    s = kvt_gpu_stream_new(gpu, "s");
+    pinned = kvt_gpu_host_alloc(gpu, 4 * len);
+    ch[0].buf = pinned;
+    ch[1].buf = pinned + len;
+    ch[2].buf = pinned + 2 * len;
+    cr_assert_eq(kvt_gpu_gather_chunks(s, ch, 3), 0, "%s", kvt_gpu_last_error());
+    cr_assert_eq(F.batches, 1);
+    cr_assert_eq(F.copies, 0);
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0);
+    kvt_gpu_host_free(gpu, pinned);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
+}

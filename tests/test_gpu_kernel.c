@@ -230,20 +230,24 @@ Test(kernel, the_table_of_a_device_batch_names_every_layer_of_every_plane)
         cr_assert_eq(ent[e].chunk_base, p == 0 ? 0 : 3 * 48);
         cr_assert_eq(ent[e].layer, l);
     }
-    const uint32_t list[] = {9, 2};
-    char chunk[2 * PER_BLOCK];
-    kvt_gpu_copy_t *copy = kvt_gpu_kernel_copy_alloc(KVT_GPU_D2H, 10, list, 2, chunk);
+    uint32_t list[] = {9, 2}, other[] = {4};
+    char chunk[2 * PER_BLOCK], chunk2[PER_BLOCK];
+    kvt_gpu_kjob_t jobs[2] = {{chunk, list, 2}, {chunk2, other, 1}};
+    kvt_gpu_copy_t *copy = kvt_gpu_kernel_copy_alloc(KVT_GPU_D2H, 15, jobs, 2);
     cr_assert_not_null(copy);
-    cr_assert_eq(copy->nblocks, 2);
-    cr_assert_eq(copy->block[0], 9);
-    cr_assert_eq(copy->chunk, chunk);
+    list[0] = other[0] = 77; //  the batch keeps its own copy of the ids
+    cr_assert_eq(copy->njobs, 2);
+    cr_assert_eq(copy->nblocks, 3);
+    cr_assert_eq(copy->job[0].block[0], 9);
+    cr_assert_eq(copy->job[1].block[0], 4);
+    cr_assert_eq(copy->job[1].chunk, chunk2);
     size_t bytes = 0;
     uint64_t *tab = kvt_gpu_ktab_of_copy(gpu, copy, &bytes);
     cr_assert_not_null(tab);
-    cr_assert_eq(bytes, kvt_gpu_ktab_bytes(1, 5, 2));
-    cr_assert_eq(tab[0], 1);
+    cr_assert_eq(bytes, kvt_gpu_ktab_bytes(2, 5, 3));
+    cr_assert_eq(tab[0], 2);
     cr_assert_eq(tab[1], 5);
-    cr_assert_eq(tab[2], 10);
+    cr_assert_eq(tab[2], 15);
     free(tab);
     free(copy);
     kvt_gpu_destroy(&gpu);
@@ -324,4 +328,137 @@ Test(kernel, the_copy_paths_name_what_each_backend_can_use_here)
         cr_assert(strstr(out, "batch (hipMemcpyBatchAsync)") || strstr(out, "no batched copy"),
                   "%s", out);
     }
+}
+
+// --------------------------------------------------- batches of chunks ----
+
+//  A host device (LIVE, or SIM on a manual clock) on `path` with the
+//  two-plane geometry above.
+static uint64_t s_sim_now;
+
+static uint64_t s_sim_clock(void *arg)
+{
+    (void)arg;
+    return s_sim_now;
+}
+
+static kvt_gpu_t *s_open_host(bool sim, kvt_gpu_copy_path_t path)
+{
+    kvt_gpu_opts_t o = {.backend = KVT_GPU_BACKEND_HOST, .copy_path = path};
+    if (sim) {
+        o.host_mode = KVT_GPU_HOST_SIM;
+        o.now = s_sim_clock;
+    }
+    kvt_gpu_t *gpu = kvt_gpu_new(&o);
+    cr_assert_not_null(gpu, "%s", kvt_gpu_last_error());
+    kvt_gpu_plane_desc_t k = {"K", 3, NB, 48, NULL}, v = {"V", 2, NB, 20, NULL};
+    cr_assert_eq(kvt_gpu_plane_add(gpu, &k), 0);
+    cr_assert_eq(kvt_gpu_plane_add(gpu, &v), 1);
+    return gpu;
+}
+
+//  Fills every block of every layer with s_pat through the direct pointers.
+static void s_fill_planes(kvt_gpu_t *gpu)
+{
+    uint32_t e = 0;
+    for (uint32_t p = 0; p < 2; p++)
+        for (uint32_t l = 0; l < s_nl[p]; l++, e++)
+            for (uint32_t b = 0; b < NB; b++) {
+                uint8_t *blk = kvt_gpu_plane_ptr(gpu, p, l, b);
+                for (size_t k = 0; k < s_bb[p]; k++)
+                    blk[k] = s_pat(e, b, k);
+            }
+}
+
+static void s_drain(kvt_gpu_t *gpu, kvt_gpu_stream_t *s)
+{
+    if (kvt_gpu_is_sim(gpu)) {
+        //  Move the clock to every pending landing.
+        for (uint64_t eta; (eta = kvt_gpu_next_eta(gpu)) != UINT64_MAX;) {
+            s_sim_now = eta > s_sim_now ? eta : s_sim_now;
+            kvt_gpu_progress(gpu);
+        }
+    }
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0, "%s", kvt_gpu_last_error());
+}
+
+Test(kernel, a_batch_of_chunks_moves_the_bytes_of_one_gather_per_chunk_in_one_op)
+{
+    const kvt_gpu_copy_path_t paths[2] = {KVT_GPU_PATH_AUTO, KVT_GPU_PATH_KERNEL};
+    for (int sim = 0; sim < 2; sim++)
+        for (int p = 0; p < 2; p++) {
+            s_sim_now = 1000;
+            kvt_gpu_t *gpu = s_open_host(sim, paths[p]);
+            s_fill_planes(gpu);
+            kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+            const uint32_t a[] = {22, 0, 7, 8, 9, 3}, b[] = {5}, c[] = {7, 6, 5, 4, 3, 2, 1};
+            static uint8_t ca[6 * PER_BLOCK], cb[1 * PER_BLOCK], cc[7 * PER_BLOCK];
+            memset(ca, 0, sizeof ca);
+            memset(cb, 0, sizeof cb);
+            memset(cc, 0, sizeof cc);
+            //  Chunks may name the same block in a gather.
+            kvt_gpu_chunk_t ch[3] = {
+                {a, 6, ca, sizeof ca}, {b, 1, cb, sizeof cb}, {c, 7, cc, sizeof cc}};
+            kvt_gpu_stats_t before, after;
+            kvt_gpu_stats(gpu, &before);
+            cr_assert_eq(kvt_gpu_gather_chunks(s, ch, 3), 0, "%s", kvt_gpu_last_error());
+            kvt_gpu_stats(gpu, &after);
+            cr_assert_eq(after.ops_queued, before.ops_queued + 1, "one op for three chunks");
+            cr_assert_eq(after.gathers, before.gathers + 3);
+            cr_assert_eq(after.bytes_gathered, before.bytes_gathered + 14 * PER_BLOCK);
+            s_drain(gpu, s);
+            s_check_chunk(ca, a, 6);
+            s_check_chunk(cb, b, 1);
+            s_check_chunk(cc, c, 7);
+
+            //  Scatter the chunks back into other blocks, gather one by one.
+            const uint32_t x[] = {10, 11, 12, 13, 14, 15}, y[] = {16},
+                           z[] = {17, 18, 19, 20, 21, 1, 2};
+            kvt_gpu_chunk_t back[3] = {
+                {x, 6, ca, sizeof ca}, {y, 1, cb, sizeof cb}, {z, 7, cc, sizeof cc}};
+            cr_assert_eq(kvt_gpu_scatter_chunks(s, back, 3), 0, "%s", kvt_gpu_last_error());
+            s_drain(gpu, s);
+            static uint8_t chk[7 * PER_BLOCK];
+            cr_assert_eq(kvt_gpu_gather(s, z, 7, chk, sizeof chk), 0);
+            s_drain(gpu, s);
+            cr_assert_eq(memcmp(chk, cc, sizeof cc), 0, "sim %d path %d", sim, p);
+            cr_assert_eq(kvt_gpu_gather(s, x, 6, chk, sizeof chk), 0);
+            s_drain(gpu, s);
+            cr_assert_eq(memcmp(chk, ca, sizeof ca), 0, "sim %d path %d", sim, p);
+            kvt_gpu_stream_destroy(&s);
+            kvt_gpu_destroy(&gpu);
+        }
+}
+
+Test(kernel, a_bad_chunk_refuses_the_whole_batch_naming_it)
+{
+    kvt_gpu_t *gpu = s_open_host(false, KVT_GPU_PATH_KERNEL);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    const uint32_t a[] = {1, 2}, bad[] = {3, NB}, dup[] = {2, 9};
+    static uint8_t ca[2 * PER_BLOCK], cb[2 * PER_BLOCK];
+    kvt_gpu_chunk_t ch[2] = {{a, 2, ca, sizeof ca}, {bad, 2, cb, sizeof cb}};
+    kvt_gpu_stats_t before, after;
+    kvt_gpu_stats(gpu, &before);
+    cr_assert_eq(kvt_gpu_gather_chunks(s, ch, 2), KVT_GPU_EINVAL);
+    cr_assert(strstr(kvt_gpu_last_error(), "gather_chunks: chunk 1: block id 23 at index 1"), "%s",
+              kvt_gpu_last_error());
+    ch[1] = (kvt_gpu_chunk_t){dup, 2, cb, sizeof cb - 1};
+    cr_assert_eq(kvt_gpu_gather_chunks(s, ch, 2), KVT_GPU_EINVAL);
+    cr_assert(strstr(kvt_gpu_last_error(), "gather_chunks: chunk 1: buffer of"), "%s",
+              kvt_gpu_last_error());
+    //  A block in two chunks: fine to gather, refused to scatter.
+    ch[1].len = sizeof cb;
+    cr_assert_eq(kvt_gpu_scatter_chunks(s, ch, 2), KVT_GPU_EINVAL);
+    cr_assert(strstr(kvt_gpu_last_error(), "scatter_chunks: the chunks together: duplicate block "
+                                           "id 2"),
+              "%s", kvt_gpu_last_error());
+    cr_assert_eq(kvt_gpu_gather_chunks(s, ch, 0), KVT_GPU_EINVAL);
+    cr_assert(strstr(kvt_gpu_last_error(), "gather_chunks: 0 chunks"), "%s", kvt_gpu_last_error());
+    kvt_gpu_stats(gpu, &after);
+    cr_assert_eq(after.ops_queued, before.ops_queued, "nothing queued");
+    cr_assert_eq(after.refused, before.refused + 4);
+    cr_assert_eq(kvt_gpu_gather_chunks(s, ch, 2), 0, "%s", kvt_gpu_last_error());
+    cr_assert_eq(kvt_gpu_stream_synchronize(s), 0);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
 }

@@ -290,6 +290,27 @@ int kvt_gpu_stream_synchronize(kvt_gpu_stream_t *self);
 int kvt_gpu_gather(kvt_gpu_stream_t *s, const uint32_t *blocks, uint32_t n, void *dst,
                    size_t dst_len);
 
+//  One chunk of a batch (kvt_gpu_gather_chunks / scatter_chunks).
+typedef struct {
+    const uint32_t *blocks; //  its block ids (the rules of kvt_gpu_gather)
+    uint32_t n;             //  how many
+    void *buf;              //  its chunk buffer (scatter: only read)
+    size_t len;             //  bytes of buf (>= n x kvt_gpu_block_bytes)
+} kvt_gpu_chunk_t;
+
+//  At most this many chunks in one kvt_gpu_gather_chunks / scatter_chunks.
+#define KVT_GPU_MAX_CHUNKS 4096u
+
+//  A batch of `count` chunks as one op: the bytes of `count` kvt_gpu_gather
+//  calls in order, queued together (on HIP / CUDA one kernel launch when the
+//  kernel path applies, else one batched copy or one copy per segment; the
+//  gathers / scatters counters grow by `count`). Every chunk is checked as a
+//  gather's list and buffer before anything is queued; a refusal names the
+//  chunk. A scatter batch also refuses a block named in two chunks (they
+//  land in parallel). The buffers must not overlap.
+int kvt_gpu_gather_chunks(kvt_gpu_stream_t *s, const kvt_gpu_chunk_t *chunks, uint32_t count);
+int kvt_gpu_scatter_chunks(kvt_gpu_stream_t *s, const kvt_gpu_chunk_t *chunks, uint32_t count);
+
 //  The inverse: writes the chunk buffer `src` back into the blocks.
 int kvt_gpu_scatter(kvt_gpu_stream_t *s, const uint32_t *blocks, uint32_t n, const void *src,
                     size_t src_len);

@@ -22,9 +22,9 @@ kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count)
     copy->dst = (void **)(copy + 1);
     copy->src = (const void **)(copy->dst + count);
     copy->len = (size_t *)(copy->src + count);
-    copy->block = NULL;
+    copy->job = NULL;
+    copy->njobs = 0;
     copy->nblocks = 0;
-    copy->chunk = NULL;
     return copy;
 }
 

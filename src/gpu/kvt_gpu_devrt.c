@@ -512,7 +512,7 @@ static int s_kernel(kvt_gpu_stream_t *fs, const kvt_gpu_copy_t *copy)
     const kvt_devrt_t *rt = gpu->rt;
     s_strm_t *st = fs->impl;
     uint32_t nent = kvt_gpu_ktab_nentries(gpu);
-    size_t bytes = kvt_gpu_ktab_bytes(1, nent, copy->nblocks);
+    size_t bytes = kvt_gpu_ktab_bytes(copy->njobs, nent, copy->nblocks);
     kvt_gpu_kent_t *ent = malloc((size_t)nent * sizeof *ent);
     uint32_t slot = 0;
     size_t at = 0;
@@ -521,8 +521,7 @@ static int s_kernel(kvt_gpu_stream_t *fs, const kvt_gpu_copy_t *copy)
     char *tab = ent ? s_ring_reserve(rt, st, bytes, &slot, &at) : NULL;
     if (tab) {
         kvt_gpu_ktab_entries(gpu, ent, nent);
-        kvt_gpu_kjob_t job = {.chunk = copy->chunk, .block = copy->block, .n = copy->nblocks};
-        kvt_gpu_ktab_fill((uint64_t *)(void *)tab, ent, nent, &job, 1);
+        kvt_gpu_ktab_fill((uint64_t *)(void *)tab, ent, nent, copy->job, copy->njobs);
         rc = s_launch(gpu, st, slot, (const uint64_t *)(void *)tab, copy->dir == KVT_GPU_D2H);
     }
     pthread_mutex_unlock(&st->mu);
@@ -550,15 +549,14 @@ static int s_copy(kvt_gpu_stream_t *fs, kvt_gpu_copy_t *copy, bool pinned)
     if (rc != 0)
         goto cleanup;
     kvt_gpu_dispatch_t disp = s_dispatch_of(gpu);
-    uint64_t segs =
-        copy->block ? (uint64_t)copy->nblocks * kvt_gpu_ktab_nentries(gpu) : copy->count;
+    uint64_t segs = copy->job ? copy->nblocks * kvt_gpu_ktab_nentries(gpu) : copy->count;
     kvt_gpu_copy_path_t path =
-        kvt_gpu_dispatch(&disp, copy->block != NULL, pinned, segs, copy->count, copy->bytes);
+        kvt_gpu_dispatch(&disp, copy->job != NULL, pinned, segs, copy->count, copy->bytes);
     if (path == KVT_GPU_PATH_KERNEL) {
         if (s_kernel(fs, copy) == 0)
             goto cleanup;
         disp.kernel_ready = false;
-        path = kvt_gpu_dispatch(&disp, copy->block != NULL, pinned, segs, copy->count, copy->bytes);
+        path = kvt_gpu_dispatch(&disp, copy->job != NULL, pinned, segs, copy->count, copy->bytes);
     }
     rc = path == KVT_GPU_PATH_BATCH ? s_batch(fs, copy, pinned) : 1;
     if (rc == 1)

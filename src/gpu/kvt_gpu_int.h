@@ -41,18 +41,25 @@ typedef enum {
     KVT_GPU_D2D = 3, //  device memory -> device memory (state copy)
 } kvt_gpu_dir_t;
 
+//  One chunk of a gather / scatter: its buffer and its block list.
+typedef struct {
+    char *chunk;           //  the chunk buffer
+    const uint32_t *block; //  its block ids
+    uint32_t n;            //  how many
+} kvt_gpu_kjob_t;
+
 //  One op's byte movement: `count` segments, allocated as one block (free
 //  it with free ()). The segments never overlap each other.
 typedef struct {
-    kvt_gpu_dir_t dir;     //  direction of every segment
-    uint32_t count;        //  number of segments
-    size_t bytes;          //  sum of len[]
-    void **dst;            //  count destination pointers
-    const void **src;      //  count source pointers
-    size_t *len;           //  count segment lengths
-    const uint32_t *block; //  gather / scatter: its block ids (kernel path), else NULL
-    uint32_t nblocks;      //  entries in block
-    char *chunk;           //  gather / scatter: the chunk buffer, else NULL
+    kvt_gpu_dir_t dir;         //  direction of every segment
+    uint32_t count;            //  number of segments
+    size_t bytes;              //  sum of len[]
+    void **dst;                //  count destination pointers
+    const void **src;          //  count source pointers
+    size_t *len;               //  count segment lengths
+    const kvt_gpu_kjob_t *job; //  gather / scatter: its chunks (kernel path), else NULL
+    uint32_t njobs;            //  entries in job
+    uint64_t nblocks;          //  block ids of all its chunks
 } kvt_gpu_copy_t;
 
 //  A registered KV page plane.

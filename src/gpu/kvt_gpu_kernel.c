@@ -112,11 +112,14 @@ uint32_t kvt_gpu_ktab_entries(const kvt_gpu_t *gpu, kvt_gpu_kent_t *ent, uint32_
     return n;
 }
 
-kvt_gpu_copy_t *kvt_gpu_kernel_copy_alloc(kvt_gpu_dir_t dir, uint32_t count, const uint32_t *blocks,
-                                          uint32_t n, char *chunk)
+kvt_gpu_copy_t *kvt_gpu_kernel_copy_alloc(kvt_gpu_dir_t dir, uint32_t count,
+                                          const kvt_gpu_kjob_t *jobs, uint32_t njobs)
 {
+    uint64_t n = 0;
+    for (uint32_t k = 0; k < njobs; k++)
+        n += jobs[k].n;
     size_t bytes = sizeof(kvt_gpu_copy_t) + (size_t)count * (2 * sizeof(void *) + sizeof(size_t)) +
-                   (size_t)n * sizeof *blocks;
+                   (size_t)njobs * sizeof(kvt_gpu_kjob_t) + (size_t)n * sizeof(uint32_t);
     kvt_gpu_copy_t *copy = malloc(bytes);
     if (!copy)
         return NULL;
@@ -126,21 +129,26 @@ kvt_gpu_copy_t *kvt_gpu_kernel_copy_alloc(kvt_gpu_dir_t dir, uint32_t count, con
     copy->dst = (void **)(copy + 1);
     copy->src = (const void **)(copy->dst + count);
     copy->len = (size_t *)(copy->src + count);
-    uint32_t *ids = (uint32_t *)(copy->len + count);
-    memcpy(ids, blocks, (size_t)n * sizeof *ids);
-    copy->block = ids;
+    kvt_gpu_kjob_t *job = (kvt_gpu_kjob_t *)(copy->len + count);
+    uint32_t *ids = (uint32_t *)(job + njobs);
+    for (uint32_t k = 0; k < njobs; k++) {
+        memcpy(ids, jobs[k].block, (size_t)jobs[k].n * sizeof *ids);
+        job[k] = (kvt_gpu_kjob_t){.chunk = jobs[k].chunk, .block = ids, .n = jobs[k].n};
+        ids += jobs[k].n;
+    }
+    copy->job = job;
+    copy->njobs = njobs;
     copy->nblocks = n;
-    copy->chunk = chunk;
     return copy;
 }
 
 uint64_t *kvt_gpu_ktab_of_copy(const kvt_gpu_t *gpu, const kvt_gpu_copy_t *copy, size_t *bytes)
 {
-    if (!copy->block || copy->nblocks == 0)
+    if (!copy->job || copy->nblocks == 0)
         return NULL;
     uint32_t nent = kvt_gpu_ktab_nentries(gpu);
     kvt_gpu_kent_t *ent = malloc((size_t)nent * sizeof *ent);
-    *bytes = kvt_gpu_ktab_bytes(1, nent, copy->nblocks);
+    *bytes = kvt_gpu_ktab_bytes(copy->njobs, nent, copy->nblocks);
     uint64_t *tab = malloc(*bytes);
     if (!ent || !tab) {
         free(ent);
@@ -148,15 +156,14 @@ uint64_t *kvt_gpu_ktab_of_copy(const kvt_gpu_t *gpu, const kvt_gpu_copy_t *copy,
         return NULL;
     }
     kvt_gpu_ktab_entries(gpu, ent, nent);
-    kvt_gpu_kjob_t job = {.chunk = copy->chunk, .block = copy->block, .n = copy->nblocks};
-    kvt_gpu_ktab_fill(tab, ent, nent, &job, 1);
+    kvt_gpu_ktab_fill(tab, ent, nent, copy->job, copy->njobs);
     free(ent);
     return tab;
 }
 
 bool kvt_gpu_kernel_run_copy(const kvt_gpu_t *gpu, const kvt_gpu_copy_t *copy)
 {
-    if (gpu->opts.copy_path != KVT_GPU_PATH_KERNEL || !copy->block)
+    if (gpu->opts.copy_path != KVT_GPU_PATH_KERNEL || !copy->job)
         return false;
     size_t bytes = 0;
     uint64_t *tab = kvt_gpu_ktab_of_copy(gpu, copy, &bytes);

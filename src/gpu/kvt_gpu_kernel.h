@@ -85,13 +85,6 @@
 //  The kernel source (NUL-terminated CUDA / HIP C++, no include).
 const char *kvt_gpu_kernel_source(void);
 
-//  One chunk of a kernel launch.
-typedef struct {
-    char *chunk;           //  the chunk buffer
-    const uint32_t *block; //  its block ids
-    uint32_t n;            //  how many
-} kvt_gpu_kjob_t;
-
 //  One (plane, layer) of a kernel table.
 typedef struct {
     const char *base;   //  device address of the layer
@@ -119,12 +112,12 @@ uint32_t kvt_gpu_ktab_nentries(const kvt_gpu_t *gpu);
 //  KVT_GPU_KERNEL_THREADS): the host emulation.
 void kvt_gpu_ktab_run_host(const uint64_t *tab, bool to_host, uint32_t grid);
 
-//  The copy batch of a gather / scatter with room for `count` segments and
-//  a copy of the n block ids, which it records (copy->block, ->nblocks,
-//  ->chunk): the kernel path rebuilds its table from them. One block: free
-//  it with free ().
-kvt_gpu_copy_t *kvt_gpu_kernel_copy_alloc(kvt_gpu_dir_t dir, uint32_t count, const uint32_t *blocks,
-                                          uint32_t n, char *chunk);
+//  The copy batch of a gather / scatter of `njobs` chunks with room for
+//  `count` segments and a copy of the chunks and their block ids, which it
+//  records (copy->job, ->njobs, ->nblocks): the kernel path builds its table
+//  from them. One block: free it with free ().
+kvt_gpu_copy_t *kvt_gpu_kernel_copy_alloc(kvt_gpu_dir_t dir, uint32_t count,
+                                          const kvt_gpu_kjob_t *jobs, uint32_t njobs);
 
 //  Builds the table of one gather / scatter batch (malloc'd, *bytes set) or
 //  NULL (out of memory, or not a block batch).

@@ -207,64 +207,136 @@ static int s_check_blocks(kvt_gpu_t *gpu, const char *what, const uint32_t *bloc
     return rc;
 }
 
-//  Builds and queues the batch of a gather (D2H) or a scatter (H2D).
-static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const uint32_t *blocks, uint32_t n,
-                       char *host, size_t host_len)
+//  Builds and queues the batch of a gather (D2H) or a scatter (H2D) of
+//  `count` chunks as one op (kvt_gpu_gather / scatter: one chunk). Every
+//  chunk is checked before anything is queued; the messages of a batch name
+//  the chunk.
+static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const kvt_gpu_chunk_t *chunks,
+                       uint32_t count, bool batch)
 {
     assert(s);
     kvt_gpu_t *gpu = s->gpu;
-    const char *what = dir == KVT_GPU_D2H ? "gather" : "scatter";
-    int rc = s_check_blocks(gpu, what, blocks, n);
-    if (rc != 0)
-        return s_refused(gpu, rc);
-    size_t need = (size_t)n * gpu->block_bytes;
-    if (!host || host_len < need)
-        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL,
-                                           "%s: buffer of %zu bytes < %u blocks x %zu bytes = %zu",
-                                           what, host ? host_len : 0, n, gpu->block_bytes, need));
-    rc = s_check_failed(s, what);
+    const char *op = dir == KVT_GPU_D2H ? "gather" : "scatter";
+    char what[64];
+    if (batch && (!chunks || count == 0 || count > KVT_GPU_MAX_CHUNKS))
+        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "%s_chunks: %u chunks (1..%u)", op,
+                                           chunks ? count : 0, KVT_GPU_MAX_CHUNKS));
+    uint64_t ids = 0;
+    size_t need_all = 0;
+    for (uint32_t c = 0; c < count; c++) {
+        const kvt_gpu_chunk_t *ch = &chunks[c];
+        if (batch)
+            kvt_gpu_fmt(what, sizeof what, "%s_chunks: chunk %u", op, c);
+        else
+            kvt_gpu_fmt(what, sizeof what, "%s", op);
+        int rc = s_check_blocks(gpu, what, ch->blocks, ch->n);
+        if (rc != 0)
+            return s_refused(gpu, rc);
+        size_t need = (size_t)ch->n * gpu->block_bytes;
+        if (!ch->buf || ch->len < need)
+            return s_refused(
+                gpu, kvt_gpu_fail(KVT_GPU_EINVAL,
+                                  "%s: buffer of %zu bytes < %u blocks x %zu bytes = %zu", what,
+                                  ch->buf ? ch->len : 0, ch->n, gpu->block_bytes, need));
+        ids += ch->n;
+        need_all += need;
+    }
+    if (batch && dir == KVT_GPU_H2D && count > 1) {
+        //  The chunks of a scatter land in parallel: no block in two of them.
+        uint32_t *all = ids <= gpu->num_blocks ? malloc((size_t)ids * sizeof *all) : NULL;
+        if (!all && ids <= gpu->num_blocks)
+            return kvt_gpu_fail(KVT_GPU_ENOMEM, "scatter_chunks: out of memory");
+        uint64_t at = 0;
+        for (uint32_t c = 0; all && c < count; c++)
+            for (uint32_t i = 0; i < chunks[c].n; i++)
+                all[at++] = chunks[c].blocks[i];
+        int rc =
+            s_check_blocks(gpu, "scatter_chunks: the chunks together", all ? all : chunks[0].blocks,
+                           all ? (uint32_t)ids : gpu->num_blocks + 1);
+        free(all);
+        if (rc != 0)
+            return s_refused(gpu, rc);
+    }
+    int rc =
+        s_check_failed(s, batch ? (dir == KVT_GPU_D2H ? "gather_chunks" : "scatter_chunks") : op);
     if (rc != 0)
         return rc;
     uint64_t segs = 0;
     for (uint32_t p = 0; p < gpu->nplanes; p++)
-        segs += (uint64_t)gpu->planes[p].layers * n;
+        segs += (uint64_t)gpu->planes[p].layers * ids;
     if (segs > UINT32_MAX)
-        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "%s: too many segments", what));
-    kvt_gpu_copy_t *copy = kvt_gpu_kernel_copy_alloc(dir, (uint32_t)segs, blocks, n, host);
+        return s_refused(gpu, kvt_gpu_fail(KVT_GPU_EINVAL, "%s: too many segments", op));
+    kvt_gpu_kjob_t jobs_one, *jobs = count == 1 ? &jobs_one : malloc(count * sizeof *jobs);
+    if (!jobs)
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", op);
+    for (uint32_t c = 0; c < count; c++)
+        jobs[c] =
+            (kvt_gpu_kjob_t){.chunk = chunks[c].buf, .block = chunks[c].blocks, .n = chunks[c].n};
+    kvt_gpu_copy_t *copy = kvt_gpu_kernel_copy_alloc(dir, (uint32_t)segs, jobs, count);
+    if (jobs != &jobs_one)
+        free(jobs);
     if (!copy)
-        return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", what);
-    for (uint32_t p = 0; p < gpu->nplanes; p++) {
-        const kvt_gpu_plane_t *pl = &gpu->planes[p];
-        size_t bb = pl->block_bytes;
-        for (uint32_t l = 0; l < pl->layers; l++) {
-            char *chunk = host + (size_t)n * pl->chunk_base + (size_t)l * n * bb;
-            char *base = pl->layer_base[l];
-            for (uint32_t i = 0; i < n; i++) {
-                char *dev = base + (size_t)blocks[i] * bb;
-                if (dir == KVT_GPU_D2H)
-                    kvt_gpu_copy_push(copy, chunk + (size_t)i * bb, dev, bb);
-                else
-                    kvt_gpu_copy_push(copy, dev, chunk + (size_t)i * bb, bb);
+        return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", op);
+    bool pinned = gpu->backend != KVT_GPU_BACKEND_HOST;
+    for (uint32_t c = 0; c < count; c++) {
+        const kvt_gpu_chunk_t *ch = &chunks[c];
+        char *host = ch->buf;
+        uint32_t n = ch->n;
+        for (uint32_t p = 0; p < gpu->nplanes; p++) {
+            const kvt_gpu_plane_t *pl = &gpu->planes[p];
+            size_t bb = pl->block_bytes;
+            for (uint32_t l = 0; l < pl->layers; l++) {
+                char *chunk = host + (size_t)n * pl->chunk_base + (size_t)l * n * bb;
+                char *base = pl->layer_base[l];
+                for (uint32_t i = 0; i < n; i++) {
+                    char *dev = base + (size_t)ch->blocks[i] * bb;
+                    if (dir == KVT_GPU_D2H)
+                        kvt_gpu_copy_push(copy, chunk + (size_t)i * bb, dev, bb);
+                    else
+                        kvt_gpu_copy_push(copy, dev, chunk + (size_t)i * bb, bb);
+                }
             }
         }
+        if (pinned)
+            pinned = s_pinned(gpu, host, (size_t)n * gpu->block_bytes);
     }
-    bool pinned = gpu->backend != KVT_GPU_BACKEND_HOST && s_pinned(gpu, host, need);
-    return s_queue_copy(
-        s, copy, pinned, dir == KVT_GPU_D2H ? &gpu->stats.gathers : &gpu->stats.scatters,
-        dir == KVT_GPU_D2H ? &gpu->stats.bytes_gathered : &gpu->stats.bytes_scattered, need);
+    int out = s_queue_copy(
+        s, copy, pinned, NULL,
+        dir == KVT_GPU_D2H ? &gpu->stats.bytes_gathered : &gpu->stats.bytes_scattered, need_all);
+    if (out == 0) {
+        pthread_mutex_lock(&gpu->mu);
+        if (dir == KVT_GPU_D2H)
+            gpu->stats.gathers += count;
+        else
+            gpu->stats.scatters += count;
+        pthread_mutex_unlock(&gpu->mu);
+    }
+    return out;
 }
 
 int kvt_gpu_gather(kvt_gpu_stream_t *s, const uint32_t *blocks, uint32_t n, void *dst,
                    size_t dst_len)
 {
-    return s_blocks_op(s, KVT_GPU_D2H, blocks, n, dst, dst_len);
+    kvt_gpu_chunk_t one = {.blocks = blocks, .n = n, .buf = dst, .len = dst_len};
+    return s_blocks_op(s, KVT_GPU_D2H, &one, 1, false);
 }
 
 int kvt_gpu_scatter(kvt_gpu_stream_t *s, const uint32_t *blocks, uint32_t n, const void *src,
                     size_t src_len)
 {
     //  The batch only reads `src` (H2D); the cast keeps one builder.
-    return s_blocks_op(s, KVT_GPU_H2D, blocks, n, (char *)(uintptr_t)src, src_len);
+    kvt_gpu_chunk_t one = {.blocks = blocks, .n = n, .buf = (void *)(uintptr_t)src, .len = src_len};
+    return s_blocks_op(s, KVT_GPU_H2D, &one, 1, false);
+}
+
+int kvt_gpu_gather_chunks(kvt_gpu_stream_t *s, const kvt_gpu_chunk_t *chunks, uint32_t count)
+{
+    return s_blocks_op(s, KVT_GPU_D2H, chunks, count, true);
+}
+
+int kvt_gpu_scatter_chunks(kvt_gpu_stream_t *s, const kvt_gpu_chunk_t *chunks, uint32_t count)
+{
+    return s_blocks_op(s, KVT_GPU_H2D, chunks, count, true);
 }
 
 //  The unit (pool, index) as a device pointer, or NULL with the error set.
