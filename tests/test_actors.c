@@ -106,8 +106,8 @@ static void rig_up_seed(uint64_t seed, uint64_t bandwidth, uint32_t pool_chunks,
     R.sys = kvt_system_new(&so);
     cr_assert_not_null(R.sys);
     R.probe = kvt_system_add(R.sys, "scheduler", &s_probe_class, NULL, NULL);
-    R.aa =
-        (kvt_aggregator_args_t){.nranks = TP, .scheduler = "scheduler", .stale_ns = 1000000000ull};
+    R.aa = (kvt_aggregator_args_t){
+        .nranks = TP, .scheduler = "scheduler", .timeout_ns = 1000000000ull};
     R.agg = kvt_system_add(R.sys, "aggregator", &kvt_aggregator_class, &R.aa, NULL);
     for (int r = 0; r < TP; r++) {
         kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
@@ -372,19 +372,26 @@ Test(actors, rule_A1_one_failing_rank_fails_the_verdict_whichever_reports_last, 
     cr_assert_eq(runs, 16);
 }
 
-Test(actors, dropped_completion_leaves_the_key_unsettled_and_surfaces_it, .timeout = 30)
+Test(actors, rule_A4_dropped_completion_settles_the_key_failed_by_the_bound, .timeout = 30)
 {
     rig_up(25000000000ull);
     for (int r = 0; r < TP; r++)
         rig_fill(r, SRC, 4, 500);
     int rule = kvt_sim_fault(R.sys, KVT_FAULT_DROP, R.w[1], R.agg, KVT_MSG_COMPLETION, 1, 0);
     cr_assert_gt(rule, 0);
+    uint64_t t0 = kvt_system_now(R.sys);
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 500);
-    rig_run(); //  the aggregator's stale timer keeps running until it surfaced the key
+    rig_run(); //  the aggregator's timer runs until the key settled
     cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
-    cr_assert_eq(s_probe.nverdicts, 0, "one rank never reported: no verdict");
-    cr_assert_eq(rig_counter(R.agg, "agg.open"), 1);
-    cr_assert_eq(rig_counter(R.agg, "agg.stale"), 1, "the unsettled key is surfaced");
+    cr_assert_eq(s_probe.nverdicts, 1, "one rank never reported: the bound settles the key");
+    const kvt_verdict_t *v = &s_probe.verdicts[0];
+    cr_assert_not(v->ok, "a timeout is a failure");
+    cr_assert_eq(v->detail, KVT_DETAIL_TIMEOUT);
+    cr_assert_eq(v->nfailed, 1);
+    cr_assert_geq(s_probe.at[0] - t0, R.aa.timeout_ns, "not before the bound");
+    cr_assert_leq(s_probe.at[0] - t0, R.aa.timeout_ns + 10000000ull, "at the bound");
+    cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
+    cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 1);
     rig_no_drops();
     rig_down();
 }

@@ -156,18 +156,42 @@ Test(agg, rule_A2_late_duplicate_is_dropped)
     kvt_agg_destroy(&a);
 }
 
-Test(agg, rule_A2_touches_never_evict_tombstones)
+Test(agg, rule_A2_touches_never_evict_store_tombstones_through_a_4_entry_ring)
 {
     kvt_agg_t *a = kvt_agg_new(1, 4, 0);
     kvt_verdict_t v;
+    //  A store (save) key, a source_safe key and a load key settle first.
     kvt_completion_t save = C(KVT_CHAN_SAVE, 1, 1, 1, 0, true, 0);
-    kvt_agg_report(a, &save, 0, &v);
-    //  Far more touch rounds than the ring holds.
+    kvt_completion_t src = C(KVT_CHAN_SOURCE_SAFE, 1, 1, 1, 0, true, 0);
+    kvt_completion_t load = C(KVT_CHAN_LOAD, 2, 1, 0, 0, true, 0);
+    cr_assert_eq(kvt_agg_report(a, &save, 0, &v), 1);
+    cr_assert_eq(kvt_agg_report(a, &src, 0, &v), 1);
+    cr_assert_eq(kvt_agg_report(a, &load, 0, &v), 1);
+    //  100 touch rounds, each on both touch channels: 50 times the ring.
     for (uint64_t i = 0; i < 100; i++) {
-        kvt_completion_t t = C(KVT_CHAN_TOUCH, 0, (uint32_t)i, i, 0, true, 0);
+        kvt_completion_t t = C(KVT_CHAN_TOUCH, i, KVT_TOUCH_GEN, 77, 0, true, 0);
+        kvt_completion_t r = C(KVT_CHAN_TOUCH_REFRESH, i, KVT_TOUCH_GEN, 77, 0, true, 0);
         cr_assert_eq(kvt_agg_report(a, &t, 0, &v), 1);
+        cr_assert_eq(kvt_agg_report(a, &r, 0, &v), 1);
     }
-    cr_assert_eq(kvt_agg_report(a, &save, 0, &v), -1, "the save's tombstone survived");
+    cr_assert_eq(kvt_agg_report(a, &save, 0, &v), -1, "the store tombstone survived");
+    cr_assert_eq(kvt_agg_report(a, &src, 0, &v), -1, "the source tombstone survived");
+    cr_assert_eq(kvt_agg_report(a, &load, 0, &v), -1, "the load tombstone survived");
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.settled, 203);
+    cr_assert_eq(st.open, 0);
+    s_drops(a, 3, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A2_lookup_keys_are_tombstoned)
+{
+    kvt_agg_t *a = kvt_agg_new(1, 4, 0);
+    kvt_verdict_t v;
+    kvt_completion_t l = C(KVT_CHAN_LOOKUP, 3, 1, 0, 0, true, 0);
+    cr_assert_eq(kvt_agg_report(a, &l, 0, &v), 1);
+    cr_assert_eq(kvt_agg_report(a, &l, 0, &v), -1, "a late lookup report must not reopen");
     s_drops(a, 1, 0);
     kvt_agg_destroy(&a);
 }
@@ -231,30 +255,174 @@ Test(agg, bad_rank_is_dropped)
     kvt_agg_destroy(&a);
 }
 
-Test(agg, rule_A4_incomplete_key_is_surfaced_once)
+Test(agg, rule_A4_incomplete_key_settles_failed_with_timeout_at_the_bound)
 {
     kvt_agg_t *a = kvt_agg_new(2, 16, 1000);
-    kvt_verdict_t v;
+    kvt_verdict_t v, out[4];
+    bool warn[4];
     kvt_completion_t c = C(KVT_CHAN_LOAD, 1, 1, 0, 0, true, 0);
-    kvt_agg_report(a, &c, 100, &v);
+    cr_assert_eq(kvt_agg_report(a, &c, 100, &v), 0);
     kvt_completion_t d = C(KVT_CHAN_LOAD, 2, 1, 0, 0, true, 0);
-    kvt_agg_report(a, &d, 900, &v);
-    cr_assert_eq(kvt_agg_next_stale(a), 1100, "the oldest open key turns stale at 1100");
-    cr_assert_eq(kvt_agg_check_stale(a, 1000, NULL, 0), 0);
-    kvt_completion_t out[4];
-    cr_assert_eq(kvt_agg_check_stale(a, 1100, out, 4), 1);
+    cr_assert_eq(kvt_agg_report(a, &d, 900, &v), 0);
+    cr_assert_eq(kvt_agg_next_expiry(a), 1100, "the oldest open key times out at 1100");
+    cr_assert_eq(kvt_agg_expire(a, 1099, out, warn, 4), 0, "not before the bound");
+    cr_assert_eq(kvt_agg_expire(a, 1100, out, warn, 4), 1);
     cr_assert_eq(out[0].op.req, 1);
-    cr_assert_eq(kvt_agg_check_stale(a, 1200, out, 4), 0, "surfaced once");
-    cr_assert_eq(kvt_agg_next_stale(a), 1900);
-    cr_assert_eq(kvt_agg_check_stale(a, 1900, out, 4), 1);
+    cr_assert_not(out[0].ok, "a timeout is a failure, never a success");
+    cr_assert_eq(out[0].detail, KVT_DETAIL_TIMEOUT);
+    cr_assert_eq(out[0].nfailed, 1, "the rank that never reported");
+    cr_assert(warn[0], "the first timeout on the channel is flagged");
+    cr_assert_eq(kvt_agg_expire(a, 1200, out, warn, 4), 0, "settled once");
+    cr_assert_eq(kvt_agg_next_expiry(a), 1900);
+    cr_assert_eq(kvt_agg_expire(a, 1900, out, warn, 4), 1);
     cr_assert_eq(out[0].op.req, 2);
-    //  A surfaced key still settles normally.
+    cr_assert_not(warn[0], "warned once per channel");
+    cr_assert_eq(kvt_agg_next_expiry(a), UINT64_MAX, "nothing open");
+    //  The missing rank's late report lands on a tombstone.
     kvt_completion_t c1 = C(KVT_CHAN_LOAD, 1, 1, 0, 1, true, 0);
-    cr_assert_eq(kvt_agg_report(a, &c1, 2000, &v), 1);
+    cr_assert_eq(kvt_agg_report(a, &c1, 2000, &v), -1);
     kvt_agg_stats_t st;
     kvt_agg_stats(a, &st);
-    cr_assert_eq(st.stale, 2);
-    cr_assert_eq(st.open, 1);
+    cr_assert_eq(st.timeouts, 2);
+    cr_assert_eq(st.settled, 2);
+    cr_assert_eq(st.settled_failed, 2);
+    cr_assert_eq(st.open, 0);
+    s_drops(a, 1, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A4_timeouts_warn_once_per_channel_and_settle_every_channel)
+{
+    static const uint8_t chans[] = {KVT_CHAN_LOAD,       KVT_CHAN_SAVE,          KVT_CHAN_STATE,
+                                    KVT_CHAN_TOUCH,      KVT_CHAN_TOUCH_REFRESH, KVT_CHAN_LOOKUP,
+                                    KVT_CHAN_SOURCE_SAFE};
+    kvt_agg_t *a = kvt_agg_new(2, 64, 50);
+    kvt_verdict_t v, out[32];
+    bool warn[32];
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < sizeof chans; i++) {
+            kvt_completion_t c =
+                C(chans[i], 10 + (uint64_t)round, 1, chans[i] == KVT_CHAN_LOAD ? 0 : 5, 0, true, 0);
+            cr_assert_eq(kvt_agg_report(a, &c, 0, &v), 0);
+        }
+    cr_assert_eq(kvt_agg_expire(a, 50, out, warn, 32), 2 * sizeof chans);
+    uint32_t warned[KVT_CHAN_MAX + 1] = {0};
+    for (size_t i = 0; i < 2 * sizeof chans; i++) {
+        cr_assert_not(out[i].ok);
+        cr_assert_eq(out[i].detail, KVT_DETAIL_TIMEOUT);
+        warned[out[i].chan] += warn[i];
+    }
+    for (size_t i = 0; i < sizeof chans; i++)
+        cr_assert_eq(warned[chans[i]], 1, "channel %u warned %u times", chans[i], warned[chans[i]]);
+    s_drops(a, 0, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A1_touch_verdict_is_the_lowest_answer_and_failure_dominant)
+{
+    kvt_agg_t *a = kvt_agg_new(3, 16, 0);
+    kvt_verdict_t v;
+    //  touch: ok unless GONE; answers REFRESHED, PRESENT, REFRESHED → PRESENT, ok.
+    static const uint8_t ans[3] = {2, 1, 2};
+    for (uint32_t r = 0; r < 3; r++) {
+        kvt_completion_t c = C(KVT_CHAN_TOUCH, 4, KVT_TOUCH_GEN, 9, r, true, 0);
+        c.touch = ans[r];
+        cr_assert_eq(kvt_agg_report(a, &c, 0, &v), r == 2 ? 1 : 0);
+    }
+    cr_assert(v.ok);
+    cr_assert_eq(v.touch, 1, "the lowest answer (PRESENT)");
+    //  touch_refresh: the PRESENT rank failed it → the verdict fails.
+    for (uint32_t r = 0; r < 3; r++) {
+        kvt_completion_t c = C(KVT_CHAN_TOUCH_REFRESH, 4, KVT_TOUCH_GEN, 9, r, ans[r] == 2,
+                               ans[r] == 2 ? 0 : KVT_DETAIL_SKIPPED);
+        c.touch = ans[r];
+        cr_assert_eq(kvt_agg_report(a, &c, 0, &v), r == 2 ? 1 : 0);
+    }
+    cr_assert_not(v.ok);
+    cr_assert_eq(v.nfailed, 1);
+    cr_assert_eq(v.touch, 1);
+    s_drops(a, 0, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A1_lookup_verdict_takes_the_minimum_held_and_the_and_of_images)
+{
+    kvt_agg_t *a = kvt_agg_new(3, 16, 0);
+    kvt_verdict_t v;
+    //  Rank 0 holds 12 chunks, images at 1, 3, 9, 11; rank 1 holds 10,
+    //  images at 1, 3, 9; rank 2 holds 11, images at 3, 9, 10.
+    uint8_t i0[2] = {0x0a, 0x0a}, i1[2] = {0x0a, 0x02}, i2[2] = {0x08, 0x06};
+    uint8_t *imgs[3] = {i0, i1, i2};
+    static const uint32_t held[3] = {12, 10, 11};
+    static const uint32_t order[3] = {2, 0, 1};
+    for (uint32_t k = 0; k < 3; k++) {
+        uint32_t r = order[k];
+        kvt_completion_t c = C(KVT_CHAN_LOOKUP, 8, 2, 0, r, true, 0);
+        c.held = held[r];
+        c.images = imgs[r];
+        c.nimages = 2;
+        cr_assert_eq(kvt_agg_report(a, &c, 0, &v), k == 2 ? 1 : 0);
+    }
+    cr_assert(v.ok);
+    cr_assert_eq(v.held, 10, "the fewest held chunks");
+    cr_assert_eq(v.nimages, 2);
+    cr_assert_eq(v.images[0], 0x08, "chunk 3 is imaged everywhere, chunk 1 not on rank 2");
+    cr_assert_eq(v.images[1], 0x02, "chunk 9 everywhere; 10 and 11 are past held");
+    //  A failing rank fails the lookup.
+    for (uint32_t r = 0; r < 3; r++) {
+        kvt_completion_t c = C(KVT_CHAN_LOOKUP, 8, 3, 0, r, r != 1, r != 1 ? 0 : KVT_DETAIL_IO);
+        c.held = r != 1 ? 4 : 0;
+        cr_assert_eq(kvt_agg_report(a, &c, 0, &v), r == 2 ? 1 : 0);
+    }
+    cr_assert_not(v.ok);
+    cr_assert_eq(v.held, 0);
+    cr_assert_eq(v.nimages, 0);
+    cr_assert_eq(v.detail, KVT_DETAIL_IO);
+    s_drops(a, 0, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A1_state_and_source_safe_are_failure_dominant)
+{
+    static const uint8_t chans[] = {KVT_CHAN_STATE, KVT_CHAN_SOURCE_SAFE};
+    for (size_t i = 0; i < sizeof chans; i++) {
+        kvt_agg_t *a = kvt_agg_new(2, 16, 0);
+        kvt_verdict_t v;
+        kvt_completion_t f = C(chans[i], 1, 1, 3, 0, false, KVT_DETAIL_IO);
+        kvt_completion_t ok = C(chans[i], 1, 1, 3, 1, true, 0);
+        cr_assert_eq(kvt_agg_report(a, &f, 0, &v), 0);
+        cr_assert_eq(kvt_agg_report(a, &ok, 0, &v), 1, "settles only with both ranks");
+        cr_assert_not(v.ok);
+        cr_assert_eq(v.detail, KVT_DETAIL_IO);
+        s_drops(a, 0, 0);
+        kvt_agg_destroy(&a);
+    }
+}
+
+Test(agg, reports_of_an_older_epoch_are_dropped_and_counted)
+{
+    kvt_agg_t *a = kvt_agg_new(2, 16, 0);
+    kvt_verdict_t v;
+    kvt_completion_t e2 = C(KVT_CHAN_SAVE, 1, 1, 1, 1, true, 0);
+    e2.epoch = 2;
+    cr_assert_eq(kvt_agg_report(a, &e2, 0, &v), 0);
+    cr_assert_eq(kvt_agg_epoch(a, 1), 2);
+    //  The restarted rank's predecessor (epoch 1) still had a report in flight.
+    kvt_completion_t e1 = C(KVT_CHAN_SAVE, 5, 1, 5, 1, false, KVT_DETAIL_SHUTDOWN);
+    e1.epoch = 1;
+    cr_assert_eq(kvt_agg_report(a, &e1, 0, &v), -1, "an older epoch's report is void");
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.epoch_dropped, 1);
+    cr_assert_eq(st.open, 1, "it opened no key");
+    //  Other ranks' epochs are their own; an unstamped report is never dropped.
+    kvt_completion_t r0 = C(KVT_CHAN_SAVE, 1, 1, 1, 0, true, 0);
+    r0.epoch = 1;
+    cr_assert_eq(kvt_agg_report(a, &r0, 0, &v), 1);
+    kvt_completion_t none = C(KVT_CHAN_SAVE, 6, 1, 6, 1, true, 0);
+    cr_assert_eq(kvt_agg_report(a, &none, 0, &v), 0);
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.epoch_dropped, 1);
     s_drops(a, 0, 0);
     kvt_agg_destroy(&a);
 }

@@ -98,6 +98,8 @@ static void s_eq_spec(const kvt_load_spec_t *a, const kvt_load_spec_t *b)
     s_eq_bytes(a->keys, b->keys, a->nkeys * sizeof *a->keys, "spec keys");
     cr_assert_eq(a->nblocks, b->nblocks);
     s_eq_bytes(a->blocks, b->blocks, a->nblocks * sizeof *a->blocks, "spec blocks");
+    cr_assert_eq(a->attempt, b->attempt);
+    cr_assert_eq(a->lookup, b->lookup);
 }
 
 static void s_eq_event(const kvt_event_t *a, const kvt_event_t *b)
@@ -195,6 +197,13 @@ static void s_eq_msg(const kvt_msg_t *a, const kvt_msg_t *b)
         cr_assert_eq(x->rank, y->rank);
         cr_assert_eq(x->ok, y->ok);
         cr_assert_eq(x->detail, y->detail);
+        cr_assert_eq(x->attempt, y->attempt);
+        cr_assert_eq(x->lower, y->lower);
+        cr_assert_eq(x->epoch, y->epoch);
+        cr_assert_eq(x->touch, y->touch);
+        cr_assert_eq(x->held, y->held);
+        cr_assert_eq(x->nimages, y->nimages);
+        s_eq_bytes(x->images, y->images, x->nimages, "images");
         break;
     }
     case KVT_MSG_VERDICT: {
@@ -205,8 +214,32 @@ static void s_eq_msg(const kvt_msg_t *a, const kvt_msg_t *b)
         cr_assert_eq(x->ok, y->ok);
         cr_assert_eq(x->detail, y->detail);
         cr_assert_eq(x->nfailed, y->nfailed);
+        cr_assert_eq(x->touch, y->touch);
+        cr_assert_eq(x->held, y->held);
+        cr_assert_eq(x->nimages, y->nimages);
+        s_eq_bytes(x->images, y->images, x->nimages, "images");
         break;
     }
+    case KVT_MSG_TOUCH: {
+        const kvt_touch_msg_t *x = &a->u.touch, *y = &b->u.touch;
+        cr_assert(kvt_hash_eq(x->hash, y->hash));
+        cr_assert_eq(x->round, y->round);
+        cr_assert_eq(x->nkeys, y->nkeys);
+        s_eq_bytes(x->keys, y->keys, x->nkeys * sizeof *x->keys, "keys");
+        break;
+    }
+    case KVT_MSG_LOOKUP: {
+        const kvt_lookup_t *x = &a->u.lookup, *y = &b->u.lookup;
+        s_eq_op(x->op, y->op);
+        cr_assert_eq(x->nkeys, y->nkeys);
+        s_eq_bytes(x->keys, y->keys, x->nkeys * sizeof *x->keys, "keys");
+        cr_assert_eq(x->pin, y->pin);
+        cr_assert_eq(x->ttl_ms, y->ttl_ms);
+        break;
+    }
+    case KVT_MSG_LOOKUP_RELEASE:
+        s_eq_op(a->u.lookup_release.op, b->u.lookup_release.op);
+        break;
     case KVT_MSG_STATS: {
         const kvt_stats_t *x = &a->u.stats, *y = &b->u.stats;
         cr_assert_eq(x->request, y->request);
@@ -333,8 +366,9 @@ Test(kvt_msg, u32_and_hash_arrays_travel_as_little_endian_bin)
 Test(kvt_msg, kind_names)
 {
     static const char *names[KVT_MSG_KIND_COUNT] = {
-        "None",     "Ping",     "Schedule",   "StepPlan", "StepExec", "StepDone",
-        "LoadSpec", "SaveSpec", "Completion", "Verdict",  "Stats",    "Shutdown"};
+        "None",     "Ping",     "Schedule", "StepPlan",   "StepExec",
+        "StepDone", "LoadSpec", "SaveSpec", "Completion", "Verdict",
+        "Stats",    "Shutdown", "Touch",    "Lookup",     "LookupRelease"};
     for (int k = 0; k < KVT_MSG_KIND_COUNT; k++)
         cr_assert_str_eq(kvt_msg_kind_name(k), names[k]);
     cr_assert_str_eq(kvt_msg_kind_name(-1), "?");
@@ -778,8 +812,8 @@ Test(kvt_msg, corpus_regenerate)
     }
     static const uint8_t version2[] = {0x93, 0x02, 0x01, 0x81, 0x01, 0x00};
     s_write("bad-version-2", version2, sizeof version2);
-    static const uint8_t kind12[] = {0x93, 0x01, 0x0c, 0x80};
-    s_write("bad-kind-12", kind12, sizeof kind12);
+    static const uint8_t kind15[] = {0x93, 0x01, 0x0f, 0x80};
+    s_write("bad-kind-15", kind15, sizeof kind15);
     //  Ping {1: 5, 9: {"x": [1, 2.5, nil, {}]}}: unknown key ignored.
     static const uint8_t unknown[] = {0x93, 0x01, 0x01, 0x82, 0x01, 0x05, 0x09, 0x81,
                                       0xa1, 0x78, 0x94, 0x01, 0xcb, 0x40, 0x04, 0,

@@ -215,6 +215,10 @@ static const s_tf_t f_spec[] = {{1, "req", W_UINT, 0},     {2, "gen", W_UINT, 0}
                                 {3, "start", W_UINT, 0},   {4, "end", W_UINT, 0},
                                 {5, "keys", W_BIN, 0},     {6, "blocks", W_BIN, 0},
                                 {7, "attempt", W_UINT, 1}, END_FIELDS};
+static const s_tf_t f_load[] = {
+    {1, "req", W_UINT, 0},     {2, "gen", W_UINT, 0},    {3, "start", W_UINT, 0},
+    {4, "end", W_UINT, 0},     {5, "keys", W_BIN, 0},    {6, "blocks", W_BIN, 0},
+    {7, "attempt", W_UINT, 1}, {8, "lookup", W_BOOL, 1}, END_FIELDS};
 static const s_tf_t f_event[] = {{1, "req", W_UINT, 0},
                                  {2, "gen", W_UINT, 0},
                                  {3, "type", W_UINT, 0},
@@ -237,12 +241,28 @@ static const s_tf_t f_completion[] = {{1, "chan", W_UINT, 0},   {2, "req", W_UIN
                                       {3, "gen", W_UINT, 0},    {4, "key", W_BIN, 0},
                                       {5, "rank", W_UINT, 0},   {6, "ok", W_BOOL, 0},
                                       {7, "detail", W_UINT, 0}, {8, "attempt", W_UINT, 1},
-                                      {9, "lower", W_UINT, 1},  END_FIELDS};
-static const s_tf_t f_verdict[] = {{1, "chan", W_UINT, 0},    {2, "req", W_UINT, 0},
-                                   {3, "gen", W_UINT, 0},     {4, "key", W_BIN, 0},
-                                   {5, "ok", W_BOOL, 0},      {6, "detail", W_UINT, 0},
-                                   {7, "nfailed", W_UINT, 0}, {8, "attempt", W_UINT, 1},
-                                   {9, "lower", W_UINT, 1},   END_FIELDS};
+                                      {9, "lower", W_UINT, 1},  {10, "epoch", W_UINT, 1},
+                                      {11, "touch", W_UINT, 1}, {12, "held", W_UINT, 1},
+                                      {13, "images", W_BIN, 1}, END_FIELDS};
+static const s_tf_t f_verdict[] = {{1, "chan", W_UINT, 0},
+                                   {2, "req", W_UINT, 0},
+                                   {3, "gen", W_UINT, 0},
+                                   {4, "key", W_BIN, 0},
+                                   {5, "ok", W_BOOL, 0},
+                                   {6, "detail", W_UINT, 0},
+                                   {7, "nfailed", W_UINT, 0},
+                                   {8, "attempt", W_UINT, 1},
+                                   {9, "lower", W_UINT, 1},
+                                   {10, "touch", W_UINT, 1},
+                                   {11, "held", W_UINT, 1},
+                                   {12, "images", W_BIN, 1},
+                                   END_FIELDS};
+static const s_tf_t f_touch[] = {
+    {1, "hash", W_BIN, 0}, {2, "round", W_UINT, 0}, {3, "keys", W_BIN, 1}, END_FIELDS};
+static const s_tf_t f_lookup[] = {{1, "req", W_UINT, 0},    {2, "gen", W_UINT, 0},
+                                  {3, "keys", W_BIN, 0},    {4, "pin", W_BOOL, 1},
+                                  {5, "ttl_ms", W_UINT, 1}, END_FIELDS};
+static const s_tf_t f_lookup_release[] = {{1, "req", W_UINT, 0}, {2, "gen", W_UINT, 0}, END_FIELDS};
 static const s_tf_t f_stats[] = {
     {1, "request", W_BOOL, 0}, {2, "from", W_STR, 0}, {3, "counters", W_MAP, 0}, END_FIELDS};
 static const s_tf_t f_shutdown[] = {{1, "code", W_UINT, 0}, {2, "text", W_STR, 1}, END_FIELDS};
@@ -261,20 +281,23 @@ static const s_body_t s_bodies[] = {
     {KVT_MSG_SCHEDULE, "arrivals[1].", {2, 2, 1, -1}, f_arrival},
     {KVT_MSG_STEP_PLAN, "", {2, -1}, f_plan},
     {KVT_MSG_STEP_PLAN, "entries[1].", {2, 2, 1, -1}, f_entry},
-    {KVT_MSG_STEP_PLAN, "loads[0].", {2, 3, 0, -1}, f_spec},
+    {KVT_MSG_STEP_PLAN, "loads[0].", {2, 3, 0, -1}, f_load},
     {KVT_MSG_STEP_PLAN, "saves[1].", {2, 4, 1, -1}, f_spec},
     {KVT_MSG_STEP_PLAN, "events[2].", {2, 5, 2, -1}, f_event},
     {KVT_MSG_STEP_EXEC, "", {2, -1}, f_exec},
     {KVT_MSG_STEP_EXEC, "entries[2].", {2, 3, 2, -1}, f_entry},
-    {KVT_MSG_STEP_EXEC, "loads[1].", {2, 4, 1, -1}, f_spec},
+    {KVT_MSG_STEP_EXEC, "loads[1].", {2, 4, 1, -1}, f_load},
     {KVT_MSG_STEP_EXEC, "saves[0].", {2, 5, 0, -1}, f_spec},
     {KVT_MSG_STEP_DONE, "", {2, -1}, f_done},
-    {KVT_MSG_LOAD_SPEC, "", {2, -1}, f_spec},
+    {KVT_MSG_LOAD_SPEC, "", {2, -1}, f_load},
     {KVT_MSG_SAVE_SPEC, "", {2, -1}, f_spec},
     {KVT_MSG_COMPLETION, "", {2, -1}, f_completion},
     {KVT_MSG_VERDICT, "", {2, -1}, f_verdict},
     {KVT_MSG_STATS, "", {2, -1}, f_stats},
     {KVT_MSG_SHUTDOWN, "", {2, -1}, f_shutdown},
+    {KVT_MSG_TOUCH, "", {2, -1}, f_touch},
+    {KVT_MSG_LOOKUP, "", {2, -1}, f_lookup},
+    {KVT_MSG_LOOKUP_RELEASE, "", {2, -1}, f_lookup_release},
 };
 #define NBODIES (sizeof s_bodies / sizeof s_bodies[0])
 
@@ -433,10 +456,21 @@ typedef struct {
 
 static const s_row_t s_rows[] = {
     //  scalar ranges
-    {KVT_MSG_COMPLETION, P(2, 1), RAW(0x00), "chan", "out of range 1..4"},
-    {KVT_MSG_COMPLETION, P(2, 1), RAW(0x05), "chan", "out of range 1..4"},
+    {KVT_MSG_COMPLETION, P(2, 1), RAW(0x00), "chan", "out of range 1..7"},
+    {KVT_MSG_COMPLETION, P(2, 1), RAW(0x08), "chan", "out of range 1..7"},
     {KVT_MSG_COMPLETION, P(2, 1), RAW(U16_256), "chan", "out of range"},
-    {KVT_MSG_VERDICT, P(2, 1), RAW(0x05), "chan", "out of range 1..4"},
+    {KVT_MSG_VERDICT, P(2, 1), RAW(0x08), "chan", "out of range 1..7"},
+    {KVT_MSG_COMPLETION, P(2, 11), RAW(0x03), "touch", "out of range 0..2"},
+    {KVT_MSG_VERDICT, P(2, 10), RAW(0x03), "touch", "out of range 0..2"},
+    {KVT_MSG_COMPLETION, P(2, 12), RAW(0xcd, 0x10, 0x01), "held", "out of range 0..4096"},
+    {KVT_MSG_VERDICT, P(2, 11), RAW(0xcd, 0x10, 0x01), "held", "out of range 0..4096"},
+    {KVT_MSG_LOOKUP, P(2, 2), RAW(0x00), "gen", "out of range 1..4294967295"},
+    {KVT_MSG_LOOKUP_RELEASE, P(2, 2), RAW(0x00), "gen", "out of range 1..4294967295"},
+    {KVT_MSG_TOUCH, P(2, 1), RAW(0xc4, 0x08, 0, 0, 0, 0, 0, 0, 0, 0), "hash",
+     "expected 16 bytes, got 8"},
+    {KVT_MSG_TOUCH, P(2, 3), RAW(0xc4, 0x01, 0), "keys", "not a multiple of 16"},
+    {KVT_MSG_LOOKUP, P(2, 3), RAW(0xc4, 0x11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+     "keys", "not a multiple of 16"},
     {KVT_MSG_COMPLETION, P(2, 3), RAW(0x00), "gen", "out of range 1..4294967295"},
     {KVT_MSG_COMPLETION, P(2, 3), RAW(U64_2_32), "gen", "out of range"},
     {KVT_MSG_VERDICT, P(2, 3), RAW(0x00), "gen", "out of range"},
@@ -475,6 +509,8 @@ static const s_row_t s_rows[] = {
     {KVT_MSG_STEP_PLAN, P(2, 6), RAW(0xc3), "idle", "idle plan"},
     {KVT_MSG_VERDICT, P(2, 7), RAW(0x01), "nfailed", "ok verdict with 1 failed"},
     {KVT_MSG_COMPLETION, P(2, 1), RAW(0x01), "key", "zero hash"},
+    {KVT_MSG_COMPLETION, P(2, 1), RAW(0x02), "images", "only lookup"},
+    {KVT_MSG_VERDICT, P(2, 1), RAW(0x04), "images", "only lookup"},
     //  array shapes
     {KVT_MSG_STEP_PLAN, P(2, 2, 0, 6), RAW(0xc4, 0x03, 1, 2, 3), "entries[0].blocks",
      "not a multiple of 4"},
@@ -554,7 +590,7 @@ static const s_frame_row_t s_frames[] = {
     {RAW(0x92, 0x01, 0x01), 0, "envelope", "array of 2 elements"},
     {RAW(0x94, 0x01, 0x01, 0x80, 0x00), 0, "envelope", "array of 4 elements"},
     {RAW(0x93, 0x01, 0x00, 0x80), 0, "kind", "unknown kind 0"},
-    {RAW(0x93, 0x01, 0x0c, 0x80), 0, "kind", "unknown kind 12"},
+    {RAW(0x93, 0x01, 0x0f, 0x80), 0, "kind", "unknown kind 15"},
     {RAW(0x93, 0x01, 0xcc, 0xff, 0x80), 0, "kind", "unknown kind 255"},
     {RAW(0x93, 0x01, U64_2_32, 0x80), 0, "kind", "unknown kind 4294967296"},
     {RAW(0x93, 0x01, 0xff, 0x80), 0, "kind", "negative"},
@@ -796,6 +832,22 @@ static void e_detail_over(kvt_msg_t *m)
 {
     m->u.completion.detail = KVT_DETAIL_MAX + 1;
 }
+static void e_images_off_lookup(kvt_msg_t *m)
+{
+    m->u.completion.chan = KVT_CHAN_TOUCH;
+}
+static void e_images_off_lookup_verdict(kvt_msg_t *m)
+{
+    m->u.verdict.chan = KVT_CHAN_SOURCE_SAFE;
+}
+static void e_lookup_keys_over(kvt_msg_t *m)
+{
+    m->u.lookup.nkeys = KVT_MSG_MAX_CHUNKS + 1;
+}
+static void e_touch_over(kvt_msg_t *m)
+{
+    m->u.completion.touch = KVT_MSG_MAX_TOUCH + 1;
+}
 static void e_entries_null(kvt_msg_t *m)
 {
     kvt_step_exec_t *x = &m->u.step_exec;
@@ -835,6 +887,10 @@ static const s_enc_row_t s_enc_rows[] = {
     {KVT_MSG_VERDICT, e_load_key_nonzero, "key", "zero hash"},
     {KVT_MSG_COMPLETION, e_detail_over, "detail", "out of range"},
     {KVT_MSG_STEP_EXEC, e_entries_null, "entries", "NULL array"},
+    {KVT_MSG_COMPLETION, e_images_off_lookup, "images", "only lookup"},
+    {KVT_MSG_VERDICT, e_images_off_lookup_verdict, "images", "only lookup"},
+    {KVT_MSG_LOOKUP, e_lookup_keys_over, "keys", "longer than 4096"},
+    {KVT_MSG_COMPLETION, e_touch_over, "touch", "out of range"},
 };
 
 Test(kvt_msg_reject, encoder_refuses_schema_violations_naming_the_field)

@@ -37,10 +37,12 @@ extern "C" {
 #define KVT_MSG_MAX_CHUNKS  4096        //  chunk keys in one spec
 #define KVT_MSG_MAX_BYTES   (1u << 20)  //  opaque payload bytes (Ping)
 #define KVT_MSG_MAX_TEXT    256         //  bytes in a text field
-#define KVT_MSG_MAX_NAME    KVT_COUNTER_NAME_MAX //  bytes in a name (actor, counter)
-#define KVT_MSG_MAX_STATS   512                  //  counters in one Stats message
-#define KVT_MSG_MAX_RANKS   256                  //  TP ranks
-#define KVT_MSG_MAX_GEN     UINT32_MAX           //  operation generation
+#define KVT_MSG_MAX_NAME    KVT_COUNTER_NAME_MAX     //  bytes in a name (actor, counter)
+#define KVT_MSG_MAX_STATS   512                      //  counters in one Stats message
+#define KVT_MSG_MAX_RANKS   256                      //  TP ranks
+#define KVT_MSG_MAX_GEN     UINT32_MAX               //  operation generation
+#define KVT_MSG_MAX_IMAGES  (KVT_MSG_MAX_CHUNKS / 8) //  bytes of a lookup's image bitmap
+#define KVT_MSG_MAX_TOUCH   2 //  largest touch answer (kvt_touch_t: 0 GONE, 1 PRESENT, 2 REFRESHED)
 
 //  Operation id: a request and the generation of its admission. A
 //  re-admitted request gets a new generation, so its reports can never settle
@@ -52,28 +54,38 @@ typedef struct {
 
 typedef enum {
     KVT_MSG_NONE = 0,
-    KVT_MSG_PING = 1,        //  liveness / runtime tests: any → any
-    KVT_MSG_SCHEDULE = 2,    //  engine → scheduler: plan the next step
-    KVT_MSG_STEP_PLAN = 3,   //  scheduler → engine: what the step runs
-    KVT_MSG_STEP_EXEC = 4,   //  engine → runner r: run this step on rank r
-    KVT_MSG_STEP_DONE = 5,   //  runner r → engine: step ran (with oracle findings)
-    KVT_MSG_LOAD_SPEC = 6,   //  runner r → worker r: restore chunks into blocks
-    KVT_MSG_SAVE_SPEC = 7,   //  runner r → worker r: store blocks as chunks
-    KVT_MSG_COMPLETION = 8,  //  worker r → aggregator: one report per item per rank
-    KVT_MSG_VERDICT = 9,     //  aggregator → scheduler: quorum result for a key
-    KVT_MSG_STATS = 10,      //  any → any: counters request / reply
-    KVT_MSG_SHUTDOWN = 11,   //  any → any: stop (drain, report, exit)
-    KVT_MSG_KIND_COUNT = 12, //  one past the last kind
+    KVT_MSG_PING = 1,       //  liveness / runtime tests: any → any
+    KVT_MSG_SCHEDULE = 2,   //  engine → scheduler: plan the next step
+    KVT_MSG_STEP_PLAN = 3,  //  scheduler → engine: what the step runs
+    KVT_MSG_STEP_EXEC = 4,  //  engine → runner r: run this step on rank r
+    KVT_MSG_STEP_DONE = 5,  //  runner r → engine: step ran (with oracle findings)
+    KVT_MSG_LOAD_SPEC = 6,  //  runner r → worker r: restore chunks into blocks
+    KVT_MSG_SAVE_SPEC = 7,  //  runner r → worker r: store blocks as chunks
+    KVT_MSG_COMPLETION = 8, //  worker r → aggregator: one report per item per rank
+    KVT_MSG_VERDICT = 9,    //  aggregator → scheduler: quorum result for a key
+    KVT_MSG_STATS = 10,     //  any → any: counters request / reply
+    KVT_MSG_SHUTDOWN = 11,  //  any → any: stop (drain, report, exit)
+    KVT_MSG_TOUCH = 12,     //  runner r → worker r: refresh an image, say whether it is there
+    KVT_MSG_LOOKUP = 13,    //  runner r → worker r: how many leading chunks are held
+    KVT_MSG_LOOKUP_RELEASE = 14, //  runner r → worker r: drop a pinned lookup's lease
+    KVT_MSG_KIND_COUNT = 15,     //  one past the last kind
 } kvt_msg_kind_t;
 
 //  Report channels. A key is unique within its channel.
 typedef enum {
-    KVT_CHAN_LOAD = 1,  //  a load's completion (KV leg; the state leg joins later)
-    KVT_CHAN_SAVE = 2,  //  one saved chunk
-    KVT_CHAN_STATE = 3, //  a state leg's verdict (reserved for hybrid loads)
-    KVT_CHAN_TOUCH = 4, //  a touch round (reserved)
-    KVT_CHAN_MAX = 4,
+    KVT_CHAN_LOAD = 1,          //  a load's completion (KV leg; the state leg joins later)
+    KVT_CHAN_SAVE = 2,          //  one saved chunk (the `store` channel)
+    KVT_CHAN_STATE = 3,         //  a state leg's verdict (reserved for hybrid loads)
+    KVT_CHAN_TOUCH = 4,         //  a touch: is the image still on this rank (ok: REFRESHED/PRESENT)
+    KVT_CHAN_TOUCH_REFRESH = 5, //  a touch: was it refreshed in the CPU pool (ok: REFRESHED)
+    KVT_CHAN_LOOKUP = 6,        //  a lookup: leading chunks held, which carry an image
+    KVT_CHAN_SOURCE_SAFE = 7,   //  a save's sources are no longer read (reserved)
+    KVT_CHAN_MAX = 7,
 } kvt_chan_t;
+
+//  Touch reports have no operation: their id (prefix hash, round) travels
+//  as key = the prefix hash, op = {req = round, gen = KVT_TOUCH_GEN}.
+#define KVT_TOUCH_GEN 1
 
 //  Why an item failed; 0 is success. Carried in Completion / Verdict detail.
 typedef enum {
@@ -143,7 +155,8 @@ typedef struct {
 
 //  Restore chunks [start, end) of a request into device blocks.
 //  {1: req u64, 2: gen u32, 3: start u32, 4: end u32, 5: keys bin (16 B × nchunks),
-//   6: blocks bin (u32 LE × nblocks), 7: attempt u32 (optional, default 0)}
+//   6: blocks bin (u32 LE × nblocks), 7: attempt u32 (optional, default 0),
+//   8: lookup bool (optional, LoadSpec only)}
 //  attempt numbers a re-dispatch of the same items (a failed chunk save sent
 //  again): it is part of every report key, so a new attempt can never be
 //  mistaken for the settled one.
@@ -159,6 +172,7 @@ typedef struct {
     uint32_t *blocks; //  destination device blocks for [start, end)
     uint32_t nblocks; //  length of blocks
     uint32_t attempt; //  re-dispatch number (0 = first); part of the report key
+    bool lookup;      //  load: releases the pinned lease of Lookup (req, gen) (key 8)
 } kvt_load_spec_t;
 
 //  Store device blocks [start, end) of a request as chunks.
@@ -228,10 +242,17 @@ typedef struct {
 } kvt_step_done_t;
 
 //  Completion: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: rank u32,
-//   6: ok bool, 7: detail u32, 8: attempt u32 (optional), 9: lower u32 (optional)}
+//   6: ok bool, 7: detail u32, 8: attempt u32 (optional), 9: lower u32 (optional),
+//   10: epoch u64 (optional), 11: touch u8 (optional), 12: held u32 (optional),
+//   13: images bin (optional)}
 //  The report key is (chan, op, key, attempt): key is the chunk key for a
-//  save and the zero hash for a load. lower: chunks a load read from a tier
-//  below the CPU pool (disk).
+//  save, the prefix hash for a touch and the zero hash for a load or a
+//  lookup. lower: chunks a load read from a tier below the CPU pool (disk).
+//  epoch: the reporting worker's incarnation (grows on every restart).
+//  touch: the kvt_touch_t answer (touch channels). held / images: a lookup's
+//  leading chunks held and a bitmap (bit i of byte i/8: chunk i carries an
+//  image; only on the lookup channel); bytes past its end are zero, bits at
+//  or past held mean nothing (the aggregator ignores them).
 typedef struct {
     uint8_t chan;     //  kvt_chan_t
     kvt_opid_t op;    //  operation id
@@ -241,11 +262,18 @@ typedef struct {
     uint32_t detail;  //  kvt_detail_t
     uint32_t attempt; //  the spec's attempt (part of the report key)
     uint32_t lower;   //  load: chunks read from a lower tier (disk) on this rank
+    uint64_t epoch;   //  the worker's incarnation (0 = not stamped)
+    uint8_t touch;    //  touch channels: KVT_TOUCH_GONE / PRESENT / REFRESHED
+    uint32_t held;    //  lookup: leading chunks this rank holds
+    uint8_t *images;  //  lookup: image bitmap over the held chunks (may be NULL)
+    uint32_t nimages; //  bytes of images (≤ KVT_MSG_MAX_IMAGES)
 } kvt_completion_t;
 
 //  Verdict: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: ok bool,
-//   6: detail u32, 7: nfailed u32, 8: attempt u32 (optional), 9: lower u32 (optional)}
-//  lower: the largest Completion.lower over the ranks.
+//   6: detail u32, 7: nfailed u32, 8: attempt u32 (optional), 9: lower u32 (optional),
+//   10: touch u8 (optional), 11: held u32 (optional), 12: images bin (optional)}
+//  lower: the largest Completion.lower over the ranks. touch, held: the
+//  minimum over the ranks; images: the AND of the ranks' bitmaps, cut at held.
 typedef struct {
     uint8_t chan;     //  kvt_chan_t
     kvt_opid_t op;    //  operation id
@@ -255,7 +283,42 @@ typedef struct {
     uint32_t nfailed; //  ranks that reported failure
     uint32_t attempt; //  the spec's attempt
     uint32_t lower;   //  load: most chunks any rank read from a lower tier
+    uint8_t touch;    //  touch channels: the lowest answer of any rank
+    uint32_t held;    //  lookup: fewest leading chunks any rank holds
+    uint8_t *images;  //  lookup: chunks every rank holds with an image (may be NULL)
+    uint32_t nimages; //  bytes of images
 } kvt_verdict_t;
+
+//  Touch: {1: hash bin16, 2: round u64, 3: keys bin (16 B × n, optional)}
+//  Refreshes the state image stored under the prefix hash, or, when keys
+//  are given, each of those chunks; reports on KVT_CHAN_TOUCH and
+//  KVT_CHAN_TOUCH_REFRESH (one report each per rank), keyed by the id.
+typedef struct {
+    kvt_hash_t hash;  //  the prefix hash (first half of the touch id)
+    uint64_t round;   //  the touch round (second half of the id; unique per hash)
+    kvt_hash_t *keys; //  chunk keys to touch instead of the image (may be NULL)
+    uint32_t nkeys;   //  length of keys
+} kvt_touch_msg_t;
+
+//  Lookup: {1: req u64, 2: gen u32, 3: keys bin (16 B × n), 4: pin bool
+//   (optional), 5: ttl_ms u32 (optional, pin only)}
+//  Counts the leading keys this rank holds and which carry an image; with
+//  pin, keeps the pool-resident ones read-pinned under a lease until a
+//  LoadSpec with `lookup` of the same (req, gen) uses it, a LookupRelease,
+//  or ttl_ms (0: the worker's default) — whichever comes first, once.
+typedef struct {
+    kvt_opid_t op;    //  the lookup's id (the report key with the zero key)
+    kvt_hash_t *keys; //  chunk keys, in prefix order
+    uint32_t nkeys;   //  length of keys
+    bool pin;         //  keep the held chunks pinned under a lease
+    uint32_t ttl_ms;  //  lease lifetime in ms (0 = the worker's default; ignored without pin)
+} kvt_lookup_t;
+
+//  LookupRelease: {1: req u64, 2: gen u32} — drops the lease of a pinned
+//  lookup that no load will use. No report (nothing was dispatched).
+typedef struct {
+    kvt_opid_t op; //  the lookup's id
+} kvt_lookup_release_t;
 
 //  Stats: {1: request bool, 2: from str, 3: counters map str → u64}
 typedef struct {
@@ -286,6 +349,9 @@ typedef struct {
         kvt_verdict_t verdict;
         kvt_stats_t stats;
         kvt_shutdown_t shutdown;
+        kvt_touch_msg_t touch;
+        kvt_lookup_t lookup;
+        kvt_lookup_release_t lookup_release;
     } u; //  body
 } kvt_msg_t;
 

@@ -21,8 +21,9 @@
 #include <string.h>
 
 static const char *const s_kind_names[KVT_MSG_KIND_COUNT] = {
-    "None",     "Ping",     "Schedule",   "StepPlan", "StepExec", "StepDone",
-    "LoadSpec", "SaveSpec", "Completion", "Verdict",  "Stats",    "Shutdown",
+    "None",     "Ping",     "Schedule", "StepPlan",   "StepExec",
+    "StepDone", "LoadSpec", "SaveSpec", "Completion", "Verdict",
+    "Stats",    "Shutdown", "Touch",    "Lookup",     "LookupRelease",
 };
 
 const char *kvt_msg_kind_name(int kind)

@@ -98,6 +98,25 @@ static void s_event(s_rng_t *rng, kvt_event_t *ev, uint8_t type)
     ev->c = type == KVT_EV_ADMIT ? 4096 : 0;
 }
 
+//  A lookup report's shape: chan LOOKUP, held chunks and an image bitmap
+//  with no bit at or past held (every chunk imaged at max).
+static void s_images(bool max, uint8_t *chan, uint32_t *held, uint8_t **images, uint32_t *n,
+                     bool *ok)
+{
+    *chan = KVT_CHAN_LOOKUP;
+    *held = max ? KVT_MSG_MAX_CHUNKS : 10;
+    *n = max ? KVT_MSG_MAX_IMAGES : 2;
+    *images = s_calloc(*n, 1, ok);
+    if (!*images)
+        return;
+    if (max) {
+        memset(*images, 0xff, *n);
+    } else {
+        (*images)[0] = 0xa5;
+        (*images)[1] = 0x02;
+    }
+}
+
 //  Entries / loads / saves shared by StepPlan and StepExec.
 static void s_step_arrays(s_rng_t *rng, int shape, kvt_entry_t **entries, uint32_t *nentries,
                           kvt_load_spec_t **loads, uint32_t *nloads, kvt_save_spec_t **saves,
@@ -121,6 +140,7 @@ static void s_step_arrays(s_rng_t *rng, int shape, kvt_entry_t **entries, uint32
         bool big = shape == KVT_SAMPLE_MAX && i == 0;
         s_spec(rng, &(*loads)[i], big ? KVT_MSG_MAX_CHUNKS : 1 + i % 2,
                big ? KVT_MSG_MAX_BLOCKS : 16, ok);
+        (*loads)[i].lookup = true;
         s_spec(rng, &(*saves)[i], big ? KVT_MSG_MAX_CHUNKS : 2 - i % 2,
                big ? KVT_MSG_MAX_BLOCKS : 32, ok);
     }
@@ -212,6 +232,7 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         }
         if (max)
             s->attempt = UINT32_MAX;
+        s->lookup = msg->kind == KVT_MSG_LOAD_SPEC && !min;
         break;
     }
     case KVT_MSG_COMPLETION: {
@@ -228,6 +249,10 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         c->detail = max ? KVT_DETAIL_MAX : 0;
         c->attempt = max ? UINT32_MAX : min ? 0 : 2;
         c->lower = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 3;
+        c->epoch = max ? UINT64_MAX : min ? 0 : 3;
+        c->touch = max ? KVT_MSG_MAX_TOUCH : min ? 0 : 1;
+        if (!min)
+            s_images(max, &c->chan, &c->held, &c->images, &c->nimages, ok);
         break;
     }
     case KVT_MSG_VERDICT: {
@@ -244,6 +269,36 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         v->nfailed = max ? KVT_MSG_MAX_RANKS : 0;
         v->attempt = max ? UINT32_MAX : min ? 0 : 2;
         v->lower = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 3;
+        v->touch = max ? KVT_MSG_MAX_TOUCH : min ? 0 : 2;
+        if (!min)
+            s_images(max, &v->chan, &v->held, &v->images, &v->nimages, ok);
+        break;
+    }
+    case KVT_MSG_TOUCH: {
+        kvt_touch_msg_t *t = &msg->u.touch;
+        if (max)
+            t->hash = (kvt_hash_t){.hi = UINT64_MAX, .lo = UINT64_MAX};
+        else if (!min)
+            t->hash = s_hash(rng);
+        t->round = max ? UINT64_MAX : min ? 0 : 9;
+        t->nkeys = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 3;
+        t->keys = s_hashes(rng, t->nkeys, 0, ok);
+        break;
+    }
+    case KVT_MSG_LOOKUP: {
+        kvt_lookup_t *l = &msg->u.lookup;
+        l->op.req = max ? UINT64_MAX : min ? 0 : 55;
+        l->op.gen = max ? KVT_MSG_MAX_GEN : min ? 1 : 2;
+        l->nkeys = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 4;
+        l->keys = s_hashes(rng, l->nkeys, 0, ok);
+        l->pin = !min;
+        l->ttl_ms = max ? UINT32_MAX : min ? 0 : 500;
+        break;
+    }
+    case KVT_MSG_LOOKUP_RELEASE: {
+        kvt_lookup_release_t *r = &msg->u.lookup_release;
+        r->op.req = max ? UINT64_MAX : min ? 0 : 55;
+        r->op.gen = max ? KVT_MSG_MAX_GEN : min ? 1 : 2;
         break;
     }
     case KVT_MSG_STATS: {

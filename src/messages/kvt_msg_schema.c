@@ -26,6 +26,11 @@
         .key = (k), .name = (nm), .type = (ty), .optional = true, .off = offsetof(T, m), \
         .min = (lo), .max = (hi), .same_count_as = -1                                    \
     }
+#define S_OPT_ARRAY(k, nm, ty, T, m, cnt, lo, hi)                                        \
+    {                                                                                    \
+        .key = (k), .name = (nm), .type = (ty), .optional = true, .off = offsetof(T, m), \
+        .count_off = offsetof(T, cnt), .min = (lo), .max = (hi), .same_count_as = -1     \
+    }
 #define S_COUNT(fields) ((uint32_t)(sizeof(fields) / sizeof((fields)[0])))
 
 // ---------------------------------------------------------- cross-field --
@@ -64,12 +69,22 @@ static int s_check_plan(const void *body, kvt_path_t *path)
     return 0;
 }
 
+//  A lookup's image bitmap travels only on the lookup channel. Bits at or
+//  past `held` carry nothing (the receiver ignores them): held and images
+//  are both optional, so neither may make the other invalid.
+static int s_check_images(uint8_t chan, uint32_t n, kvt_path_t *path)
+{
+    if (n != 0 && chan != KVT_CHAN_LOOKUP)
+        return kvt_path_fail(path, "images", "images on channel %u (only lookup, 6)", chan);
+    return 0;
+}
+
 static int s_check_completion(const void *body, kvt_path_t *path)
 {
     const kvt_completion_t *c = body;
     if (c->chan == KVT_CHAN_LOAD && !kvt_hash_is_zero(c->key))
         return kvt_path_fail(path, "key", "a load's key must be the zero hash");
-    return 0;
+    return s_check_images(c->chan, c->nimages, path);
 }
 
 static int s_check_verdict(const void *body, kvt_path_t *path)
@@ -77,6 +92,8 @@ static int s_check_verdict(const void *body, kvt_path_t *path)
     const kvt_verdict_t *v = body;
     if (v->chan == KVT_CHAN_LOAD && !kvt_hash_is_zero(v->key))
         return kvt_path_fail(path, "key", "a load's key must be the zero hash");
+    if (s_check_images(v->chan, v->nimages, path) != 0)
+        return -1;
     if (v->ok && v->nfailed != 0)
         return kvt_path_fail(path, "nfailed", "ok verdict with %u failed ranks", v->nfailed);
     return 0;
@@ -139,8 +156,20 @@ static const kvt_field_t s_spec[] = {
             -1),
     S_OPTIONAL(7, "attempt", KVT_F_U32, kvt_load_spec_t, attempt, 0, UINT32_MAX),
 };
-static const kvt_schema_t s_load_schema = {"LoadSpec", sizeof(kvt_load_spec_t), s_spec,
-                                           S_COUNT(s_spec), s_check_spec};
+//  LoadSpec: the spec fields plus the lookup whose lease the load uses.
+static const kvt_field_t s_load[] = {
+    S_SCALAR(1, "req", KVT_F_U64, kvt_load_spec_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(2, "gen", KVT_F_U32, kvt_load_spec_t, op.gen, 1, KVT_MSG_MAX_GEN),
+    S_SCALAR(3, "start", KVT_F_U32, kvt_load_spec_t, start, 0, UINT32_MAX),
+    S_SCALAR(4, "end", KVT_F_U32, kvt_load_spec_t, end, 0, UINT32_MAX),
+    S_ARRAY(5, "keys", KVT_F_HASHES, kvt_load_spec_t, keys, nkeys, 0, KVT_MSG_MAX_CHUNKS, NULL, -1),
+    S_ARRAY(6, "blocks", KVT_F_U32S, kvt_load_spec_t, blocks, nblocks, 0, KVT_MSG_MAX_BLOCKS, NULL,
+            -1),
+    S_OPTIONAL(7, "attempt", KVT_F_U32, kvt_load_spec_t, attempt, 0, UINT32_MAX),
+    S_OPTIONAL(8, "lookup", KVT_F_BOOL, kvt_load_spec_t, lookup, 0, 1),
+};
+static const kvt_schema_t s_load_schema = {"LoadSpec", sizeof(kvt_load_spec_t), s_load,
+                                           S_COUNT(s_load), s_check_spec};
 static const kvt_schema_t s_save_schema = {"SaveSpec", sizeof(kvt_save_spec_t), s_spec,
                                            S_COUNT(s_spec), s_check_spec};
 
@@ -200,6 +229,11 @@ static const kvt_field_t s_completion[] = {
     S_SCALAR(7, "detail", KVT_F_U32, kvt_completion_t, detail, 0, KVT_DETAIL_MAX),
     S_OPTIONAL(8, "attempt", KVT_F_U32, kvt_completion_t, attempt, 0, UINT32_MAX),
     S_OPTIONAL(9, "lower", KVT_F_U32, kvt_completion_t, lower, 0, KVT_MSG_MAX_CHUNKS),
+    S_OPTIONAL(10, "epoch", KVT_F_U64, kvt_completion_t, epoch, 0, UINT64_MAX),
+    S_OPTIONAL(11, "touch", KVT_F_U8, kvt_completion_t, touch, 0, KVT_MSG_MAX_TOUCH),
+    S_OPTIONAL(12, "held", KVT_F_U32, kvt_completion_t, held, 0, KVT_MSG_MAX_CHUNKS),
+    S_OPT_ARRAY(13, "images", KVT_F_BYTES, kvt_completion_t, images, nimages, 0,
+                KVT_MSG_MAX_IMAGES),
 };
 
 static const kvt_field_t s_verdict[] = {
@@ -212,6 +246,28 @@ static const kvt_field_t s_verdict[] = {
     S_SCALAR(7, "nfailed", KVT_F_U32, kvt_verdict_t, nfailed, 0, KVT_MSG_MAX_RANKS),
     S_OPTIONAL(8, "attempt", KVT_F_U32, kvt_verdict_t, attempt, 0, UINT32_MAX),
     S_OPTIONAL(9, "lower", KVT_F_U32, kvt_verdict_t, lower, 0, KVT_MSG_MAX_CHUNKS),
+    S_OPTIONAL(10, "touch", KVT_F_U8, kvt_verdict_t, touch, 0, KVT_MSG_MAX_TOUCH),
+    S_OPTIONAL(11, "held", KVT_F_U32, kvt_verdict_t, held, 0, KVT_MSG_MAX_CHUNKS),
+    S_OPT_ARRAY(12, "images", KVT_F_BYTES, kvt_verdict_t, images, nimages, 0, KVT_MSG_MAX_IMAGES),
+};
+
+static const kvt_field_t s_touch[] = {
+    S_SCALAR(1, "hash", KVT_F_HASH, kvt_touch_msg_t, hash, 0, 0),
+    S_SCALAR(2, "round", KVT_F_U64, kvt_touch_msg_t, round, 0, UINT64_MAX),
+    S_OPT_ARRAY(3, "keys", KVT_F_HASHES, kvt_touch_msg_t, keys, nkeys, 0, KVT_MSG_MAX_CHUNKS),
+};
+
+static const kvt_field_t s_lookup[] = {
+    S_SCALAR(1, "req", KVT_F_U64, kvt_lookup_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(2, "gen", KVT_F_U32, kvt_lookup_t, op.gen, 1, KVT_MSG_MAX_GEN),
+    S_ARRAY(3, "keys", KVT_F_HASHES, kvt_lookup_t, keys, nkeys, 0, KVT_MSG_MAX_CHUNKS, NULL, -1),
+    S_OPTIONAL(4, "pin", KVT_F_BOOL, kvt_lookup_t, pin, 0, 1),
+    S_OPTIONAL(5, "ttl_ms", KVT_F_U32, kvt_lookup_t, ttl_ms, 0, UINT32_MAX),
+};
+
+static const kvt_field_t s_lookup_release[] = {
+    S_SCALAR(1, "req", KVT_F_U64, kvt_lookup_release_t, op.req, 0, UINT64_MAX),
+    S_SCALAR(2, "gen", KVT_F_U32, kvt_lookup_release_t, op.gen, 1, KVT_MSG_MAX_GEN),
 };
 
 static const kvt_field_t s_stats[] = {
@@ -243,7 +299,7 @@ static const kvt_schema_t s_bodies[KVT_MSG_KIND_COUNT] = {
                            NULL},
     [KVT_MSG_STEP_DONE] = {"StepDone", sizeof(kvt_step_done_t), s_step_done, S_COUNT(s_step_done),
                            NULL},
-    [KVT_MSG_LOAD_SPEC] = {"LoadSpec", sizeof(kvt_load_spec_t), s_spec, S_COUNT(s_spec),
+    [KVT_MSG_LOAD_SPEC] = {"LoadSpec", sizeof(kvt_load_spec_t), s_load, S_COUNT(s_load),
                            s_check_spec},
     [KVT_MSG_SAVE_SPEC] = {"SaveSpec", sizeof(kvt_save_spec_t), s_spec, S_COUNT(s_spec),
                            s_check_spec},
@@ -254,6 +310,10 @@ static const kvt_schema_t s_bodies[KVT_MSG_KIND_COUNT] = {
     [KVT_MSG_STATS] = {"Stats", sizeof(kvt_stats_t), s_stats, S_COUNT(s_stats), NULL},
     [KVT_MSG_SHUTDOWN] = {"Shutdown", sizeof(kvt_shutdown_t), s_shutdown, S_COUNT(s_shutdown),
                           NULL},
+    [KVT_MSG_TOUCH] = {"Touch", sizeof(kvt_touch_msg_t), s_touch, S_COUNT(s_touch), NULL},
+    [KVT_MSG_LOOKUP] = {"Lookup", sizeof(kvt_lookup_t), s_lookup, S_COUNT(s_lookup), NULL},
+    [KVT_MSG_LOOKUP_RELEASE] = {"LookupRelease", sizeof(kvt_lookup_release_t), s_lookup_release,
+                                S_COUNT(s_lookup_release), NULL},
 };
 
 const kvt_schema_t *kvt_msg_schema(int kind)

@@ -13,31 +13,35 @@
 #define S_WORDS (KVT_MSG_MAX_RANKS / 64) //  rank bitmap words
 
 typedef struct {
-    kvt_completion_t first;  //  the first report (channel, op, key)
+    kvt_completion_t first;  //  the first report (channel, op, key; arrays not kept)
     kvt_hash_t id;           //  hash of (chan, op, key, attempt)
     uint64_t since;          //  time of the first report
     uint64_t ranks[S_WORDS]; //  ranks that reported
     uint32_t nreported;      //  popcount of ranks
     uint32_t nfailed;        //  ranks that reported failure
-    uint32_t detail;         //  first failing rank's detail
+    uint32_t detail;         //  first failing rank's detail (a miss wins)
     uint32_t lower;          //  largest `lower` reported
-    bool surfaced;           //  already reported as stale
+    uint8_t touch;           //  touch channels: lowest answer reported
+    uint32_t held;           //  lookup: fewest held chunks reported
+    uint8_t *images;         //  lookup: AND of the image bitmaps (KVT_MSG_MAX_IMAGES bytes)
 } s_open_t;
 
 struct _kvt_agg_t {
-    uint32_t nranks;       //  reports per key
-    uint64_t stale_ns;     //  age bound for open keys
-    s_open_t *open;        //  open key slots (grows)
-    uint32_t nopen_cap;    //  slots allocated
-    uint32_t *prev;        //  age order links
-    uint32_t *next;        //  age order links
-    kvt_ilist_t age;       //  open keys not yet surfaced, oldest first
-    kvt_ilist_t surfaced;  //  open keys already surfaced as stale
-    uint32_t *free_slots;  //  unused slots
-    uint32_t nfree;        //  entries in free_slots
-    kvt_hmap_t *by_id;     //  id → open slot
-    kvt_seen_t *tomb;      //  tombstones: ids of the last settled keys
-    kvt_agg_stats_t stats; //  counters
+    uint32_t nranks;                     //  reports per key
+    uint64_t timeout_ns;                 //  age bound for open keys
+    s_open_t *open;                      //  open key slots (grows)
+    uint32_t nopen_cap;                  //  slots allocated
+    uint32_t *prev;                      //  age order links
+    uint32_t *next;                      //  age order links
+    kvt_ilist_t age;                     //  open keys, oldest first
+    uint32_t *free_slots;                //  unused slots
+    uint32_t nfree;                      //  entries in free_slots
+    kvt_hmap_t *by_id;                   //  id → open slot
+    kvt_seen_t *tomb;                    //  tombstones: ids of the last settled keys
+    uint64_t epoch[KVT_MSG_MAX_RANKS];   //  newest epoch seen per rank
+    bool warned[KVT_CHAN_MAX + 1];       //  a timeout on this channel was flagged
+    uint8_t scratch[KVT_MSG_MAX_IMAGES]; //  the last verdict's image bitmap
+    kvt_agg_stats_t stats;               //  counters
 };
 
 static kvt_hash_t s_id(const kvt_completion_t *c)
@@ -54,18 +58,24 @@ static kvt_hash_t s_id(const kvt_completion_t *c)
     return out;
 }
 
-kvt_agg_t *kvt_agg_new(uint32_t nranks, uint32_t tombstones, uint64_t stale_ns)
+//  Touch ids are unique per round: they need no tombstone, and taking one
+//  would push store / source / load tombstones out of the ring (A2).
+static bool s_tombstoned(uint8_t chan)
+{
+    return chan != KVT_CHAN_TOUCH && chan != KVT_CHAN_TOUCH_REFRESH;
+}
+
+kvt_agg_t *kvt_agg_new(uint32_t nranks, uint32_t tombstones, uint64_t timeout_ns)
 {
     assert(nranks >= 1 && nranks <= KVT_MSG_MAX_RANKS);
     kvt_agg_t *self = calloc(1, sizeof(*self));
     if (!self)
         return NULL;
     self->nranks = nranks;
-    self->stale_ns = stale_ns;
+    self->timeout_ns = timeout_ns;
     self->tomb = kvt_seen_new(tombstones ? tombstones : 1);
     self->by_id = kvt_hmap_new(64, false);
     kvt_ilist_init(&self->age);
-    kvt_ilist_init(&self->surfaced);
     if (!self->tomb || !self->by_id) {
         kvt_agg_destroy(&self);
         return NULL;
@@ -78,6 +88,8 @@ void kvt_agg_destroy(kvt_agg_t **self_p)
     if (!self_p || !*self_p)
         return;
     kvt_agg_t *self = *self_p;
+    for (uint32_t i = self->age.head; i != KVT_ILIST_NONE; i = self->next[i])
+        free(self->open[i].images);
     free(self->open);
     free(self->prev);
     free(self->next);
@@ -113,12 +125,125 @@ static int s_grow(kvt_agg_t *self)
     return 0;
 }
 
+//  Opens a slot for the key of c. Returns the slot or UINT32_MAX (no memory).
+static uint32_t s_open(kvt_agg_t *self, const kvt_completion_t *c, kvt_hash_t id, uint64_t now)
+{
+    if (self->nfree == 0 && s_grow(self) != 0)
+        return UINT32_MAX;
+    uint32_t slot = self->free_slots[--self->nfree];
+    s_open_t *o = &self->open[slot];
+    memset(o, 0, sizeof(*o));
+    o->first = *c;
+    o->first.images = NULL;
+    o->first.nimages = 0;
+    o->id = id;
+    o->since = now;
+    o->touch = KVT_MSG_MAX_TOUCH;
+    o->held = KVT_MSG_MAX_CHUNKS;
+    if (c->chan == KVT_CHAN_LOOKUP) {
+        o->images = malloc(KVT_MSG_MAX_IMAGES);
+        if (!o->images) {
+            self->free_slots[self->nfree++] = slot;
+            return UINT32_MAX;
+        }
+        memset(o->images, 0xff, KVT_MSG_MAX_IMAGES);
+    }
+    if (kvt_hmap_put(self->by_id, id, slot) != 0) {
+        free(o->images);
+        self->free_slots[self->nfree++] = slot;
+        return UINT32_MAX;
+    }
+    kvt_ilist_push_tail(&self->age, self->prev, self->next, slot);
+    self->stats.open++;
+    return slot;
+}
+
+//  Folds one rank's report into its open key.
+static void s_fold(s_open_t *o, const kvt_completion_t *c)
+{
+    if (c->lower > o->lower)
+        o->lower = c->lower;
+    if (c->touch < o->touch)
+        o->touch = c->touch;
+    if (c->held < o->held)
+        o->held = c->held;
+    if (o->images) {
+        //  Bytes past the report's bitmap are zero (no image there).
+        for (uint32_t i = 0; i < KVT_MSG_MAX_IMAGES; i++)
+            o->images[i] &= i < c->nimages ? c->images[i] : 0;
+    }
+    if (!c->ok) {
+        //  The detail is the first failing rank's, except that a miss on any
+        //  rank wins: the scheduler corrects its tier view only on a miss, so
+        //  that must not depend on which rank reported first.
+        uint32_t d = c->detail ? c->detail : KVT_DETAIL_IO;
+        if (o->nfailed == 0 || d == KVT_DETAIL_MISS)
+            o->detail = d;
+        o->nfailed++;
+    }
+}
+
+//  Settles the open key in `slot` into *v (ok from the reports, or a
+//  timeout), frees the slot and tombstones the key.
+static void s_close(kvt_agg_t *self, uint32_t slot, bool timeout, kvt_verdict_t *v)
+{
+    s_open_t *o = &self->open[slot];
+    memset(v, 0, sizeof(*v));
+    v->chan = o->first.chan;
+    v->op = o->first.op;
+    v->key = o->first.key;
+    v->attempt = o->first.attempt;
+    if (timeout) {
+        //  Ranks that never reported count as failed: the key retreats.
+        v->ok = false;
+        v->detail = KVT_DETAIL_TIMEOUT;
+        v->nfailed = o->nfailed + (self->nranks - o->nreported);
+    } else {
+        v->ok = o->nfailed == 0;
+        v->detail = o->nfailed ? o->detail : KVT_DETAIL_OK;
+        v->nfailed = o->nfailed;
+        v->lower = o->lower;
+        if (v->chan == KVT_CHAN_TOUCH || v->chan == KVT_CHAN_TOUCH_REFRESH)
+            v->touch = o->touch;
+        if (v->chan == KVT_CHAN_LOOKUP) {
+            v->held = o->held;
+            uint32_t n = (o->held + 7) / 8;
+            memcpy(self->scratch, o->images, n);
+            if (o->held % 8)
+                self->scratch[n - 1] &= (uint8_t)((1u << (o->held % 8)) - 1);
+            while (n > 0 && self->scratch[n - 1] == 0)
+                n--;
+            v->images = n ? self->scratch : NULL;
+            v->nimages = n;
+        }
+    }
+    free(o->images);
+    o->images = NULL;
+    kvt_hmap_del(self->by_id, o->id, NULL);
+    kvt_ilist_remove(&self->age, self->prev, self->next, slot);
+    self->free_slots[self->nfree++] = slot;
+    self->stats.open--;
+    self->stats.settled++;
+    if (!v->ok)
+        self->stats.settled_failed++;
+    if (s_tombstoned(v->chan))
+        kvt_seen_add(self->tomb, o->id);
+}
+
 int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt_verdict_t *verdict)
 {
     if (c->rank >= self->nranks) {
         self->stats.bad_rank++;
         return -1;
     }
+    //  A report of an older incarnation than one this rank already spoke
+    //  from: the worker that made it is gone, its vote is void.
+    if (c->epoch != 0 && c->epoch < self->epoch[c->rank]) {
+        self->stats.epoch_dropped++;
+        return -1;
+    }
+    if (c->epoch > self->epoch[c->rank])
+        self->epoch[c->rank] = c->epoch;
     kvt_hash_t id = s_id(c);
     if (kvt_seen_contains(self->tomb, id)) {
         self->stats.late_dropped++;
@@ -126,20 +251,9 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     }
     uint32_t slot;
     if (!kvt_hmap_get(self->by_id, id, &slot)) {
-        if (self->nfree == 0 && s_grow(self) != 0)
+        slot = s_open(self, c, id, now);
+        if (slot == UINT32_MAX)
             return -1;
-        slot = self->free_slots[--self->nfree];
-        s_open_t *o = &self->open[slot];
-        memset(o, 0, sizeof(*o));
-        o->first = *c;
-        o->id = id;
-        o->since = now;
-        if (kvt_hmap_put(self->by_id, id, slot) != 0) {
-            self->free_slots[self->nfree++] = slot;
-            return -1;
-        }
-        kvt_ilist_push_tail(&self->age, self->prev, self->next, slot);
-        self->stats.open++;
     }
     s_open_t *o = &self->open[slot];
     uint64_t bit = 1ull << (c->rank % 64);
@@ -150,70 +264,45 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     o->ranks[c->rank / 64] |= bit;
     o->nreported++;
     self->stats.reports++;
-    if (c->lower > o->lower)
-        o->lower = c->lower;
-    if (!c->ok) {
-        //  The detail is the first failing rank's, except that a miss on any
-        //  rank wins: the scheduler corrects its tier view only on a miss, so
-        //  that must not depend on which rank reported first.
-        uint32_t d = c->detail ? c->detail : KVT_DETAIL_IO;
-        if (o->nfailed == 0 || d == KVT_DETAIL_MISS)
-            o->detail = d;
-        o->nfailed++;
-    }
+    s_fold(o, c);
     if (o->nreported < self->nranks)
         return 0;
-
-    memset(verdict, 0, sizeof(*verdict));
-    verdict->chan = o->first.chan;
-    verdict->op = o->first.op;
-    verdict->key = o->first.key;
-    verdict->ok = o->nfailed == 0;
-    verdict->detail = o->nfailed ? o->detail : KVT_DETAIL_OK;
-    verdict->nfailed = o->nfailed;
-    verdict->attempt = o->first.attempt;
-    verdict->lower = o->lower;
-    kvt_hmap_del(self->by_id, id, NULL);
-    kvt_ilist_remove(o->surfaced ? &self->surfaced : &self->age, self->prev, self->next, slot);
-    self->free_slots[self->nfree++] = slot;
-    self->stats.open--;
-    self->stats.settled++;
-    if (!verdict->ok)
-        self->stats.settled_failed++;
-    if (verdict->chan != KVT_CHAN_TOUCH)
-        kvt_seen_add(self->tomb, id);
+    s_close(self, slot, false, verdict);
     return 1;
 }
 
-uint32_t kvt_agg_check_stale(kvt_agg_t *self, uint64_t now, kvt_completion_t *out, uint32_t max)
+uint32_t kvt_agg_expire(kvt_agg_t *self, uint64_t now, kvt_verdict_t *out, bool *warn, uint32_t max)
 {
-    if (self->stale_ns == 0)
+    if (self->timeout_ns == 0)
         return 0;
-    uint32_t found = 0;
-    //  Unsurfaced open keys are in age order; stop at the first one younger
-    //  than the bound. A surfaced key moves to its own list, so each is
-    //  reported once and the scan is proportional to the newly stale keys.
-    while (self->age.head != KVT_ILIST_NONE) {
+    uint32_t n = 0;
+    //  Open keys are in age order: stop at the first one younger than the
+    //  bound, so the scan is proportional to the keys that time out.
+    while (n < max && self->age.head != KVT_ILIST_NONE) {
         uint32_t slot = self->age.head;
-        s_open_t *o = &self->open[slot];
-        if (now < o->since || now - o->since < self->stale_ns)
+        const s_open_t *o = &self->open[slot];
+        if (now < o->since || now - o->since < self->timeout_ns)
             break;
-        o->surfaced = true;
-        kvt_ilist_remove(&self->age, self->prev, self->next, slot);
-        kvt_ilist_push_tail(&self->surfaced, self->prev, self->next, slot);
-        if (out && found < max)
-            out[found] = o->first;
-        found++;
-        self->stats.stale++;
+        uint8_t chan = o->first.chan;
+        s_close(self, slot, true, &out[n]);
+        warn[n] = !self->warned[chan];
+        self->warned[chan] = true;
+        self->stats.timeouts++;
+        n++;
     }
-    return found;
+    return n;
 }
 
-uint64_t kvt_agg_next_stale(const kvt_agg_t *self)
+uint64_t kvt_agg_next_expiry(const kvt_agg_t *self)
 {
-    if (self->stale_ns == 0 || self->age.head == KVT_ILIST_NONE)
+    if (self->timeout_ns == 0 || self->age.head == KVT_ILIST_NONE)
         return UINT64_MAX;
-    return self->open[self->age.head].since + self->stale_ns;
+    return self->open[self->age.head].since + self->timeout_ns;
+}
+
+uint64_t kvt_agg_epoch(const kvt_agg_t *self, uint32_t rank)
+{
+    return rank < KVT_MSG_MAX_RANKS ? self->epoch[rank] : 0;
 }
 
 void kvt_agg_stats(const kvt_agg_t *self, kvt_agg_stats_t *out)

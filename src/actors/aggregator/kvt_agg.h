@@ -1,17 +1,34 @@
 /*  kvt_agg — the aggregator's core: quorum per report key over TP ranks.
 
-    A key (channel, operation id, item key, attempt) settles when every rank has
-    reported on it; the verdict's ok is the AND of the reports (failure-
-    dominant) and its detail is the first failing rank's (rule A1). Settled
-    keys go into a bounded tombstone ring so a late duplicate is dropped
-    rather than opening a new key that could never settle (A2); touch keys
-    are never tombstoned, so touch traffic cannot push store or load keys out
-    of the ring. A second report from the same rank on an open key is a
-    duplicate and is dropped. Keys older than `stale_ns` that have not
-    settled are surfaced once each (counter + the caller's one warning) and
-    kept: the rule is that every asked rank reports (A4); the bound makes a
-    violation visible instead of silent. All operations are O(1) amortised;
-    the stale check looks only at the oldest open keys. */
+    A key (channel, operation id, item key, attempt) settles when every rank
+    has reported on it (rule A1), on every channel alike: `ok` is the AND of
+    the reports (failure-dominant) and the detail is the first failing
+    rank's, except that a miss on any rank wins. Channels that carry a
+    measure take its minimum over the ranks: a touch's answer (GONE <
+    PRESENT < REFRESHED) and a lookup's held chunks; a lookup's image bitmap
+    is the AND of the ranks' bitmaps, cut at that minimum (a chunk counts
+    only when every rank holds it with its image).
+
+    Settled keys go into a bounded tombstone ring so a late duplicate is
+    dropped rather than opening a key that could never settle (A2). Touch
+    keys (`touch`, `touch_refresh`) are never tombstoned: a touch id
+    (prefix hash, round) is unique per round, so touch traffic cannot push
+    store, source or load tombstones out of the ring. A second report from
+    the same rank on an open key is a duplicate and is dropped.
+
+    No immortal key (A4): an open key older than `timeout_ns` is settled by
+    kvt_agg_expire with ok = false, detail TIMEOUT (a timeout is always a
+    failure), counted, tombstoned like any settled key, and the first
+    timeout on each channel is flagged for the caller's one warning.
+
+    Epochs: every worker stamps its incarnation on each report. The core
+    keeps the newest epoch seen per rank and drops (and counts) a report of
+    an older one: a restarted worker's predecessor can no longer vote. Keys
+    the crash stranded settle by the timeout. Epoch 0 (unstamped) is never
+    dropped.
+
+    No clock: `now` is passed in. All operations are O(1) amortised; the
+    expiry looks only at the oldest open keys. */
 #ifndef KVT_AGG_H_INCLUDED
 #define KVT_AGG_H_INCLUDED
 
@@ -24,34 +41,41 @@ typedef struct _kvt_agg_t kvt_agg_t;
 
 typedef struct {
     uint64_t reports;        //  completions accepted
-    uint64_t settled;        //  verdicts emitted
-    uint64_t settled_failed; //  verdicts with ok = false
+    uint64_t settled;        //  verdicts emitted (timeouts included)
+    uint64_t settled_failed; //  verdicts with ok = false (timeouts included)
     uint64_t late_dropped;   //  reports on a tombstoned (settled) key
     uint64_t dup_dropped;    //  second report from a rank on an open key
     uint64_t bad_rank;       //  reports from a rank ≥ nranks
-    uint64_t stale;          //  open keys surfaced as older than the bound
+    uint64_t epoch_dropped;  //  reports of an epoch older than the rank's newest
+    uint64_t timeouts;       //  open keys settled failed by the bound (A4)
     uint64_t open;           //  keys waiting for ranks (gauge)
 } kvt_agg_stats_t;
 
 //  nranks: reports needed per key (1..KVT_MSG_MAX_RANKS); tombstones: ring
-//  size; stale_ns: age at which an open key is surfaced (0 = never).
-kvt_agg_t *kvt_agg_new(uint32_t nranks, uint32_t tombstones, uint64_t stale_ns);
+//  size; timeout_ns: age at which an open key is settled failed (0 = never).
+kvt_agg_t *kvt_agg_new(uint32_t nranks, uint32_t tombstones, uint64_t timeout_ns);
 void kvt_agg_destroy(kvt_agg_t **self_p);
 
 //  Accepts one report. Returns 1 and fills *verdict when the key settled,
-//  0 when it is still open, -1 when the report was dropped (late, duplicate,
-//  bad rank; counted).
+//  0 when it is still open, -1 when the report was dropped (late,
+//  duplicate, bad rank, old epoch; counted). A verdict's images point into
+//  the core and stay valid until the next call.
 int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now,
                    kvt_verdict_t *verdict);
 
-//  Surfaces open keys older than the bound at `now` that were not surfaced
-//  before. Writes up to `max` of them to out[] (may be NULL) and returns how
-//  many were newly surfaced.
-uint32_t kvt_agg_check_stale(kvt_agg_t *self, uint64_t now, kvt_completion_t *out, uint32_t max);
+//  Settles up to `max` open keys that are `timeout_ns` old at `now`, oldest
+//  first, each with ok = false and detail TIMEOUT, into out[]; warn[i] is
+//  true when out[i] is the first timeout on its channel. Returns how many
+//  (call again while it returns max).
+uint32_t kvt_agg_expire(kvt_agg_t *self, uint64_t now, kvt_verdict_t *out, bool *warn,
+                        uint32_t max);
 
-//  When the oldest open key that was not surfaced yet becomes stale;
-//  UINT64_MAX when there is none (or no bound).
-uint64_t kvt_agg_next_stale(const kvt_agg_t *self);
+//  When the oldest open key times out; UINT64_MAX when none is open (or
+//  there is no bound).
+uint64_t kvt_agg_next_expiry(const kvt_agg_t *self);
+
+//  The newest epoch seen from `rank` (0 = none yet).
+uint64_t kvt_agg_epoch(const kvt_agg_t *self, uint32_t rank);
 
 void kvt_agg_stats(const kvt_agg_t *self, kvt_agg_stats_t *out);
 

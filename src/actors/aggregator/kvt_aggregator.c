@@ -8,25 +8,25 @@
 #include "actors/common/kvt_counters.h"
 #include "kvt_agg.h"
 
-#define S_TIMER_STALE 1 //  timer tag: look for stale open keys
+#define S_TIMER_EXPIRE 1 //  timer tag: settle open keys past the bound
 
 typedef struct {
     kvt_aggregator_args_t a; //  configuration
     kvt_agg_t *core;         //  quorum state
     kvt_aid_t scheduler;     //  where verdicts go
-    uint64_t timer;          //  armed stale-check timer (0 = none)
+    uint64_t timer;          //  armed expiry timer (0 = none)
     uint64_t send_errors;    //  verdicts that could not be sent
 } s_aggregator_t;
 
 static void s_arm(kvt_ctx_t *ctx, s_aggregator_t *self)
 {
-    //  Armed for the moment the oldest unsurfaced open key turns stale, and
-    //  only while there is one, so an idle system stays quiescent.
-    uint64_t at = kvt_agg_next_stale(self->core);
+    //  Armed for the moment the oldest open key times out, and only while
+    //  there is one, so an idle system stays quiescent.
+    uint64_t at = kvt_agg_next_expiry(self->core);
     if (self->timer != 0 || at == UINT64_MAX)
         return;
     uint64_t now = kvt_ctx_now(ctx);
-    self->timer = kvt_ctx_timer(ctx, at > now ? at - now : 0, S_TIMER_STALE);
+    self->timer = kvt_ctx_timer(ctx, at > now ? at - now : 0, S_TIMER_EXPIRE);
 }
 
 static int s_on_completion(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
@@ -48,16 +48,29 @@ static void s_on_timer(kvt_ctx_t *ctx, void *selfp, uint64_t tag)
 {
     s_aggregator_t *self = selfp;
     self->timer = 0;
-    kvt_completion_t stale[8];
-    uint32_t n = kvt_agg_check_stale(self->core, kvt_ctx_now(ctx), stale, 8);
-    //  One warning per check however many keys turned stale (each key is
-    //  surfaced once and counted in agg.stale).
-    if (n > 0)
-        kvt_ctx_log(ctx, 1,
-                    "%u key(s) have not heard from every rank after %.1f s (first: chan=%u "
-                    "op=%llu/%u, reported by rank %u)",
-                    n, (double)self->a.stale_ns / 1e9, stale[0].chan,
-                    (unsigned long long)stale[0].op.req, stale[0].op.gen, stale[0].rank);
+    kvt_verdict_t out[16];
+    bool warn[16];
+    uint32_t n;
+    do {
+        n = kvt_agg_expire(self->core, kvt_ctx_now(ctx), out, warn, 16);
+        for (uint32_t i = 0; i < n; i++) {
+            //  The core flags the first timeout of each channel; later ones
+            //  are only counted (agg.timeouts).
+            if (warn[i])
+                kvt_ctx_log(ctx, 1,
+                            "channel %u: key op=%llu/%u settled failed (timeout): %u of %u "
+                            "ranks did not report within %.1f s; later timeouts on this "
+                            "channel are counted in agg.timeouts",
+                            out[i].chan, (unsigned long long)out[i].op.req, out[i].op.gen,
+                            out[i].nfailed, self->a.nranks, (double)self->a.timeout_ns / 1e9);
+            kvt_msg_t v;
+            memset(&v, 0, sizeof v);
+            v.kind = KVT_MSG_VERDICT;
+            v.u.verdict = out[i];
+            if (kvt_ctx_send(ctx, self->scheduler, &v) != 0)
+                self->send_errors++;
+        }
+    } while (n == 16);
     s_arm(ctx, self);
 }
 
@@ -68,17 +81,18 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
         return 0;
     kvt_agg_stats_t st;
     kvt_agg_stats(self->core, &st);
-    kvt_counter_t c[9];
+    kvt_counter_t c[10];
     uint32_t n = 0;
-    kvt_counter_add(c, &n, 9, "agg.reports", st.reports);
-    kvt_counter_add(c, &n, 9, "agg.settled", st.settled);
-    kvt_counter_add(c, &n, 9, "agg.settled_failed", st.settled_failed);
-    kvt_counter_add(c, &n, 9, "agg.late_dropped", st.late_dropped);
-    kvt_counter_add(c, &n, 9, "agg.dup_dropped", st.dup_dropped);
-    kvt_counter_add(c, &n, 9, "agg.bad_rank", st.bad_rank);
-    kvt_counter_add(c, &n, 9, "agg.stale", st.stale);
-    kvt_counter_add(c, &n, 9, "agg.open", st.open);
-    kvt_counter_add(c, &n, 9, "agg.send_errors", self->send_errors);
+    kvt_counter_add(c, &n, 10, "agg.reports", st.reports);
+    kvt_counter_add(c, &n, 10, "agg.settled", st.settled);
+    kvt_counter_add(c, &n, 10, "agg.settled_failed", st.settled_failed);
+    kvt_counter_add(c, &n, 10, "agg.late_dropped", st.late_dropped);
+    kvt_counter_add(c, &n, 10, "agg.dup_dropped", st.dup_dropped);
+    kvt_counter_add(c, &n, 10, "agg.bad_rank", st.bad_rank);
+    kvt_counter_add(c, &n, 10, "agg.epoch_dropped", st.epoch_dropped);
+    kvt_counter_add(c, &n, 10, "agg.timeouts", st.timeouts);
+    kvt_counter_add(c, &n, 10, "agg.open", st.open);
+    kvt_counter_add(c, &n, 10, "agg.send_errors", self->send_errors);
     return kvt_counters_reply(ctx, from, c, n);
 }
 
@@ -90,8 +104,8 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     self->a = *(const kvt_aggregator_args_t *)args;
     if (self->a.tombstones == 0)
         self->a.tombstones = 65536;
-    if (self->a.stale_ns == 0)
-        self->a.stale_ns = 30ull * 1000000000ull;
+    if (self->a.timeout_ns == 0)
+        self->a.timeout_ns = 30ull * 1000000000ull;
     self->scheduler = kvt_ctx_lookup(ctx, self->a.scheduler);
     if (self->scheduler == KVT_AID_NONE || self->a.nranks == 0 ||
         self->a.nranks > KVT_MSG_MAX_RANKS) {
@@ -100,7 +114,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         free(self);
         return NULL;
     }
-    self->core = kvt_agg_new(self->a.nranks, self->a.tombstones, self->a.stale_ns);
+    self->core = kvt_agg_new(self->a.nranks, self->a.tombstones, self->a.timeout_ns);
     if (!self->core) {
         free(self);
         return NULL;

@@ -2,9 +2,11 @@
 
     Receives a Completion from every rank for every dispatched item and sends
     one Verdict per key to the scheduler when all ranks reported (A1), drops
-    late duplicates through its tombstone ring (A2), and checks once per
-    `stale_check_ns` for keys older than `stale_ns` that some rank never
-    reported on (A4): each is counted and warned about once. */
+    late duplicates through its tombstone ring (A2) and reports of a
+    restarted rank's older epoch, and settles every key some rank never
+    reported on within `timeout_ns` as a failed Verdict with detail TIMEOUT
+    (A4): counted, and warned about once per channel. One timer, armed for
+    the oldest open key's expiry only while a key is open, drives it. */
 #ifndef KVT_AGGREGATOR_H_INCLUDED
 #define KVT_AGGREGATOR_H_INCLUDED
 
@@ -15,7 +17,7 @@
 typedef struct {
     uint32_t nranks;       //  TP ranks that report on every key
     uint32_t tombstones;   //  settled keys remembered (default 65536)
-    uint64_t stale_ns;     //  age at which an open key is surfaced (default 30 s)
+    uint64_t timeout_ns;   //  age at which an open key settles failed (default 30 s)
     const char *scheduler; //  name of the scheduler actor
 } kvt_aggregator_args_t;
 

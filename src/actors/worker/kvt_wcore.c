@@ -10,6 +10,7 @@
 
 #include "actors/common/kvt_detail.h"
 #include "base/kvt_seen.h"
+#include "kvt_wlease.h"
 
 typedef enum { J_LOAD = 1, J_SAVE = 2 } s_kind_t;
 
@@ -34,21 +35,27 @@ typedef struct s_job {
 } s_job_t;
 
 struct _kvt_wcore_t {
-    kvt_wcore_cfg_t c;       //  configuration (borrowed handles)
-    uint32_t bpc;            //  blocks per chunk
-    size_t chunk_bytes;      //  bytes of one chunk buffer
-    uint32_t nblocks;        //  device blocks (block ids are < nblocks)
-    uint64_t *marks;         //  scratch bitmap over block ids (duplicate check)
-    kvt_seen_t *seen;        //  ids of the last items accepted
-    s_job_t *head;           //  oldest pending job
-    s_job_t *tail;           //  newest pending job
-    uint32_t npending;       //  jobs pending
-    uint64_t owed;           //  reports the pending jobs owe
-    kvt_completion_t *out;   //  outbox
-    uint32_t nout;           //  reports in the outbox
-    uint32_t outcap;         //  outbox slots (>= nout + owed, so a settle never fails)
-    bool copy_failed_logged; //  a failed copy stream was logged (once)
-    kvt_wcore_stats_t st;    //  counters
+    kvt_wcore_cfg_t c;           //  configuration (borrowed handles)
+    uint32_t bpc;                //  blocks per chunk
+    size_t chunk_bytes;          //  bytes of one chunk buffer
+    uint32_t nblocks;            //  device blocks (block ids are < nblocks)
+    uint64_t *marks;             //  scratch bitmap over block ids (duplicate check)
+    kvt_seen_t *seen;            //  ids of the last items accepted
+    s_job_t *head;               //  oldest pending job
+    s_job_t *tail;               //  newest pending job
+    uint32_t npending;           //  jobs pending
+    uint64_t owed;               //  reports the pending jobs owe
+    kvt_completion_t *out;       //  outbox
+    uint32_t nout;               //  reports in the outbox
+    uint32_t outcap;             //  outbox slots (>= nout + owed, so a settle never fails)
+    uint8_t **imgs;              //  image bitmaps the outbox's lookup reports point to
+    uint32_t nimgs;              //  entries of imgs in use
+    uint32_t imgcap;             //  entries of imgs allocated
+    kvt_wlease_t *lookups;       //  pinned lookups' leases
+    uint64_t lookups_renewed_at; //  when the lookup leases' TTL was last restarted
+    bool copy_failed_logged;     //  a failed copy stream was logged (once)
+    bool present_logged;         //  a touch answered PRESENT was logged (once)
+    kvt_wcore_stats_t st;        //  counters
 };
 
 static void s_log(kvt_wcore_t *self, int level, const char *fmt, ...)
@@ -91,12 +98,13 @@ static int s_reserve(kvt_wcore_t *self, uint32_t k, kvt_opid_t op)
     return 0;
 }
 
-static void s_out(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
-                  bool ok, uint32_t detail, uint32_t lower)
+static kvt_completion_t *s_out(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt,
+                               kvt_hash_t key, bool ok, uint32_t detail, uint32_t lower)
 {
     assert(self->nout < self->outcap);
     kvt_completion_t *c = &self->out[self->nout++];
     memset(c, 0, sizeof *c);
+    c->epoch = self->c.epoch;
     c->chan = chan;
     c->op = op;
     c->key = key;
@@ -105,6 +113,7 @@ static void s_out(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attem
     c->detail = ok ? KVT_DETAIL_OK : detail;
     c->attempt = attempt;
     c->lower = ok ? lower : 0;
+    return c;
 }
 
 static void s_load_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bool ok,
@@ -137,6 +146,9 @@ const kvt_completion_t *kvt_wcore_outbox(const kvt_wcore_t *self, uint32_t *n)
 void kvt_wcore_outbox_clear(kvt_wcore_t *self)
 {
     self->nout = 0;
+    for (uint32_t i = 0; i < self->nimgs; i++)
+        free(self->imgs[i]);
+    self->nimgs = 0;
 }
 
 // -------------------------------------------------------- validation ----
@@ -312,6 +324,9 @@ static int s_fence_query(s_job_t *job)
 
 // -------------------------------------------------------------- loads ----
 
+static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now);
+static void s_lookup_release(kvt_wcore_t *self, kvt_opid_t op, uint64_t *path);
+
 void kvt_wcore_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 {
     kvt_hash_t zero = {0, 0};
@@ -322,6 +337,15 @@ void kvt_wcore_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
               (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
         return;
     }
+    s_load(self, sp, now);
+    //  The load's own reads hold their leases by now (or it was refused):
+    //  the lookup's pins have done their job.
+    if (sp->lookup)
+        s_lookup_release(self, sp->op, &self->st.lookup_rel_load);
+}
+
+static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
+{
     const char *bad = kvt_wcore_check_spec(self, sp);
     if (bad) {
         s_log(self, 1, "refusing load %llu/%u [%u,%u): %s", (unsigned long long)sp->op.req,
@@ -448,6 +472,167 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
     s_submit(self, job, queued, now);
 }
 
+// --------------------------------------------------- touches, lookups ----
+
+void kvt_wcore_touch(kvt_wcore_t *self, const kvt_touch_msg_t *t, uint64_t now)
+{
+    kvt_opid_t op = {t->round, KVT_TOUCH_GEN};
+    if (s_reserve(self, 2, op) != 0)
+        return;
+    if (!s_first_time(self, KVT_CHAN_TOUCH, op, 0, t->hash))
+        return;
+    kvt_touch_t ans = KVT_TOUCH_GONE;
+    if (self->c.storage && t->nkeys == 0) {
+        ans = kvt_storage_touch(self->c.storage, self->c.ns, t->hash, KVT_OBJ_STATE);
+    } else if (self->c.storage) {
+        //  Every key is touched (deepest first, so the prefix ends
+        //  youngest); the answer is the worst of them.
+        ans = KVT_TOUCH_REFRESHED;
+        for (uint32_t i = t->nkeys; i-- > 0;) {
+            kvt_touch_t a = kvt_storage_touch(self->c.storage, self->c.ns, t->keys[i], KVT_OBJ_KV);
+            if (a < ans)
+                ans = a;
+        }
+    }
+    self->st.touches++;
+    if (ans == KVT_TOUCH_REFRESHED)
+        self->st.touches_refreshed++;
+    else if (ans == KVT_TOUCH_PRESENT)
+        self->st.touches_present++;
+    else
+        self->st.touches_gone++;
+    if (ans == KVT_TOUCH_PRESENT && !self->present_logged) {
+        self->present_logged = true;
+        s_log(self, 1,
+              "a touch found its object only on a lower tier: present, not refreshed "
+              "(counted in worker.touches_present; logged once)");
+    }
+    uint32_t miss = ans == KVT_TOUCH_GONE ? KVT_DETAIL_MISS : KVT_DETAIL_SKIPPED;
+    kvt_completion_t *c =
+        s_out(self, KVT_CHAN_TOUCH, op, 0, t->hash, ans != KVT_TOUCH_GONE, KVT_DETAIL_MISS, 0);
+    c->touch = (uint8_t)ans;
+    c = s_out(self, KVT_CHAN_TOUCH_REFRESH, op, 0, t->hash, ans == KVT_TOUCH_REFRESHED, miss, 0);
+    c->touch = (uint8_t)ans;
+}
+
+//  Fills the image bitmap of the first `held` keys: bit i when chunk i is
+//  stored with the image of the checkpoint at its end (pure counts, no
+//  refresh: the lookup already refreshed them).
+static void s_images(kvt_wcore_t *self, const kvt_hash_t *keys, uint32_t held, uint8_t *bits)
+{
+    kvt_pool_t *pool = kvt_storage_pool(self->c.storage);
+    kvt_disk_t *disk = kvt_storage_disk(self->c.storage);
+    for (uint32_t i = 0; i < held; i++) {
+        bool img = kvt_pool_count(pool, self->c.ns, &keys[i], 1, KVT_OBJ_KV_STATE) == 1 ||
+                   (disk && kvt_disk_count(disk, self->c.ns, &keys[i], 1, KVT_OBJ_KV_STATE) == 1);
+        if (img)
+            bits[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+}
+
+void kvt_wcore_lookup(kvt_wcore_t *self, const kvt_lookup_t *l, uint64_t now)
+{
+    kvt_hash_t zero = {0, 0};
+    if (s_reserve(self, 1, l->op) != 0)
+        return;
+    if (self->nimgs == self->imgcap) {
+        uint32_t cap = self->imgcap ? self->imgcap * 2 : 8;
+        uint8_t **imgs = realloc(self->imgs, (size_t)cap * sizeof *imgs);
+        if (!imgs) {
+            self->st.unreported++;
+            s_log(self, 0, "out of memory: lookup %llu/%u dropped unreported",
+                  (unsigned long long)l->op.req, l->op.gen);
+            return;
+        }
+        self->imgs = imgs;
+        self->imgcap = cap;
+    }
+    if (!s_first_time(self, KVT_CHAN_LOOKUP, l->op, 0, zero))
+        return;
+    uint32_t held = 0, detail = KVT_DETAIL_OK;
+    uint8_t *bits = NULL;
+    if (self->c.storage && l->nkeys > 0) {
+        kvt_lease_t lease = {0};
+        int k = kvt_storage_lookup(self->c.storage, self->c.ns, l->keys, l->nkeys, KVT_OBJ_KV,
+                                   self->c.holder, l->pin ? &lease : NULL, NULL);
+        if (k < 0) {
+            detail = kvt_detail_of_store(k); //  a lease it made was released
+        } else {
+            held = (uint32_t)k;
+            bits = calloc((held + 7) / 8 + 1, 1);
+            if (bits)
+                s_images(self, l->keys, held, bits);
+            else
+                detail = KVT_DETAIL_NO_SPACE;
+        }
+        if (lease.id != 0 && detail == KVT_DETAIL_OK) {
+            uint64_t ttl = l->ttl_ms ? (uint64_t)l->ttl_ms * 1000000ull : self->c.lookup_ttl_ns;
+            if (kvt_wlease_count(self->lookups) == 0)
+                self->lookups_renewed_at = now; //  the renewal clock starts with the first
+            if (kvt_wlease_put(self->lookups, l->op, lease, now + ttl) == 0)
+                self->st.lookup_pins++;
+            else
+                detail = KVT_DETAIL_NO_SPACE;
+        }
+        if (lease.id != 0 && detail != KVT_DETAIL_OK)
+            kvt_storage_release(self->c.storage, &lease);
+    }
+    self->st.lookups++;
+    bool ok = detail == KVT_DETAIL_OK;
+    if (!ok)
+        self->st.lookups_failed++;
+    kvt_completion_t *c = s_out(self, KVT_CHAN_LOOKUP, l->op, 0, zero, ok, detail, 0);
+    c->held = ok ? held : 0;
+    if (ok && bits) {
+        uint32_t n = (held + 7) / 8;
+        while (n > 0 && bits[n - 1] == 0)
+            n--;
+        c->images = n ? bits : NULL;
+        c->nimages = n;
+    }
+    if (bits)
+        self->imgs[self->nimgs++] = bits;
+}
+
+//  Releases the pinned lease of lookup `op` if it still holds one, counting
+//  the release on `path`; a release that finds none is counted apart.
+static void s_lookup_release(kvt_wcore_t *self, kvt_opid_t op, uint64_t *path)
+{
+    kvt_lease_t lease;
+    if (!kvt_wlease_take(self->lookups, op, &lease)) {
+        self->st.lookup_rel_none++;
+        return;
+    }
+    (*path)++;
+    if (kvt_storage_release(self->c.storage, &lease) != KVT_STORE_OK)
+        self->st.lookup_rel_stale++;
+}
+
+void kvt_wcore_lookup_release(kvt_wcore_t *self, kvt_opid_t op)
+{
+    s_lookup_release(self, op, &self->st.lookup_rel_msg);
+}
+
+//  Releases every lookup lease past its TTL and keeps the others' pool
+//  TTL running (renewed every renew_ns).
+static void s_lookup_poll(kvt_wcore_t *self, uint64_t now)
+{
+    kvt_opid_t op;
+    kvt_lease_t lease;
+    while (kvt_wlease_take_due(self->lookups, now, &op, &lease)) {
+        self->st.lookup_rel_ttl++;
+        if (kvt_storage_release(self->c.storage, &lease) != KVT_STORE_OK)
+            self->st.lookup_rel_stale++;
+    }
+    uint32_t n = kvt_wlease_count(self->lookups);
+    if (n > 0 && now - self->lookups_renewed_at >= self->c.renew_ns) {
+        self->lookups_renewed_at = now;
+        for (uint32_t i = 0; i < n; i++)
+            kvt_pool_lease_renew(kvt_storage_pool(self->c.storage),
+                                 kvt_wlease_at(self->lookups, i));
+    }
+}
+
 // ----------------------------------------------------------- progress ----
 
 void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
@@ -489,6 +674,7 @@ void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
         s_settle(self, job, st, KVT_DETAIL_IO, true);
         s_job_free(self, job);
     }
+    s_lookup_poll(self, now);
     if (self->c.storage)
         kvt_storage_reclaim(self->c.storage);
 }
@@ -510,6 +696,14 @@ uint64_t kvt_wcore_next_wake(kvt_wcore_t *self, uint64_t now)
         if (w < at)
             at = w;
     }
+    if (kvt_wlease_count(self->lookups) > 0) {
+        uint64_t ttl = kvt_wlease_next_deadline(self->lookups);
+        uint64_t renew = self->lookups_renewed_at + self->c.renew_ns;
+        if (ttl < at)
+            at = ttl;
+        if (renew < at)
+            at = renew;
+    }
     return at == UINT64_MAX || at >= now ? at : now;
 }
 
@@ -528,6 +722,13 @@ uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, bool load_drained, bool save_drai
     }
     self->tail = NULL;
     self->st.drained_at_stop += items;
+    kvt_opid_t op;
+    kvt_lease_t lease;
+    while (kvt_wlease_take_any(self->lookups, &op, &lease)) {
+        self->st.lookup_rel_stop++;
+        if (kvt_storage_release(self->c.storage, &lease) != KVT_STORE_OK)
+            self->st.lookup_rel_stale++;
+    }
     return items;
 }
 
@@ -556,12 +757,17 @@ kvt_wcore_t *kvt_wcore_new(const kvt_wcore_cfg_t *cfg, char *err, size_t errlen)
         self->c.poll_ns = 20000;
     if (self->c.renew_ns == 0)
         self->c.renew_ns = 1000000000ull;
+    if (self->c.epoch == 0)
+        self->c.epoch = 1;
+    if (self->c.lookup_ttl_ns == 0)
+        self->c.lookup_ttl_ns = 5000000000ull;
     self->bpc = cfg->chunk_size / cfg->block_size;
     self->chunk_bytes = (size_t)self->bpc * kvt_gpu_block_bytes(cfg->gpu);
     self->nblocks = kvt_gpu_num_blocks(cfg->gpu);
     self->marks = calloc((self->nblocks + 63) / 64, sizeof(uint64_t));
     self->seen = kvt_seen_new(KVT_WCORE_SEEN);
-    if (!self->marks || !self->seen) {
+    self->lookups = kvt_wlease_new();
+    if (!self->marks || !self->seen || !self->lookups) {
         snprintf(err, errlen, "out of memory");
         kvt_wcore_destroy(&self);
         return NULL;
@@ -575,6 +781,10 @@ void kvt_wcore_destroy(kvt_wcore_t **self_p)
         return;
     kvt_wcore_t *self = *self_p;
     assert(self->head == NULL); //  kvt_wcore_shutdown settled every job
+    assert(!self->lookups || kvt_wlease_count(self->lookups) == 0); //  ... and every lookup
+    kvt_wcore_outbox_clear(self);
+    free(self->imgs);
+    kvt_wlease_destroy(&self->lookups);
     kvt_seen_destroy(&self->seen);
     free(self->marks);
     free(self->out);
@@ -591,4 +801,5 @@ void kvt_wcore_stats(const kvt_wcore_t *self, kvt_wcore_stats_t *out)
 {
     *out = self->st;
     out->pending = self->npending;
+    out->lookup_leases = kvt_wlease_count(self->lookups);
 }

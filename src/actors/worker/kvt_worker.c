@@ -25,6 +25,7 @@ typedef struct {
     uint64_t poll_timer;       //  armed poll timer id (0 = none)
     uint64_t poll_at;          //  driver time the armed timer fires
     uint64_t send_errors;      //  Completions that could not be sent
+    uint64_t epoch;            //  incarnation stamped on every report
 } s_worker_t;
 
 static void s_log(void *arg, int level, const char *line)
@@ -87,6 +88,30 @@ static int s_on_save(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     return 0;
 }
 
+static int s_on_touch(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_worker_t *self = selfp;
+    kvt_wcore_touch(self->core, &msg->u.touch, kvt_ctx_now(ctx));
+    s_flush_outbox(ctx, self);
+    return 0;
+}
+
+static int s_on_lookup(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_worker_t *self = selfp;
+    kvt_wcore_lookup(self->core, &msg->u.lookup, kvt_ctx_now(ctx));
+    s_flush_outbox(ctx, self);
+    s_arm(ctx, self); //  a pinned lease's TTL needs the timer
+    return 0;
+}
+
+static int s_on_lookup_release(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_worker_t *self = selfp;
+    kvt_wcore_lookup_release(self->core, msg->u.lookup_release.op);
+    return 0;
+}
+
 static void s_on_timer(kvt_ctx_t *ctx, void *selfp, uint64_t tag)
 {
     s_worker_t *self = selfp;
@@ -122,6 +147,21 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, cap, "worker.duplicates", s.duplicates);
     kvt_counter_add(c, &n, cap, "worker.quarantined", s.quarantined);
     kvt_counter_add(c, &n, cap, "worker.unreported", s.unreported);
+    kvt_counter_add(c, &n, cap, "worker.touches", s.touches);
+    kvt_counter_add(c, &n, cap, "worker.touches_refreshed", s.touches_refreshed);
+    kvt_counter_add(c, &n, cap, "worker.touches_present", s.touches_present);
+    kvt_counter_add(c, &n, cap, "worker.touches_gone", s.touches_gone);
+    kvt_counter_add(c, &n, cap, "worker.lookups", s.lookups);
+    kvt_counter_add(c, &n, cap, "worker.lookups_failed", s.lookups_failed);
+    kvt_counter_add(c, &n, cap, "worker.lookup_pins", s.lookup_pins);
+    kvt_counter_add(c, &n, cap, "worker.lookup_rel_load", s.lookup_rel_load);
+    kvt_counter_add(c, &n, cap, "worker.lookup_rel_msg", s.lookup_rel_msg);
+    kvt_counter_add(c, &n, cap, "worker.lookup_rel_ttl", s.lookup_rel_ttl);
+    kvt_counter_add(c, &n, cap, "worker.lookup_rel_stop", s.lookup_rel_stop);
+    kvt_counter_add(c, &n, cap, "worker.lookup_rel_none", s.lookup_rel_none);
+    kvt_counter_add(c, &n, cap, "worker.lookup_rel_stale", s.lookup_rel_stale);
+    kvt_counter_add(c, &n, cap, "worker.lookup_leases", s.lookup_leases);
+    kvt_counter_add(c, &n, cap, "worker.epoch", self->epoch);
     kvt_counter_add(c, &n, cap, "worker.send_errors", self->send_errors);
     if (self->a.storage) {
         size_t total = kvt_storage_counters(self->a.storage, c + n, cap - n);
@@ -171,7 +211,15 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         kvt_ctx_log(ctx, 0, "cannot create streams: %s", kvt_gpu_last_error());
         goto fail;
     }
+    //  A SIM restart runs init again with the same args: the restart count
+    //  makes the new incarnation's epoch larger than every earlier one's.
+    kvt_actor_stats_t as;
+    uint64_t restarts =
+        kvt_system_actor_stats(kvt_ctx_system(ctx), kvt_ctx_self(ctx), &as) == 0 ? as.restarts : 0;
+    self->epoch = (self->a.epoch ? self->a.epoch : 1) + restarts;
     kvt_wcore_cfg_t cc = {.rank = self->a.rank,
+                          .epoch = self->epoch,
+                          .lookup_ttl_ns = self->a.lookup_ttl_ns,
                           .gpu = self->a.gpu,
                           .load_s = self->load_s,
                           .save_s = self->save_s,
@@ -241,6 +289,9 @@ const kvt_actor_class_t kvt_worker_class = {
         {
             [KVT_MSG_LOAD_SPEC] = s_on_load,
             [KVT_MSG_SAVE_SPEC] = s_on_save,
+            [KVT_MSG_TOUCH] = s_on_touch,
+            [KVT_MSG_LOOKUP] = s_on_lookup,
+            [KVT_MSG_LOOKUP_RELEASE] = s_on_lookup_release,
             [KVT_MSG_STATS] = s_on_stats,
         },
     .on_timer = s_on_timer,

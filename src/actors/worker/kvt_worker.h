@@ -15,6 +15,13 @@
       by another writer, or the copy failed). A chunk the pool already holds
       is refreshed and reported ok without a copy.
 
+    * a Touch reports on KVT_CHAN_TOUCH and KVT_CHAN_TOUCH_REFRESH, a
+      Lookup once on KVT_CHAN_LOOKUP; a LookupRelease reports nothing.
+
+    Every report carries the worker's epoch: a restarted worker (SIM crash
+    and restart) comes back with the next one, so the aggregator drops what
+    its predecessor still had in flight.
+
     Specs are validated and refused, never clamped (rule L4). Copies run on
     two device streams (loads, saves); one poll timer is armed for the
     core's next wake (kvt_gpu_event_wake: the landing time when the device
@@ -44,6 +51,11 @@ typedef struct {
                             //  lands (default 20 µs)
     uint64_t renew_ns;      //  restart the TTL of a pending job's leases and reservations this
                             //  often (default 1 s; keep it well under the pool's TTL)
+    uint64_t epoch;         //  base incarnation (default 1): the worker stamps base + its
+                            //  SIM restarts on every report; a rank process started again
+                            //  passes a larger base (its start count)
+    uint64_t lookup_ttl_ns; //  lifetime of a pinned lookup's lease when the Lookup names none
+                            //  (default 5 s; keep it under the pool's TTL)
 } kvt_worker_args_t;
 
 //  The actor class.
