@@ -242,6 +242,9 @@ uint64_t kvt_lane_core_next_wake(kvt_lane_core_t *self, uint64_t now);
 //  accepts jobs again. `stream`, when not NULL, replaces the lane's stream
 //  (a failed stream is recovered by a new one); quarantined jobs keep
 //  tracking the stream their copies ran on. A shut-down lane stays shut.
+//  Jobs still held keep running, but their handles are orphans now: a
+//  reservation's commit answers ESTALE, so such a job reports failed
+//  (KVT_LANE_CAUSE_COMMIT) — reset a lane once it failed, not under live jobs.
 void kvt_lane_core_reset(kvt_lane_core_t *self, kvt_gpu_stream_t *stream, uint64_t now);
 
 //  Shutdown (rule X4): every job reports (drained, or failed SHUTDOWN),
