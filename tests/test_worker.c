@@ -88,8 +88,9 @@ Test(seen, capacity_one_remembers_the_last_id)
 #define TOKB   16 //  bytes per token per plane (one layer)
 
 typedef struct {
-    kvt_completion_t c; //  the report
+    kvt_completion_t c; //  the report (images copied into img)
     uint64_t at;        //  test clock when the core decided it
+    uint8_t img[16];    //  the first bytes of a lookup report's image bitmap
 } got_t;
 
 typedef struct {
@@ -106,6 +107,7 @@ typedef struct {
 } wrig_t;
 
 static wrig_t W;
+static uint64_t s_epoch; //  epoch the next w_up gives the core (0 = default)
 
 static uint64_t s_now(void *arg)
 {
@@ -162,6 +164,7 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
                           .block_size = BS,
                           .chunk_size = CS,
                           .renew_ns = renew_ns,
+                          .epoch = s_epoch,
                           .log = s_mute};
     char err[128];
     W.core = kvt_wcore_new(&cc, err, sizeof err);
@@ -187,6 +190,12 @@ static uint32_t w_drain(void)
     for (uint32_t i = 0; i < n; i++) {
         cr_assert_lt(W.ngot, 256);
         W.got[W.ngot].c = out[i];
+        memset(W.got[W.ngot].img, 0, sizeof W.got[W.ngot].img);
+        if (out[i].images)
+            memcpy(W.got[W.ngot].img, out[i].images,
+                   out[i].nimages < sizeof W.got[W.ngot].img ? out[i].nimages
+                                                             : sizeof W.got[W.ngot].img);
+        W.got[W.ngot].c.images = NULL; //  the core's copy is gone after the clear
         W.got[W.ngot++].at = W.now;
         cr_assert_eq(out[i].rank, 1, "reports carry the rank");
     }
@@ -691,5 +700,299 @@ Test(wcore, without_a_tier_every_item_fails_once)
     w_load_once(1, false, KVT_DETAIL_MISS);
     w_save_once(1, 1600, 2, false, KVT_DETAIL_NO_SPACE);
     cr_assert_eq(W.ngot, 3);
+    w_down();
+}
+
+// ------------------------------------------------------ touch, lookup ----
+
+static kvt_touch_msg_t w_touch(kvt_hash_t hash, uint64_t round)
+{
+    return (kvt_touch_msg_t){.hash = hash, .round = round};
+}
+
+//  Exactly one report on each touch channel for (hash, round), with this
+//  answer; returns the `touch` channel's report.
+static const got_t *w_touch_once(kvt_hash_t hash, uint64_t round, kvt_touch_t ans)
+{
+    const got_t *t = NULL;
+    for (int ch = KVT_CHAN_TOUCH; ch <= KVT_CHAN_TOUCH_REFRESH; ch++) {
+        uint32_t n = 0;
+        const got_t *g = NULL;
+        for (uint32_t i = 0; i < W.ngot; i++)
+            if (W.got[i].c.chan == ch && W.got[i].c.op.req == round &&
+                kvt_hash_eq(W.got[i].c.key, hash)) {
+                n++;
+                g = &W.got[i];
+            }
+        cr_assert_eq(n, 1, "channel %d: %u reports for round %llu", ch, n,
+                     (unsigned long long)round);
+        cr_assert_eq(g->c.op.gen, KVT_TOUCH_GEN);
+        cr_assert_eq(g->c.touch, ans, "channel %d: answer %u, expected %u", ch, g->c.touch, ans);
+        bool ok = ch == KVT_CHAN_TOUCH ? ans != KVT_TOUCH_GONE : ans == KVT_TOUCH_REFRESHED;
+        cr_assert_eq(g->c.ok, ok, "channel %d, answer %u: ok=%d", ch, ans, g->c.ok);
+        cr_assert_eq(g->c.detail == KVT_DETAIL_OK, ok);
+        if (ch == KVT_CHAN_TOUCH)
+            t = g;
+    }
+    return t;
+}
+
+Test(wcore, touch_answers_refreshed_present_and_gone_on_both_channels)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    uint8_t img[256] = {1};
+    //  H(1): a state image in the pool; H(2): being written (present, not
+    //  readable); H(3): nowhere.
+    cr_assert_eq(kvt_storage_put(W.st, 7, H(1), KVT_OBJ_STATE, img, sizeof img), 0);
+    kvt_resv_t resv = {0};
+    void *ptr;
+    cr_assert_eq(
+        kvt_storage_reserve(W.st, 7, H(2), KVT_OBJ_STATE, sizeof img, W.holder, &resv, &ptr), 0);
+    kvt_touch_msg_t t1 = w_touch(H(1), 5), t2 = w_touch(H(2), 5), t3 = w_touch(H(3), 5);
+    kvt_wcore_touch(W.core, &t1, W.now);
+    kvt_wcore_touch(W.core, &t2, W.now);
+    kvt_wcore_touch(W.core, &t3, W.now);
+    cr_assert_eq(w_drain(), 6, "two reports per touch");
+    w_touch_once(H(1), 5, KVT_TOUCH_REFRESHED);
+    w_touch_once(H(2), 5, KVT_TOUCH_PRESENT);
+    const got_t *g = w_touch_once(H(3), 5, KVT_TOUCH_GONE);
+    cr_assert_eq(g->c.detail, KVT_DETAIL_MISS);
+    cr_assert_eq(g->c.epoch, 1, "every report carries the epoch");
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.touches, 3);
+    cr_assert_eq(st.touches_refreshed, 1);
+    cr_assert_eq(st.touches_present, 1);
+    cr_assert_eq(st.touches_gone, 1);
+    cr_assert_eq(st.duplicates, 0);
+    //  The next round is a new id; a repeated round runs once.
+    kvt_touch_msg_t t1b = w_touch(H(1), 6);
+    kvt_wcore_touch(W.core, &t1b, W.now);
+    kvt_wcore_touch(W.core, &t1b, W.now);
+    cr_assert_eq(w_drain(), 2);
+    w_touch_once(H(1), 6, KVT_TOUCH_REFRESHED);
+    cr_assert_eq(w_stats().duplicates, 1);
+    kvt_storage_abort(W.st, &resv);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, touch_with_chunk_keys_reports_the_worst_chunk)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    w_store(1, SRC, 2, 100);
+    kvt_hash_t keys[3] = {K(100), K(101), K(102)};
+    kvt_touch_msg_t t = {.hash = H(9), .round = 1, .keys = keys, .nkeys = 2};
+    kvt_wcore_touch(W.core, &t, W.now);
+    t.round = 2;
+    t.nkeys = 3; //  K(102) was never stored
+    kvt_wcore_touch(W.core, &t, W.now);
+    w_drain();
+    w_touch_once(H(9), 1, KVT_TOUCH_REFRESHED);
+    w_touch_once(H(9), 2, KVT_TOUCH_GONE);
+    w_down();
+}
+
+//  Exactly one lookup report for `req`.
+static const got_t *w_lookup_once(uint64_t req, bool ok, uint32_t held)
+{
+    uint32_t n = 0;
+    const got_t *g = NULL;
+    for (uint32_t i = 0; i < W.ngot; i++)
+        if (W.got[i].c.chan == KVT_CHAN_LOOKUP && W.got[i].c.op.req == req) {
+            n++;
+            g = &W.got[i];
+        }
+    cr_assert_eq(n, 1, "lookup %llu reported %u times", (unsigned long long)req, n);
+    cr_assert_eq(g->c.ok, ok, "lookup %llu ok=%d detail %u", (unsigned long long)req, g->c.ok,
+                 g->c.detail);
+    cr_assert_eq(g->c.held, held, "lookup %llu held %u, expected %u", (unsigned long long)req,
+                 g->c.held, held);
+    cr_assert(kvt_hash_is_zero(g->c.key));
+    return g;
+}
+
+//  Stores chunks K(key0 .. key0 + n) directly, chunk i with the image of
+//  its checkpoint when bit i of `imaged` is set.
+static void w_put_chunks(uint64_t key0, uint32_t n, uint32_t imaged)
+{
+    size_t bytes = BPC * kvt_gpu_block_bytes(W.gpu);
+    uint8_t buf[BPC * BS * TOKB * PLANES + 64];
+    cr_assert_leq(bytes + 64, sizeof buf);
+    memset(buf, 7, sizeof buf);
+    for (uint32_t i = 0; i < n; i++) {
+        bool img = (imaged >> i) & 1;
+        cr_assert_eq(kvt_storage_put(W.st, 7, K(key0 + i), img ? KVT_OBJ_KV_STATE : KVT_OBJ_KV, buf,
+                                     img ? bytes + 64 : bytes),
+                     0);
+    }
+}
+
+static kvt_lookup_t w_lookup(uint64_t req, kvt_hash_t *keys, uint32_t n, bool pin, uint32_t ttl_ms)
+{
+    return (kvt_lookup_t){.op = {req, 1}, .keys = keys, .nkeys = n, .pin = pin, .ttl_ms = ttl_ms};
+}
+
+Test(wcore, lookup_counts_the_leading_chunks_held_and_marks_those_with_an_image)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    //  Chunks 0..4 stored, 1 and 3 with images; chunk 5 missing, 6 stored.
+    w_put_chunks(200, 5, 0x0a);
+    w_put_chunks(206, 1, 0x01);
+    kvt_hash_t keys[7];
+    for (uint32_t i = 0; i < 7; i++)
+        keys[i] = K(200 + i);
+    kvt_lookup_t l = w_lookup(1, keys, 7, false, 0);
+    kvt_wcore_lookup(W.core, &l, W.now);
+    w_drain();
+    const got_t *g = w_lookup_once(1, true, 5);
+    cr_assert_eq(g->c.nimages, 1);
+    cr_assert_eq(g->img[0], 0x0a, "chunks 1 and 3 carry images; 6 is past the held prefix");
+    cr_assert_eq(g->c.epoch, 1);
+    cr_assert_eq(w_pool().leases_active, 0, "an unpinned lookup holds nothing");
+    cr_assert_eq(w_stats().lookup_pins, 0);
+    //  A repeated lookup runs once.
+    kvt_wcore_lookup(W.core, &l, W.now);
+    cr_assert_eq(w_drain(), 0);
+    cr_assert_eq(w_stats().duplicates, 1);
+    w_down();
+}
+
+//  Sets up a pinned lookup `req` over stored chunks K(300 ..): returns the
+//  load spec that uses it (marked lookup).
+static void w_pinned(wspec_t *ld, uint64_t req, uint32_t ttl_ms)
+{
+    w_store(req + 100, SRC, 2, 300);
+    kvt_hash_t keys[2] = {K(300), K(301)};
+    kvt_lookup_t l = w_lookup(req, keys, 2, true, ttl_ms);
+    kvt_wcore_lookup(W.core, &l, W.now);
+    w_drain();
+    w_lookup_once(req, true, 2);
+    cr_assert_eq(w_pool().leases_active, 1, "the held chunks are pinned under one lease");
+    cr_assert_eq(w_stats().lookup_leases, 1);
+    w_spec(ld, req, 0, 2, DST, 300);
+    ld->sp.lookup = true;
+}
+
+//  The lookup lease was released exactly once, on the named path.
+static void w_released_once(uint64_t load, uint64_t msg, uint64_t ttl, uint64_t none)
+{
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.lookup_pins, 1);
+    cr_assert_eq(st.lookup_rel_load, load, "released by the load %llu times",
+                 (unsigned long long)st.lookup_rel_load);
+    cr_assert_eq(st.lookup_rel_msg, msg, "released by LookupRelease %llu times",
+                 (unsigned long long)st.lookup_rel_msg);
+    cr_assert_eq(st.lookup_rel_ttl, ttl, "released by the TTL %llu times",
+                 (unsigned long long)st.lookup_rel_ttl);
+    cr_assert_eq(st.lookup_rel_stop, 0);
+    cr_assert_eq(st.lookup_rel_none, none, "%llu releases found nothing",
+                 (unsigned long long)st.lookup_rel_none);
+    cr_assert_eq(st.lookup_rel_stale, 0);
+    cr_assert_eq(st.lookup_leases, 0);
+    cr_assert_eq(st.duplicates, 0, "nothing dropped as a duplicate");
+}
+
+Test(wcore, a_pinned_lookup_lease_is_released_once_by_the_load_that_uses_it)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    wspec_t ld;
+    w_pinned(&ld, 1, 100);
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    cr_assert_eq(w_stats().lookup_rel_load, 1, "released once the load's reads hold leases");
+    w_settle();
+    w_load_once(1, true, KVT_DETAIL_OK);
+    cr_assert(w_check(DST, 8, 300));
+    //  A late LookupRelease and the TTL find nothing more to release.
+    kvt_wcore_lookup_release(W.core, (kvt_opid_t){1, 1});
+    W.now += 1000000000ull;
+    kvt_wcore_poll(W.core, W.now);
+    w_released_once(1, 0, 0, 1);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_pinned_lookup_lease_is_released_once_by_lookup_release)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    wspec_t ld;
+    w_pinned(&ld, 2, 100);
+    kvt_wcore_lookup_release(W.core, (kvt_opid_t){2, 1});
+    cr_assert_eq(w_pool().leases_active, 0);
+    //  The load that would have used it, and the TTL, release nothing.
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    w_settle();
+    w_load_once(2, true, KVT_DETAIL_OK);
+    W.now += 1000000000ull;
+    kvt_wcore_poll(W.core, W.now);
+    w_released_once(0, 1, 0, 1);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_pinned_lookup_lease_is_released_once_by_its_ttl)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    wspec_t ld;
+    w_pinned(&ld, 3, 50);
+    uint64_t t0 = W.now; //  the lookup ran now
+    cr_assert_leq(kvt_wcore_next_wake(W.core, W.now), t0 + 50000000ull,
+                  "the core wakes for the lease's TTL");
+    w_settle(); //  polls at every wake until nothing is pending or pinned
+    cr_assert_geq(W.now, t0 + 50000000ull, "not before the TTL");
+    cr_assert_eq(w_pool().leases_active, 0);
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    w_settle();
+    w_load_once(3, true, KVT_DETAIL_OK);
+    kvt_wcore_lookup_release(W.core, (kvt_opid_t){3, 1});
+    w_released_once(0, 0, 1, 2);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, shutdown_releases_pinned_lookup_leases)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    wspec_t ld;
+    w_pinned(&ld, 4, 0); //  the worker's default TTL
+    cr_assert_eq(kvt_wcore_shutdown(W.core, true, true), 0, "no item was pending");
+    kvt_wcore_stats_t st = w_stats();
+    cr_assert_eq(st.lookup_rel_stop, 1);
+    cr_assert_eq(st.lookup_leases, 0);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, a_pinned_lookup_keeps_its_chunks_through_pool_pressure)
+{
+    w_up(25000000000ull, 4, 0, 0);
+    wspec_t ld;
+    w_pinned(&ld, 5, 0);
+    //  Four more chunks into a four-chunk pool: only the unpinned can go.
+    w_put_chunks(400, 2, 0);
+    kvt_pool_t *pool = kvt_storage_pool(W.st);
+    cr_assert(kvt_pool_contains(pool, 7, K(300), KVT_OBJ_KV));
+    cr_assert(kvt_pool_contains(pool, 7, K(301), KVT_OBJ_KV));
+    kvt_wcore_lookup_release(W.core, (kvt_opid_t){5, 1});
+    w_put_chunks(410, 4, 0);
+    cr_assert_not(kvt_pool_contains(pool, 7, K(300), KVT_OBJ_KV), "unpinned, it was evicted");
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, every_report_carries_the_configured_epoch)
+{
+    s_epoch = 9;
+    w_up(25000000000ull, 16, 0, 0);
+    s_epoch = 0;
+    w_store(1, SRC, 1, 500);
+    kvt_touch_msg_t t = w_touch(H(1), 1);
+    kvt_wcore_touch(W.core, &t, W.now);
+    kvt_lookup_t l = w_lookup(2, NULL, 0, false, 0);
+    kvt_wcore_lookup(W.core, &l, W.now);
+    w_drain();
+    cr_assert_eq(W.ngot, 4);
+    for (uint32_t i = 0; i < W.ngot; i++)
+        cr_assert_eq(W.got[i].c.epoch, 9, "report %u epoch %llu", i,
+                     (unsigned long long)W.got[i].c.epoch);
     w_down();
 }
