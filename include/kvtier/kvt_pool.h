@@ -49,6 +49,15 @@ extern "C" {
 
 typedef struct _kvt_pool_t kvt_pool_t;
 
+//  Registers (pins) [ptr, ptr + len) of the arena with a device (a host
+//  register through the device runtime); returns 0, or non-zero when
+//  refused. Called from the pool's registration thread, one region at a
+//  time, in address order.
+typedef int(kvt_pool_register_fn)(void *arg, void *ptr, size_t len);
+
+//  Undoes a successful registration (at kvt_pool_destroy).
+typedef void(kvt_pool_unregister_fn)(void *arg, void *ptr);
+
 //  Creation settings. kvt_pool_config_defaults fills every field; a zero in a
 //  numeric field means "the default".
 typedef struct {
@@ -66,6 +75,19 @@ typedef struct {
     void *clock_arg;           //  argument of clock
     kvt_store_log_fn *log;     //  log sink; NULL: warnings and errors to stderr
     void *log_arg;             //  argument of log
+    size_t region_bytes;       //  registration region, a multiple of align (rounded down),
+                               //  default 64 GiB; no object straddles a region boundary
+    kvt_pool_register_fn *register_fn;     //  pins each region in a background thread; only
+                                           //  regions already registered are served. NULL:
+                                           //  every region is served at once
+    kvt_pool_unregister_fn *unregister_fn; //  undoes a registration at destroy (may be NULL)
+    void *register_arg;                    //  argument of both
+    bool serve_unpinned;  //  a region whose registration failed is served anyway (unpinned:
+                          //  kvt_pool_pinned says no), else never (default)
+    int numa_bind;        //  pool-mapped arena: 1 + the NUMA node to bind it to before first
+                          //  touch (mbind), 0 = none (default)
+    bool numa_interleave; //  pool-mapped arena: interleave it over every node instead
+                          //  (several GPUs share the pool)
 } kvt_pool_config_t;
 
 //  Counters and gauges. Kind-indexed arrays use kind - 1.
@@ -105,6 +127,10 @@ typedef struct {
     uint64_t reclaimed_quarantined; //  ... of which reservations whose bytes were quarantined
     uint64_t quarantined_bytes;     //  bytes of quarantined reservations (held until commit/abort)
     uint64_t objects_quarantined;   //  quarantined reservations now
+    uint64_t regions;               //  registration regions of the arena
+    uint64_t regions_registered;    //  ... registered (pinned) and served
+    uint64_t regions_failed;        //  ... whose registration was refused
+    uint64_t regions_pending;       //  ... not yet registered (not served)
 } kvt_pool_stats_t;
 
 //  The memory a process can really have: the smaller of what RAM offers
@@ -237,6 +263,14 @@ void kvt_pool_set_evict_hook(kvt_pool_t *self, kvt_pool_evict_fn *fn, void *arg)
 
 //  Snapshot of the counters and gauges.
 void kvt_pool_stats(kvt_pool_t *self, kvt_pool_stats_t *stats);
+
+//  Waits until the first n regions (all: n >= regions) are settled
+//  (registered or refused); returns how many regions are registered.
+uint32_t kvt_pool_regions_wait(kvt_pool_t *self, uint32_t n);
+
+//  True when [ptr, ptr + len) lies inside one registered region of the
+//  arena (O(1): regions have one size).
+bool kvt_pool_pinned(kvt_pool_t *self, const void *ptr, size_t len);
 
 //  The arena (for registering it with a device) and its size.
 void *kvt_pool_base(kvt_pool_t *self);

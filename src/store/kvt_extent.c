@@ -88,7 +88,20 @@ static void s_desc_put(kvt_extents_t *self, uint32_t id)
 
 int kvt_extents_init(kvt_extents_t *self, uint64_t units, uint32_t max_allocs)
 {
-    self->nmax = 2 * max_allocs + 2;
+    return kvt_extents_init_regions(self, units, max_allocs, 0, true);
+}
+
+int kvt_extents_init_regions(kvt_extents_t *self, uint64_t units, uint32_t max_allocs,
+                             uint64_t region_units, bool open)
+{
+    if (region_units == 0 || region_units > units)
+        region_units = units;
+    uint64_t nreg = (units + region_units - 1) / region_units;
+    if (nreg > UINT32_MAX / 4 || max_allocs > UINT32_MAX / 4)
+        return -1;
+    self->nregions = (uint32_t)nreg;
+    self->region_units = region_units;
+    self->nmax = 2 * max_allocs + 2 * self->nregions;
     self->ext = calloc(self->nmax, sizeof(kvt_extent_t));
     if (!self->ext)
         return -1;
@@ -102,11 +115,29 @@ int kvt_extents_init(kvt_extents_t *self, uint64_t units, uint32_t max_allocs)
     self->free_extents = 0;
     self->scanned = 0;
     self->unused = KVT_NIL;
-    for (uint32_t i = self->nmax; i-- > 1;)
+    for (uint32_t i = self->nmax; i-- > self->nregions;)
         s_desc_put(self, i);
-    self->ext[0] = (kvt_extent_t){.off = 0, .len = units, .prev = KVT_NIL, .next = KVT_NIL};
-    s_bin_insert(self, 0);
+    for (uint32_t r = 0; r < self->nregions; r++) {
+        uint64_t off = (uint64_t)r * region_units;
+        uint64_t len = units - off < region_units ? units - off : region_units;
+        self->ext[r] = (kvt_extent_t){.off = off,
+                                      .len = len,
+                                      .prev = r == 0 ? KVT_NIL : r - 1,
+                                      .next = r + 1 < self->nregions ? r + 1 : KVT_NIL,
+                                      .closed = 1};
+        if (open)
+            kvt_extents_open(self, r);
+    }
     return 0;
+}
+
+void kvt_extents_open(kvt_extents_t *self, uint32_t r)
+{
+    assert(r < self->nregions);
+    if (!self->ext[r].closed)
+        return;
+    self->ext[r].closed = 0;
+    s_bin_insert(self, r);
 }
 
 void kvt_extents_fini(kvt_extents_t *self)
@@ -133,7 +164,7 @@ static uint32_t s_scan(kvt_extents_t *self, unsigned c, uint64_t units, uint64_t
 uint32_t kvt_extents_alloc(kvt_extents_t *self, uint64_t units)
 {
     assert(units >= 1);
-    if (units > self->units)
+    if (units > self->region_units)
         return KVT_NIL;
     unsigned c = s_class(units);
     uint32_t id = s_scan(self, c, units, S_CLASS_SCAN);
@@ -172,8 +203,10 @@ uint32_t kvt_extents_free(kvt_extents_t *self, uint32_t id)
     kvt_extent_t *e = &self->ext[id];
     assert(!e->free);
     self->used_units -= e->len;
+    //  Never across a region boundary: an extent stays inside its region.
     uint32_t n = e->next;
-    if (n != KVT_NIL && self->ext[n].free) {
+    if (n != KVT_NIL && self->ext[n].free &&
+        kvt_extents_same_region(self, e->off, self->ext[n].off)) {
         s_bin_remove(self, n);
         e->len += self->ext[n].len;
         e->next = self->ext[n].next;
@@ -182,7 +215,8 @@ uint32_t kvt_extents_free(kvt_extents_t *self, uint32_t id)
         s_desc_put(self, n);
     }
     uint32_t p = e->prev;
-    if (p != KVT_NIL && self->ext[p].free) {
+    if (p != KVT_NIL && self->ext[p].free &&
+        kvt_extents_same_region(self, self->ext[p].off, e->off)) {
         s_bin_remove(self, p);
         self->ext[p].len += e->len;
         self->ext[p].next = e->next;

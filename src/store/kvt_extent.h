@@ -13,8 +13,16 @@
     its own class, which holds lengths within 1/16 of the request. Every
     operation but that last resort is O(1).
 
-    With at most N allocations live, free extents never exceed N + 1 (no two
-    free extents are adjacent), so 2N + 2 descriptors always suffice. */
+    Regions: the arena may be cut into regions of `region_units` (the last
+    one shorter), the units a device registers (pins) in one call. No
+    extent ever straddles a region boundary: the arena starts as one free
+    extent per region and a free never coalesces across a boundary. A
+    region starts closed (its extent neither free nor allocated, so nothing
+    is served from it) until kvt_extents_open.
+
+    With at most N allocations live in R regions, free extents never exceed
+    N + R (no two free extents of one region are adjacent), so 2N + 2R
+    descriptors always suffice. */
 #ifndef KVT_EXTENT_H_INCLUDED
 #define KVT_EXTENT_H_INCLUDED
 
@@ -35,6 +43,7 @@ typedef struct {
     uint32_t mark;   //  scratch for the caller's scans (the pool's visit stamp)
     uint16_t cls;    //  its size class while free
     uint8_t free;    //  1 if this extent is free
+    uint8_t closed;  //  1 while it is a whole region not yet opened
 } kvt_extent_t;
 
 typedef struct {
@@ -45,17 +54,34 @@ typedef struct {
     uint64_t classmap[KVT_EXT_WORDS];  //  bit c set when bins[c] is non-empty
     uint64_t wordmap;                  //  bit w set when classmap[w] is non-zero
     uint64_t units;                    //  arena size in units
+    uint64_t region_units;             //  units per region (the last may be shorter)
+    uint32_t nregions;                 //  regions (descriptors 0..nregions-1 start as theirs)
     uint64_t used_units;               //  units allocated
     uint64_t free_extents;             //  free extents now
     uint64_t scanned;                  //  free extents examined by allocations (cost gauge)
 } kvt_extents_t;
 
-//  Prepares an arena of `units` for at most max_allocs live allocations.
+//  Prepares an arena of `units` for at most max_allocs live allocations
+//  (one open region).
 int kvt_extents_init(kvt_extents_t *self, uint64_t units, uint32_t max_allocs);
+
+//  The same in regions of region_units (0 or >= units: one region), all
+//  open when `open`, else all closed.
+int kvt_extents_init_regions(kvt_extents_t *self, uint64_t units, uint32_t max_allocs,
+                             uint64_t region_units, bool open);
+
+//  Opens closed region r: its units become one free extent. No-op when open.
+void kvt_extents_open(kvt_extents_t *self, uint32_t r);
+
+//  True when units `a` and `b` lie in one region.
+static inline bool kvt_extents_same_region(const kvt_extents_t *self, uint64_t a, uint64_t b)
+{
+    return a / self->region_units == b / self->region_units;
+}
 void kvt_extents_fini(kvt_extents_t *self);
 
-//  Allocates `units` (≥ 1); returns the extent id or KVT_NIL if no free
-//  extent is large enough.
+//  Allocates `units` (≥ 1) inside one open region; returns the extent id or
+//  KVT_NIL if no free extent is large enough.
 uint32_t kvt_extents_alloc(kvt_extents_t *self, uint64_t units);
 
 //  Frees an allocated extent and coalesces it; returns the free extent that

@@ -141,6 +141,7 @@ static int s_arena(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, si
         self->capacity = cfg->capacity_bytes & ~(align - 1);
         if (kvt_pool_arena_map(self, err, errlen) != 0)
             return -1;
+        kvt_pool_arena_numa(self, cfg);
     }
     if (self->capacity < align) {
         kvt_store_seterr(err, errlen, "pool.base: %zu bytes left after aligning to %zu",
@@ -163,6 +164,7 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     }
     snprintf(self->name, sizeof(self->name), "%s", cfg.name);
     pthread_mutex_init(&self->mu, NULL);
+    pthread_cond_init(&self->reg_cond, NULL);
     self->align = cfg.align;
     self->shift = (unsigned)__builtin_ctzll(cfg.align);
     self->ttl_ns = cfg.ttl_ms * 1000000ull;
@@ -170,7 +172,8 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     self->clock_arg = cfg.clock_arg;
     self->log = cfg.log;
     self->log_arg = cfg.log_arg;
-    if (s_arena(self, &cfg, err, errlen) != 0)
+    if (s_arena(self, &cfg, err, errlen) != 0 ||
+        kvt_pool_regions_init(self, &cfg, err, errlen) != 0)
         goto cleanup;
     self->nobjs = cfg.max_objects;
     self->nleases = cfg.max_leases;
@@ -181,8 +184,7 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     self->pins = calloc(self->npins, sizeof(kvt_ppin_t));
     self->holders = calloc(self->nholders, sizeof(kvt_phold_t));
     if (!self->objs || !self->leases || !self->pins || !self->holders ||
-        kvt_keymap_init(&self->map, self->nobjs) != 0 ||
-        kvt_extents_init(&self->ext, self->capacity >> self->shift, self->nobjs) != 0) {
+        kvt_keymap_init(&self->map, self->nobjs) != 0) {
         kvt_store_seterr(err, errlen, "pool.max_objects=%u: cannot allocate the tables",
                          self->nobjs);
         goto cleanup;
@@ -209,7 +211,8 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
     kvt_ilist_init(&self->writing);
     kvt_ilist_init(&self->quarantine);
     kvt_ilist_init(&self->active);
-    if (kvt_pool_holder_add(self, "pool.put", &self->put_holder) != 0)
+    if (kvt_pool_holder_add(self, "pool.put", &self->put_holder) != 0 ||
+        kvt_pool_regions_start(self, err, errlen) != 0)
         goto cleanup;
     return self;
 
@@ -224,6 +227,7 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
     kvt_pool_t *self = *self_p;
     if (!self)
         return;
+    kvt_pool_regions_fini(self); //  first: the registration thread uses the pool
     kvt_keymap_fini(&self->map);
     kvt_extents_fini(&self->ext);
     free(self->objs);
@@ -231,6 +235,7 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
     free(self->pins);
     free(self->holders);
     kvt_pool_arena_unmap(self);
+    pthread_cond_destroy(&self->reg_cond);
     pthread_mutex_destroy(&self->mu);
     free(self);
     *self_p = NULL;
@@ -360,8 +365,9 @@ int kvt_pool_reserve(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind
         rc = KVT_STORE_DUPLICATE;
         goto cleanup;
     }
-    //  Compared before rounding up: a size near SIZE_MAX would wrap.
-    if (size > self->capacity) {
+    //  Compared before rounding up: a size near SIZE_MAX would wrap. An
+    //  object never straddles a region, so a region bounds it.
+    if (size > self->region_bytes) {
         self->st.alloc_failed++;
         self->st.alloc_failed_toobig++;
         rc = KVT_STORE_ETOOBIG;
@@ -581,6 +587,10 @@ void kvt_pool_stats(kvt_pool_t *self, kvt_pool_stats_t *stats)
     stats->used_bytes = self->ext.used_units << self->shift;
     stats->free_extents = self->ext.free_extents;
     stats->largest_free_bytes = kvt_extents_largest_free(&self->ext) << self->shift;
+    stats->regions = self->nregions;
+    if (!self->reg_fn)
+        stats->regions_registered = self->nregions;
+    stats->regions_pending = self->nregions - self->regions_settled;
     kvt_pool_unlock(self);
 }
 

@@ -45,6 +45,8 @@ static bool s_takeable(kvt_pool_t *self, uint32_t e)
     const kvt_extent_t *x = &self->ext.ext[e];
     if (x->free)
         return true;
+    if (x->closed)
+        return false;
     const kvt_pobj_t *o = &self->objs[x->owner];
     return o->state == KVT_POBJ_READY && o->pins == 0;
 }
@@ -58,11 +60,14 @@ static bool s_run_reaches(kvt_pool_t *self, uint32_t e, uint64_t units)
     kvt_extent_t *x = self->ext.ext;
     uint64_t total = x[e].len;
     uint32_t lo = e, hi = e;
-    while (total < units && x[lo].prev != KVT_NIL && s_takeable(self, x[lo].prev)) {
+    //  A run never crosses a region boundary (no extent may straddle one).
+    while (total < units && x[lo].prev != KVT_NIL && s_takeable(self, x[lo].prev) &&
+           kvt_extents_same_region(&self->ext, x[x[lo].prev].off, x[lo].off)) {
         lo = x[lo].prev;
         total += x[lo].len;
     }
-    while (total < units && x[hi].next != KVT_NIL && s_takeable(self, x[hi].next)) {
+    while (total < units && x[hi].next != KVT_NIL && s_takeable(self, x[hi].next) &&
+           kvt_extents_same_region(&self->ext, x[hi].off, x[x[hi].next].off)) {
         hi = x[hi].next;
         total += x[hi].len;
     }

@@ -55,6 +55,12 @@ typedef struct {
     uint8_t used;       //  1 while outstanding
 } kvt_plea_t;
 
+typedef enum {
+    KVT_PREG_PENDING = 0,    //  not yet registered: not served
+    KVT_PREG_REGISTERED = 1, //  registered (or no registration asked): served
+    KVT_PREG_FAILED = 2,     //  registration refused: served only with serve_unpinned
+} kvt_preg_state_t;
+
 typedef struct {
     uint32_t obj;  //  pinned object
     uint32_t next; //  next pin of the same lease / free list link
@@ -74,44 +80,57 @@ typedef struct {
 } kvt_phold_t;
 
 struct _kvt_pool_t {
-    char name[KVT_POOL_NAME_MAX]; //  for logs
-    pthread_mutex_t mu;           //  guards everything below
-    uint8_t *base;                //  aligned start of the arena
-    void *owned;                  //  arena mapping the pool made (NULL: the caller's memory)
-    size_t owned_len;             //  its length
-    bool huge;                    //  the arena was advised onto transparent huge pages
-    size_t capacity;              //  usable arena bytes (a multiple of align)
-    size_t align;                 //  allocation unit, bytes
-    unsigned shift;               //  log2(align)
-    uint64_t ttl_ns;              //  lease / reservation TTL
-    kvt_store_clock_fn *clock;    //  time source
-    void *clock_arg;              //  its argument
-    kvt_store_log_fn *log;        //  log sink
-    void *log_arg;                //  its argument
-    kvt_pool_evict_fn *evict_fn;  //  eviction hook, or NULL
-    void *evict_arg;              //  its argument
-    kvt_pobj_t *objs;             //  object table
-    uint32_t nobjs;               //  its size
-    uint32_t obj_free;            //  head of free object slots
-    kvt_ilist_t lru;              //  ready objects, oldest first
-    kvt_ilist_t writing;          //  reservations and draining quarantine, by t_start
-    kvt_ilist_t quarantine;       //  live holders' expired reservations
-    uint32_t visit;               //  stamp of the current eviction's extent marks
-    kvt_keymap_t map;             //  (ns, key) → object index + 1 per kind
-    kvt_extents_t ext;            //  arena allocator
-    uint64_t evictable_units;     //  units of ready, unpinned objects
-    kvt_plea_t *leases;           //  lease table
-    uint32_t nleases;             //  its size
-    uint32_t lease_free;          //  head of free lease slots
-    kvt_ilist_t active;           //  outstanding leases, by t_start
-    kvt_ppin_t *pins;             //  pin nodes
-    uint32_t npins;               //  their number
-    uint32_t pin_free;            //  head of free pin nodes
-    uint32_t pins_avail;          //  free pin nodes
-    kvt_phold_t *holders;         //  holder table (index = id - 1)
-    uint32_t nholders;            //  its size
-    kvt_holder_t put_holder;      //  internal holder of kvt_pool_put
-    kvt_pool_stats_t st;          //  counters (gauges are filled by kvt_pool_stats)
+    char name[KVT_POOL_NAME_MAX];     //  for logs
+    pthread_mutex_t mu;               //  guards everything below
+    uint8_t *base;                    //  aligned start of the arena
+    void *owned;                      //  arena mapping the pool made (NULL: the caller's memory)
+    size_t owned_len;                 //  its length
+    bool huge;                        //  the arena was advised onto transparent huge pages
+    int numa_mode;                    //  the mbind policy applied to the arena (0: none)
+    uint64_t region_bytes;            //  bytes per registration region (the last may be shorter)
+    uint32_t nregions;                //  regions
+    uint8_t *region_state;            //  kvt_preg_state_t per region
+    uint32_t regions_settled;         //  leading regions registered or refused
+    kvt_pool_register_fn *reg_fn;     //  registration, or NULL
+    kvt_pool_unregister_fn *unreg_fn; //  its undo, or NULL
+    void *reg_arg;                    //  their argument
+    bool serve_unpinned;              //  refused regions are served anyway
+    bool reg_stop;                    //  destroy asked the registration thread to stop
+    bool reg_started;                 //  the registration thread runs (joined at destroy)
+    pthread_t reg_thread;             //  registers regions in address order
+    pthread_cond_t reg_cond;          //  signalled whenever a region settles
+    size_t capacity;                  //  usable arena bytes (a multiple of align)
+    size_t align;                     //  allocation unit, bytes
+    unsigned shift;                   //  log2(align)
+    uint64_t ttl_ns;                  //  lease / reservation TTL
+    kvt_store_clock_fn *clock;        //  time source
+    void *clock_arg;                  //  its argument
+    kvt_store_log_fn *log;            //  log sink
+    void *log_arg;                    //  its argument
+    kvt_pool_evict_fn *evict_fn;      //  eviction hook, or NULL
+    void *evict_arg;                  //  its argument
+    kvt_pobj_t *objs;                 //  object table
+    uint32_t nobjs;                   //  its size
+    uint32_t obj_free;                //  head of free object slots
+    kvt_ilist_t lru;                  //  ready objects, oldest first
+    kvt_ilist_t writing;              //  reservations and draining quarantine, by t_start
+    kvt_ilist_t quarantine;           //  live holders' expired reservations
+    uint32_t visit;                   //  stamp of the current eviction's extent marks
+    kvt_keymap_t map;                 //  (ns, key) → object index + 1 per kind
+    kvt_extents_t ext;                //  arena allocator
+    uint64_t evictable_units;         //  units of ready, unpinned objects
+    kvt_plea_t *leases;               //  lease table
+    uint32_t nleases;                 //  its size
+    uint32_t lease_free;              //  head of free lease slots
+    kvt_ilist_t active;               //  outstanding leases, by t_start
+    kvt_ppin_t *pins;                 //  pin nodes
+    uint32_t npins;                   //  their number
+    uint32_t pin_free;                //  head of free pin nodes
+    uint32_t pins_avail;              //  free pin nodes
+    kvt_phold_t *holders;             //  holder table (index = id - 1)
+    uint32_t nholders;                //  its size
+    kvt_holder_t put_holder;          //  internal holder of kvt_pool_put
+    kvt_pool_stats_t st;              //  counters (gauges are filled by kvt_pool_stats)
     char logq[KVT_POOL_LOG_LINES][KVT_POOL_LOG_LEN]; //  lines queued under the lock
     int nlogq;                                       //  queued lines
 };
@@ -120,6 +139,19 @@ struct _kvt_pool_t {
 //  (kvt_pool_mem.c). Lock not needed.
 int kvt_pool_arena_map(kvt_pool_t *self, char *err, size_t errlen);
 void kvt_pool_arena_unmap(kvt_pool_t *self);
+
+//  Binds a pool-mapped arena (before first touch) as cfg asks; logs what
+//  it did. Replaceable for tests: the mbind call and the node count.
+void kvt_pool_arena_numa(kvt_pool_t *self, const kvt_pool_config_t *cfg);
+extern long (*kvt_pool_mbind)(void *addr, unsigned long len, int mode, const unsigned long *mask,
+                              unsigned long maxnode, unsigned flags);
+extern int (*kvt_pool_numa_nodes)(void);
+
+//  Plans the regions and starts registration (kvt_pool_regions.c); the
+//  extent allocator must not be initialised yet. Stops it and unregisters.
+int kvt_pool_regions_init(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, size_t errlen);
+int kvt_pool_regions_start(kvt_pool_t *self, char *err, size_t errlen);
+void kvt_pool_regions_fini(kvt_pool_t *self);
 
 //  Lock / unlock; unlock emits the log lines queued meanwhile.
 void kvt_pool_lock(kvt_pool_t *self);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "kvt_pool_int.h"
@@ -187,4 +188,78 @@ int kvt_mem_limit_system(void *arg, kvt_mem_limit_t *out)
 {
     (void)arg;
     return kvt_mem_limit_read("/proc", "/sys/fs/cgroup", out);
+}
+
+// ------------------------------------------------------------ NUMA -----
+
+#define S_MPOL_BIND       2 //  linux/mempolicy.h, not needed as a header
+#define S_MPOL_INTERLEAVE 3
+#define S_MAX_NODES       1024
+
+static long s_mbind(void *addr, unsigned long len, int mode, const unsigned long *mask,
+                    unsigned long maxnode, unsigned flags)
+{
+#ifdef SYS_mbind
+    return syscall(SYS_mbind, addr, len, mode, mask, maxnode, flags);
+#else
+    (void)addr, (void)len, (void)mode, (void)mask, (void)maxnode, (void)flags;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+//  Nodes 0..n-1 present under sysfs (1 where there is no sysfs).
+static int s_numa_nodes(void)
+{
+    int n = 0;
+    char path[64];
+    while (n < S_MAX_NODES) {
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d", n);
+        if (access(path, F_OK) != 0)
+            break;
+        n++;
+    }
+    return n > 0 ? n : 1;
+}
+
+long (*kvt_pool_mbind)(void *addr, unsigned long len, int mode, const unsigned long *mask,
+                       unsigned long maxnode, unsigned flags) = s_mbind;
+int (*kvt_pool_numa_nodes)(void) = s_numa_nodes;
+
+void kvt_pool_arena_numa(kvt_pool_t *self, const kvt_pool_config_t *cfg)
+{
+    if (!cfg->numa_interleave && cfg->numa_bind <= 0)
+        return;
+    int nodes = kvt_pool_numa_nodes();
+    if (nodes <= 1) {
+        self->log(self->log_arg, 2,
+                  "pool: one NUMA node here: the arena is not bound (nothing to choose)");
+        return;
+    }
+    unsigned long mask[S_MAX_NODES / (8 * sizeof(unsigned long))] = {0};
+    const size_t bits = 8 * sizeof(unsigned long);
+    int mode = S_MPOL_BIND;
+    int node = cfg->numa_bind - 1;
+    if (cfg->numa_interleave) {
+        mode = S_MPOL_INTERLEAVE;
+        for (int i = 0; i < nodes; i++)
+            mask[i / bits] |= 1ul << (i % bits);
+    } else if (node >= nodes) {
+        char line[160];
+        snprintf(line, sizeof line, "pool: numa_bind node %d: only %d nodes here; not bound", node,
+                 nodes);
+        self->log(self->log_arg, 1, line);
+        return;
+    } else {
+        mask[node / bits] |= 1ul << (node % bits);
+    }
+    //  Before the first touch, so every page is placed by the policy.
+    if (kvt_pool_mbind(self->base, self->owned_len, mode, mask, S_MAX_NODES + 1, 0) != 0) {
+        char line[160];
+        snprintf(line, sizeof line, "pool: mbind refused (%s): pages land where first touched",
+                 strerror(errno));
+        self->log(self->log_arg, 1, line);
+        return;
+    }
+    self->numa_mode = mode;
 }
