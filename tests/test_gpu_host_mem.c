@@ -176,7 +176,8 @@ Test(host_mem, regions_are_untouched_and_zero_until_written)
     for (size_t off = 0; off < 4 * layer; off += layer / 2)
         cr_assert_eq(p[off], 0);
     cr_assert_eq(h[(8u << 20) - 1], 0);
-    cr_assert_leq(s_resident(p, 4 * layer), 8 * (KVT_HOST_HUGE_BYTES / sysconf(_SC_PAGESIZE)),
+    cr_assert_leq(s_resident(p, 4 * layer),
+                  8 * (KVT_HOST_HUGE_BYTES / (size_t)sysconf(_SC_PAGESIZE)),
                   "reading 8 bytes committed more than 8 huge pages");
     kvt_gpu_destroy(&gpu);
 }
