@@ -7,6 +7,8 @@
 
     SIM: ops land on the caller's clock (kvt_gpu_host_sim.c).
 
+    Memory (device regions, pinned buffers): kvt_gpu_host_mem.c.
+
     A failed op (injected) changes nothing and fails its stream: the ops
     after it fail too and so does any stream that waits on it. Everything
     here runs under gpu->mu, except copies and host functions under LIVE,
