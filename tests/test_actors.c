@@ -22,7 +22,8 @@
 #define TOKB   16 //  bytes per token per plane (one layer)
 
 typedef struct {
-    kvt_verdict_t verdicts[64];  //  verdicts in arrival order
+    kvt_verdict_t verdicts[64];  //  verdicts in arrival order (images copied to img)
+    uint8_t img[64][16];         //  the first bytes of each verdict's image bitmap
     uint64_t at[64];             //  virtual time of each verdict
     uint32_t nverdicts;          //  entries
     kvt_counter_t counters[256]; //  last Stats reply
@@ -34,8 +35,14 @@ static probe_t s_probe;
 static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
 {
     if (s_probe.nverdicts < 64) {
-        s_probe.at[s_probe.nverdicts] = kvt_ctx_now(ctx);
-        s_probe.verdicts[s_probe.nverdicts++] = m->u.verdict;
+        uint32_t i = s_probe.nverdicts++;
+        s_probe.at[i] = kvt_ctx_now(ctx);
+        s_probe.verdicts[i] = m->u.verdict;
+        s_probe.verdicts[i].images = NULL; //  freed with the message
+        memset(s_probe.img[i], 0, sizeof s_probe.img[i]);
+        if (m->u.verdict.images)
+            memcpy(s_probe.img[i], m->u.verdict.images,
+                   m->u.verdict.nimages < 16 ? m->u.verdict.nimages : 16);
     }
     return 0;
 }
@@ -581,6 +588,181 @@ Test(actors, a_copy_longer_than_the_ttl_keeps_its_reservation, .timeout = 30)
     cr_assert(s_probe.verdicts[1].ok);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 4, 1100));
+    rig_no_drops();
+    rig_down();
+}
+
+// ------------------------------------------------- touches, lookups, epochs --
+
+//  Posts one message to every worker.
+static void rig_all(const kvt_msg_t *m)
+{
+    for (int r = 0; r < TP; r++)
+        cr_assert_eq(kvt_system_post(R.sys, R.w[r], m), 0);
+}
+
+static const kvt_verdict_t *rig_verdict(uint8_t chan, uint64_t req)
+{
+    const kvt_verdict_t *v = NULL;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s_probe.nverdicts; i++)
+        if (s_probe.verdicts[i].chan == chan && s_probe.verdicts[i].op.req == req) {
+            v = &s_probe.verdicts[i];
+            n++;
+        }
+    cr_assert_eq(n, 1, "%u verdicts on channel %u for %llu", n, chan, (unsigned long long)req);
+    return v;
+}
+
+Test(actors, rule_A1_touch_verdicts_are_the_lowest_answer_over_ranks, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    uint8_t img[128] = {3};
+    //  H1: an image on both ranks; H2: on rank 0 only.
+    for (int r = 0; r < TP; r++)
+        cr_assert_eq(kvt_storage_put(R.st[r], 7, K(1000), KVT_OBJ_STATE, img, sizeof img), 0);
+    cr_assert_eq(kvt_storage_put(R.st[0], 7, K(1001), KVT_OBJ_STATE, img, sizeof img), 0);
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_TOUCH;
+    m.u.touch = (kvt_touch_msg_t){.hash = K(1000), .round = 1};
+    rig_all(&m);
+    m.u.touch = (kvt_touch_msg_t){.hash = K(1001), .round = 1};
+    rig_all(&m);
+    rig_run();
+    cr_assert_eq(s_probe.nverdicts, 4, "one verdict per touch channel per touch");
+    uint32_t ok = 0;
+    for (uint32_t i = 0; i < 4; i++) {
+        const kvt_verdict_t *v = &s_probe.verdicts[i];
+        cr_assert_eq(v->op.req, 1);
+        bool both = kvt_hash_eq(v->key, K(1000));
+        cr_assert_eq(v->ok, both, "channel %u: ok only where every rank holds it", v->chan);
+        cr_assert_eq(v->touch, both ? KVT_TOUCH_REFRESHED : KVT_TOUCH_GONE);
+        ok += v->ok;
+    }
+    cr_assert_eq(ok, 2);
+    cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
+    rig_no_drops();
+    rig_down();
+}
+
+Test(actors, rule_A1_lookup_verdict_is_the_minimum_over_ranks_and_the_lease_goes_with_the_load,
+     .timeout = 30)
+{
+    rig_up(25000000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 8, 1100);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 1100);
+    rig_run();
+    //  Rank 1 also holds a third chunk; chunk 1 carries an image on both
+    //  ranks, chunk 0 on rank 0 only.
+    uint8_t buf[4096];
+    memset(buf, 5, sizeof buf);
+    size_t bytes = BPC * kvt_gpu_block_bytes(R.gpu[0]);
+    cr_assert_eq(kvt_storage_put(R.st[1], 7, K(1102), KVT_OBJ_KV, buf, bytes), 0);
+    for (int r = 0; r < TP; r++)
+        cr_assert_eq(kvt_storage_put(R.st[r], 7, K(1101), KVT_OBJ_KV_STATE, buf, bytes + 64), 0);
+    cr_assert_eq(kvt_storage_put(R.st[0], 7, K(1100), KVT_OBJ_KV_STATE, buf, bytes + 64), 0);
+    kvt_hash_t keys[3] = {K(1100), K(1101), K(1102)};
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_LOOKUP;
+    m.u.lookup = (kvt_lookup_t){.op = {2, 1}, .keys = keys, .nkeys = 3, .pin = true};
+    rig_all(&m);
+    //  Not to quiescence: that would run the leases out to their TTL.
+    kvt_system_run(R.sys, kvt_system_now(R.sys) + 10000000ull, 0);
+    const kvt_verdict_t *v = rig_verdict(KVT_CHAN_LOOKUP, 2);
+    cr_assert(v->ok);
+    cr_assert_eq(v->held, 2, "rank 0 holds two chunks, rank 1 three: the minimum");
+    cr_assert_eq(s_probe.img[v - s_probe.verdicts][0], 0x02, "only chunk 1 is imaged everywhere");
+    for (int r = 0; r < TP; r++) {
+        kvt_pool_stats_t ps;
+        kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
+        cr_assert_eq(ps.leases_active, 1, "rank %d pins the held chunks under one lease", r);
+    }
+    //  The load names the lookup: its lease goes once the load's reads hold theirs.
+    kvt_hash_t lkeys[2] = {K(1100), K(1101)};
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_LOAD_SPEC;
+    m.u.load_spec = (kvt_load_spec_t){.op = {2, 1},
+                                      .start = 0,
+                                      .end = 2 * CS,
+                                      .keys = lkeys,
+                                      .nkeys = 2,
+                                      .blocks = (uint32_t *)DST,
+                                      .nblocks = 2 * BPC,
+                                      .lookup = true};
+    rig_all(&m);
+    kvt_system_run(R.sys, kvt_system_now(R.sys) + 10000000ull, 0);
+    cr_assert(rig_verdict(KVT_CHAN_LOAD, 2)->ok);
+    for (int r = 0; r < TP; r++) {
+        kvt_pool_stats_t ps;
+        kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
+        cr_assert_eq(ps.leases_active, 0, "rank %d: released with the load, before any TTL", r);
+    }
+    for (int r = 0; r < TP; r++) {
+        cr_assert_eq(rig_counter(R.w[r], "worker.lookup_rel_load"), 1);
+        cr_assert_eq(rig_counter(R.w[r], "worker.lookup_rel_ttl"), 0);
+        cr_assert_eq(rig_counter(R.w[r], "worker.lookup_leases"), 0);
+        kvt_pool_stats_t ps;
+        kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
+        cr_assert_eq(ps.leases_active, 0, "rank %d: nothing pinned at quiescence", r);
+    }
+    rig_no_drops();
+    rig_down();
+}
+
+Test(actors, rule_A4_a_crashed_workers_stranded_load_settles_failed_and_its_old_epoch_is_dropped,
+     .timeout = 30)
+{
+    //  Slow copies so the load is still pending when the worker crashes.
+    rig_up(1000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 4, 1200);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 1200);
+    rig_run();
+    cr_assert(rig_verdict(KVT_CHAN_SAVE, 1)->ok);
+    uint64_t epoch1 = rig_counter(R.w[1], "worker.epoch");
+    cr_assert_geq(epoch1, KVT_WORKER_EPOCH_SPAN + 1, "process epoch 1");
+    uint64_t t0 = kvt_system_now(R.sys);
+    rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 1200);
+    kvt_system_run(R.sys, t0 + 200000, 0); //  the specs are in, the copies are not
+    //  The crash takes rank 1's report with it (a killed process says nothing).
+    int rule = kvt_sim_fault(R.sys, KVT_FAULT_DROP, R.w[1], R.agg, KVT_MSG_COMPLETION, 1, 0);
+    cr_assert_eq(kvt_sim_crash(R.sys, R.w[1]), 0);
+    cr_assert_eq(kvt_sim_restart(R.sys, R.w[1]), 0);
+    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1, "the shutdown report was lost");
+    //  The new incarnation reports with the next epoch.
+    rig_fill(0, SRC + 4, 4, 1300);
+    rig_fill(1, SRC + 4, 4, 1300);
+    rig_spec(KVT_MSG_SAVE_SPEC, 3, 0, 1, SRC + 4, 1300);
+    rig_run();
+    uint64_t epoch2 = rig_counter(R.w[1], "worker.epoch");
+    cr_assert_gt(epoch2, epoch1, "the restarted worker has a newer epoch");
+    cr_assert_lt(epoch2, 2 * KVT_WORKER_EPOCH_SPAN, "same process");
+    cr_assert(rig_verdict(KVT_CHAN_SAVE, 3)->ok);
+    const kvt_verdict_t *v = rig_verdict(KVT_CHAN_LOAD, 2);
+    cr_assert_not(v->ok, "a stranded key settles as a failure");
+    cr_assert_eq(v->detail, KVT_DETAIL_TIMEOUT);
+    uint64_t at = s_probe.at[v - s_probe.verdicts];
+    cr_assert_leq(at - t0, R.aa.timeout_ns + 10000000ull, "settled by the bound");
+    cr_assert_geq(at - t0, R.aa.timeout_ns);
+    cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 1);
+    //  A report the old incarnation still had on the wire arrives now.
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_COMPLETION;
+    m.u.completion = (kvt_completion_t){.chan = KVT_CHAN_SAVE,
+                                        .op = {9, 1},
+                                        .key = K(1400),
+                                        .rank = 1,
+                                        .ok = false,
+                                        .detail = KVT_DETAIL_SHUTDOWN,
+                                        .epoch = epoch1};
+    cr_assert_eq(kvt_system_post(R.sys, R.agg, &m), 0);
+    rig_run();
+    cr_assert_eq(rig_counter(R.agg, "agg.epoch_dropped"), 1, "the old epoch's report is dropped");
+    cr_assert_eq(rig_counter(R.agg, "agg.open"), 0, "and opened no key");
     rig_no_drops();
     rig_down();
 }

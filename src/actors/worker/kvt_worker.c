@@ -190,6 +190,11 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         return NULL;
     self->a = *(const kvt_worker_args_t *)args;
     self->ctx = ctx;
+    if (self->a.epoch >= (1ull << 24)) {
+        kvt_ctx_log(ctx, 0, "epoch: %llu out of range 0..16777215",
+                    (unsigned long long)self->a.epoch);
+        goto fail;
+    }
     self->agg = kvt_ctx_lookup(ctx, self->a.aggregator);
     if (self->agg == KVT_AID_NONE) {
         kvt_ctx_log(ctx, 0, "no aggregator actor named '%s'", self->a.aggregator);
@@ -211,12 +216,18 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         kvt_ctx_log(ctx, 0, "cannot create streams: %s", kvt_gpu_last_error());
         goto fail;
     }
-    //  A SIM restart runs init again with the same args: the restart count
-    //  makes the new incarnation's epoch larger than every earlier one's.
+    //  A SIM restart runs init again with the same args. What this actor
+    //  slot has handled so far (messages and timers, kept across a crash)
+    //  orders the incarnations: one that reported anything handled
+    //  something, so the next one's epoch is larger. The base (high bits)
+    //  orders processes: a rank process started again passes a larger one.
     kvt_actor_stats_t as;
-    uint64_t restarts =
-        kvt_system_actor_stats(kvt_ctx_system(ctx), kvt_ctx_self(ctx), &as) == 0 ? as.restarts : 0;
-    self->epoch = (self->a.epoch ? self->a.epoch : 1) + restarts;
+    uint64_t handled = 0;
+    if (kvt_system_actor_stats(kvt_ctx_system(ctx), kvt_ctx_self(ctx), &as) == 0)
+        handled = as.delivered + as.timers_fired;
+    if (handled >= KVT_WORKER_EPOCH_SPAN - 1)
+        handled = KVT_WORKER_EPOCH_SPAN - 2;
+    self->epoch = (self->a.epoch ? self->a.epoch : 1) * KVT_WORKER_EPOCH_SPAN + handled + 1;
     kvt_wcore_cfg_t cc = {.rank = self->a.rank,
                           .epoch = self->epoch,
                           .lookup_ttl_ns = self->a.lookup_ttl_ns,

@@ -39,6 +39,8 @@
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_storage.h"
 
+#define KVT_WORKER_EPOCH_SPAN (1ull << 40) //  epochs one process incarnation spans
+
 typedef struct {
     uint32_t rank;          //  this worker's TP rank
     kvt_gpu_t *gpu;         //  the rank's device (shared with its runner)
@@ -51,9 +53,11 @@ typedef struct {
                             //  lands (default 20 µs)
     uint64_t renew_ns;      //  restart the TTL of a pending job's leases and reservations this
                             //  often (default 1 s; keep it well under the pool's TTL)
-    uint64_t epoch;         //  base incarnation (default 1): the worker stamps base + its
-                            //  SIM restarts on every report; a rank process started again
-                            //  passes a larger base (its start count)
+    uint64_t epoch;         //  process incarnation (default 1, < 2^24): the worker stamps
+                            //  epoch × KVT_WORKER_EPOCH_SPAN + (messages and timers its
+                            //  actor handled before this start) + 1 on every report, so a
+                            //  SIM restart gets a larger one; a rank process started again
+                            //  passes a larger epoch (its start count)
     uint64_t lookup_ttl_ns; //  lifetime of a pinned lookup's lease when the Lookup names none
                             //  (default 5 s; keep it under the pool's TTL)
 } kvt_worker_args_t;
