@@ -263,6 +263,28 @@ void *kvt_gpu_host_alloc(kvt_gpu_t *self, size_t bytes);
 //  have completed.
 void kvt_gpu_host_free(kvt_gpu_t *self, void *ptr);
 
+//  Registers (pins) existing host memory [ptr, ptr + bytes) with the device
+//  (HIP: hipHostRegister; CUDA: cudaHostRegister; host backend: nothing to
+//  do), so copies to / from it are as asynchronous as to kvt_gpu_host_alloc
+//  memory. Thread-safe; the runtime call runs outside the device lock. 0,
+//  KVT_GPU_EINVAL (NULL, 0 bytes, overlaps a pinned range),
+//  KVT_GPU_EUNSUPPORTED (the runtime has no registration) or
+//  KVT_GPU_EDEVICE naming the refused call.
+int kvt_gpu_host_register(kvt_gpu_t *self, void *ptr, size_t bytes);
+
+//  Undoes kvt_gpu_host_register (ptr as registered). Ops that use the
+//  memory must have completed. Unregistered at kvt_gpu_destroy otherwise.
+void kvt_gpu_host_unregister(kvt_gpu_t *self, void *ptr);
+
+//  The same with `self` as void *: a CPU pool's register_fn /
+//  unregister_fn (kvt_pool_config_t), register_arg the device.
+int kvt_gpu_host_register_fn(void *self, void *ptr, size_t bytes);
+void kvt_gpu_host_unregister_fn(void *self, void *ptr);
+
+//  True when [ptr, ptr + len) lies inside one pinned allocation or
+//  registration of this device (O(log ranges)).
+bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len);
+
 // -------------------------------------------------------------- streams ----
 
 //  A new stream (`name` for messages, may be NULL). NULL on failure.

@@ -145,8 +145,12 @@ void kvt_gpu_destroy(kvt_gpu_t **self_p)
         kvt_gpu_event_t *ev = self->events;
         kvt_gpu_event_destroy(&ev);
     }
-    for (size_t i = 0; i < self->nhostbufs; i++)
-        self->ops->host_free(self, self->hostbufs[i].ptr);
+    for (size_t i = 0; i < self->nhostbufs; i++) {
+        if (!self->hostbufs[i].registered)
+            self->ops->host_free(self, self->hostbufs[i].ptr);
+        else if (self->ops->host_unregister)
+            self->ops->host_unregister(self, self->hostbufs[i].ptr);
+    }
     free(self->hostbufs);
     s_free_geometry(self);
     self->ops->fini(self);
@@ -330,6 +334,58 @@ void *kvt_gpu_state_ptr(kvt_gpu_t *self, kvt_gpu_state_pool_t pool, uint32_t ind
 
 // --------------------------------------------------- pinned host memory ----
 
+//  Index of the first range starting above p (ranges are sorted by start).
+static size_t s_hostbuf_above(const kvt_gpu_t *self, const void *p)
+{
+    size_t lo = 0, hi = self->nhostbufs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)self->hostbufs[mid].ptr <= (uintptr_t)p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+//  Adds a range in address order (under mu). KVT_GPU_EINVAL when it
+//  overlaps one, KVT_GPU_ENOMEM when the table cannot grow.
+static int s_hostbuf_insert(kvt_gpu_t *self, void *ptr, size_t bytes, bool registered)
+{
+    size_t at = s_hostbuf_above(self, ptr);
+    uintptr_t a = (uintptr_t)ptr;
+    if ((at > 0 && (uintptr_t)self->hostbufs[at - 1].ptr + self->hostbufs[at - 1].bytes > a) ||
+        (at < self->nhostbufs && a + bytes > (uintptr_t)self->hostbufs[at].ptr))
+        return KVT_GPU_EINVAL;
+    if (self->nhostbufs == self->hostbufs_cap) {
+        size_t cap = self->hostbufs_cap ? self->hostbufs_cap * 2 : 16;
+        kvt_gpu_hostbuf_t *grown = realloc(self->hostbufs, cap * sizeof *grown);
+        if (!grown)
+            return KVT_GPU_ENOMEM;
+        self->hostbufs = grown;
+        self->hostbufs_cap = cap;
+    }
+    memmove(self->hostbufs + at + 1, self->hostbufs + at,
+            (self->nhostbufs - at) * sizeof *self->hostbufs);
+    self->hostbufs[at] = (kvt_gpu_hostbuf_t){ptr, bytes, registered};
+    self->nhostbufs++;
+    return 0;
+}
+
+//  Removes the range starting at ptr of the given kind (under mu); false
+//  when there is none.
+static bool s_hostbuf_remove(kvt_gpu_t *self, void *ptr, bool registered)
+{
+    size_t at = s_hostbuf_above(self, ptr);
+    if (at == 0 || self->hostbufs[at - 1].ptr != ptr ||
+        self->hostbufs[at - 1].registered != registered)
+        return false;
+    memmove(self->hostbufs + at - 1, self->hostbufs + at,
+            (self->nhostbufs - at) * sizeof *self->hostbufs);
+    self->nhostbufs--;
+    return true;
+}
+
 void *kvt_gpu_host_alloc(kvt_gpu_t *self, size_t bytes)
 {
     assert(self);
@@ -341,20 +397,13 @@ void *kvt_gpu_host_alloc(kvt_gpu_t *self, size_t bytes)
     if (self->ops->host_alloc(self, bytes, &ptr) != 0)
         return NULL;
     pthread_mutex_lock(&self->mu);
-    if (self->nhostbufs == self->hostbufs_cap) {
-        size_t cap = self->hostbufs_cap ? self->hostbufs_cap * 2 : 16;
-        kvt_gpu_hostbuf_t *grown = realloc(self->hostbufs, cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&self->mu);
-            self->ops->host_free(self, ptr);
-            kvt_gpu_fail(KVT_GPU_ENOMEM, "host_alloc: out of memory");
-            return NULL;
-        }
-        self->hostbufs = grown;
-        self->hostbufs_cap = cap;
-    }
-    self->hostbufs[self->nhostbufs++] = (kvt_gpu_hostbuf_t){ptr, bytes};
+    int rc = s_hostbuf_insert(self, ptr, bytes, false);
     pthread_mutex_unlock(&self->mu);
+    if (rc != 0) {
+        self->ops->host_free(self, ptr);
+        kvt_gpu_fail(KVT_GPU_ENOMEM, "host_alloc: out of memory");
+        return NULL;
+    }
     return ptr;
 }
 
@@ -363,19 +412,84 @@ void kvt_gpu_host_free(kvt_gpu_t *self, void *ptr)
     assert(self);
     if (!ptr)
         return;
-    bool found = false;
     pthread_mutex_lock(&self->mu);
-    for (size_t i = 0; i < self->nhostbufs; i++)
-        if (self->hostbufs[i].ptr == ptr) {
-            self->hostbufs[i] = self->hostbufs[--self->nhostbufs];
-            found = true;
-            break;
-        }
+    bool found = s_hostbuf_remove(self, ptr, false);
     pthread_mutex_unlock(&self->mu);
     //  A pointer this device did not allocate is a caller bug.
     assert(found);
     if (found)
         self->ops->host_free(self, ptr);
+}
+
+int kvt_gpu_host_register(kvt_gpu_t *self, void *ptr, size_t bytes)
+{
+    assert(self);
+    if (!ptr || bytes == 0 || (uintptr_t)ptr + bytes < (uintptr_t)ptr)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "host_register: %zu bytes at %p", bytes, ptr);
+    pthread_mutex_lock(&self->mu);
+    size_t at = s_hostbuf_above(self, ptr);
+    bool overlaps =
+        (at > 0 &&
+         (uintptr_t)self->hostbufs[at - 1].ptr + self->hostbufs[at - 1].bytes > (uintptr_t)ptr) ||
+        (at < self->nhostbufs && (uintptr_t)ptr + bytes > (uintptr_t)self->hostbufs[at].ptr);
+    pthread_mutex_unlock(&self->mu);
+    if (overlaps)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "host_register: %zu bytes at %p overlap a pinned range",
+                            bytes, ptr);
+    //  Pinning GiBs takes the runtime a while: not under the device lock.
+    if (self->ops->host_register) {
+        int rc = self->ops->host_register(self, ptr, bytes);
+        if (rc != 0)
+            return rc;
+    }
+    pthread_mutex_lock(&self->mu);
+    int rc = s_hostbuf_insert(self, ptr, bytes, true);
+    pthread_mutex_unlock(&self->mu);
+    if (rc != 0) {
+        if (self->ops->host_unregister)
+            self->ops->host_unregister(self, ptr);
+        return kvt_gpu_fail(rc, "host_register: %zu bytes at %p: %s", bytes, ptr,
+                            rc == KVT_GPU_EINVAL ? "overlaps a pinned range" : "out of memory");
+    }
+    return 0;
+}
+
+void kvt_gpu_host_unregister(kvt_gpu_t *self, void *ptr)
+{
+    assert(self);
+    if (!ptr)
+        return;
+    pthread_mutex_lock(&self->mu);
+    bool found = s_hostbuf_remove(self, ptr, true);
+    pthread_mutex_unlock(&self->mu);
+    assert(found); //  a range this device did not register is a caller bug
+    if (found && self->ops->host_unregister)
+        self->ops->host_unregister(self, ptr);
+}
+
+int kvt_gpu_host_register_fn(void *self, void *ptr, size_t bytes)
+{
+    return kvt_gpu_host_register(self, ptr, bytes);
+}
+
+void kvt_gpu_host_unregister_fn(void *self, void *ptr)
+{
+    kvt_gpu_host_unregister(self, ptr);
+}
+
+bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len)
+{
+    assert(self);
+    bool pinned = false;
+    pthread_mutex_lock(&self->mu);
+    size_t at = s_hostbuf_above(self, ptr);
+    if (at > 0) {
+        const kvt_gpu_hostbuf_t *b = &self->hostbufs[at - 1];
+        size_t off = (size_t)((uintptr_t)ptr - (uintptr_t)b->ptr);
+        pinned = len <= b->bytes && off <= b->bytes - len;
+    }
+    pthread_mutex_unlock(&self->mu);
+    return pinned;
 }
 
 // ------------------------------------------------------------- counters ----

@@ -44,6 +44,16 @@ static int s_host_free(void *ptr)
     return cudaFreeHost(ptr);
 }
 
+static int s_host_register(void *ptr, size_t bytes)
+{
+    return cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+}
+
+static int s_host_unregister(void *ptr)
+{
+    return cudaHostUnregister(ptr);
+}
+
 static int s_host_fn(void *stream, kvt_gpu_host_fn *fn, void *arg)
 {
     return cudaLaunchHostFunc((cudaStream_t)stream, fn, arg);
@@ -127,6 +137,9 @@ const kvt_devrt_t kvt_gpu_cuda_rt = {
     .host_alloc = s_host_alloc,
     .host_free = s_host_free,
     .host_alloc_call = "cudaHostAlloc",
+    .host_register = s_host_register,
+    .host_unregister = s_host_unregister,
+    .host_register_call = "cudaHostRegister",
     .host_fn = s_host_fn,
     .host_fn_call = "cudaLaunchHostFunc",
 #if CUDART_VERSION >= 12080

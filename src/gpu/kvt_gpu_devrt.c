@@ -219,6 +219,25 @@ static void s_host_free(kvt_gpu_t *gpu, void *ptr)
         gpu->rt->host_free(ptr);
 }
 
+static int s_host_register(kvt_gpu_t *gpu, void *ptr, size_t bytes)
+{
+    const kvt_devrt_t *rt = gpu->rt;
+    if (!rt->host_register || !rt->host_unregister)
+        return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "%s: no host registration in this runtime",
+                            rt->name);
+    int rc = s_bind(gpu);
+    if (rc != 0)
+        return rc;
+    int drc = rt->host_register(ptr, bytes);
+    return drc == rt->ok ? 0 : s_err(rt, rt->host_register_call, drc);
+}
+
+static void s_host_unregister(kvt_gpu_t *gpu, void *ptr)
+{
+    if (s_bind(gpu) == 0 && gpu->rt->host_unregister)
+        gpu->rt->host_unregister(ptr);
+}
+
 // -------------------------------------------------------------- streams ----
 
 static int s_stream_new(kvt_gpu_stream_t *fs)
@@ -795,6 +814,8 @@ const kvt_gpu_ops_t kvt_gpu_devrt_ops = {
     .dev_free = s_dev_free,
     .host_alloc = s_host_alloc,
     .host_free = s_host_free,
+    .host_register = s_host_register,
+    .host_unregister = s_host_unregister,
     .stream_new = s_stream_new,
     .stream_destroy = s_stream_destroy,
     .stream_query = s_stream_query,

@@ -10,7 +10,7 @@
 
     Every entry returns the runtime's status (as an int) unless noted. Entries
     that a runtime lacks are NULL (only memcpy_batch, batch_probe, the kernel
-    entries and now_ns may be).
+    entries, host_register / host_unregister and now_ns may be).
 */
 #ifndef KVT_GPU_DEVRT_H_INCLUDED
 #define KVT_GPU_DEVRT_H_INCLUDED
@@ -51,6 +51,11 @@ struct _kvt_devrt_t {
     int (*host_alloc)(void **out, size_t bytes);
     int (*host_free)(void *ptr);
     const char *host_alloc_call;
+    //  Registration (pinning) of existing host memory, portable across
+    //  devices (NULL: the runtime has none); `host_register_call` names it.
+    int (*host_register)(void *ptr, size_t bytes);
+    int (*host_unregister)(void *ptr);
+    const char *host_register_call;
 
     //  Streams: non-blocking (no implicit order with the null stream).
     int (*stream_create)(void **out);

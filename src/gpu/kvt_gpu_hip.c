@@ -50,6 +50,16 @@ static int s_host_free(void *ptr)
     return hipHostFree(ptr);
 }
 
+static int s_host_register(void *ptr, size_t bytes)
+{
+    return hipHostRegister(ptr, bytes, hipHostRegisterPortable);
+}
+
+static int s_host_unregister(void *ptr)
+{
+    return hipHostUnregister(ptr);
+}
+
 //  A host function queued through hipStreamAddCallback.
 typedef struct {
     kvt_gpu_host_fn *fn; //  the function
@@ -158,6 +168,9 @@ const kvt_devrt_t kvt_gpu_hip_rt = {
     .host_alloc = s_host_alloc,
     .host_free = s_host_free,
     .host_alloc_call = "hipHostMalloc",
+    .host_register = s_host_register,
+    .host_unregister = s_host_unregister,
+    .host_register_call = "hipHostRegister",
     .host_fn = s_host_fn,
     .host_fn_call = "hipStreamAddCallback",
     .memcpy_batch = s_batch,

@@ -83,8 +83,9 @@ typedef struct {
 //  A pinned host allocation (tracked to validate frees and to tell
 //  backends whether a buffer is pinned).
 typedef struct {
-    void *ptr;    //  start
-    size_t bytes; //  length
+    void *ptr;       //  start
+    size_t bytes;    //  length
+    bool registered; //  caller memory registered by kvt_gpu_host_register (not ours to free)
 } kvt_gpu_hostbuf_t;
 
 typedef struct _kvt_gpu_ops_t kvt_gpu_ops_t;
@@ -110,7 +111,7 @@ struct _kvt_gpu_t {
     kvt_gpu_stream_t *streams;                  //  open streams (list)
     kvt_gpu_event_t *events;                    //  open events (list)
     kvt_gpu_event_pool_t *pools;                //  open event pools (list)
-    kvt_gpu_hostbuf_t *hostbufs;                //  pinned allocations
+    kvt_gpu_hostbuf_t *hostbufs;                //  pinned allocations and registrations, by address
     size_t nhostbufs;                           //  entries used in hostbufs
     size_t hostbufs_cap;                        //  entries allocated in hostbufs
 };
@@ -179,6 +180,10 @@ struct _kvt_gpu_ops_t {
     void (*dev_free)(kvt_gpu_t *gpu, void *ptr);
     int (*host_alloc)(kvt_gpu_t *gpu, size_t bytes, void **out);
     void (*host_free)(kvt_gpu_t *gpu, void *ptr);
+    //  Registers (pins) caller host memory / undoes it; NULL: the backend
+    //  copies any host memory as its own (nothing to register).
+    int (*host_register)(kvt_gpu_t *gpu, void *ptr, size_t bytes);
+    void (*host_unregister)(kvt_gpu_t *gpu, void *ptr);
     //  Streams: destroy drains first.
     int (*stream_new)(kvt_gpu_stream_t *s);
     void (*stream_destroy)(kvt_gpu_stream_t *s);

@@ -118,15 +118,7 @@ int kvt_gpu_stream_synchronize(kvt_gpu_stream_t *self)
 //  True when [ptr, ptr + len) lies in one pinned allocation of this device.
 static bool s_pinned(kvt_gpu_t *gpu, const void *ptr, size_t len)
 {
-    bool pinned = false;
-    pthread_mutex_lock(&gpu->mu);
-    for (size_t i = 0; i < gpu->nhostbufs && !pinned; i++) {
-        const char *b = gpu->hostbufs[i].ptr;
-        pinned = (const char *)ptr >= b && len <= gpu->hostbufs[i].bytes &&
-                 (size_t)((const char *)ptr - b) <= gpu->hostbufs[i].bytes - len;
-    }
-    pthread_mutex_unlock(&gpu->mu);
-    return pinned;
+    return kvt_gpu_host_pinned(gpu, ptr, len);
 }
 
 //  Freezes the geometry and counts one queued op of `bytes` into `counter`
