@@ -349,12 +349,13 @@ Test(agg, rule_A1_lookup_verdict_takes_the_minimum_held_and_the_and_of_images)
 {
     kvt_agg_t *a = kvt_agg_new(3, 16, 0);
     kvt_verdict_t v;
-    //  Rank 0 holds 12 chunks, images at 1, 3, 9, 11; rank 1 holds 10,
-    //  images at 1, 3, 9; rank 2 holds 11, images at 3, 9, 10.
-    uint8_t i0[2] = {0x0a, 0x0a}, i1[2] = {0x0a, 0x02}, i2[2] = {0x08, 0x06};
+    //  Rank 0 holds 12 chunks, images at 1, 3, 9, 10, 11; rank 1 holds 10,
+    //  images at 1, 3, 9 (and a meaningless bit 10, past its held chunks);
+    //  rank 2 holds 11, images at 3, 9, 10.
+    uint8_t i0[2] = {0x0a, 0x0e}, i1[2] = {0x0a, 0x06}, i2[2] = {0x08, 0x06};
     uint8_t *imgs[3] = {i0, i1, i2};
     static const uint32_t held[3] = {12, 10, 11};
-    static const uint32_t order[3] = {2, 0, 1};
+    static const uint32_t order[3] = {1, 2, 0}; //  the smallest is not the last
     for (uint32_t k = 0; k < 3; k++) {
         uint32_t r = order[k];
         kvt_completion_t c = C(KVT_CHAN_LOOKUP, 8, 2, 0, r, true, 0);

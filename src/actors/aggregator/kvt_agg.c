@@ -183,51 +183,43 @@ static void s_fold(s_open_t *o, const kvt_completion_t *c)
     }
 }
 
-//  Settles the open key in `slot` into *v (ok from the reports, or a
-//  timeout), frees the slot and tombstones the key.
-static void s_close(kvt_agg_t *self, uint32_t slot, bool timeout, kvt_verdict_t *v)
+//  The measures of a settled lookup / touch key: the minimum over the
+//  ranks, and the lookup's image bitmap cut at its held chunks (it points
+//  into the core's scratch, valid until the next call).
+static void s_measures(kvt_agg_t *self, const s_open_t *o, kvt_verdict_t *v)
+{
+    if (v->chan == KVT_CHAN_TOUCH || v->chan == KVT_CHAN_TOUCH_REFRESH)
+        v->touch = o->touch;
+    if (v->chan != KVT_CHAN_LOOKUP)
+        return;
+    v->held = o->held;
+    uint32_t n = (o->held + 7) / 8;
+    memcpy(self->scratch, o->images, n);
+    if (o->held % 8)
+        self->scratch[n - 1] &= (uint8_t)((1u << (o->held % 8)) - 1);
+    while (n > 0 && self->scratch[n - 1] == 0)
+        n--;
+    v->images = n ? self->scratch : NULL;
+    v->nimages = n;
+}
+
+//  Frees a settled key's slot and tombstones it (touch keys excepted).
+static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok)
 {
     s_open_t *o = &self->open[slot];
-    memset(v, 0, sizeof(*v));
-    v->chan = o->first.chan;
-    v->op = o->first.op;
-    v->key = o->first.key;
-    v->attempt = o->first.attempt;
-    if (timeout) {
-        //  Ranks that never reported count as failed: the key retreats.
-        v->ok = false;
-        v->detail = KVT_DETAIL_TIMEOUT;
-        v->nfailed = o->nfailed + (self->nranks - o->nreported);
-    } else {
-        v->ok = o->nfailed == 0;
-        v->detail = o->nfailed ? o->detail : KVT_DETAIL_OK;
-        v->nfailed = o->nfailed;
-        v->lower = o->lower;
-        if (v->chan == KVT_CHAN_TOUCH || v->chan == KVT_CHAN_TOUCH_REFRESH)
-            v->touch = o->touch;
-        if (v->chan == KVT_CHAN_LOOKUP) {
-            v->held = o->held;
-            uint32_t n = (o->held + 7) / 8;
-            memcpy(self->scratch, o->images, n);
-            if (o->held % 8)
-                self->scratch[n - 1] &= (uint8_t)((1u << (o->held % 8)) - 1);
-            while (n > 0 && self->scratch[n - 1] == 0)
-                n--;
-            v->images = n ? self->scratch : NULL;
-            v->nimages = n;
-        }
-    }
+    kvt_hash_t id = o->id;
+    uint8_t chan = o->first.chan;
     free(o->images);
     o->images = NULL;
-    kvt_hmap_del(self->by_id, o->id, NULL);
+    kvt_hmap_del(self->by_id, id, NULL);
     kvt_ilist_remove(&self->age, self->prev, self->next, slot);
     self->free_slots[self->nfree++] = slot;
     self->stats.open--;
     self->stats.settled++;
-    if (!v->ok)
+    if (!ok)
         self->stats.settled_failed++;
-    if (s_tombstoned(v->chan))
-        kvt_seen_add(self->tomb, o->id);
+    if (s_tombstoned(chan))
+        kvt_seen_add(self->tomb, id);
 }
 
 int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt_verdict_t *verdict)
@@ -267,7 +259,18 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     s_fold(o, c);
     if (o->nreported < self->nranks)
         return 0;
-    s_close(self, slot, false, verdict);
+
+    memset(verdict, 0, sizeof(*verdict));
+    verdict->chan = o->first.chan;
+    verdict->op = o->first.op;
+    verdict->key = o->first.key;
+    verdict->ok = o->nfailed == 0;
+    verdict->detail = o->nfailed ? o->detail : KVT_DETAIL_OK;
+    verdict->nfailed = o->nfailed;
+    verdict->attempt = o->first.attempt;
+    verdict->lower = o->lower;
+    s_measures(self, o, verdict);
+    s_retire(self, slot, verdict->ok);
     return 1;
 }
 
@@ -284,7 +287,18 @@ uint32_t kvt_agg_expire(kvt_agg_t *self, uint64_t now, kvt_verdict_t *out, bool 
         if (now < o->since || now - o->since < self->timeout_ns)
             break;
         uint8_t chan = o->first.chan;
-        s_close(self, slot, true, &out[n]);
+        //  Ranks that never reported count as failed: a timeout is always a
+        //  failure, so the key retreats.
+        kvt_verdict_t *v = &out[n];
+        memset(v, 0, sizeof(*v));
+        v->chan = chan;
+        v->op = o->first.op;
+        v->key = o->first.key;
+        v->attempt = o->first.attempt;
+        v->ok = false;
+        v->detail = KVT_DETAIL_TIMEOUT;
+        v->nfailed = o->nfailed + (self->nranks - o->nreported);
+        s_retire(self, slot, v->ok);
         warn[n] = !self->warned[chan];
         self->warned[chan] = true;
         self->stats.timeouts++;
