@@ -250,6 +250,9 @@ Test(replay, disk_tier_restores_what_the_cpu_pool_evicted, .timeout = 240)
     s_assert_clean(r);
     cr_assert_gt(r->hit_disk_tokens, 0, "restores must come from the disk tier");
     cr_assert_gt(kvt_replay_counter(r, NULL, "storage.promotions"), 0);
+    //  Under SIM the store runs every disk write inside the call that
+    //  queued it (io_mode INLINE), never on its writer threads.
+    cr_assert_gt(kvt_replay_counter(r, NULL, "disk.writes_inline"), 0);
     uint64_t h = r->trace_hash;
     kvt_replay_report_clear(r);
     free(r);
@@ -280,6 +283,8 @@ Test(replay, disk_tier_restores_what_the_cpu_pool_evicted, .timeout = 240)
     r = s_run(&c);
     s_assert_clean(r);
     cr_assert_gt(r->hit_disk_tokens, 0);
+    cr_assert_eq(kvt_replay_counter(r, NULL, "disk.writes_inline"), 0,
+                 "live: the writer threads write");
     kvt_replay_report_clear(r);
     free(r);
     s_rmdir_tree(dir);

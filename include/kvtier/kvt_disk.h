@@ -95,6 +95,7 @@ typedef struct {
     uint64_t hits[3];           //  reads that returned bytes, by query kind
     uint64_t misses[3];         //  reads that found nothing readable, by query kind
     uint64_t puts;              //  files written and renamed into place
+    uint64_t writes_inline;     //  writes run by the call that queued them (io_mode INLINE)
     uint64_t put_bytes;         //  payload bytes written
     uint64_t puts_skipped;      //  puts of an object already on disk (refreshed instead)
     uint64_t puts_duplicate;    //  puts of an object already queued

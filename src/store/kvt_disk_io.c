@@ -159,6 +159,7 @@ static void *s_io_thread(void *arg)
 void kvt_disk_io_run_inline(kvt_disk_t *self, uint32_t j)
 {
     pthread_mutex_lock(&self->mu);
+    self->st.writes_inline++;
     s_run_held(self, j);
     pthread_mutex_unlock(&self->mu);
 }

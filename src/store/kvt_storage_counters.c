@@ -68,6 +68,7 @@ static const s_field_t s_disk[] = {
     S_KINDS("disk.hits", disk.hits),
     S_KINDS("disk.misses", disk.misses),
     S_D(puts),
+    S_D(writes_inline),
     S_D(put_bytes),
     S_D(puts_skipped),
     S_D(puts_duplicate),
