@@ -8,8 +8,10 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "actors/lane/kvt_lane_core.h"
+#include "actors/lane/kvt_lane_runner.h"
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_msg.h"
 #include "kvtier/kvt_pool.h"
@@ -733,5 +735,193 @@ Test(lane, every_path_reports_each_job_exactly_once)
     kvt_gpu_stream_t *old = R.s;
     R.s = fresh;
     kvt_gpu_stream_destroy(&old);
+    down();
+}
+
+// ------------------------------------------------------------- runner ----
+
+/*  The runner: the core behind its mutex with the submit on a thread of
+    its own (LIVE host device), and inline under a SIM device. */
+
+typedef struct {
+    pthread_mutex_t mu; //  guards the fields below
+    pthread_cond_t cv;  //  signals `release`
+    bool block_next;    //  the next submit blocks until `release`
+    bool release;       //  let a blocked submit return
+    int fail_next;      //  the next submit returns this (0: copy)
+    kvt_gpu_t *gpu;     //  LIVE device
+    uint8_t buf[BB];    //  gather target
+} rn_t;
+
+static rn_t N;
+
+static int s_runner_submit(void *arg, kvt_gpu_stream_t *s, const kvt_lane_job_t *job)
+{
+    (void)arg;
+    (void)job;
+    pthread_mutex_lock(&N.mu);
+    bool block = N.block_next;
+    N.block_next = false;
+    int fail = N.fail_next;
+    N.fail_next = 0;
+    //  Bounded (2 s), so that a lane that waits for the submit on the
+    //  caller's thread fails the test instead of hanging it.
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    while (block && !N.release)
+        if (pthread_cond_timedwait(&N.cv, &N.mu, &until) != 0)
+            break;
+    pthread_mutex_unlock(&N.mu);
+    if (fail)
+        return fail;
+    uint32_t b = 3;
+    return kvt_gpu_gather(s, &b, 1, N.buf, BB);
+}
+
+static kvt_lane_runner_t *rn_up(kvt_gpu_stream_t **s, kvt_gpu_event_pool_t **evp)
+{
+    memset(&N, 0, sizeof N);
+    pthread_mutex_init(&N.mu, NULL);
+    pthread_cond_init(&N.cv, NULL);
+    kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST, .log = s_mute};
+    N.gpu = kvt_gpu_new(&go);
+    cr_assert_not_null(N.gpu);
+    kvt_gpu_plane_desc_t pd = {.name = "K", .layers = 1, .num_blocks = NB, .block_bytes = BB};
+    cr_assert_eq(kvt_gpu_plane_add(N.gpu, &pd), 0);
+    *s = kvt_gpu_stream_new(N.gpu, "lane");
+    *evp = kvt_gpu_event_pool_new(N.gpu);
+    static kvt_lane_ops_t ops = {.submit = s_runner_submit};
+    kvt_lane_cfg_t lc = {.stream = *s, .evp = *evp, .ops = &ops, .deadline_ns = 1000};
+    char err[128];
+    kvt_lane_runner_t *r = kvt_lane_runner_new(&lc, true, err, sizeof err);
+    cr_assert_not_null(r, "%s", err);
+    return r;
+}
+
+static void rn_down(kvt_lane_runner_t **r, kvt_gpu_stream_t **s, kvt_gpu_event_pool_t **evp)
+{
+    kvt_lane_runner_destroy(r);
+    kvt_gpu_event_pool_destroy(evp);
+    kvt_gpu_stream_destroy(s);
+    kvt_gpu_destroy(&N.gpu);
+    pthread_mutex_destroy(&N.mu);
+    pthread_cond_destroy(&N.cv);
+}
+
+static void s_nap(void)
+{
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+//  Waits (wall time, bounded) until cond holds.
+#define WAIT_FOR(cond)                                   \
+    do {                                                 \
+        for (int i_ = 0; i_ < 5000 && !(cond); i_++)     \
+            s_nap();                                     \
+        cr_assert(cond, "timed out waiting for " #cond); \
+    } while (0)
+
+Test(lane_runner, rule_X2_a_submit_stuck_on_the_submitter_thread_still_hits_its_deadline)
+{
+    kvt_gpu_stream_t *s;
+    kvt_gpu_event_pool_t *evp;
+    kvt_lane_runner_t *r = rn_up(&s, &evp);
+    N.block_next = true;
+    kvt_lane_job_t j1 = {.id = 1}, j2 = {.id = 2};
+    kvt_lane_runner_enqueue(r, &j1, 0);
+    WAIT_FOR(kvt_lane_runner_submitting(r)); //  the submitter is stuck in job 1's submit
+    kvt_lane_runner_enqueue(r, &j2, 0);
+    cr_assert_eq(kvt_lane_runner_next_wake(r, 0), 1000);
+    //  The caller's timer path runs while the submit is stuck.
+    kvt_lane_runner_tick(r, 1000);
+    kvt_lane_report_t got[8];
+    uint32_t n = kvt_lane_runner_take(r, got, 8);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(got[0].id, 1);
+    cr_assert_eq(got[0].cause, KVT_LANE_CAUSE_DEADLINE);
+    cr_assert_eq(got[0].stage, KVT_LANE_SUBMITTING);
+    cr_assert_eq(got[1].id, 2);
+    cr_assert_eq(got[1].cause, KVT_LANE_CAUSE_DEADLINE);
+    cr_assert(kvt_lane_runner_submitting(r), "still stuck");
+
+    pthread_mutex_lock(&N.mu);
+    N.release = true;
+    pthread_cond_broadcast(&N.cv);
+    pthread_mutex_unlock(&N.mu);
+    kvt_lane_stats_t ls;
+    WAIT_FOR((kvt_lane_runner_stats(r, &ls), ls.late_returns == 1));
+    //  A later job runs normally once the submitter is free.
+    kvt_lane_job_t j3 = {.id = 3, .deadline_ns = 1000000000000ull};
+    kvt_lane_runner_enqueue(r, &j3, 2000);
+    uint64_t now = 2000;
+    for (int i = 0; i < 5000 && n == 2; i++) {
+        s_nap();
+        kvt_lane_runner_tick(r, ++now);
+        n += kvt_lane_runner_take(r, got + n, 8 - n);
+    }
+    cr_assert_eq(n, 3);
+    cr_assert_eq(got[2].id, 3);
+    cr_assert(got[2].ok);
+    cr_assert_eq(memcmp(N.buf, kvt_gpu_plane_ptr(N.gpu, 0, 0, 3), BB), 0);
+    WAIT_FOR((kvt_lane_runner_tick(r, ++now), kvt_lane_runner_stats(r, &ls), ls.held == 0));
+    cr_assert_eq(kvt_lane_runner_take(r, got, 8), 0, "the late return reported nothing");
+    kvt_lane_runner_shutdown(r, now);
+    rn_down(&r, &s, &evp);
+}
+
+Test(lane_runner, a_refused_submit_on_the_submitter_thread_wakes_the_caller)
+{
+    kvt_gpu_stream_t *s;
+    kvt_gpu_event_pool_t *evp;
+    kvt_lane_runner_t *r = rn_up(&s, &evp);
+    N.fail_next = KVT_GPU_EDEVICE;
+    kvt_lane_job_t j = {.id = 5, .deadline_ns = 1000000000000ull};
+    kvt_lane_runner_enqueue(r, &j, 10);
+    kvt_lane_stats_t ls;
+    WAIT_FOR((kvt_lane_runner_stats(r, &ls), ls.submit_failed == 1));
+    //  Its report waits in the outbox: the caller's timer is told to run now.
+    cr_assert_eq(kvt_lane_runner_next_wake(r, 20), 20);
+    kvt_lane_report_t got[2];
+    cr_assert_eq(kvt_lane_runner_take(r, got, 2), 1);
+    cr_assert_eq(got[0].id, 5);
+    cr_assert_eq(got[0].cause, KVT_LANE_CAUSE_SUBMIT);
+    cr_assert_eq(got[0].detail, KVT_DETAIL_IO);
+    cr_assert_eq(kvt_lane_runner_next_wake(r, 20), UINT64_MAX, "nothing held");
+    kvt_lane_runner_shutdown(r, 30);
+    rn_down(&r, &s, &evp);
+}
+
+Test(lane_runner, inline_mode_submits_in_the_calling_thread)
+{
+    up(100 * MS, 100 * MS, 0);
+    kvt_lane_cfg_t lc = {.stream = R.s,
+                         .evp = R.evp,
+                         .pool = R.pool,
+                         .holder = R.holder,
+                         .ops = &R.ops,
+                         .log = s_lane_log};
+    char err[128];
+    kvt_lane_runner_t *r = kvt_lane_runner_new(&lc, false, err, sizeof err);
+    cr_assert_not_null(r, "%s", err);
+    kvt_lane_job_t j = {.id = 1, .arg = &R.tj[1]};
+    j.mem.kind = KVT_LANE_MEM_RESV;
+    void *ptr;
+    kvt_hash_t key = {.hi = 1, .lo = 99};
+    cr_assert_eq(kvt_pool_reserve(R.pool, NS_ID, key, KVT_OBJ_KV, BB, R.holder, &j.mem.resv, &ptr),
+                 0);
+    R.tj[1] = (tjob_t){.block = 2, .dst = ptr};
+    kvt_lane_runner_enqueue(r, &j, R.now);
+    cr_assert_eq(R.submits, 1, "submitted before enqueue returned");
+    cr_assert_eq(kvt_lane_runner_next_wake(r, R.now), R.now + 2000, "the SIM landing time");
+    R.now += 2000;
+    kvt_lane_runner_tick(r, R.now);
+    kvt_lane_report_t got[2];
+    cr_assert_eq(kvt_lane_runner_take(r, got, 2), 1);
+    cr_assert(got[0].ok);
+    cr_assert(stored(1, 2));
+    kvt_lane_runner_shutdown(r, R.now);
+    kvt_lane_runner_destroy(&r);
     down();
 }

@@ -167,6 +167,16 @@ void kvt_lane_core_outbox_clear(kvt_lane_core_t *self)
     self->nout = 0;
 }
 
+void kvt_lane_core_outbox_consume(kvt_lane_core_t *self, uint32_t k)
+{
+    if (k >= self->nout) {
+        self->nout = 0;
+        return;
+    }
+    memmove(self->out, self->out + k, (size_t)(self->nout - k) * sizeof *self->out);
+    self->nout -= k;
+}
+
 // ------------------------------------------------------------- memory ----
 
 //  Gives a job's memory back once nothing runs that touches it. `ok`: its

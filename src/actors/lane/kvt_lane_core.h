@@ -264,6 +264,10 @@ kvt_lane_stage_t kvt_lane_core_stage(const kvt_lane_core_t *self, uint64_t id);
 const kvt_lane_report_t *kvt_lane_core_outbox(const kvt_lane_core_t *self, uint32_t *n);
 void kvt_lane_core_outbox_clear(kvt_lane_core_t *self);
 
+//  Removes the oldest `k` reports from the outbox (all of them when k is
+//  larger), keeping the rest in order.
+void kvt_lane_core_outbox_consume(kvt_lane_core_t *self, uint32_t k);
+
 //  Snapshot of the counters.
 void kvt_lane_core_stats(const kvt_lane_core_t *self, kvt_lane_stats_t *out);
 
