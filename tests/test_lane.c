@@ -292,6 +292,26 @@ Test(lane, rule_X1_a_fence_with_only_a_queued_job_waits_for_it)
     down();
 }
 
+Test(lane, rule_X1_a_fence_waits_for_the_copies_of_a_job_that_already_reported)
+{
+    up(1 * MS, 100 * MS, 0);
+    kvt_gpu_stream_inject(R.s, KVT_GPU_FAULT_STALL, 0);
+    job(1, 1, 0);
+    kvt_lane_core_pump(R.lane, R.now);
+    tick(R.now + MS); //  its deadline: reported, its copy still queued
+    cr_assert_eq(one(false, 1)->cause, KVT_LANE_CAUSE_DEADLINE);
+    kvt_lane_core_fence(R.lane, 100, R.now);
+    drain();
+    tick(R.now + 10 * MS);
+    cr_assert_eq(count(true, 100), 0, "a copy that may still write is covered");
+    kvt_gpu_stream_inject(R.s, KVT_GPU_FAULT_NONE, 0);
+    tick(R.now + 5000);
+    cr_assert(one(true, 100)->ok);
+    cr_assert_eq(pstats().objects_writing, 0);
+    cr_assert_eq(R.ngot, 2);
+    down();
+}
+
 Test(lane, rule_X1_a_fence_timeout_fails_the_lane)
 {
     up(100 * MS, 1 * MS, 0);

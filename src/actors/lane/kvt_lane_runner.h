@@ -16,7 +16,11 @@
     sim driver, where submits never block.
 
     Thread safety: every call may be made from any thread except
-    kvt_lane_runner_destroy, which must not race the others. */
+    kvt_lane_runner_destroy, which must not race the others. In threaded
+    mode the submitter thread queues on the lane's stream and takes events
+    from cfg->evp (a get from a non-owner thread is allowed); nothing else
+    may queue on that stream, and the event pool is owned by the caller's
+    thread (retired events are destroyed by its next pool call). */
 #ifndef KVT_LANE_RUNNER_H_INCLUDED
 #define KVT_LANE_RUNNER_H_INCLUDED
 
