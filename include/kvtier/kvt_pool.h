@@ -30,7 +30,11 @@
     The memory may be the caller's (a buffer from the device layer) or an
     anonymous mapping the pool makes (2 MiB aligned, advised onto
     transparent huge pages, never written at creation: its resident size
-    grows with the bytes stored). Nothing is
+    grows with the bytes stored). The arena is cut into registration regions
+    (region_bytes); no object straddles a boundary. With register_fn, a
+    background thread started by kvt_pool_new registers (pins) the regions
+    in address order and only registered regions serve allocations
+    (docs/store.md, "Pool memory"). Nothing is
     allocated after kvt_pool_new: object table, key index, allocator
     metadata, leases, pins and holders are preallocated.
 
