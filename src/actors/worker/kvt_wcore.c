@@ -1,4 +1,5 @@
-/*  kvt_wcore — see kvt_wcore.h. */
+/*  kvt_wcore — see kvt_wcore.h. Loads, saves and their jobs, the outbox,
+    the lifecycle; touches and lookups are in kvt_wcore_probe.c. */
 #include "kvt_wcore.h"
 
 #include <assert.h>
@@ -9,8 +10,7 @@
 #include <xxhash.h>
 
 #include "actors/common/kvt_detail.h"
-#include "base/kvt_seen.h"
-#include "kvt_wlease.h"
+#include "kvt_wcore_int.h"
 
 typedef enum { J_LOAD = 1, J_SAVE = 2 } s_kind_t;
 
@@ -34,34 +34,7 @@ typedef struct s_job {
     struct s_job *next;       //  FIFO of pending jobs
 } s_job_t;
 
-struct _kvt_wcore_t {
-    kvt_wcore_cfg_t c;           //  configuration (borrowed handles)
-    uint32_t bpc;                //  blocks per chunk
-    size_t chunk_bytes;          //  bytes of one chunk buffer
-    uint32_t nblocks;            //  device blocks (block ids are < nblocks)
-    uint64_t *marks;             //  scratch bitmap over block ids (duplicate check)
-    kvt_seen_t *seen;            //  ids of the last items accepted
-    s_job_t *head;               //  oldest pending job
-    s_job_t *tail;               //  newest pending job
-    uint32_t npending;           //  jobs pending
-    uint64_t owed;               //  reports the pending jobs owe
-    kvt_completion_t *out;       //  outbox
-    uint32_t nout;               //  reports in the outbox
-    uint32_t outcap;             //  outbox slots (>= nout + owed, so a settle never fails)
-    uint8_t **imgs;              //  image bitmaps the outbox's lookup reports point to
-    uint32_t nimgs;              //  entries of imgs in use
-    uint32_t imgcap;             //  entries of imgs allocated
-    kvt_wlease_t *lookups;       //  pinned lookups' leases
-    uint64_t lookups_renewed_at; //  when the lookup leases' TTL was last restarted
-    bool copy_failed_logged;     //  a failed copy stream was logged (once)
-    bool present_logged;         //  a touch answered PRESENT was logged (once)
-    kvt_wcore_stats_t st;        //  counters
-};
-
-static void s_log(kvt_wcore_t *self, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_log(kvt_wcore_t *self, int level, const char *fmt, ...)
+void kvt_wcore_log_(kvt_wcore_t *self, int level, const char *fmt, ...)
 {
     if (!self->c.log)
         return;
@@ -77,8 +50,8 @@ static void s_log(kvt_wcore_t *self, int level, const char *fmt, ...)
 
 //  Makes room for k more reports beyond the outbox and what pending jobs
 //  owe. A spec whose reports cannot be held is dropped unreported (counted,
-//  logged; the aggregator surfaces the key as stale, rule A4).
-static int s_reserve(kvt_wcore_t *self, uint32_t k, kvt_opid_t op)
+//  logged; the aggregator settles the key failed by its timeout, rule A4).
+int kvt_wcore_reserve_(kvt_wcore_t *self, uint32_t k, kvt_opid_t op)
 {
     uint64_t need = (uint64_t)self->nout + self->owed + k;
     if (need <= self->outcap)
@@ -89,8 +62,8 @@ static int s_reserve(kvt_wcore_t *self, uint32_t k, kvt_opid_t op)
     kvt_completion_t *out = cap <= UINT32_MAX ? realloc(self->out, cap * sizeof *out) : NULL;
     if (!out) {
         self->st.unreported += k;
-        s_log(self, 0, "out of memory: %u item(s) of %llu/%u dropped unreported", k,
-              (unsigned long long)op.req, op.gen);
+        kvt_wcore_log_(self, 0, "out of memory: %u item(s) of %llu/%u dropped unreported", k,
+                       (unsigned long long)op.req, op.gen);
         return -1;
     }
     self->out = out;
@@ -98,8 +71,8 @@ static int s_reserve(kvt_wcore_t *self, uint32_t k, kvt_opid_t op)
     return 0;
 }
 
-static kvt_completion_t *s_out(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt,
-                               kvt_hash_t key, bool ok, uint32_t detail, uint32_t lower)
+kvt_completion_t *kvt_wcore_out_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt,
+                                 kvt_hash_t key, bool ok, uint32_t detail, uint32_t lower)
 {
     assert(self->nout < self->outcap);
     kvt_completion_t *c = &self->out[self->nout++];
@@ -124,7 +97,7 @@ static void s_load_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bo
         self->st.loads_ok++;
     else
         self->st.loads_failed++;
-    s_out(self, KVT_CHAN_LOAD, op, attempt, zero, ok, detail, lower);
+    kvt_wcore_out_(self, KVT_CHAN_LOAD, op, attempt, zero, ok, detail, lower);
 }
 
 static void s_save_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
@@ -134,7 +107,7 @@ static void s_save_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kv
         self->st.saves_ok++;
     else
         self->st.saves_failed++;
-    s_out(self, KVT_CHAN_SAVE, op, attempt, key, ok, detail, 0);
+    kvt_wcore_out_(self, KVT_CHAN_SAVE, op, attempt, key, ok, detail, 0);
 }
 
 const kvt_completion_t *kvt_wcore_outbox(const kvt_wcore_t *self, uint32_t *n)
@@ -158,8 +131,8 @@ void kvt_wcore_outbox_clear(kvt_wcore_t *self)
 //  must not run twice: a second scatter could land in blocks that belong to
 //  another request by then, and a second save would race the first one's
 //  reservation. Returns true when the item is new (and remembers it).
-static bool s_first_time(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt,
-                         kvt_hash_t key)
+bool kvt_wcore_first_time_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt,
+                           kvt_hash_t key)
 {
     uint64_t in[6] = {chan, op.req, op.gen, attempt, key.hi, key.lo};
     XXH128_hash_t h = XXH3_128bits(in, sizeof in);
@@ -304,8 +277,8 @@ static void s_submit(kvt_wcore_t *self, s_job_t *job, bool queued, uint64_t now)
     if (!job->event)
         //  The stream's own query tracks the copies: it covers later jobs'
         //  copies too, so the job may settle late, never early.
-        s_log(self, 1, "%llu/%u: no event for its copies (%s); polling the stream",
-              (unsigned long long)job->op.req, job->op.gen, kvt_gpu_last_error());
+        kvt_wcore_log_(self, 1, "%llu/%u: no event for its copies (%s); polling the stream",
+                       (unsigned long long)job->op.req, job->op.gen, kvt_gpu_last_error());
     job->renewed_at = now;
     job->next = NULL;
     if (self->tail)
@@ -325,31 +298,30 @@ static int s_fence_query(s_job_t *job)
 // -------------------------------------------------------------- loads ----
 
 static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now);
-static void s_lookup_release(kvt_wcore_t *self, kvt_opid_t op, uint64_t *path);
 
 void kvt_wcore_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 {
     kvt_hash_t zero = {0, 0};
-    if (s_reserve(self, 1, sp->op) != 0)
+    if (kvt_wcore_reserve_(self, 1, sp->op) != 0)
         return;
-    if (!s_first_time(self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero)) {
-        s_log(self, 1, "dropping a repeated load %llu/%u (attempt %u)",
-              (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
+    if (!kvt_wcore_first_time_(self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero)) {
+        kvt_wcore_log_(self, 1, "dropping a repeated load %llu/%u (attempt %u)",
+                       (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
         return;
     }
     s_load(self, sp, now);
     //  The load's own reads hold their leases by now (or it was refused):
     //  the lookup's pins have done their job.
     if (sp->lookup)
-        s_lookup_release(self, sp->op, &self->st.lookup_rel_load);
+        kvt_wcore_lookup_used_(self, sp->op);
 }
 
 static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 {
     const char *bad = kvt_wcore_check_spec(self, sp);
     if (bad) {
-        s_log(self, 1, "refusing load %llu/%u [%u,%u): %s", (unsigned long long)sp->op.req,
-              sp->op.gen, sp->start, sp->end, bad);
+        kvt_wcore_log_(self, 1, "refusing load %llu/%u [%u,%u): %s", (unsigned long long)sp->op.req,
+                       sp->op.gen, sp->start, sp->end, bad);
         self->st.loads_refused++;
         s_load_report(self, sp->op, sp->attempt, false, KVT_DETAIL_INVALID, 0);
         return;
@@ -379,8 +351,9 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
             break;
         }
         if (view.size < self->chunk_bytes) {
-            s_log(self, 1, "load %llu/%u: chunk %u holds %zu bytes, not %zu",
-                  (unsigned long long)sp->op.req, sp->op.gen, c, view.size, self->chunk_bytes);
+            kvt_wcore_log_(self, 1, "load %llu/%u: chunk %u holds %zu bytes, not %zu",
+                           (unsigned long long)sp->op.req, sp->op.gen, c, view.size,
+                           self->chunk_bytes);
             job->detail = KVT_DETAIL_INVALID;
             break;
         }
@@ -390,8 +363,8 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
         if (rc != KVT_GPU_OK) {
             //  A failed call left nothing of its own running (kvt_gpu.h);
             //  the copies queued before it still read leased bytes.
-            s_log(self, 1, "load %llu/%u: scatter refused: %s", (unsigned long long)sp->op.req,
-                  sp->op.gen, kvt_gpu_last_error());
+            kvt_wcore_log_(self, 1, "load %llu/%u: scatter refused: %s",
+                           (unsigned long long)sp->op.req, sp->op.gen, kvt_gpu_last_error());
             self->st.copy_errors++;
             job->detail = rc == KVT_GPU_EINVAL ? KVT_DETAIL_INVALID : KVT_DETAIL_IO;
             break;
@@ -405,7 +378,7 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 
 void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
 {
-    if (s_reserve(self, sp->nkeys, sp->op) != 0)
+    if (kvt_wcore_reserve_(self, sp->nkeys, sp->op) != 0)
         return;
     const char *bad = kvt_wcore_check_spec(self, sp);
     s_job_t *job = bad ? NULL : s_job_new(J_SAVE, sp);
@@ -413,12 +386,12 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         //  Refused, or no memory for the job: every chunk key in the spec
         //  was dispatched, so each reports once.
         if (bad) {
-            s_log(self, 1, "refusing save %llu/%u [%u,%u): %s", (unsigned long long)sp->op.req,
-                  sp->op.gen, sp->start, sp->end, bad);
+            kvt_wcore_log_(self, 1, "refusing save %llu/%u [%u,%u): %s",
+                           (unsigned long long)sp->op.req, sp->op.gen, sp->start, sp->end, bad);
             self->st.saves_refused++;
         }
         for (uint32_t i = 0; i < sp->nkeys; i++)
-            if (s_first_time(self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i]))
+            if (kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i]))
                 s_save_report(self, sp->op, sp->attempt, sp->keys[i], false,
                               bad ? KVT_DETAIL_INVALID : KVT_DETAIL_NO_SPACE);
         return;
@@ -427,9 +400,9 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
     bool queued = false;
     for (uint32_t c = 0; c < sp->nkeys; c++) {
         kvt_hash_t key = sp->keys[c];
-        if (!s_first_time(self, KVT_CHAN_SAVE, sp->op, sp->attempt, key)) {
-            s_log(self, 1, "dropping a repeated save of a chunk of %llu/%u (attempt %u)",
-                  (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
+        if (!kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, key)) {
+            kvt_wcore_log_(self, 1, "dropping a repeated save of a chunk of %llu/%u (attempt %u)",
+                           (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
             continue;
         }
         if (!self->c.storage) {
@@ -453,8 +426,8 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         rc = kvt_gpu_gather(self->c.save_s, sp->blocks + (size_t)c * self->bpc, self->bpc, ptr,
                             self->chunk_bytes);
         if (rc != KVT_GPU_OK) {
-            s_log(self, 1, "save %llu/%u: gather refused: %s", (unsigned long long)sp->op.req,
-                  sp->op.gen, kvt_gpu_last_error());
+            kvt_wcore_log_(self, 1, "save %llu/%u: gather refused: %s",
+                           (unsigned long long)sp->op.req, sp->op.gen, kvt_gpu_last_error());
             self->st.copy_errors++;
             fail = rc == KVT_GPU_EINVAL ? KVT_DETAIL_INVALID : KVT_DETAIL_IO;
         }
@@ -470,167 +443,6 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         return;
     }
     s_submit(self, job, queued, now);
-}
-
-// --------------------------------------------------- touches, lookups ----
-
-void kvt_wcore_touch(kvt_wcore_t *self, const kvt_touch_msg_t *t, uint64_t now)
-{
-    kvt_opid_t op = {t->round, KVT_TOUCH_GEN};
-    if (s_reserve(self, 2, op) != 0)
-        return;
-    if (!s_first_time(self, KVT_CHAN_TOUCH, op, 0, t->hash))
-        return;
-    kvt_touch_t ans = KVT_TOUCH_GONE;
-    if (self->c.storage && t->nkeys == 0) {
-        ans = kvt_storage_touch(self->c.storage, self->c.ns, t->hash, KVT_OBJ_STATE);
-    } else if (self->c.storage) {
-        //  Every key is touched (deepest first, so the prefix ends
-        //  youngest); the answer is the worst of them.
-        ans = KVT_TOUCH_REFRESHED;
-        for (uint32_t i = t->nkeys; i-- > 0;) {
-            kvt_touch_t a = kvt_storage_touch(self->c.storage, self->c.ns, t->keys[i], KVT_OBJ_KV);
-            if (a < ans)
-                ans = a;
-        }
-    }
-    self->st.touches++;
-    if (ans == KVT_TOUCH_REFRESHED)
-        self->st.touches_refreshed++;
-    else if (ans == KVT_TOUCH_PRESENT)
-        self->st.touches_present++;
-    else
-        self->st.touches_gone++;
-    if (ans == KVT_TOUCH_PRESENT && !self->present_logged) {
-        self->present_logged = true;
-        s_log(self, 1,
-              "a touch found its object only on a lower tier: present, not refreshed "
-              "(counted in worker.touches_present; logged once)");
-    }
-    uint32_t miss = ans == KVT_TOUCH_GONE ? KVT_DETAIL_MISS : KVT_DETAIL_SKIPPED;
-    kvt_completion_t *c =
-        s_out(self, KVT_CHAN_TOUCH, op, 0, t->hash, ans != KVT_TOUCH_GONE, KVT_DETAIL_MISS, 0);
-    c->touch = (uint8_t)ans;
-    c = s_out(self, KVT_CHAN_TOUCH_REFRESH, op, 0, t->hash, ans == KVT_TOUCH_REFRESHED, miss, 0);
-    c->touch = (uint8_t)ans;
-}
-
-//  Fills the image bitmap of the first `held` keys: bit i when chunk i is
-//  stored with the image of the checkpoint at its end (pure counts, no
-//  refresh: the lookup already refreshed them).
-static void s_images(kvt_wcore_t *self, const kvt_hash_t *keys, uint32_t held, uint8_t *bits)
-{
-    kvt_pool_t *pool = kvt_storage_pool(self->c.storage);
-    kvt_disk_t *disk = kvt_storage_disk(self->c.storage);
-    for (uint32_t i = 0; i < held; i++) {
-        bool img = kvt_pool_count(pool, self->c.ns, &keys[i], 1, KVT_OBJ_KV_STATE) == 1 ||
-                   (disk && kvt_disk_count(disk, self->c.ns, &keys[i], 1, KVT_OBJ_KV_STATE) == 1);
-        if (img)
-            bits[i / 8] |= (uint8_t)(1u << (i % 8));
-    }
-}
-
-void kvt_wcore_lookup(kvt_wcore_t *self, const kvt_lookup_t *l, uint64_t now)
-{
-    kvt_hash_t zero = {0, 0};
-    if (s_reserve(self, 1, l->op) != 0)
-        return;
-    if (self->nimgs == self->imgcap) {
-        uint32_t cap = self->imgcap ? self->imgcap * 2 : 8;
-        uint8_t **imgs = realloc(self->imgs, (size_t)cap * sizeof *imgs);
-        if (!imgs) {
-            self->st.unreported++;
-            s_log(self, 0, "out of memory: lookup %llu/%u dropped unreported",
-                  (unsigned long long)l->op.req, l->op.gen);
-            return;
-        }
-        self->imgs = imgs;
-        self->imgcap = cap;
-    }
-    if (!s_first_time(self, KVT_CHAN_LOOKUP, l->op, 0, zero))
-        return;
-    uint32_t held = 0, detail = KVT_DETAIL_OK;
-    uint8_t *bits = NULL;
-    if (self->c.storage && l->nkeys > 0) {
-        kvt_lease_t lease = {0};
-        int k = kvt_storage_lookup(self->c.storage, self->c.ns, l->keys, l->nkeys, KVT_OBJ_KV,
-                                   self->c.holder, l->pin ? &lease : NULL, NULL);
-        if (k < 0) {
-            detail = kvt_detail_of_store(k); //  a lease it made was released
-        } else {
-            held = (uint32_t)k;
-            bits = calloc((held + 7) / 8 + 1, 1);
-            if (bits)
-                s_images(self, l->keys, held, bits);
-            else
-                detail = KVT_DETAIL_NO_SPACE;
-        }
-        if (lease.id != 0 && detail == KVT_DETAIL_OK) {
-            uint64_t ttl = l->ttl_ms ? (uint64_t)l->ttl_ms * 1000000ull : self->c.lookup_ttl_ns;
-            if (kvt_wlease_count(self->lookups) == 0)
-                self->lookups_renewed_at = now; //  the renewal clock starts with the first
-            if (kvt_wlease_put(self->lookups, l->op, lease, now + ttl) == 0)
-                self->st.lookup_pins++;
-            else
-                detail = KVT_DETAIL_NO_SPACE;
-        }
-        if (lease.id != 0 && detail != KVT_DETAIL_OK)
-            kvt_storage_release(self->c.storage, &lease);
-    }
-    self->st.lookups++;
-    bool ok = detail == KVT_DETAIL_OK;
-    if (!ok)
-        self->st.lookups_failed++;
-    kvt_completion_t *c = s_out(self, KVT_CHAN_LOOKUP, l->op, 0, zero, ok, detail, 0);
-    c->held = ok ? held : 0;
-    if (ok && bits) {
-        uint32_t n = (held + 7) / 8;
-        while (n > 0 && bits[n - 1] == 0)
-            n--;
-        c->images = n ? bits : NULL;
-        c->nimages = n;
-    }
-    if (bits)
-        self->imgs[self->nimgs++] = bits;
-}
-
-//  Releases the pinned lease of lookup `op` if it still holds one, counting
-//  the release on `path`; a release that finds none is counted apart.
-static void s_lookup_release(kvt_wcore_t *self, kvt_opid_t op, uint64_t *path)
-{
-    kvt_lease_t lease;
-    if (!kvt_wlease_take(self->lookups, op, &lease)) {
-        self->st.lookup_rel_none++;
-        return;
-    }
-    (*path)++;
-    if (kvt_storage_release(self->c.storage, &lease) != KVT_STORE_OK)
-        self->st.lookup_rel_stale++;
-}
-
-void kvt_wcore_lookup_release(kvt_wcore_t *self, kvt_opid_t op)
-{
-    s_lookup_release(self, op, &self->st.lookup_rel_msg);
-}
-
-//  Releases every lookup lease past its TTL and keeps the others' pool
-//  TTL running (renewed every renew_ns).
-static void s_lookup_poll(kvt_wcore_t *self, uint64_t now)
-{
-    kvt_opid_t op;
-    kvt_lease_t lease;
-    while (kvt_wlease_take_due(self->lookups, now, &op, &lease)) {
-        self->st.lookup_rel_ttl++;
-        if (kvt_storage_release(self->c.storage, &lease) != KVT_STORE_OK)
-            self->st.lookup_rel_stale++;
-    }
-    uint32_t n = kvt_wlease_count(self->lookups);
-    if (n > 0 && now - self->lookups_renewed_at >= self->c.renew_ns) {
-        self->lookups_renewed_at = now;
-        for (uint32_t i = 0; i < n; i++)
-            kvt_pool_lease_renew(kvt_storage_pool(self->c.storage),
-                                 kvt_wlease_at(self->lookups, i));
-    }
 }
 
 // ----------------------------------------------------------- progress ----
@@ -666,15 +478,16 @@ void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
         if (st != KVT_GPU_OK) {
             self->st.copy_errors++;
             if (!self->copy_failed_logged) {
-                s_log(self, 0, "a copy failed (%s): this rank's items fail until it is reset",
-                      kvt_gpu_strerror(st));
+                kvt_wcore_log_(self, 0,
+                               "a copy failed (%s): this rank's items fail until it is reset",
+                               kvt_gpu_strerror(st));
                 self->copy_failed_logged = true;
             }
         }
         s_settle(self, job, st, KVT_DETAIL_IO, true);
         s_job_free(self, job);
     }
-    s_lookup_poll(self, now);
+    kvt_wcore_lookup_poll_(self, now);
     if (self->c.storage)
         kvt_storage_reclaim(self->c.storage);
 }
@@ -696,14 +509,7 @@ uint64_t kvt_wcore_next_wake(kvt_wcore_t *self, uint64_t now)
         if (w < at)
             at = w;
     }
-    if (kvt_wlease_count(self->lookups) > 0) {
-        uint64_t ttl = kvt_wlease_next_deadline(self->lookups);
-        uint64_t renew = self->lookups_renewed_at + self->c.renew_ns;
-        if (ttl < at)
-            at = ttl;
-        if (renew < at)
-            at = renew;
-    }
+    at = kvt_wcore_lookup_wake_(self, at);
     return at == UINT64_MAX || at >= now ? at : now;
 }
 
@@ -722,13 +528,7 @@ uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, bool load_drained, bool save_drai
     }
     self->tail = NULL;
     self->st.drained_at_stop += items;
-    kvt_opid_t op;
-    kvt_lease_t lease;
-    while (kvt_wlease_take_any(self->lookups, &op, &lease)) {
-        self->st.lookup_rel_stop++;
-        if (kvt_storage_release(self->c.storage, &lease) != KVT_STORE_OK)
-            self->st.lookup_rel_stale++;
-    }
+    kvt_wcore_lookup_stop_(self);
     return items;
 }
 
