@@ -109,6 +109,12 @@ static int s_f_unregister(void *ptr)
     return F_OK;
 }
 
+static int s_f_bus_id(int device, char *buf, int len)
+{
+    snprintf(buf, (size_t)len, "0000:3B:%02X.0", device);
+    return F_OK;
+}
+
 static kvt_devrt_t s_rt(bool can_register)
 {
     return (kvt_devrt_t){
@@ -131,6 +137,7 @@ static kvt_devrt_t s_rt(bool can_register)
         .host_register = can_register ? s_f_register : NULL,
         .host_unregister = can_register ? s_f_unregister : NULL,
         .host_register_call = "fakeHostRegister",
+        .pci_bus_id = can_register ? s_f_bus_id : NULL,
     };
 }
 
@@ -312,5 +319,27 @@ Test(gpu_register, the_host_backend_needs_no_registration)
     cr_assert_eq(kvt_pool_regions_wait(pool, 3), 3);
     cr_assert(kvt_gpu_host_pinned(gpu, kvt_pool_base(pool), 4 * S_MIB));
     kvt_pool_destroy(&pool);
+    kvt_gpu_destroy(&gpu);
+}
+
+Test(gpu_register, the_pci_bus_id_comes_from_the_runtime_or_is_unsupported)
+{
+    kvt_devrt_t rt = s_rt(true);
+    kvt_gpu_t *gpu = s_open(&rt);
+    char id[32];
+    cr_assert_eq(kvt_gpu_pci_bus_id(gpu, id, sizeof id), 0, "%s", kvt_gpu_last_error());
+    cr_assert_str_eq(id, "0000:3B:00.0");
+    kvt_gpu_destroy(&gpu);
+    rt = s_rt(false);
+    gpu = s_open(&rt);
+    cr_assert_eq(kvt_gpu_pci_bus_id(gpu, id, sizeof id), KVT_GPU_EUNSUPPORTED);
+    cr_assert_str_eq(id, "");
+    kvt_gpu_destroy(&gpu);
+    kvt_gpu_opts_t o = {0};
+    o.backend = KVT_GPU_BACKEND_HOST;
+    o.log = s_quiet;
+    gpu = kvt_gpu_new(&o);
+    cr_assert_not_null(gpu);
+    cr_assert_eq(kvt_gpu_pci_bus_id(gpu, id, sizeof id), KVT_GPU_EUNSUPPORTED);
     kvt_gpu_destroy(&gpu);
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "store/kvt_extent.h"
@@ -480,4 +481,38 @@ Test(pool_numa, one_node_a_missing_node_and_a_refusal_fall_back_to_first_touch)
     p = s_numa_pool(4, 0, false, 0);
     cr_assert_eq(s_mbind_calls, 0, "nothing asked");
     kvt_pool_destroy(&p);
+}
+
+//  Writes <root>/bus/pci/devices/<id>/numa_node.
+static void s_sysfs_node(const char *root, const char *id, const char *text)
+{
+    char path[256];
+    const char *parts[] = {"bus", "pci", "devices", id};
+    snprintf(path, sizeof path, "%s", root);
+    for (int i = 0; i < 4; i++) {
+        size_t used = strlen(path);
+        snprintf(path + used, sizeof path - used, "/%s", parts[i]);
+        mkdir(path, 0700);
+    }
+    size_t used = strlen(path);
+    snprintf(path + used, sizeof path - used, "/numa_node");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(pool_numa, a_gpus_node_comes_from_its_pci_device_in_sysfs)
+{
+    char root[64];
+    snprintf(root, sizeof root, "/tmp/kvt_sysfs_%d_XXXXXX", (int)getpid());
+    cr_assert_not_null(mkdtemp(root));
+    s_sysfs_node(root, "0000:3b:00.0", "1\n");
+    s_sysfs_node(root, "0000:5e:00.0", "-1\n");
+    cr_assert_eq(kvt_numa_node_of_pci(root, "0000:3B:00.0"), 1, "CUDA's upper case");
+    cr_assert_eq(kvt_numa_node_of_pci(root, "0000:3b:00.0"), 1);
+    cr_assert_eq(kvt_numa_node_of_pci(root, "0000:5e:00.0"), -1, "the kernel's one-node answer");
+    cr_assert_eq(kvt_numa_node_of_pci(root, "0000:99:00.0"), -1, "no such device");
+    cr_assert_eq(kvt_numa_node_of_pci(root, "../../etc"), -1, "not a bus id");
+    cr_assert_eq(kvt_numa_node_of_pci(root, ""), -1);
 }

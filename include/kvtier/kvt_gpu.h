@@ -281,6 +281,11 @@ void kvt_gpu_host_unregister(kvt_gpu_t *self, void *ptr);
 int kvt_gpu_host_register_fn(void *self, void *ptr, size_t bytes);
 void kvt_gpu_host_unregister_fn(void *self, void *ptr);
 
+//  The device's PCI bus id ("0000:3B:00.0") into buf, for the NUMA node a
+//  CPU pool binds to (kvt_numa_node_of_pci). 0, or KVT_GPU_EUNSUPPORTED
+//  (host backend, or a runtime without it) / KVT_GPU_EDEVICE.
+int kvt_gpu_pci_bus_id(kvt_gpu_t *self, char *buf, size_t len);
+
 //  True when [ptr, ptr + len) lies inside one pinned allocation or
 //  registration of this device (O(log ranges)).
 bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len);

@@ -159,6 +159,12 @@ int kvt_mem_limit_read(const char *proc_root, const char *cgroup_root, kvt_mem_l
 //  kvt_mem_limit_read of this machine (a kvt_mem_limit_fn; arg unused).
 int kvt_mem_limit_system(void *arg, kvt_mem_limit_t *out);
 
+//  The NUMA node of a PCI device (a GPU's kvt_gpu_pci_bus_id, any case)
+//  from sysfs_root ("/sys") bus/pci/devices/<id>/numa_node; -1 when unknown
+//  (no such file, or the kernel says -1: one node). A pool's numa_bind is 1
+//  + this node.
+int kvt_numa_node_of_pci(const char *sysfs_root, const char *bus_id);
+
 //  Fills *cfg with the defaults (capacity_bytes stays 0: required).
 void kvt_pool_config_defaults(kvt_pool_config_t *cfg);
 

@@ -467,6 +467,20 @@ void kvt_gpu_host_unregister(kvt_gpu_t *self, void *ptr)
         self->ops->host_unregister(self, ptr);
 }
 
+int kvt_gpu_pci_bus_id(kvt_gpu_t *self, char *buf, size_t len)
+{
+    assert(self && buf);
+    if (len == 0)
+        return kvt_gpu_fail(KVT_GPU_EINVAL, "pci_bus_id: empty buffer");
+    buf[0] = 0;
+    if (!self->ops->pci_bus_id)
+        return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "pci_bus_id: the %s backend has no PCI device",
+                            self->ops->name);
+    int rc = self->ops->pci_bus_id(self, buf, len);
+    buf[len - 1] = 0;
+    return rc;
+}
+
 int kvt_gpu_host_register_fn(void *self, void *ptr, size_t bytes)
 {
     return kvt_gpu_host_register(self, ptr, bytes);

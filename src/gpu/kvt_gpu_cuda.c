@@ -54,6 +54,11 @@ static int s_host_unregister(void *ptr)
     return cudaHostUnregister(ptr);
 }
 
+static int s_pci_bus_id(int device, char *buf, int len)
+{
+    return cudaDeviceGetPCIBusId(buf, len, device);
+}
+
 static int s_host_fn(void *stream, kvt_gpu_host_fn *fn, void *arg)
 {
     return cudaLaunchHostFunc((cudaStream_t)stream, fn, arg);
@@ -140,6 +145,7 @@ const kvt_devrt_t kvt_gpu_cuda_rt = {
     .host_register = s_host_register,
     .host_unregister = s_host_unregister,
     .host_register_call = "cudaHostRegister",
+    .pci_bus_id = s_pci_bus_id,
     .host_fn = s_host_fn,
     .host_fn_call = "cudaLaunchHostFunc",
 #if CUDART_VERSION >= 12080

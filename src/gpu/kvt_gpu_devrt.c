@@ -238,6 +238,16 @@ static void s_host_unregister(kvt_gpu_t *gpu, void *ptr)
         gpu->rt->host_unregister(ptr);
 }
 
+static int s_pci_bus_id(kvt_gpu_t *gpu, char *buf, size_t len)
+{
+    s_dev_t *d = gpu->impl;
+    const kvt_devrt_t *rt = gpu->rt;
+    if (!rt->pci_bus_id)
+        return kvt_gpu_fail(KVT_GPU_EUNSUPPORTED, "%s: no PCI bus id in this runtime", rt->name);
+    int drc = rt->pci_bus_id(d->device, buf, len > 64 ? 64 : (int)len);
+    return drc == rt->ok ? 0 : s_err_rt(rt, "DeviceGetPCIBusId", drc);
+}
+
 // -------------------------------------------------------------- streams ----
 
 static int s_stream_new(kvt_gpu_stream_t *fs)
@@ -816,6 +826,7 @@ const kvt_gpu_ops_t kvt_gpu_devrt_ops = {
     .host_free = s_host_free,
     .host_register = s_host_register,
     .host_unregister = s_host_unregister,
+    .pci_bus_id = s_pci_bus_id,
     .stream_new = s_stream_new,
     .stream_destroy = s_stream_destroy,
     .stream_query = s_stream_query,

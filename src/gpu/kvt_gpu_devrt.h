@@ -56,6 +56,8 @@ struct _kvt_devrt_t {
     int (*host_register)(void *ptr, size_t bytes);
     int (*host_unregister)(void *ptr);
     const char *host_register_call;
+    //  The device's PCI bus id, for its NUMA node (NULL: the runtime has none).
+    int (*pci_bus_id)(int device, char *buf, int len);
 
     //  Streams: non-blocking (no implicit order with the null stream).
     int (*stream_create)(void **out);

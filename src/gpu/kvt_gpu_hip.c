@@ -60,6 +60,11 @@ static int s_host_unregister(void *ptr)
     return hipHostUnregister(ptr);
 }
 
+static int s_pci_bus_id(int device, char *buf, int len)
+{
+    return hipDeviceGetPCIBusId(buf, len, device);
+}
+
 //  A host function queued through hipStreamAddCallback.
 typedef struct {
     kvt_gpu_host_fn *fn; //  the function
@@ -171,6 +176,7 @@ const kvt_devrt_t kvt_gpu_hip_rt = {
     .host_register = s_host_register,
     .host_unregister = s_host_unregister,
     .host_register_call = "hipHostRegister",
+    .pci_bus_id = s_pci_bus_id,
     .host_fn = s_host_fn,
     .host_fn_call = "hipStreamAddCallback",
     .memcpy_batch = s_batch,

@@ -184,6 +184,8 @@ struct _kvt_gpu_ops_t {
     //  copies any host memory as its own (nothing to register).
     int (*host_register)(kvt_gpu_t *gpu, void *ptr, size_t bytes);
     void (*host_unregister)(kvt_gpu_t *gpu, void *ptr);
+    //  The device's PCI bus id ("0000:3b:00.0"); NULL: none (host).
+    int (*pci_bus_id)(kvt_gpu_t *gpu, char *buf, size_t len);
     //  Streams: destroy drains first.
     int (*stream_new)(kvt_gpu_stream_t *s);
     void (*stream_destroy)(kvt_gpu_stream_t *s);

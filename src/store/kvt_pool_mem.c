@@ -263,3 +263,25 @@ void kvt_pool_arena_numa(kvt_pool_t *self, const kvt_pool_config_t *cfg)
     }
     self->numa_mode = mode;
 }
+
+int kvt_numa_node_of_pci(const char *sysfs_root, const char *bus_id)
+{
+    char id[32];
+    size_t n = strlen(bus_id);
+    if (n == 0 || n >= sizeof id)
+        return -1;
+    //  sysfs names devices in lower case; CUDA reports upper case.
+    for (size_t i = 0; i <= n; i++) {
+        char c = bus_id[i];
+        if (c == '/')
+            return -1;
+        id[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    char path[256], line[32];
+    snprintf(path, sizeof path, "%s/bus/pci/devices/%s/numa_node", sysfs_root, id);
+    if (!s_read_line(path, line, sizeof line))
+        return -1;
+    char *end = NULL;
+    long v = strtol(line, &end, 10);
+    return end != line && *end == 0 && v >= 0 && v < S_MAX_NODES ? (int)v : -1;
+}
