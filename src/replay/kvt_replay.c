@@ -175,7 +175,6 @@ typedef struct {
     kvt_workload_t *wl;                       //  requests
     kvt_system_t *sys;                        //  actors and driver
     kvt_gpu_t *gpu[S_MAX_TP];                 //  one device per rank
-    void *arena[S_MAX_TP];                    //  pinned CPU pool memory per rank
     kvt_storage_t *storage[S_MAX_TP];         //  one tier per rank
     char disk_dirs[S_MAX_TP][512];            //  disk directory per rank
     char disk_names[S_MAX_TP][32];            //  disk tier name in logs per rank ("disk.r")
@@ -201,8 +200,6 @@ static void s_run_free(s_run_t *run, uint32_t tp)
     kvt_system_destroy(&run->sys);
     for (uint32_t r = 0; r < tp; r++) {
         kvt_storage_destroy(&run->storage[r]);
-        if (run->arena[r])
-            kvt_gpu_host_free(run->gpu[r], run->arena[r]);
         kvt_gpu_destroy(&run->gpu[r]);
     }
     kvt_workload_destroy(&run->wl);
@@ -393,15 +390,23 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
             run->runner[r].plane_block_bytes[p] = pd.block_bytes;
         }
         if (cfg->cpu_pool_bytes) {
-            run->arena[r] = kvt_gpu_host_alloc(run->gpu[r], cfg->cpu_pool_bytes);
-            if (!run->arena[r]) {
-                snprintf(err, errlen, "rank %u: cannot allocate a %llu-byte CPU pool", r,
-                         (unsigned long long)cfg->cpu_pool_bytes);
-                goto fail;
-            }
             kvt_storage_config_t sc;
             kvt_storage_config_defaults(&sc);
-            sc.pool.base = run->arena[r];
+            //  The pool maps its own arena (committed only as it fills) and
+            //  registers it with the rank's device region by region, so a
+            //  device backend pins the memory it already has instead of a
+            //  second buffer; placed on the device's NUMA node when the
+            //  device has one.
+            sc.pool.base = NULL;
+            sc.pool.register_fn = kvt_gpu_host_register_fn;
+            sc.pool.unregister_fn = kvt_gpu_host_unregister_fn;
+            sc.pool.register_arg = run->gpu[r];
+            char pci[64];
+            if (kvt_gpu_pci_bus_id(run->gpu[r], pci, sizeof pci) == 0) {
+                int node = kvt_numa_node_of_pci("/sys", pci);
+                if (node >= 0)
+                    sc.pool.numa_bind = 1 + node;
+            }
             sc.pool.capacity_bytes = cfg->cpu_pool_bytes;
             sc.pool.clock = s_clock;
             sc.pool.clock_arg = run->sys;
@@ -438,6 +443,18 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
             run->storage[r] = kvt_storage_new(&sc, err, errlen);
             if (!run->storage[r])
                 goto fail;
+            //  Every region registered before the first step: what the pool
+            //  can serve never depends on the registration thread's timing.
+            kvt_pool_t *pool = kvt_storage_pool(run->storage[r]);
+            uint32_t nreg = kvt_pool_regions_wait(pool, UINT32_MAX);
+            kvt_pool_stats_t pst;
+            kvt_pool_stats(pool, &pst);
+            if (nreg < pst.regions) {
+                snprintf(err, errlen,
+                         "rank %u: the device registered %u of the CPU pool's %llu regions: %s", r,
+                         nreg, (unsigned long long)pst.regions, kvt_gpu_last_error());
+                goto fail;
+            }
         }
     }
 
