@@ -418,6 +418,20 @@ static uint64_t s_f_now(void)
 }
 
 //  The fake's table; `batch` adds the batched copy.
+//  Registration of caller memory: pins nothing, but says yes.
+static int s_f_register(void *ptr, size_t bytes)
+{
+    (void)ptr;
+    (void)bytes;
+    return F_OK;
+}
+
+static int s_f_unregister(void *ptr)
+{
+    (void)ptr;
+    return F_OK;
+}
+
 static kvt_devrt_t s_fake_rt(bool batch)
 {
     return (kvt_devrt_t){
@@ -438,6 +452,9 @@ static kvt_devrt_t s_fake_rt(bool batch)
         .host_alloc = s_f_malloc,
         .host_free = s_f_free,
         .host_alloc_call = "fakeHostAlloc",
+        .host_register = s_f_register,
+        .host_unregister = s_f_unregister,
+        .host_register_call = "fakeHostRegister",
         .stream_create = s_f_stream_create,
         .stream_destroy = s_f_stream_destroy,
         .stream_query = s_f_stream_query,
@@ -953,6 +970,34 @@ Test(devrt, the_configured_crossover_and_copy_path_override_the_benchmark)
         kvt_gpu_stream_destroy(&s);
         kvt_gpu_destroy(&gpu);
     }
+}
+
+//  Registered caller memory is pinned (the batch copy takes it) but the
+//  kernel never reads it: a registration does not promise the device can
+//  use its host address. Memory from kvt_gpu_host_alloc takes the kernel.
+Test(devrt, registered_memory_is_batched_never_read_by_the_kernel)
+{
+    s_fake_reset();
+    F.kernel = true;
+    kvt_devrt_t rt = s_fake_rt(true);
+    kvt_gpu_t *gpu = s_open_k(&rt, BB, KVT_GPU_PATH_KERNEL, 0);
+    kvt_gpu_stream_t *s = kvt_gpu_stream_new(gpu, "s");
+    size_t len = 5 * NL * BB;
+    static uint8_t caller[5 * NL * BB];
+    cr_assert_eq(kvt_gpu_host_register(gpu, caller, len), 0, "%s", kvt_gpu_last_error());
+    cr_assert(kvt_gpu_host_pinned(gpu, caller, len));
+    cr_assert_not(kvt_gpu_host_mapped(gpu, caller, len));
+    s_round_trip(gpu, s, caller, BB, 3);
+    cr_assert_eq(F.launches, 0, "the kernel read registered memory");
+    cr_assert_eq(F.batches, 1, "registered memory is pinned: one batched copy");
+    uint8_t *alloc = kvt_gpu_host_alloc(gpu, len);
+    cr_assert(kvt_gpu_host_mapped(gpu, alloc, len));
+    s_round_trip(gpu, s, alloc, BB, 4);
+    cr_assert_eq(F.launches, 1, "device-mapped memory takes the kernel");
+    kvt_gpu_host_free(gpu, alloc);
+    kvt_gpu_host_unregister(gpu, caller);
+    kvt_gpu_stream_destroy(&s);
+    kvt_gpu_destroy(&gpu);
 }
 
 Test(devrt, without_a_kernel_the_device_copies_as_before_and_says_why)

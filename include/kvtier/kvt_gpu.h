@@ -290,6 +290,13 @@ int kvt_gpu_pci_bus_id(kvt_gpu_t *self, char *buf, size_t len);
 //  registration of this device (O(log ranges)).
 bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len);
 
+//  True when [ptr, ptr + len) lies in one kvt_gpu_host_alloc buffer of this
+//  device: pinned and addressable by a kernel at its host address. Memory
+//  registered with kvt_gpu_host_register is pinned (batch copies use it) but
+//  never offered to the kernel path, since a registration does not promise
+//  the device can use its host address.
+bool kvt_gpu_host_mapped(kvt_gpu_t *self, const void *ptr, size_t len);
+
 // -------------------------------------------------------------- streams ----
 
 //  A new stream (`name` for messages, may be NULL). NULL on failure.

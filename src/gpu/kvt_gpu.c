@@ -506,6 +506,25 @@ bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len)
     return pinned;
 }
 
+//  Registered caller memory is pinned for copies, but a kernel reads it at
+//  its host address only when the runtime mapped it there, which the
+//  registration does not promise: only kvt_gpu_host_alloc memory is offered
+//  to the kernel path.
+bool kvt_gpu_host_mapped(kvt_gpu_t *self, const void *ptr, size_t len)
+{
+    assert(self);
+    bool pinned = false;
+    pthread_mutex_lock(&self->mu);
+    size_t at = s_hostbuf_above(self, ptr);
+    if (at > 0) {
+        const kvt_gpu_hostbuf_t *b = &self->hostbufs[at - 1];
+        size_t off = (size_t)((uintptr_t)ptr - (uintptr_t)b->ptr);
+        pinned = !b->registered && len <= b->bytes && off <= b->bytes - len;
+    }
+    pthread_mutex_unlock(&self->mu);
+    return pinned;
+}
+
 // ------------------------------------------------------------- counters ----
 
 void kvt_gpu_stats(kvt_gpu_t *self, kvt_gpu_stats_t *out)

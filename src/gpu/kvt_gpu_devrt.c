@@ -424,12 +424,14 @@ static int s_issue(kvt_gpu_stream_t *fs, const kvt_gpu_copy_t *copy)
 //  The batched call: 0 when it queued the batch; 1 when it was not used or
 //  refused and the stream is settled (the caller queues per segment); or a
 //  negative code when settling after a refusal failed.
-static int s_batch(kvt_gpu_stream_t *fs, const kvt_gpu_copy_t *copy, bool pinned)
+//  Only ever called for a path kvt_gpu_dispatch chose, which takes the
+//  batch for pinned host memory only (one place decides).
+static int s_batch(kvt_gpu_stream_t *fs, const kvt_gpu_copy_t *copy)
 {
     kvt_gpu_t *gpu = fs->gpu;
     s_dev_t *d = gpu->impl;
     const kvt_devrt_t *rt = d->rt;
-    if (!rt->memcpy_batch || copy->count < 2 || !pinned || !atomic_load(&d->batch_ok))
+    if (!rt->memcpy_batch || copy->count < 2 || !atomic_load(&d->batch_ok))
         return 1;
     size_t fail_idx = SIZE_MAX;
     int drc = rt->memcpy_batch(copy, s_h(fs), &fail_idx);
@@ -579,15 +581,16 @@ static int s_copy(kvt_gpu_stream_t *fs, kvt_gpu_copy_t *copy, bool pinned)
         goto cleanup;
     kvt_gpu_dispatch_t disp = s_dispatch_of(gpu);
     uint64_t segs = copy->job ? copy->nblocks * kvt_gpu_ktab_nentries(gpu) : copy->count;
-    kvt_gpu_copy_path_t path =
-        kvt_gpu_dispatch(&disp, copy->job != NULL, pinned, segs, copy->count, copy->bytes);
+    kvt_gpu_copy_path_t path = kvt_gpu_dispatch(&disp, copy->job != NULL && copy->mapped, pinned,
+                                                segs, copy->count, copy->bytes);
     if (path == KVT_GPU_PATH_KERNEL) {
         if (s_kernel(fs, copy) == 0)
             goto cleanup;
         disp.kernel_ready = false;
-        path = kvt_gpu_dispatch(&disp, copy->job != NULL, pinned, segs, copy->count, copy->bytes);
+        path = kvt_gpu_dispatch(&disp, copy->job != NULL && copy->mapped, pinned, segs, copy->count,
+                                copy->bytes);
     }
-    rc = path == KVT_GPU_PATH_BATCH ? s_batch(fs, copy, pinned) : 1;
+    rc = path == KVT_GPU_PATH_BATCH ? s_batch(fs, copy) : 1;
     if (rc == 1)
         rc = s_issue(fs, copy);
 

@@ -58,6 +58,8 @@ typedef struct {
     const void **src;          //  count source pointers
     size_t *len;               //  count segment lengths
     const kvt_gpu_kjob_t *job; //  gather / scatter: its chunks (kernel path), else NULL
+    bool mapped;               //  every chunk buffer is device-addressable at its host
+                               //  address (kvt_gpu_host_alloc memory): the kernel may run
     uint32_t njobs;            //  entries in job
     uint64_t nblocks;          //  block ids of all its chunks
 } kvt_gpu_copy_t;

@@ -270,6 +270,7 @@ static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const kvt_gpu_chu
     if (!copy)
         return kvt_gpu_fail(KVT_GPU_ENOMEM, "%s: out of memory", op);
     bool pinned = gpu->backend != KVT_GPU_BACKEND_HOST;
+    bool mapped = true;
     for (uint32_t c = 0; c < count; c++) {
         const kvt_gpu_chunk_t *ch = &chunks[c];
         char *host = ch->buf;
@@ -291,7 +292,10 @@ static int s_blocks_op(kvt_gpu_stream_t *s, kvt_gpu_dir_t dir, const kvt_gpu_chu
         }
         if (pinned)
             pinned = s_pinned(gpu, host, (size_t)n * gpu->block_bytes);
+        if (pinned)
+            mapped = mapped && kvt_gpu_host_mapped(gpu, host, (size_t)n * gpu->block_bytes);
     }
+    copy->mapped = pinned && mapped;
     int out = s_queue_copy(
         s, copy, pinned, NULL,
         dir == KVT_GPU_D2H ? &gpu->stats.bytes_gathered : &gpu->stats.bytes_scattered, need_all);
