@@ -491,7 +491,9 @@ void kvt_gpu_host_unregister_fn(void *self, void *ptr)
     kvt_gpu_host_unregister(self, ptr);
 }
 
-bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len)
+//  True when [ptr, ptr + len) lies in one pinned range; `allocated_only`:
+//  in one kvt_gpu_host_alloc buffer (not a registration).
+static bool s_host_covers(kvt_gpu_t *self, const void *ptr, size_t len, bool allocated_only)
 {
     assert(self);
     bool pinned = false;
@@ -500,10 +502,15 @@ bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len)
     if (at > 0) {
         const kvt_gpu_hostbuf_t *b = &self->hostbufs[at - 1];
         size_t off = (size_t)((uintptr_t)ptr - (uintptr_t)b->ptr);
-        pinned = len <= b->bytes && off <= b->bytes - len;
+        pinned = !(allocated_only && b->registered) && len <= b->bytes && off <= b->bytes - len;
     }
     pthread_mutex_unlock(&self->mu);
     return pinned;
+}
+
+bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len)
+{
+    return s_host_covers(self, ptr, len, false);
 }
 
 //  Registered caller memory is pinned for copies, but a kernel reads it at
@@ -512,17 +519,7 @@ bool kvt_gpu_host_pinned(kvt_gpu_t *self, const void *ptr, size_t len)
 //  to the kernel path.
 bool kvt_gpu_host_mapped(kvt_gpu_t *self, const void *ptr, size_t len)
 {
-    assert(self);
-    bool pinned = false;
-    pthread_mutex_lock(&self->mu);
-    size_t at = s_hostbuf_above(self, ptr);
-    if (at > 0) {
-        const kvt_gpu_hostbuf_t *b = &self->hostbufs[at - 1];
-        size_t off = (size_t)((uintptr_t)ptr - (uintptr_t)b->ptr);
-        pinned = !b->registered && len <= b->bytes && off <= b->bytes - len;
-    }
-    pthread_mutex_unlock(&self->mu);
-    return pinned;
+    return s_host_covers(self, ptr, len, true);
 }
 
 // ------------------------------------------------------------- counters ----

@@ -10,9 +10,11 @@
 
 #include "kvt_gpu_int.h"
 
-kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count)
+kvt_gpu_copy_t *kvt_gpu_copy_alloc_extra(kvt_gpu_dir_t dir, uint32_t count, size_t extra,
+                                         void **extra_p)
 {
-    size_t bytes = sizeof(kvt_gpu_copy_t) + (size_t)count * (2 * sizeof(void *) + sizeof(size_t));
+    size_t bytes =
+        sizeof(kvt_gpu_copy_t) + (size_t)count * (2 * sizeof(void *) + sizeof(size_t)) + extra;
     kvt_gpu_copy_t *copy = malloc(bytes);
     if (!copy)
         return NULL;
@@ -23,9 +25,17 @@ kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count)
     copy->src = (const void **)(copy->dst + count);
     copy->len = (size_t *)(copy->src + count);
     copy->job = NULL;
+    copy->mapped = false;
     copy->njobs = 0;
     copy->nblocks = 0;
+    if (extra_p)
+        *extra_p = copy->len + count;
     return copy;
+}
+
+kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count)
+{
+    return kvt_gpu_copy_alloc_extra(dir, count, 0, NULL);
 }
 
 void kvt_gpu_copy_push(kvt_gpu_copy_t *copy, void *dst, const void *src, size_t len)

@@ -230,6 +230,10 @@ void kvt_gpu_log(kvt_gpu_t *gpu, int level, const char *fmt, ...)
 //  A copy batch with room for `count` segments (count, bytes = 0); NULL on
 //  allocation failure.
 kvt_gpu_copy_t *kvt_gpu_copy_alloc(kvt_gpu_dir_t dir, uint32_t count);
+//  The same with `extra` bytes after the segment arrays (suitably aligned
+//  for pointers); *extra_p points at them.
+kvt_gpu_copy_t *kvt_gpu_copy_alloc_extra(kvt_gpu_dir_t dir, uint32_t count, size_t extra,
+                                         void **extra_p);
 
 //  Appends a segment, merging it into the previous one when both ends
 //  continue it.

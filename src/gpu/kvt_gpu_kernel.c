@@ -118,18 +118,12 @@ kvt_gpu_copy_t *kvt_gpu_kernel_copy_alloc(kvt_gpu_dir_t dir, uint32_t count,
     uint64_t n = 0;
     for (uint32_t k = 0; k < njobs; k++)
         n += jobs[k].n;
-    size_t bytes = sizeof(kvt_gpu_copy_t) + (size_t)count * (2 * sizeof(void *) + sizeof(size_t)) +
-                   (size_t)njobs * sizeof(kvt_gpu_kjob_t) + (size_t)n * sizeof(uint32_t);
-    kvt_gpu_copy_t *copy = malloc(bytes);
+    void *extra = NULL;
+    kvt_gpu_copy_t *copy = kvt_gpu_copy_alloc_extra(
+        dir, count, (size_t)njobs * sizeof(kvt_gpu_kjob_t) + (size_t)n * sizeof(uint32_t), &extra);
     if (!copy)
         return NULL;
-    copy->dir = dir;
-    copy->count = 0;
-    copy->bytes = 0;
-    copy->dst = (void **)(copy + 1);
-    copy->src = (const void **)(copy->dst + count);
-    copy->len = (size_t *)(copy->src + count);
-    kvt_gpu_kjob_t *job = (kvt_gpu_kjob_t *)(copy->len + count);
+    kvt_gpu_kjob_t *job = extra;
     uint32_t *ids = (uint32_t *)(job + njobs);
     for (uint32_t k = 0; k < njobs; k++) {
         memcpy(ids, jobs[k].block, (size_t)jobs[k].n * sizeof *ids);

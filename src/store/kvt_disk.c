@@ -442,30 +442,32 @@ static size_t s_count(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, siz
     return k;
 }
 
-size_t kvt_disk_lookup(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
-                       kvt_obj_kind_t kind)
+//  Leading keys present; with `refresh`, they go to the young end, deepest
+//  first (so the prefix ends up youngest).
+static size_t s_leading(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                        kvt_obj_kind_t kind, bool refresh)
 {
     assert(self && (keys || n == 0));
     if (!kvt_store_kind_ok(kind))
         return 0;
     pthread_mutex_lock(&self->mu);
     size_t k = s_count(self, ns, keys, n, kind);
-    for (size_t j = k; j-- > 0;)
+    for (size_t j = refresh ? k : 0; j-- > 0;)
         kvt_disk_refresh(self, kvt_disk_find(self, ns, keys[j], kind, KVT_DENT_READY));
     pthread_mutex_unlock(&self->mu);
     return k;
 }
 
+size_t kvt_disk_lookup(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                       kvt_obj_kind_t kind)
+{
+    return s_leading(self, ns, keys, n, kind, true);
+}
+
 size_t kvt_disk_count(kvt_disk_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
                       kvt_obj_kind_t kind)
 {
-    assert(self && (keys || n == 0));
-    if (!kvt_store_kind_ok(kind))
-        return 0;
-    pthread_mutex_lock(&self->mu);
-    size_t k = s_count(self, ns, keys, n, kind);
-    pthread_mutex_unlock(&self->mu);
-    return k;
+    return s_leading(self, ns, keys, n, kind, false);
 }
 
 kvt_touch_t kvt_disk_touch(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind)
