@@ -484,30 +484,39 @@ static void s_fail_lane(kvt_lane_core_t *self, uint64_t fence_id)
 
 // --------------------------------------------------------------- timer ----
 
+//  What the stream says settles `job`, if it can: a reported (quarantined)
+//  job's memory goes back once its copies ended (a job still inside a stuck
+//  submit waits for submit_end); a pending job whose copies landed reports
+//  ok, one whose copy failed reports the failure (logged when `log`). True
+//  when the job needs nothing more this pass.
+static bool s_settle_landed(kvt_lane_core_t *self, s_job_t *job, bool log)
+{
+    if (job->reported) {
+        if (job != self->inflight && s_copies(job) != KVT_GPU_NOT_READY)
+            s_unquarantine(self, job);
+        return true;
+    }
+    if (job->stage != KVT_LANE_PENDING)
+        return false;
+    int st = s_copies(job);
+    if (st == KVT_GPU_OK) {
+        s_finish_ok(self, job);
+        return true;
+    }
+    if (st == KVT_GPU_NOT_READY)
+        return false;
+    if (log)
+        s_log(self, 1, "%s: a copy of job %llu failed", self->name, (unsigned long long)job->j.id);
+    s_finish_fail(self, job, KVT_LANE_CAUSE_COPY, st);
+    return true;
+}
+
 void kvt_lane_core_tick(kvt_lane_core_t *self, uint64_t now)
 {
     for (s_job_t *job = self->head, *next; job; job = next) {
         next = job->next;
-        if (job->reported) {
-            //  Quarantined: its memory goes back once its copies ended (a
-            //  job still inside a stuck submit waits for submit_end).
-            if (job != self->inflight && s_copies(job) != KVT_GPU_NOT_READY)
-                s_unquarantine(self, job);
+        if (s_settle_landed(self, job, true))
             continue;
-        }
-        if (job->stage == KVT_LANE_PENDING) {
-            int st = s_copies(job);
-            if (st == KVT_GPU_OK) {
-                s_finish_ok(self, job);
-                continue;
-            }
-            if (st != KVT_GPU_NOT_READY) {
-                s_log(self, 1, "%s: a copy of job %llu failed", self->name,
-                      (unsigned long long)job->j.id);
-                s_finish_fail(self, job, KVT_LANE_CAUSE_COPY, st);
-                continue;
-            }
-        }
         //  Every stage, a submit that has not returned included (rule X2).
         if (now >= job->deadline_at)
             s_finish_fail(self, job, KVT_LANE_CAUSE_DEADLINE, 0);
@@ -561,22 +570,8 @@ uint32_t kvt_lane_core_shutdown(kvt_lane_core_t *self, uint64_t now)
     self->closed = true;
     for (s_job_t *job = self->head, *next; job; job = next) {
         next = job->next;
-        if (job->reported) {
-            if (job != self->inflight && s_copies(job) != KVT_GPU_NOT_READY)
-                s_unquarantine(self, job);
+        if (s_settle_landed(self, job, false)) //  a pending job that drained reports its result
             continue;
-        }
-        if (job->stage == KVT_LANE_PENDING) {
-            int st = s_copies(job);
-            if (st == KVT_GPU_OK) {
-                s_finish_ok(self, job); //  it drained
-                continue;
-            }
-            if (st != KVT_GPU_NOT_READY) {
-                s_finish_fail(self, job, KVT_LANE_CAUSE_COPY, st);
-                continue;
-            }
-        }
         //  Queued: never submitted, its memory goes back. Submitting, or
         //  pending behind a stream that did not drain: quarantined.
         s_finish_fail(self, job, KVT_LANE_CAUSE_SHUTDOWN, 0);
