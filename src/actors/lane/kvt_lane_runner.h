@@ -12,8 +12,8 @@
     one does, so the caller's timer picks it up.
 
     Inline mode (threaded false) runs every submit in the calling thread
-    (kvt_lane_core_pump after each enqueue and tick): deterministic, for the
-    sim driver, where submits never block.
+    (kvt_lane_core_pump after each enqueue and tick): deterministic, for a composition
+    whose submits never block.
 
     Thread safety: every call may be made from any thread except
     kvt_lane_runner_destroy, which must not race the others. In threaded

@@ -1,5 +1,5 @@
 /*  kvt_worker — see kvt_worker.h. The shell: decodes nothing itself (the
-    driver did), hands each spec to the core with the driver's time, sends
+    runtime did), hands each spec to the core with the context's time, sends
     what the core decided, and keeps one poll timer armed for the core's
     next wake. */
 #include "kvt_worker.h"
@@ -23,7 +23,7 @@ typedef struct {
     kvt_gpu_event_pool_t *evp; //  reusable events
     kvt_wcore_t *core;         //  jobs, seen ids, reports
     uint64_t poll_timer;       //  armed poll timer id (0 = none)
-    uint64_t poll_at;          //  driver time the armed timer fires
+    uint64_t poll_at;          //  context time the armed timer fires
     uint64_t send_errors;      //  Completions that could not be sent
     uint64_t epoch;            //  incarnation stamped on every report
 } s_worker_t;
@@ -216,7 +216,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         kvt_ctx_log(ctx, 0, "cannot create streams: %s", kvt_gpu_last_error());
         goto fail;
     }
-    //  A SIM restart runs init again with the same args. What this actor
+    //  A restarted actor runs init again with the same args. What this actor
     //  slot has handled so far (messages and timers, kept across a crash)
     //  orders the incarnations: one that reported anything handled
     //  something, so the next one's epoch is larger. The base (high bits)

@@ -18,14 +18,14 @@
     * a Touch reports on KVT_CHAN_TOUCH and KVT_CHAN_TOUCH_REFRESH, a
       Lookup once on KVT_CHAN_LOOKUP; a LookupRelease reports nothing.
 
-    Every report carries the worker's epoch: a restarted worker (SIM crash
-    and restart) comes back with the next one, so the aggregator drops what
+    Every report carries the worker's epoch: a restarted worker (its actor
+    crashed and restarted) comes back with the next one, so the aggregator drops what
     its predecessor still had in flight.
 
     Specs are validated and refused, never clamped (rule L4). Copies run on
     two device streams (loads, saves); one poll timer is armed for the
     core's next wake (kvt_gpu_event_wake: the landing time when the device
-    knows it, else poll_ns), the same code under every driver. On shutdown
+    knows it, else poll_ns), one code path whatever runs it. On shutdown
     it drains (rule X4): it waits for both streams, every pending item is
     reported failed with KVT_DETAIL_SHUTDOWN and its reservation aborted or
     lease released, and the disk writes its commits queued are waited for,
@@ -56,7 +56,7 @@ typedef struct {
     uint64_t epoch;         //  process incarnation (default 1, < 2^24): the worker stamps
                             //  epoch × KVT_WORKER_EPOCH_SPAN + (messages and timers its
                             //  actor handled before this start) + 1 on every report, so a
-                            //  SIM restart gets a larger one; a rank process started again
+                            //  restarted actor gets a larger one; a rank process started again
                             //  passes a larger epoch (its start count)
     uint64_t lookup_ttl_ns; //  lifetime of a pinned lookup's lease when the Lookup names none
                             //  (default 5 s; keep it under the pool's TTL)
