@@ -303,6 +303,14 @@ Test(gpu_register, a_refused_registration_names_the_call_and_leaves_the_region_u
     cr_assert_not(kvt_gpu_host_pinned(gpu, mem, 1));
     kvt_pool_t *pool = s_pool(gpu, false);
     cr_assert_eq(kvt_pool_regions_wait(pool, 3), 0);
+    //  Unserved: with every region refused, nothing can be reserved.
+    kvt_holder_t h;
+    cr_assert_eq(kvt_pool_holder_add(pool, "t", &h), KVT_STORE_OK);
+    kvt_resv_t resv = {0};
+    void *ptr = NULL;
+    cr_assert_eq(
+        kvt_pool_reserve(pool, 1, (kvt_hash_t){.lo = 1}, KVT_OBJ_KV, S_MIB, h, &resv, &ptr),
+        KVT_STORE_ENOSPACE);
     kvt_pool_destroy(&pool);
     cr_assert_eq(F.unregisters, 0, "nothing was registered");
     kvt_gpu_destroy(&gpu);
