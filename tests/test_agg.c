@@ -291,6 +291,29 @@ Test(agg, rule_A4_incomplete_key_settles_failed_with_timeout_at_the_bound)
     kvt_agg_destroy(&a);
 }
 
+//  A key settled by the bound has one verdict, whatever its channel: a touch
+//  key (never tombstoned when every rank reported) that timed out drops the
+//  slow rank's later report as late instead of opening the key again.
+Test(agg, rule_A4_a_timed_out_touch_key_settles_once)
+{
+    kvt_agg_t *a = kvt_agg_new(2, 16, 100);
+    kvt_verdict_t v, out[4];
+    bool warn[4];
+    kvt_completion_t c = C(KVT_CHAN_TOUCH, 5, KVT_TOUCH_GEN, 9, 0, true, 0);
+    cr_assert_eq(kvt_agg_report(a, &c, 0, &v), 0);
+    cr_assert_eq(kvt_agg_expire(a, 100, out, warn, 4), 1);
+    cr_assert_not(out[0].ok);
+    c.rank = 1; //  the slow rank, after the verdict
+    cr_assert_eq(kvt_agg_report(a, &c, 150, &v), -1, "dropped as late");
+    cr_assert_eq(kvt_agg_expire(a, 1000, out, warn, 4), 0, "no second verdict");
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.late_dropped, 1);
+    cr_assert_eq(st.settled, 1);
+    cr_assert_eq(st.open, 0);
+    kvt_agg_destroy(&a);
+}
+
 Test(agg, rule_A4_timeouts_warn_once_per_channel_and_settle_every_channel)
 {
     static const uint8_t chans[] = {KVT_CHAN_LOAD,       KVT_CHAN_SAVE,          KVT_CHAN_STATE,

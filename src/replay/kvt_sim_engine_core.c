@@ -327,7 +327,8 @@ int kvt_sim_engine_core_done(kvt_sim_engine_core_t *self, const kvt_step_done_t 
     }
     self->step_answered[d->rank] = 1;
     if (!d->ok) {
-        self->out->steps_failed++;
+        if (!self->step_failed) //  one failed step, however many ranks say so
+            self->out->steps_failed++;
         self->step_failed = true;
     }
     for (uint32_t i = 0; i < d->nwrong; i++)

@@ -100,6 +100,8 @@ static const char *s_check_entry(const kvt_sim_runner_core_t *self, const kvt_en
     uint64_t last = (en->end - 1) / bs;
     if (en->first_block > last || en->nblocks != last - en->first_block + 1)
         return "blocks do not cover [first_block, end)";
+    if (en->verify_end % bs)
+        return "verify_end is not on a block boundary (a partial block cannot be checked)";
     if (en->verify_end > 0 && (en->first_block != 0 || en->verify_end / bs > en->nblocks))
         return "verify range not covered by the blocks";
     for (uint32_t i = 0; i < en->nblocks; i++)
@@ -138,7 +140,8 @@ static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
 {
     uint32_t nverify = en->verify_end / self->cfg.block_size;
     uint8_t *flipped = NULL;
-    if (++self->resumes == self->cfg.corrupt_resume && nverify > 0) {
+    //  Only a resume with bytes to check counts toward the fault's N.
+    if (nverify > 0 && ++self->resumes == self->cfg.corrupt_resume) {
         flipped = s_corrupt(self, en->blocks[nverify - 1]);
         *fault = flipped != NULL;
     }

@@ -204,7 +204,11 @@ static void s_measures(kvt_agg_t *self, const s_open_t *o, kvt_verdict_t *v)
 }
 
 //  Frees a settled key's slot and tombstones it (touch keys excepted).
-static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok)
+//  `timed_out`: settled by the bound, not by every rank. Such a key is
+//  tombstoned whatever its channel, touch ones included: a rank that still
+//  reports on it later must be dropped as late, never open the key again
+//  (and so time out, and settle, a second time).
+static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok, bool timed_out)
 {
     s_open_t *o = &self->open[slot];
     kvt_hash_t id = o->id;
@@ -218,7 +222,7 @@ static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok)
     self->stats.settled++;
     if (!ok)
         self->stats.settled_failed++;
-    if (s_tombstoned(chan))
+    if (timed_out || s_tombstoned(chan))
         kvt_seen_add(self->tomb, id);
 }
 
@@ -244,8 +248,10 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     uint32_t slot;
     if (!kvt_hmap_get(self->by_id, id, &slot)) {
         slot = s_open(self, c, id, now);
-        if (slot == UINT32_MAX)
+        if (slot == UINT32_MAX) {
+            self->stats.oom_dropped++; //  no room for the key: said, never silent
             return -1;
+        }
     }
     s_open_t *o = &self->open[slot];
     uint64_t bit = 1ull << (c->rank % 64);
@@ -270,7 +276,7 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     verdict->attempt = o->first.attempt;
     verdict->lower = o->lower;
     s_measures(self, o, verdict);
-    s_retire(self, slot, verdict->ok);
+    s_retire(self, slot, verdict->ok, false);
     return 1;
 }
 
@@ -298,7 +304,7 @@ uint32_t kvt_agg_expire(kvt_agg_t *self, uint64_t now, kvt_verdict_t *out, bool 
         v->ok = false;
         v->detail = KVT_DETAIL_TIMEOUT;
         v->nfailed = o->nfailed + (self->nranks - o->nreported);
-        s_retire(self, slot, v->ok);
+        s_retire(self, slot, v->ok, true);
         warn[n] = !self->warned[chan];
         self->warned[chan] = true;
         self->stats.timeouts++;

@@ -48,6 +48,7 @@ typedef struct {
     uint64_t bad_rank;       //  reports from a rank ≥ nranks
     uint64_t epoch_dropped;  //  reports of an epoch older than the rank's newest
     uint64_t timeouts;       //  open keys settled failed by the bound (A4)
+    uint64_t oom_dropped;    //  reports dropped: no memory to open their key
     uint64_t open;           //  keys waiting for ranks (gauge)
 } kvt_agg_stats_t;
 
