@@ -541,3 +541,25 @@ Test(disk_files, the_rescan_logs_a_summary_and_a_few_examples_and_leaves_the_err
                        s_log_buf);
     kvt_disk_destroy(&d);
 }
+
+//  One disk tier per directory: a second one over the same directory (a
+//  restart while the old instance still runs, a rank set twice) would
+//  delete the first one's temporaries and evict files it indexed, so it is
+//  refused, naming the directory; once the first is gone the directory opens.
+Test(disk_files, a_directory_in_use_by_another_disk_tier_is_refused)
+{
+    kvt_disk_t *d = s_open(s_dir);
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.log = s_log;
+    cfg.dir = s_dir;
+    cfg.capacity_bytes = 1 << 20;
+    char err[256] = "";
+    kvt_disk_t *second = kvt_disk_new(&cfg, err, sizeof(err));
+    cr_assert_null(second, "a second disk tier opened the same directory");
+    cr_assert(strstr(err, "in use by another disk tier") && strstr(err, s_dir), "%s", err);
+    kvt_disk_destroy(&d);
+    second = kvt_disk_new(&cfg, err, sizeof(err));
+    cr_assert_not_null(second, "%s", err);
+    kvt_disk_destroy(&second);
+}

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,6 +127,15 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
                     (errno == ENOTDIR && lstat(self->dir, &sb) == 0 && S_ISLNK(sb.st_mode));
         kvt_store_seterr(err, errlen, "disk.dir=%s: %s", self->dir,
                          link ? "is a symbolic link (not followed)" : strerror(errno));
+        goto cleanup;
+    }
+    //  One instance per directory: another with the same identity would
+    //  delete this one's temporaries at its rescan and evict files this one
+    //  indexed. The lock goes with the descriptor (a crash releases it).
+    if (flock(self->dirfd, LOCK_EX | LOCK_NB) != 0) {
+        kvt_store_seterr(err, errlen, "disk.dir=%s: %s", self->dir,
+                         errno == EWOULDBLOCK ? "in use by another disk tier (locked)"
+                                              : strerror(errno));
         goto cleanup;
     }
     self->nents = cfg.max_objects;

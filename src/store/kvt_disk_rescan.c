@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/kvt_vec.h"
 #include "kvt_disk_int.h"
 
 typedef struct {
@@ -28,20 +29,6 @@ static int s_by_mtime(const void *a, const void *b)
     if (x->mtime != y->mtime)
         return x->mtime < y->mtime ? -1 : 1;
     return strcmp(x->name, y->name);
-}
-
-//  Grows *found to hold one more; false when out of memory.
-static bool s_grow(s_found_t **found, size_t n, size_t *cap)
-{
-    if (n < *cap)
-        return true;
-    size_t ncap = *cap ? 2 * *cap : 256;
-    s_found_t *grown = realloc(*found, ncap * sizeof(**found));
-    if (!grown)
-        return false;
-    *found = grown;
-    *cap = ncap;
-    return true;
 }
 
 //  What the rescan did, for its one summary line.
@@ -84,7 +71,8 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
         return -1;
     }
     s_found_t *found = NULL, *blocked = NULL;
-    size_t n = 0, cap = 0, nb = 0, bcap = 0;
+    size_t n = 0, nb = 0;
+    uint32_t cap = 0, bcap = 0; //  kvt_vec capacities (a directory holds < 2^32 entries)
     s_tally_t t = {0};
     int rc = 0;
     struct dirent *de;
@@ -129,7 +117,7 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
         bool block = false;
         switch (v) {
         case KVT_DREAD_OK:
-            if (!s_grow(&found, n, &cap))
+            if (kvt_vec_reserve((void **)&found, &cap, (uint32_t)n + 1, sizeof *found) != 0)
                 goto oom;
             found[n++] = f;
             break;
@@ -178,7 +166,7 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
             break;
         }
         if (block) {
-            if (!s_grow(&blocked, nb, &bcap))
+            if (kvt_vec_reserve((void **)&blocked, &bcap, (uint32_t)nb + 1, sizeof *blocked) != 0)
                 goto oom;
             blocked[nb++] = f;
         }
