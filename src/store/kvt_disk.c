@@ -218,7 +218,7 @@ static int s_put(kvt_disk_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t k
         goto dropped;
     }
     uint64_t bytes = KVT_DISK_HDR + (uint64_t)size;
-    if (self->job_free == KVT_NIL) {
+    if (self->job_free.count == 0) {
         rc = KVT_STORE_EBUSY;
         goto dropped;
     }

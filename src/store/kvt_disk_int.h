@@ -61,7 +61,7 @@ typedef struct {
     void *owned;            //  buffer to free after the write (copying put), or NULL
     kvt_disk_done_fn *done; //  zero-copy completion, or NULL
     void *arg;              //  its argument
-    uint32_t next;          //  queue / free list link
+    kvt_ilink_t link;       //  queue / free list links
 } kvt_djob_t;
 
 //  A decoded, validated file header.
@@ -109,9 +109,8 @@ struct _kvt_disk_t {
     uint32_t npinned;       //  pinned ready entries
     kvt_djob_t *jobs;       //  job table (queue_depth)
     uint32_t njobs;         //  its size
-    uint32_t job_free;      //  head of free jobs
-    uint32_t q_head;        //  oldest queued job
-    uint32_t q_tail;        //  newest queued job
+    kvt_ilist_t job_free;   //  free jobs
+    kvt_ilist_t queue;      //  queued jobs, oldest at the head
     uint32_t busy;          //  jobs queued or in flight
     uint64_t tmp_seq;       //  sequence for temporary names
     bool stop;              //  threads exit when the queue is empty

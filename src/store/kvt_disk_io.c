@@ -16,7 +16,9 @@
 
 //  Renames tmp to name unless name exists, whatever it is: an entry that
 //  appeared under an object's name (a FIFO, a directory, someone's file) is
-//  not ours to replace. 0, or -1 with errno (EEXIST when the name is taken).
+//  not ours to replace. 0, or -1 with errno (EEXIST when the name is taken),
+//  or 1 (errno set) when the object is in place but its hard-linked
+//  temporary could not be deleted.
 static int s_rename_noreplace(int dirfd, const char *tmp, const char *name)
 {
 #ifdef RENAME_NOREPLACE
@@ -28,7 +30,11 @@ static int s_rename_noreplace(int dirfd, const char *tmp, const char *name)
     //  A file system without RENAME_NOREPLACE: a hard link fails if the name
     //  exists, and then the temporary goes.
     if (linkat(dirfd, tmp, dirfd, name, 0) == 0) {
-        unlinkat(dirfd, tmp, 0);
+        //  The object is in place under its name; a temporary left behind
+        //  is only a stray name (the next rescan deletes it), so the rename
+        //  stands but the caller hears why it lingers.
+        if (unlinkat(dirfd, tmp, 0) != 0 && errno != ENOENT)
+            return 1;
         return 0;
     }
     if (errno == EEXIST)
@@ -74,7 +80,12 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
     kvt_dent_t *e = &self->ents[job.ent];
     assert(e->gen == job.gen && e->state == KVT_DENT_WRITING);
     if (rc == 0 && valid) {
-        if (s_rename_noreplace(self->dirfd, tmp, name) == 0) {
+        int rn = s_rename_noreplace(self->dirfd, tmp, name);
+        if (rn == 1) {
+            tmp_err = errno; //  published; only the temporary's name lingers
+            self->st.delete_failed++;
+        }
+        if (rn >= 0) {
             renamed = true;
             kvt_disk_ent_publish(self, job.ent);
             self->st.puts++;
@@ -125,8 +136,7 @@ static void s_run_held(kvt_disk_t *self, uint32_t j)
     pthread_mutex_unlock(&self->mu);
     s_run_job(self, job);
     pthread_mutex_lock(&self->mu);
-    self->jobs[j].next = self->job_free;
-    self->job_free = j;
+    kvt_ilist_prepend(&self->job_free, KVT_ILINKS(self->jobs, link), j);
     if (--self->busy == 0)
         pthread_cond_broadcast(&self->idle);
 }
@@ -134,10 +144,7 @@ static void s_run_held(kvt_disk_t *self, uint32_t j)
 //  Takes the oldest queued job and runs it (under the lock).
 static void s_run_next(kvt_disk_t *self)
 {
-    uint32_t j = self->q_head;
-    self->q_head = self->jobs[j].next;
-    if (self->q_head == KVT_NIL)
-        self->q_tail = KVT_NIL;
+    uint32_t j = kvt_ilist_take_head(&self->queue, KVT_ILINKS(self->jobs, link));
     s_run_held(self, j);
 }
 
@@ -146,9 +153,9 @@ static void *s_io_thread(void *arg)
     kvt_disk_t *self = arg;
     pthread_mutex_lock(&self->mu);
     while (true) {
-        while (self->q_head == KVT_NIL && !self->stop)
+        while (self->queue.count == 0 && !self->stop)
             pthread_cond_wait(&self->work, &self->mu);
-        if (self->q_head == KVT_NIL)
+        if (self->queue.count == 0)
             break; //  stop, and nothing left to write
         s_run_next(self);
     }
@@ -170,12 +177,10 @@ int kvt_disk_io_init(kvt_disk_t *self, uint32_t depth)
     self->jobs = calloc(self->njobs, sizeof(kvt_djob_t));
     if (!self->jobs)
         return -1;
-    self->job_free = KVT_NIL;
-    for (uint32_t i = self->njobs; i-- > 0;) {
-        self->jobs[i].next = self->job_free;
-        self->job_free = i;
-    }
-    self->q_head = self->q_tail = KVT_NIL;
+    kvt_ilist_init(&self->job_free);
+    kvt_ilist_init(&self->queue);
+    for (uint32_t i = self->njobs; i-- > 0;)
+        kvt_ilist_prepend(&self->job_free, KVT_ILINKS(self->jobs, link), i);
     return 0;
 }
 
@@ -218,9 +223,8 @@ void kvt_disk_io_stop(kvt_disk_t *self)
 uint32_t kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, size_t size,
                              void *owned, kvt_disk_done_fn *done, void *arg)
 {
-    assert(self->job_free != KVT_NIL);
-    uint32_t j = self->job_free;
-    self->job_free = self->jobs[j].next;
+    assert(self->job_free.count > 0);
+    uint32_t j = kvt_ilist_take_head(&self->job_free, KVT_ILINKS(self->jobs, link));
     self->jobs[j] = (kvt_djob_t){.ent = ent,
                                  .gen = self->ents[ent].gen,
                                  .src = src,
@@ -228,15 +232,11 @@ uint32_t kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, si
                                  .owned = owned,
                                  .done = done,
                                  .arg = arg,
-                                 .next = KVT_NIL};
+                                 .link = {KVT_ILIST_NONE, KVT_ILIST_NONE}};
     self->busy++;
     if (self->inline_io)
         return j; //  held for its caller: no one else runs it
-    if (self->q_tail != KVT_NIL)
-        self->jobs[self->q_tail].next = j;
-    else
-        self->q_head = j;
-    self->q_tail = j;
+    kvt_ilist_append(&self->queue, KVT_ILINKS(self->jobs, link), j);
     pthread_cond_signal(&self->work);
     return j;
 }
