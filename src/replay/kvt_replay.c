@@ -11,9 +11,9 @@
 
 #include "actors/aggregator/kvt_aggregator.h"
 #include "actors/common/kvt_prefix.h"
+#include "replay/kvt_rank.h"
 #include "replay/kvt_sim_runner.h"
 #include "actors/scheduler/kvt_scheduler.h"
-#include "actors/worker/kvt_worker.h"
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_storage.h"
 
@@ -158,28 +158,11 @@ uint64_t kvt_replay_counter(const kvt_replay_report_t *r, const char *actor, con
     return sum;
 }
 
-//  Device and store log lines follow the replay's log level.
-static void s_log(void *arg, int level, const char *line)
-{
-    if (level <= *(const int *)arg)
-        fprintf(stderr, "%s\n", line);
-}
-
-static uint64_t s_clock(void *arg)
-{
-    return kvt_system_now((kvt_system_t *)arg);
-}
-
 //  Everything a run allocates, so one cleanup path frees it.
 typedef struct {
     kvt_workload_t *wl;                       //  requests
     kvt_system_t *sys;                        //  actors and driver
-    kvt_gpu_t *gpu[S_MAX_TP];                 //  one device per rank
-    kvt_storage_t *storage[S_MAX_TP];         //  one tier per rank
-    char disk_dirs[S_MAX_TP][512];            //  disk directory per rank
-    char disk_names[S_MAX_TP][32];            //  disk tier name in logs per rank ("disk.r")
-    kvt_sim_runner_args_t runner[S_MAX_TP];   //  runner args
-    kvt_worker_args_t worker[S_MAX_TP];       //  worker args
+    kvt_rank_t *rank[S_MAX_TP];               //  device, tier and actor args per rank
     char names[2 * S_MAX_TP + 4][32];         //  actor names
     const char *stats_from[2 * S_MAX_TP + 4]; //  actors asked for counters
     kvt_scheduler_args_t sched;               //  scheduler args
@@ -198,10 +181,8 @@ static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
 static void s_run_free(s_run_t *run, uint32_t tp)
 {
     kvt_system_destroy(&run->sys);
-    for (uint32_t r = 0; r < tp; r++) {
-        kvt_storage_destroy(&run->storage[r]);
-        kvt_gpu_destroy(&run->gpu[r]);
-    }
+    for (uint32_t r = 0; r < tp; r++)
+        kvt_rank_destroy(&run->rank[r]);
     kvt_workload_destroy(&run->wl);
     free(run);
 }
@@ -235,15 +216,8 @@ static void s_check_quiescent(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_rep
         return;
     }
     for (uint32_t r = 0; r < cfg->tp; r++) {
-        if (!run->storage[r])
-            continue;
-        kvt_pool_stats_t ps;
-        kvt_pool_stats(kvt_storage_pool(run->storage[r]), &ps);
-        if (ps.leases_active || ps.pinned_bytes || ps.writing_bytes || ps.objects_writing) {
-            snprintf(rep->problem, sizeof rep->problem,
-                     "rank %u pool: %llu leases, %llu pinned bytes, %llu bytes being written", r,
-                     (unsigned long long)ps.leases_active, (unsigned long long)ps.pinned_bytes,
-                     (unsigned long long)ps.writing_bytes);
+        if (run->rank[r] &&
+            kvt_rank_check_quiescent(run->rank[r], rep->problem, sizeof rep->problem) != 0) {
             rep->quiescent = false;
             return;
         }
@@ -331,12 +305,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     uint32_t bpc = cfg->chunk_size / cfg->block_size;
     size_t chunk_bytes = bb * bpc;
     uint32_t hbm_blocks = (uint32_t)(cfg->hbm_pool_bytes / bb);
-    char nsdesc[256];
-    snprintf(nsdesc, sizeof nsdesc,
-             "kvtier/1 model=replay layers=%u planes=%u token_bytes=%u block=%u chunk=%u tp=%u "
-             "dtype=oracle",
-             cfg->layers, cfg->planes, cfg->token_bytes, cfg->block_size, cfg->chunk_size, cfg->tp);
-    kvt_hash_t ns = kvt_namespace_hash(nsdesc);
+    kvt_hash_t ns = kvt_rank_namespace(cfg);
 
     kvt_system_opts_t so;
     memset(&so, 0, sizeof so);
@@ -360,102 +329,9 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         goto fail;
     }
     for (uint32_t r = 0; r < cfg->tp; r++) {
-        kvt_gpu_opts_t go;
-        memset(&go, 0, sizeof go);
-        go.backend = KVT_GPU_BACKEND_HOST;
-        go.host_mode = cfg->driver == KVT_DRIVER_SIM ? KVT_GPU_HOST_SIM : KVT_GPU_HOST_LIVE;
-        go.now = s_clock;
-        go.now_arg = run->sys;
-        go.sim_bandwidth_Bps = cfg->sim_bw_Bps;
-        go.sim_latency_ns = cfg->sim_lat_ns;
-        go.log = s_log;
-        go.log_arg = (void *)&cfg->log_level;
-        run->gpu[r] = kvt_gpu_new(&go);
-        if (!run->gpu[r]) {
-            snprintf(err, errlen, "rank %u: cannot open the device: %s", r, kvt_gpu_last_error());
+        run->rank[r] = kvt_rank_new(cfg, r, run->sys, err, errlen);
+        if (!run->rank[r])
             goto fail;
-        }
-        for (uint32_t p = 0; p < cfg->planes; p++) {
-            kvt_gpu_plane_desc_t pd;
-            memset(&pd, 0, sizeof pd);
-            pd.name = p == 0 ? "K" : p == 1 ? "V" : "aux";
-            pd.layers = cfg->layers;
-            pd.num_blocks = hbm_blocks;
-            pd.block_bytes = (size_t)cfg->block_size * cfg->token_bytes;
-            if (kvt_gpu_plane_add(run->gpu[r], &pd) < 0) {
-                snprintf(err, errlen, "rank %u: cannot register plane %u: %s", r, p,
-                         kvt_gpu_last_error());
-                goto fail;
-            }
-            run->runner[r].plane_block_bytes[p] = pd.block_bytes;
-        }
-        if (cfg->cpu_pool_bytes) {
-            kvt_storage_config_t sc;
-            kvt_storage_config_defaults(&sc);
-            //  The pool maps its own arena (committed only as it fills) and
-            //  registers it with the rank's device region by region, so a
-            //  device backend pins the memory it already has instead of a
-            //  second buffer; placed on the device's NUMA node when the
-            //  device has one.
-            sc.pool.base = NULL;
-            sc.pool.register_fn = kvt_gpu_host_register_fn;
-            sc.pool.unregister_fn = kvt_gpu_host_unregister_fn;
-            sc.pool.register_arg = run->gpu[r];
-            char pci[64];
-            if (kvt_gpu_pci_bus_id(run->gpu[r], pci, sizeof pci) == 0) {
-                int node = kvt_numa_node_of_pci("/sys", pci);
-                if (node >= 0)
-                    sc.pool.numa_bind = 1 + node;
-            }
-            sc.pool.capacity_bytes = cfg->cpu_pool_bytes;
-            sc.pool.clock = s_clock;
-            sc.pool.clock_arg = run->sys;
-            sc.pool.log = s_log;
-            sc.pool.log_arg = (void *)&cfg->log_level;
-            sc.pool.max_objects = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes) + 64;
-            if (cfg->disk_dir) {
-                snprintf(run->disk_dirs[r], sizeof run->disk_dirs[r], "%s/rank%u", cfg->disk_dir,
-                         r);
-                sc.disk_enabled = true;
-                sc.disk.dir = run->disk_dirs[r];
-                snprintf(run->disk_names[r], sizeof run->disk_names[r], "disk.%u", r);
-                sc.disk.name = run->disk_names[r];
-                sc.disk.capacity_bytes = cfg->disk_pool_bytes;
-                sc.disk.clock = s_clock;
-                sc.disk.clock_arg = run->sys;
-                sc.disk.log = s_log;
-                sc.disk.log_arg = (void *)&cfg->log_level;
-                sc.disk.max_objects = (uint32_t)(cfg->disk_pool_bytes / chunk_bytes) + 64;
-                //  Whose bytes these are: a file of another rank, TP width
-                //  or geometry is a counted miss, never a resume.
-                char layout[160];
-                snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb,
-                         cfg->layers, cfg->planes, cfg->chunk_size);
-                sc.disk.rank = r;
-                sc.disk.world_size = cfg->tp;
-                sc.disk.layout_id = kvt_namespace_id(kvt_namespace_hash(layout));
-                //  Under SIM every disk write runs inside the storage call
-                //  that queued it: the tier never depends on thread timing.
-                sc.disk.io_mode =
-                    cfg->driver == KVT_DRIVER_SIM ? KVT_DISK_IO_INLINE : KVT_DISK_IO_THREADS;
-                sc.write_policy = cfg->disk_write_on_evict ? KVT_WRITE_ON_EVICT : KVT_WRITE_ALWAYS;
-            }
-            run->storage[r] = kvt_storage_new(&sc, err, errlen);
-            if (!run->storage[r])
-                goto fail;
-            //  Every region registered before the first step: what the pool
-            //  can serve never depends on the registration thread's timing.
-            kvt_pool_t *pool = kvt_storage_pool(run->storage[r]);
-            uint32_t nreg = kvt_pool_regions_wait(pool, UINT32_MAX);
-            kvt_pool_stats_t pst;
-            kvt_pool_stats(pool, &pst);
-            if (nreg < pst.regions) {
-                snprintf(err, errlen,
-                         "rank %u: the device registered %u of the CPU pool's %llu regions: %s", r,
-                         nreg, (unsigned long long)pst.regions, kvt_gpu_last_error());
-                goto fail;
-            }
-        }
     }
 
     //  Topology: engine, scheduler, aggregator, then runner.r / worker.r.
@@ -481,8 +357,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->stats_from[nn++] = "scheduler";
     run->stats_from[nn++] = "aggregator";
     for (uint32_t r = 0; r < cfg->tp; r++) {
-        snprintf(run->names[2 * r], sizeof run->names[0], "runner.%u", r);
-        snprintf(run->names[2 * r + 1], sizeof run->names[0], "worker.%u", r);
+        kvt_rank_names(r, run->names[2 * r], run->names[2 * r + 1], sizeof run->names[0]);
         run->stats_from[nn++] = run->names[2 * r];
         run->stats_from[nn++] = run->names[2 * r + 1];
     }
@@ -499,29 +374,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
                      KVT_AID_NONE &&
                  kvt_system_add(run->sys, "aggregator", &kvt_aggregator_class, &run->agg, NULL) !=
                      KVT_AID_NONE;
-    for (uint32_t r = 0; added && r < cfg->tp; r++) {
-        kvt_sim_runner_args_t *ra = &run->runner[r];
-        ra->rank = r;
-        ra->gpu = run->gpu[r];
-        ra->block_size = cfg->block_size;
-        ra->planes = cfg->planes;
-        ra->layers = cfg->layers;
-        ra->engine = "engine";
-        ra->worker = run->names[2 * r + 1];
-        ra->corrupt_resume = r == 0 ? cfg->fault_corrupt_resume : 0;
-        kvt_worker_args_t *wa = &run->worker[r];
-        wa->rank = r;
-        wa->gpu = run->gpu[r];
-        wa->storage = run->storage[r];
-        wa->ns = kvt_namespace_id(ns);
-        wa->block_size = cfg->block_size;
-        wa->chunk_size = cfg->chunk_size;
-        wa->aggregator = "aggregator";
-        added = kvt_system_add(run->sys, run->names[2 * r], &kvt_sim_runner_class, ra, NULL) !=
-                    KVT_AID_NONE &&
-                kvt_system_add(run->sys, run->names[2 * r + 1], &kvt_worker_class, wa, NULL) !=
-                    KVT_AID_NONE;
-    }
+    for (uint32_t r = 0; added && r < cfg->tp; r++)
+        added = kvt_rank_add_actors(run->rank[r], run->sys, NULL, NULL) == 0;
     if (!added) {
         snprintf(err, errlen, "cannot build the actor topology");
         goto fail;
