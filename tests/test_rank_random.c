@@ -1,0 +1,697 @@
+/*  Randomized rank test under the SIM driver: per seed, 1–4 ranks (a device,
+    a tier and a worker each) and the real aggregator, and a driver actor in
+    the runner's and the scheduler's place that dispatches a seeded script of
+    saves, loads, touches, lookups (pinned or not) and their releases, arms
+    faults on the driver → worker and worker → aggregator channels (drop,
+    duplicate, delay) and records every verdict. Some seeds crash one worker
+    mid-run and restart it (a new epoch). After quiescence every dispatched
+    item has exactly one verdict (its own or an A4 timeout), the drops the
+    aggregator and the workers count are the ones the injected duplicates
+    explain, no key is open, and no tier holds a pin, lease or reservation.
+    A failing seed names itself in the assertion message. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/aggregator/kvt_aggregator.h"
+#include "actors/worker/kvt_worker.h"
+#include "kvtier/kvt_gpu.h"
+#include "kvtier/kvt_storage.h"
+#include "replay/kvt_oracle.h"
+
+#define MAXR    4
+#define BS      16
+#define CS      64
+#define BPC     (CS / BS)
+#define PLANES  2
+#define TOKB    16 //  bytes per token per plane (one layer)
+#define CHAINS  8  //  prefix chains (requests' chunk sequences)
+#define CHUNKS  4  //  chunks per chain
+#define SRC0    0  //  first source block: chain c chunk j at SRC0 + (c*CHUNKS+j)*BPC
+#define SLOTS   8  //  load destinations of CHUNKS chunks each
+#define DST0    (CHAINS * CHUNKS * BPC)
+#define NB      (DST0 + SLOTS * CHUNKS * BPC) //  device blocks per rank
+#define NS      7                             //  namespace of stored objects
+#define MAXOPS  40                            //  operations per seed
+#define MAXV    512                           //  verdicts recorded per seed
+#define TIMEOUT 50000000ull                   //  aggregator bound (50 ms of virtual time)
+#define SEEDS   200
+
+typedef enum { OP_SAVE, OP_LOAD, OP_TOUCH, OP_LOOKUP, OP_RELEASE } op_kind_t;
+
+typedef struct {
+    op_kind_t kind;          //  what is dispatched
+    uint64_t at;             //  virtual time of the dispatch
+    uint64_t req;            //  operation id (touch: the round)
+    uint32_t attempt;        //  re-dispatch number of a save
+    uint32_t chain;          //  prefix chain
+    uint32_t first;          //  first chunk of the range
+    uint32_t n;              //  chunks in the range
+    bool invalid;            //  off the chunk grid: refused by every worker
+    bool pin;                //  lookup: pinned under a lease
+    uint32_t ttl_ms;         //  lookup: its lease's TTL (0: the worker's default)
+    bool lookup;             //  load: uses the pinned lookup of the same req
+    bool image;              //  touch: the image under the hash (else the chunk keys)
+    uint32_t slot;           //  load: destination slot
+    int fault_rank;          //  rank whose copy of this op gets `fault` (-1: none)
+    kvt_fault_type_t fault;  //  fault on the driver → worker send
+    uint64_t delay_ns;       //  ... its delay
+    int cfault_rank;         //  worker whose next completions get `cfault` (-1: none)
+    kvt_fault_type_t cfault; //  fault on the worker → aggregator channel
+    uint32_t ccount;         //  ... on how many completions
+    uint64_t cdelay_ns;      //  ... its delay
+    int crule;               //  the completion rule's id once armed
+    int drule;               //  the driver rule's id once armed
+} op_t;
+
+typedef struct {
+    uint8_t chan;     //  channel
+    kvt_opid_t op;    //  operation id
+    kvt_hash_t key;   //  item key
+    uint32_t attempt; //  attempt
+    bool ok;          //  verdict
+    uint32_t detail;  //  its detail
+} seen_t;
+
+typedef struct {
+    uint64_t seed;                 //  this seed
+    uint32_t nranks;               //  ranks
+    kvt_system_t *sys;             //  SIM system
+    kvt_gpu_t *gpu[MAXR];          //  devices
+    kvt_storage_t *st[MAXR];       //  tiers
+    kvt_worker_args_t wa[MAXR];    //  worker args
+    kvt_aggregator_args_t aa;      //  aggregator args
+    kvt_aid_t drv, agg, w[MAXR];   //  ids
+    op_t ops[MAXOPS];              //  the script
+    uint32_t nops;                 //  entries
+    uint32_t next;                 //  next op to dispatch
+    int slot_owner[SLOTS];         //  op index of the last load dispatched into each slot
+    seen_t v[MAXV];                //  verdicts
+    uint32_t nv;                   //  entries
+    uint32_t wrong;                //  ok loads whose blocks did not hold the oracle bytes
+    uint32_t checked;              //  ok loads whose bytes were checked
+    kvt_counter_t counters[256];   //  last Stats reply
+    uint32_t ncounters;            //  entries
+    bool touches;                  //  the script touches (and duplicates no completion)
+    int crash_rank;                //  worker crashed and restarted (-1: none)
+    uint64_t crash_at, restart_at; //  when
+} rig_t;
+
+static rig_t R;
+
+//  What the seeds exercised, summed (checked at the end so a fault that no
+//  longer fires, or a path no seed reaches, fails the test).
+static struct {
+    uint64_t checked;         //  ok loads whose bytes were checked
+    uint64_t timeouts;        //  keys settled by the bound
+    uint64_t shutdown;        //  verdicts failed SHUTDOWN (the crash's drain)
+    uint64_t agg_drops;       //  duplicate reports the aggregator dropped
+    uint64_t wdups;           //  repeated items the workers dropped
+    uint64_t rel[4];          //  lookup leases released by the load, a release, the TTL, the stop
+    uint64_t crashes;         //  seeds with a crash
+    uint64_t ranks[MAXR + 1]; //  seeds per rank count
+} T;
+
+static kvt_hash_t KEY(uint32_t chain, uint32_t chunk)
+{
+    return (kvt_hash_t){.hi = 0x5EED0000ull + chain, .lo = chunk * 7919ull + 1};
+}
+
+static kvt_hash_t IMG(uint32_t chain, uint32_t chunk)
+{
+    return (kvt_hash_t){.hi = 0x1AA60000ull + chain, .lo = chunk * 104729ull + 3};
+}
+
+static uint64_t s_next(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t s_below(uint64_t *x, uint32_t n)
+{
+    return (uint32_t)(s_next(x) % n);
+}
+
+// ------------------------------------------------------------ the driver --
+
+static uint32_t s_src_block(uint32_t chain, uint32_t chunk, uint32_t b)
+{
+    return SRC0 + (chain * CHUNKS + chunk) * BPC + b;
+}
+
+static uint32_t s_dst_block(uint32_t slot, uint32_t i)
+{
+    return DST0 + slot * CHUNKS * BPC + i;
+}
+
+//  The bytes chunk `chunk` of `chain` holds on `rank` (block b of the chunk).
+static void s_fill(void *dst, uint32_t chain, uint32_t chunk, uint32_t b, uint32_t p, uint32_t rank)
+{
+    kvt_oracle_fill(dst, BS * TOKB, KEY(chain, chunk), b, p, rank);
+}
+
+static bool s_check_load(const op_t *o)
+{
+    for (uint32_t r = 0; r < R.nranks; r++)
+        for (uint32_t c = 0; c < o->n; c++)
+            for (uint32_t b = 0; b < BPC; b++)
+                for (uint32_t p = 0; p < PLANES; p++) {
+                    const void *at =
+                        kvt_gpu_plane_ptr(R.gpu[r], p, 0, s_dst_block(o->slot, c * BPC + b));
+                    if (!kvt_oracle_check(at, BS * TOKB, KEY(o->chain, o->first + c), b, p, r))
+                        return false;
+                }
+    return true;
+}
+
+static void s_send_op(kvt_ctx_t *ctx, uint32_t idx)
+{
+    op_t *o = &R.ops[idx];
+    kvt_hash_t keys[CHUNKS];
+    uint32_t blocks[CHUNKS * BPC];
+    for (uint32_t c = 0; c < o->n; c++)
+        keys[c] = KEY(o->chain, o->first + c);
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    uint32_t start = o->first * CS + (o->invalid ? BS : 0);
+    switch (o->kind) {
+    case OP_SAVE:
+    case OP_LOAD:
+        m.kind = o->kind == OP_SAVE ? KVT_MSG_SAVE_SPEC : KVT_MSG_LOAD_SPEC;
+        for (uint32_t c = 0; c < o->n; c++)
+            for (uint32_t b = 0; b < BPC; b++)
+                blocks[c * BPC + b] = o->kind == OP_SAVE ? s_src_block(o->chain, o->first + c, b)
+                                                         : s_dst_block(o->slot, c * BPC + b);
+        m.u.load_spec = (kvt_load_spec_t){.op = {o->req, 1},
+                                          .start = start,
+                                          .end = start + o->n * CS,
+                                          .keys = keys,
+                                          .nkeys = o->n,
+                                          .blocks = blocks,
+                                          .nblocks = o->n * BPC,
+                                          .attempt = o->attempt,
+                                          .lookup = o->lookup};
+        if (o->kind == OP_LOAD)
+            R.slot_owner[o->slot] = (int)idx;
+        break;
+    case OP_TOUCH:
+        m.kind = KVT_MSG_TOUCH;
+        m.u.touch = (kvt_touch_msg_t){.hash = IMG(o->chain, o->first), .round = o->req};
+        if (!o->image)
+            m.u.touch.keys = keys, m.u.touch.nkeys = o->n;
+        break;
+    case OP_LOOKUP:
+        m.kind = KVT_MSG_LOOKUP;
+        m.u.lookup = (kvt_lookup_t){
+            .op = {o->req, 1}, .keys = keys, .nkeys = o->n, .pin = o->pin, .ttl_ms = o->ttl_ms};
+        break;
+    case OP_RELEASE:
+        m.kind = KVT_MSG_LOOKUP_RELEASE;
+        m.u.lookup_release.op = (kvt_opid_t){o->req, 1};
+        break;
+    }
+    kvt_system_t *sys = kvt_ctx_system(ctx);
+    if (o->cfault_rank >= 0) {
+        o->crule = kvt_sim_fault(sys, o->cfault, R.w[o->cfault_rank], R.agg, KVT_MSG_COMPLETION,
+                                 o->ccount, o->cdelay_ns);
+        cr_assert_gt(o->crule, 0);
+    }
+    for (uint32_t r = 0; r < R.nranks; r++) {
+        if (o->fault_rank == (int)r) {
+            o->drule =
+                kvt_sim_fault(sys, o->fault, kvt_ctx_self(ctx), R.w[r], m.kind, 1, o->delay_ns);
+            cr_assert_gt(o->drule, 0);
+        }
+        cr_assert_eq(kvt_ctx_send(ctx, R.w[r], &m), 0);
+    }
+}
+
+static void s_drv_timer(kvt_ctx_t *ctx, void *self, uint64_t tag)
+{
+    uint32_t i = R.next++;
+    s_send_op(ctx, i);
+    if (R.next < R.nops)
+        kvt_ctx_timer(ctx, R.ops[R.next].at - kvt_ctx_now(ctx), 0);
+}
+
+static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
+{
+    const kvt_verdict_t *v = &m->u.verdict;
+    cr_assert_lt(R.nv, MAXV, "seed %llu: too many verdicts", (unsigned long long)R.seed);
+    R.v[R.nv++] = (seen_t){v->chan, v->op, v->key, v->attempt, v->ok, v->detail};
+    if (v->chan == KVT_CHAN_LOAD && v->ok)
+        for (uint32_t i = 0; i < R.nops; i++)
+            if (R.ops[i].kind == OP_LOAD && R.ops[i].req == v->op.req &&
+                R.slot_owner[R.ops[i].slot] == (int)i) {
+                R.checked++;
+                R.wrong += !s_check_load(&R.ops[i]);
+            }
+    return 0;
+}
+
+static int s_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
+{
+    R.ncounters = m->u.stats.ncounters < 256 ? m->u.stats.ncounters : 256;
+    memcpy(R.counters, m->u.stats.counters, R.ncounters * sizeof(kvt_counter_t));
+    return 0;
+}
+
+//  Ping(seq = actor id): ask that actor for its counters.
+static int s_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
+{
+    kvt_msg_t q;
+    memset(&q, 0, sizeof q);
+    q.kind = KVT_MSG_STATS;
+    q.u.stats.request = true;
+    return kvt_ctx_send(ctx, (kvt_aid_t)m->u.ping.seq, &q);
+}
+
+static void *s_drv_init(kvt_ctx_t *ctx, void *args)
+{
+    if (R.nops)
+        kvt_ctx_timer(ctx, R.ops[0].at, 0);
+    return &R;
+}
+
+static void s_drv_stop(kvt_ctx_t *ctx, void *self)
+{
+}
+
+static const kvt_actor_class_t s_drv_class = {
+    .type = "driver",
+    .init = s_drv_init,
+    .stop = s_drv_stop,
+    .on = {[KVT_MSG_VERDICT] = s_on_verdict,
+           [KVT_MSG_STATS] = s_on_stats,
+           [KVT_MSG_PING] = s_on_ping},
+    .on_timer = s_drv_timer,
+};
+
+// --------------------------------------------------------------- the rig --
+
+static uint64_t s_clock(void *arg)
+{
+    return kvt_system_now((kvt_system_t *)arg);
+}
+
+static void s_quiet(void *arg, int level, const char *line)
+{
+}
+
+static uint32_t s_items(const op_t *o)
+{
+    switch (o->kind) {
+    case OP_SAVE:
+        return o->n;
+    case OP_TOUCH:
+        return 2;
+    case OP_RELEASE:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+//  The script: a seeded mix of operations and faults. `budget` bounds the
+//  faults that can cost an item one rank's report (a dropped spec, a dropped
+//  completion, the crash), so every item keeps at least one report and its
+//  key opens.
+static void s_script(uint64_t *rng, uint32_t budget, bool faults)
+{
+    uint64_t t = 10000;
+    uint32_t lookups[MAXOPS], nlookups = 0, slot = 0;
+    R.nops = 8 + s_below(rng, MAXOPS - 8);
+    //  A seed either touches or duplicates completions, not both: the
+    //  aggregator does not tombstone touch keys, so a duplicated touch
+    //  report that arrives after its key settled opens it again and settles
+    //  it a second time (with one rank at once, with more by the timeout).
+    R.touches = !faults || s_below(rng, 2);
+    for (uint32_t i = 0; i < R.nops; i++) {
+        op_t *o = &R.ops[i];
+        memset(o, 0, sizeof *o);
+        o->fault_rank = o->cfault_rank = -1;
+        t += s_below(rng, 300000);
+        o->at = t;
+        o->req = 1000 + i;
+        o->chain = s_below(rng, CHAINS);
+        o->first = s_below(rng, CHUNKS);
+        o->n = 1 + s_below(rng, CHUNKS - o->first);
+        uint32_t pick = s_below(rng, 100);
+        if (pick < 30) {
+            o->kind = OP_SAVE;
+            o->attempt = s_below(rng, 4) == 0;
+            o->invalid = s_below(rng, 16) == 0;
+        } else if (pick < 50) {
+            o->kind = OP_LOAD;
+            o->invalid = s_below(rng, 16) == 0;
+            o->slot = slot++ % SLOTS;
+            //  Sometimes the load that uses an earlier pinned lookup's lease.
+            if (nlookups && s_below(rng, 2)) {
+                op_t *l = &R.ops[lookups[--nlookups]];
+                o->req = l->req, o->chain = l->chain, o->first = l->first, o->n = l->n;
+                o->lookup = true;
+            }
+        } else if (pick < 68 && R.touches) {
+            o->kind = OP_TOUCH;
+            o->image = s_below(rng, 2);
+            o->req = i + 1;
+        } else if (pick < 90) {
+            o->kind = OP_LOOKUP;
+            o->pin = s_below(rng, 4) != 0;
+            o->ttl_ms = s_below(rng, 4);
+            if (o->pin)
+                lookups[nlookups++] = i;
+        } else {
+            o->kind = OP_RELEASE;
+            if (!nlookups) {
+                o->kind = OP_LOOKUP;
+                continue;
+            }
+            op_t *l = &R.ops[lookups[--nlookups]];
+            o->req = l->req;
+        }
+        if (!faults)
+            continue;
+        uint32_t f = s_below(rng, 100);
+        if (f < 12) {
+            o->fault_rank = (int)s_below(rng, R.nranks);
+            o->fault = KVT_FAULT_DELAY;
+            o->delay_ns = 1 + s_below(rng, 2000000);
+        } else if (f < 20) {
+            o->fault_rank = (int)s_below(rng, R.nranks);
+            if (o->fault_rank == R.crash_rank)
+                o->fault_rank = -1;
+            o->fault = KVT_FAULT_DUPLICATE;
+        } else if (f < 26 && (budget || !s_items(o))) {
+            o->fault_rank = (int)s_below(rng, R.nranks);
+            o->fault = KVT_FAULT_DROP;
+            budget -= s_items(o) != 0;
+        }
+        //  Not the crashing worker's copy: a rule armed while it is down
+        //  would wait for (and hit) a later op's message.
+        if (o->fault_rank >= 0 && o->fault_rank == R.crash_rank) {
+            budget += o->fault == KVT_FAULT_DROP && s_items(o);
+            o->fault_rank = -1;
+        }
+        uint32_t g = s_below(rng, 100);
+        if (g < 8) {
+            o->cfault_rank = (int)s_below(rng, R.nranks);
+            o->cfault = KVT_FAULT_DELAY;
+            o->ccount = 1 + s_below(rng, 3);
+            o->cdelay_ns = 1 + s_below(rng, 2000000);
+        } else if (g < 14 && !R.touches) {
+            o->cfault_rank = (int)s_below(rng, R.nranks);
+            o->cfault = KVT_FAULT_DUPLICATE;
+            o->ccount = 1 + s_below(rng, 2);
+        } else if (g < 17 && budget) {
+            o->cfault_rank = (int)s_below(rng, R.nranks);
+            o->cfault = KVT_FAULT_DROP;
+            o->ccount = 1;
+            budget--;
+        }
+    }
+}
+
+static void rig_up(uint64_t seed)
+{
+    memset(&R, 0, sizeof R);
+    R.seed = seed;
+    uint64_t rng = seed * 0x2545F4914F6CDD1Dull + 17;
+    R.nranks = 1 + s_below(&rng, MAXR);
+    //  Seed classes: fault-free, delays and duplicates only, and faults
+    //  that cost reports (drops, the crash) within the loss budget.
+    uint32_t cls = (uint32_t)(seed % 4);
+    uint32_t budget = cls >= 2 ? R.nranks - 1 : 0;
+    R.crash_rank = -1;
+    if (cls == 3 && budget) {
+        R.crash_rank = (int)s_below(&rng, R.nranks);
+        budget--;
+    }
+    s_script(&rng, budget, cls != 0);
+    if (R.crash_rank >= 0) {
+        R.crash_at = R.ops[s_below(&rng, R.nops)].at + s_below(&rng, 200000);
+        R.restart_at = R.crash_at + s_below(&rng, 1000000);
+    }
+    uint64_t bandwidth = s_below(&rng, 2) ? 25000000000ull : 20000000ull;
+    uint32_t pool_chunks = 12 + s_below(&rng, 40);
+    for (uint32_t i = 0; i < SLOTS; i++)
+        R.slot_owner[i] = -1;
+
+    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = seed, .name = "rankrand"};
+    R.sys = kvt_system_new(&so);
+    cr_assert_not_null(R.sys);
+    R.drv = kvt_system_add(R.sys, "scheduler", &s_drv_class, NULL, NULL);
+    R.aa = (kvt_aggregator_args_t){
+        .nranks = R.nranks, .scheduler = "scheduler", .timeout_ns = TIMEOUT};
+    R.agg = kvt_system_add(R.sys, "aggregator", &kvt_aggregator_class, &R.aa, NULL);
+    uint8_t img[128];
+    memset(img, 0x5A, sizeof img);
+    for (uint32_t r = 0; r < R.nranks; r++) {
+        kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
+                             .host_mode = KVT_GPU_HOST_SIM,
+                             .now = s_clock,
+                             .now_arg = R.sys,
+                             .sim_bandwidth_Bps = bandwidth,
+                             .log = s_quiet};
+        R.gpu[r] = kvt_gpu_new(&go);
+        cr_assert_not_null(R.gpu[r]);
+        for (int p = 0; p < PLANES; p++) {
+            kvt_gpu_plane_desc_t pd = {.layers = 1, .num_blocks = NB, .block_bytes = BS * TOKB};
+            cr_assert_geq(kvt_gpu_plane_add(R.gpu[r], &pd), 0);
+        }
+        for (uint32_t c = 0; c < CHAINS; c++)
+            for (uint32_t j = 0; j < CHUNKS; j++)
+                for (uint32_t b = 0; b < BPC; b++)
+                    for (uint32_t p = 0; p < PLANES; p++)
+                        s_fill(kvt_gpu_plane_ptr(R.gpu[r], p, 0, s_src_block(c, j, b)), c, j, b, p,
+                               r);
+        kvt_storage_config_t sc;
+        kvt_storage_config_defaults(&sc);
+        sc.pool.capacity_bytes = pool_chunks * BPC * kvt_gpu_block_bytes(R.gpu[r]);
+        sc.pool.align = 64;
+        sc.pool.clock = s_clock;
+        sc.pool.clock_arg = R.sys;
+        sc.pool.log = s_quiet;
+        char err[256];
+        R.st[r] = kvt_storage_new(&sc, err, sizeof err);
+        cr_assert_not_null(R.st[r], "%s", err);
+        //  State images for the touches: most on every rank, some missing on one.
+        for (uint32_t c = 0; c < CHAINS; c++)
+            for (uint32_t j = 0; j < CHUNKS; j++)
+                if ((c + j + r * (seed % 3 == 0)) % 3 != 0)
+                    cr_assert_eq(
+                        kvt_storage_put(R.st[r], NS, IMG(c, j), KVT_OBJ_STATE, img, sizeof img), 0);
+        R.wa[r] = (kvt_worker_args_t){.rank = r,
+                                      .gpu = R.gpu[r],
+                                      .storage = R.st[r],
+                                      .ns = NS,
+                                      .block_size = BS,
+                                      .chunk_size = CS,
+                                      .aggregator = "aggregator",
+                                      .lookup_ttl_ns = 3000000ull};
+        char name[16];
+        snprintf(name, sizeof name, "worker.%u", r);
+        R.w[r] = kvt_system_add(R.sys, name, &kvt_worker_class, &R.wa[r], NULL);
+    }
+    cr_assert_eq(kvt_system_start(R.sys), 0);
+}
+
+static void rig_down(void)
+{
+    kvt_system_destroy(&R.sys);
+    for (uint32_t r = 0; r < R.nranks; r++) {
+        kvt_storage_destroy(&R.st[r]);
+        kvt_gpu_destroy(&R.gpu[r]);
+    }
+}
+
+static void rig_quiesce(void)
+{
+    int rc = kvt_system_run(R.sys, 0, 10000000);
+    cr_assert_eq(rc, KVT_RUN_QUIESCENT, "seed %llu: run ended with %d", (unsigned long long)R.seed,
+                 rc);
+}
+
+static uint64_t rig_counter(kvt_aid_t aid, const char *name)
+{
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_PING;
+    m.u.ping.seq = aid;
+    R.ncounters = 0;
+    cr_assert_eq(kvt_system_post(R.sys, R.drv, &m), 0);
+    rig_quiesce();
+    for (uint32_t i = 0; i < R.ncounters; i++)
+        if (!strcmp(R.counters[i].name, name))
+            return R.counters[i].value;
+    cr_assert_fail("seed %llu: counter %s not reported", (unsigned long long)R.seed, name);
+    return 0;
+}
+
+static uint32_t s_verdicts(uint8_t chan, uint64_t req, kvt_hash_t key, uint32_t attempt)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < R.nv; i++)
+        n += R.v[i].chan == chan && R.v[i].op.req == req && R.v[i].op.gen == 1 &&
+             kvt_hash_eq(R.v[i].key, key) && R.v[i].attempt == attempt;
+    return n;
+}
+
+//  One seed: run the script (with the crash, if any), then check.
+static void s_run_seed(uint64_t seed)
+{
+    rig_up(seed);
+    unsigned long long sd = (unsigned long long)seed;
+    if (R.crash_rank >= 0) {
+        int rc = kvt_system_run(R.sys, R.crash_at, 0);
+        cr_assert(rc == KVT_RUN_TIME_LIMIT || rc == KVT_RUN_QUIESCENT, "seed %llu: %d", sd, rc);
+        cr_assert_eq(kvt_sim_crash(R.sys, R.w[R.crash_rank]), 0, "seed %llu", sd);
+        rc = kvt_system_run(R.sys, R.restart_at, 0);
+        cr_assert(rc == KVT_RUN_TIME_LIMIT || rc == KVT_RUN_QUIESCENT, "seed %llu: %d", sd, rc);
+        cr_assert_eq(kvt_sim_restart(R.sys, R.w[R.crash_rank]), 0, "seed %llu", sd);
+    }
+    rig_quiesce();
+    cr_assert_eq(R.next, R.nops, "seed %llu: the script did not finish", sd);
+
+    //  Every dispatched item settled exactly once; nothing else settled.
+    static const kvt_hash_t zero = {0, 0};
+    uint32_t items = 0, lost_items = 0, dup_items[MAXR] = {0};
+    uint64_t dup_reports = 0, lost_reports = 0;
+    for (uint32_t i = 0; i < R.nops; i++) {
+        const op_t *o = &R.ops[i];
+        items += s_items(o);
+        if (o->drule && o->fault == KVT_FAULT_DROP) {
+            cr_assert_eq(kvt_sim_fault_hits(R.sys, o->drule), 1, "seed %llu", sd);
+            lost_items += s_items(o);
+        }
+        if (o->drule && o->fault == KVT_FAULT_DUPLICATE)
+            dup_items[o->fault_rank] += o->kind == OP_TOUCH ? 1 : s_items(o); //  one touch id
+        if (o->crule && o->cfault == KVT_FAULT_DUPLICATE)
+            dup_reports += kvt_sim_fault_hits(R.sys, o->crule);
+        if (o->crule && o->cfault == KVT_FAULT_DROP)
+            lost_reports += kvt_sim_fault_hits(R.sys, o->crule);
+        const char *what = o->kind == OP_SAVE     ? "save"
+                           : o->kind == OP_LOAD   ? "load"
+                           : o->kind == OP_TOUCH  ? "touch"
+                           : o->kind == OP_LOOKUP ? "lookup"
+                                                  : "release";
+        switch (o->kind) {
+        case OP_SAVE:
+            for (uint32_t c = 0; c < o->n; c++)
+                cr_assert_eq(
+                    s_verdicts(KVT_CHAN_SAVE, o->req, KEY(o->chain, o->first + c), o->attempt), 1,
+                    "seed %llu: op %u (%s) chunk %u settled %u times", sd, i, what, c,
+                    s_verdicts(KVT_CHAN_SAVE, o->req, KEY(o->chain, o->first + c), o->attempt));
+            break;
+        case OP_LOAD:
+            cr_assert_eq(s_verdicts(KVT_CHAN_LOAD, o->req, zero, 0), 1,
+                         "seed %llu: op %u (%s) settled %u times", sd, i, what,
+                         s_verdicts(KVT_CHAN_LOAD, o->req, zero, 0));
+            break;
+        case OP_TOUCH:
+            for (uint8_t ch = KVT_CHAN_TOUCH; ch <= KVT_CHAN_TOUCH_REFRESH; ch++)
+                cr_assert_eq(s_verdicts(ch, o->req, IMG(o->chain, o->first), 0), 1,
+                             "seed %llu: op %u (%s) settled %u times on channel %u", sd, i, what,
+                             s_verdicts(ch, o->req, IMG(o->chain, o->first), 0), ch);
+            break;
+        case OP_LOOKUP:
+            cr_assert_eq(s_verdicts(KVT_CHAN_LOOKUP, o->req, zero, 0), 1,
+                         "seed %llu: op %u (%s) settled %u times", sd, i, what,
+                         s_verdicts(KVT_CHAN_LOOKUP, o->req, zero, 0));
+            break;
+        case OP_RELEASE:
+            break;
+        }
+    }
+    cr_assert_eq(R.nv, items, "seed %llu: %u verdicts for %u dispatched items", sd, R.nv, items);
+    cr_assert_eq(R.wrong, 0, "seed %llu: %u of %u ok loads restored wrong bytes", sd, R.wrong,
+                 R.checked);
+
+    //  Drops only where injected duplicates explain them; timeouts only
+    //  where a lost report or spec does.
+    uint64_t late = rig_counter(R.agg, "agg.late_dropped");
+    uint64_t dup = rig_counter(R.agg, "agg.dup_dropped");
+    cr_assert_eq(late + dup, dup_reports,
+                 "seed %llu: the aggregator dropped %llu late + %llu duplicate reports, %llu "
+                 "duplicated",
+                 sd, (unsigned long long)late, (unsigned long long)dup,
+                 (unsigned long long)dup_reports);
+    cr_assert_eq(rig_counter(R.agg, "agg.epoch_dropped"), 0, "seed %llu", sd);
+    cr_assert_eq(rig_counter(R.agg, "agg.open"), 0, "seed %llu: an unsettled key", sd);
+    uint64_t timeouts = rig_counter(R.agg, "agg.timeouts");
+    uint32_t timed_out = 0;
+    for (uint32_t i = 0; i < R.nv; i++)
+        timed_out += R.v[i].detail == KVT_DETAIL_TIMEOUT;
+    cr_assert_eq(timeouts, timed_out, "seed %llu: %llu timeouts, %u TIMEOUT verdicts", sd,
+                 (unsigned long long)timeouts, timed_out);
+    //  A lost spec or report times its key out (two losses may share one);
+    //  nothing else does, unless the crash stranded keys.
+    if (R.crash_rank < 0)
+        cr_assert_leq(timeouts, lost_items + lost_reports,
+                      "seed %llu: %llu timeouts for %u lost items and %llu lost reports", sd,
+                      (unsigned long long)timeouts, lost_items, (unsigned long long)lost_reports);
+    if (lost_items + lost_reports)
+        cr_assert_gt(timeouts, 0, "seed %llu: reports were lost, no key timed out", sd);
+
+    //  Nothing left held in any tier, every lookup lease released once.
+    for (uint32_t r = 0; r < R.nranks; r++) {
+        uint64_t wdups = rig_counter(R.w[r], "worker.duplicates");
+        cr_assert_eq(wdups, dup_items[r],
+                     "seed %llu rank %u: %llu repeated items dropped, %u duplicated", sd, r,
+                     (unsigned long long)wdups, dup_items[r]);
+        uint64_t pins = rig_counter(R.w[r], "worker.lookup_pins");
+        static const char *paths[4] = {"worker.lookup_rel_load", "worker.lookup_rel_msg",
+                                       "worker.lookup_rel_ttl", "worker.lookup_rel_stop"};
+        uint64_t rel = 0;
+        for (int k = 0; k < 4; k++) {
+            uint64_t n = rig_counter(R.w[r], paths[k]);
+            rel += n;
+            T.rel[k] += n;
+        }
+        T.wdups += wdups;
+        cr_assert_eq(rel, pins, "seed %llu rank %u: %llu lookup leases, %llu released", sd, r,
+                     (unsigned long long)pins, (unsigned long long)rel);
+        cr_assert_eq(rig_counter(R.w[r], "worker.lookup_leases"), 0, "seed %llu rank %u", sd, r);
+        cr_assert_eq(rig_counter(R.w[r], "worker.pending"), 0, "seed %llu rank %u", sd, r);
+        kvt_pool_stats_t ps;
+        kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
+        cr_assert_eq(ps.leases_active, 0, "seed %llu rank %u: a lease left", sd, r);
+        cr_assert_eq(ps.pinned_bytes, 0, "seed %llu rank %u: pinned bytes left", sd, r);
+        cr_assert_eq(ps.objects_writing, 0, "seed %llu rank %u: a reservation left", sd, r);
+        cr_assert_eq(ps.writing_bytes, 0, "seed %llu rank %u", sd, r);
+        cr_assert_eq(ps.objects_quarantined, 0, "seed %llu rank %u", sd, r);
+    }
+    for (uint32_t i = 0; i < R.nv; i++)
+        T.shutdown += R.v[i].detail == KVT_DETAIL_SHUTDOWN;
+    T.checked += R.checked;
+    T.timeouts += timeouts;
+    T.agg_drops += late + dup;
+    T.crashes += R.crash_rank >= 0;
+    T.ranks[R.nranks]++;
+    rig_down();
+}
+
+Test(rank_random, every_item_settles_once_and_nothing_is_left_over_200_seeds, .timeout = 240)
+{
+    const char *one = getenv("KVT_RANK_SEED"); //  replay one failing seed
+    if (one) {
+        s_run_seed(strtoull(one, NULL, 10));
+        return;
+    }
+    for (uint64_t seed = 1; seed <= SEEDS; seed++)
+        s_run_seed(seed);
+    cr_assert_gt(T.checked, 0, "no ok load was checked");
+    cr_assert_gt(T.timeouts, 0, "no key timed out");
+    cr_assert_gt(T.shutdown, 0, "no crash drained an item");
+    cr_assert_gt(T.agg_drops, 0, "no duplicate report reached the aggregator");
+    cr_assert_gt(T.wdups, 0, "no repeated spec reached a worker");
+    for (int k = 0; k < 3; k++)
+        cr_assert_gt(T.rel[k], 0, "no lookup lease went by release path %d", k);
+    cr_assert_gt(T.crashes, 0);
+    for (int n = 1; n <= MAXR; n++)
+        cr_assert_gt(T.ranks[n], 0, "no seed with %d ranks", n);
+}
