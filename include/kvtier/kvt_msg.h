@@ -68,19 +68,21 @@ typedef enum {
     KVT_MSG_TOUCH = 12,     //  runner r → worker r: refresh an image, say whether it is there
     KVT_MSG_LOOKUP = 13,    //  runner r → worker r: how many leading chunks are held
     KVT_MSG_LOOKUP_RELEASE = 14, //  runner r → worker r: drop a pinned lookup's lease
-    KVT_MSG_KIND_COUNT = 15,     //  one past the last kind
+    KVT_MSG_FENCE = 15,          //  runner / engine → worker r: fence lanes, report once
+    KVT_MSG_KIND_COUNT = 16,     //  one past the last kind
 } kvt_msg_kind_t;
 
 //  Report channels. A key is unique within its channel.
 typedef enum {
-    KVT_CHAN_LOAD = 1,          //  a load's completion (KV leg; the state leg joins later)
-    KVT_CHAN_SAVE = 2,          //  one saved chunk (the `store` channel)
-    KVT_CHAN_STATE = 3,         //  a state leg's verdict (reserved for hybrid loads)
+    KVT_CHAN_LOAD = 1,          //  a load's completion (every leg ok), key zero
+    KVT_CHAN_SAVE = 2,          //  one saved chunk or image (the `store` channel)
+    KVT_CHAN_STATE = 3,         //  a state leg's verdict, key = state_hash (neutral: ok, SKIPPED)
     KVT_CHAN_TOUCH = 4,         //  a touch: is the image still on this rank (ok: REFRESHED/PRESENT)
     KVT_CHAN_TOUCH_REFRESH = 5, //  a touch: was it refreshed in the CPU pool (ok: REFRESHED)
-    KVT_CHAN_LOOKUP = 6,        //  a lookup: leading chunks held, which carry an image
-    KVT_CHAN_SOURCE_SAFE = 7,   //  a save's sources are no longer read (reserved)
-    KVT_CHAN_MAX = 7,
+    KVT_CHAN_LOOKUP = 6,        //  a lookup: leading chunks held, which carry an image; key zero
+    KVT_CHAN_SOURCE_SAFE = 7,   //  a save's sources are no longer read; key = its last item key
+    KVT_CHAN_FENCE = 8,         //  a fence ended; op = {fence id, 1}, key zero
+    KVT_CHAN_MAX = 8,
 } kvt_chan_t;
 
 //  Touch reports have no operation: their id (prefix hash, round) travels
@@ -153,30 +155,53 @@ typedef struct {
     uint32_t verify_end;  //  tokens to verify before the forward (0 = none)
 } kvt_entry_t;
 
-//  Restore chunks [start, end) of a request into device blocks.
+//  Restore chunks [start, end) of a request into device blocks (the KV leg)
+//  and / or the state image at boundary B into a state slot (the state leg).
 //  {1: req u64, 2: gen u32, 3: start u32, 4: end u32, 5: keys bin (16 B × nchunks),
 //   6: blocks bin (u32 LE × nblocks), 7: attempt u32 (optional, default 0),
-//   8: lookup bool (optional, LoadSpec only)}
+//   8: lookup bool (optional, LoadSpec only), 9: state bool (optional, LoadSpec),
+//   10: state_boundary u32, 11: state_hash bin16, 12: state_slot u32 (optional),
+//   13: after u64 (optional, LoadSpec), 14: image bool, 15: producer u64,
+//   16: producer_failed bool (optional, SaveSpec only)}
+//  A key number names the same field in both bodies; each body uses its own
+//  subset (docs/protocol.md).
 //  attempt numbers a re-dispatch of the same items (a failed chunk save sent
 //  again): it is part of every report key, so a new attempt can never be
 //  mistaken for the settled one.
-//  start and end lie on the chunk grid; nchunks = (end-start)/chunk_size and
-//  nblocks = (end-start)/block_size (checked by the worker, which knows the
-//  geometry; the decoder checks start < end and array shapes).
+//  The KV leg: start and end lie on the chunk grid; nchunks = (end-start)/chunk_size
+//  and nblocks = (end-start)/block_size (checked by the worker, which knows the
+//  geometry; the decoder checks start < end and array shapes). It is absent
+//  exactly when nkeys, nblocks, start and end are all 0 (a state-only load,
+//  rule L3); the decoder accepts that only with `state` (LoadSpec) or `image`
+//  (SaveSpec) set. With both legs, state_boundary == end.
+//  The state leg (state / image set): state_boundary > 0 (the worker checks the
+//  grid), state_hash not zero; without it state_boundary, state_hash and
+//  state_slot are 0.
 typedef struct {
-    kvt_opid_t op;    //  request and generation; the load's report key
-    uint32_t start;   //  first token restored (chunk grid)
-    uint32_t end;     //  one past the last token restored (chunk grid)
-    kvt_hash_t *keys; //  chunk keys, one per chunk in [start, end)
-    uint32_t nkeys;   //  length of keys
-    uint32_t *blocks; //  destination device blocks for [start, end)
-    uint32_t nblocks; //  length of blocks
-    uint32_t attempt; //  re-dispatch number (0 = first); part of the report key
-    bool lookup;      //  load: releases the pinned lease of Lookup (req, gen) (key 8)
+    kvt_opid_t op;           //  request and generation; the load's report key
+    uint32_t start;          //  first token restored (chunk grid); 0 without a KV leg
+    uint32_t end;            //  one past the last token restored (chunk grid); 0 without
+    kvt_hash_t *keys;        //  chunk keys, one per chunk in [start, end)
+    uint32_t nkeys;          //  length of keys
+    uint32_t *blocks;        //  destination device blocks for [start, end)
+    uint32_t nblocks;        //  length of blocks
+    uint32_t attempt;        //  re-dispatch number (0 = first); part of the report key
+    bool lookup;             //  load: releases the pinned lease of Lookup (req, gen) (key 8)
+    bool state;              //  load: carries a state leg (key 9)
+    uint32_t state_boundary; //  state leg: B, tokens (chunk grid, > 0) (key 10)
+    kvt_hash_t state_hash;   //  state leg: prefix hash at B = the image's key (key 11)
+    uint32_t state_slot;     //  load: destination state slot; save: checkpoint unit (key 12)
+    uint64_t after;          //  load: 0, or step+1 whose compute the streams wait for (key 13)
+    bool image;              //  save: carries the state image (key 14)
+    uint64_t producer;       //  save: 0, or step+1 whose producer event it waits for (key 15)
+    bool producer_failed;    //  save: that step's producer event is missing: refuse (key 16)
 } kvt_load_spec_t;
 
-//  Store device blocks [start, end) of a request as chunks.
-//  Same shape and keys as LoadSpec; blocks are the sources.
+//  Store device blocks [start, end) of a request as chunks and / or the state
+//  image of checkpoint unit state_slot. Same struct as LoadSpec; blocks are the
+//  sources. With a KV leg the image goes with the last chunk (object kind
+//  "KV chunk + image", state_boundary = end); without one it is an image-only
+//  save keyed by state_hash at state_boundary.
 typedef kvt_load_spec_t kvt_save_spec_t;
 
 //  A scheduler event the engine measures (admission, load result, finish).
@@ -244,15 +269,18 @@ typedef struct {
 //  Completion: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: rank u32,
 //   6: ok bool, 7: detail u32, 8: attempt u32 (optional), 9: lower u32 (optional),
 //   10: epoch u64 (optional), 11: touch u8 (optional), 12: held u32 (optional),
-//   13: images bin (optional)}
-//  The report key is (chan, op, key, attempt): key is the chunk key for a
-//  save, the prefix hash for a touch and the zero hash for a load or a
-//  lookup. lower: chunks a load read from a tier below the CPU pool (disk).
-//  epoch: the reporting worker's incarnation (grows on every restart).
-//  touch: the kvt_touch_t answer (touch channels). held / images: a lookup's
+//   13: images bin (optional), 14: fenced bool (optional)}
+//  The report key is (chan, op, key, attempt): key is the chunk key (or the
+//  image's state_hash) for a save, the state_hash for a state verdict, the
+//  spec's last item key for source_safe, the prefix hash for a touch and the
+//  zero hash for a load, a lookup or a fence. lower: chunks a load read from
+//  a tier below the CPU pool (disk). epoch: the reporting worker's
+//  incarnation (grows on every restart). touch: the kvt_touch_t answer (touch
+//  channels only; their gen is KVT_TOUCH_GEN). held / images: a lookup's
 //  leading chunks held and a bitmap (bit i of byte i/8: chunk i carries an
 //  image; only on the lookup channel); bytes past its end are zero, bits at
-//  or past held mean nothing (the aggregator ignores them).
+//  or past held mean nothing (the aggregator ignores them). fenced: the
+//  save's stream waited on its producer event (store channel only).
 typedef struct {
     uint8_t chan;     //  kvt_chan_t
     kvt_opid_t op;    //  operation id
@@ -267,13 +295,18 @@ typedef struct {
     uint32_t held;    //  lookup: leading chunks this rank holds
     uint8_t *images;  //  lookup: image bitmap over the held chunks (may be NULL)
     uint32_t nimages; //  bytes of images (≤ KVT_MSG_MAX_IMAGES)
+    bool fenced;      //  store: the save waited on its producer event (S1)
 } kvt_completion_t;
 
 //  Verdict: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: ok bool,
 //   6: detail u32, 7: nfailed u32, 8: attempt u32 (optional), 9: lower u32 (optional),
-//   10: touch u8 (optional), 11: held u32 (optional), 12: images bin (optional)}
+//   10: touch u8 (optional), 11: held u32 (optional), 12: images bin (optional),
+//   13: fenced bool (optional)}
 //  lower: the largest Completion.lower over the ranks. touch, held: the
 //  minimum over the ranks; images: the AND of the ranks' bitmaps, cut at held.
+//  fenced: the AND of the ranks' Completion.fenced (store channel).
+//  State channel: ranks that report neutral (ok, detail SKIPPED) do not vote;
+//  the verdict is SKIPPED only when every rank was neutral.
 typedef struct {
     uint8_t chan;     //  kvt_chan_t
     kvt_opid_t op;    //  operation id
@@ -287,6 +320,7 @@ typedef struct {
     uint32_t held;    //  lookup: fewest leading chunks any rank holds
     uint8_t *images;  //  lookup: chunks every rank holds with an image (may be NULL)
     uint32_t nimages; //  bytes of images
+    bool fenced;      //  store: every rank's save waited on its producer event
 } kvt_verdict_t;
 
 //  Touch: {1: hash bin16, 2: round u64, 3: keys bin (16 B × n, optional)}
@@ -320,6 +354,20 @@ typedef struct {
     kvt_opid_t op; //  the lookup's id
 } kvt_lookup_release_t;
 
+//  Fence: {1: id u64, 2: lanes u8 (optional, 0..7)}
+//  Fences the worker's lanes named in `lanes` (KVT_FENCE_LANE_* bits; 0 =
+//  all): every job they hold, in any stage, ends before the worker reports
+//  once on KVT_CHAN_FENCE with op = {id, 1} and the zero key (ok = false,
+//  detail TIMEOUT when the fence timed out and the lane failed).
+#define KVT_FENCE_LANE_LOAD  1u //  the load (KV) lane
+#define KVT_FENCE_LANE_STATE 2u //  the state lane
+#define KVT_FENCE_LANE_SAVE  4u //  the save lane
+#define KVT_FENCE_LANES_ALL  7u //  every lane bit
+typedef struct {
+    uint64_t id;   //  fence id (the report's op.req)
+    uint8_t lanes; //  KVT_FENCE_LANE_* bits, 0 = every lane
+} kvt_fence_msg_t;
+
 //  Stats: {1: request bool, 2: from str, 3: counters map str → u64}
 typedef struct {
     bool request;                    //  true: please reply with your counters
@@ -352,6 +400,7 @@ typedef struct {
         kvt_touch_msg_t touch;
         kvt_lookup_t lookup;
         kvt_lookup_release_t lookup_release;
+        kvt_fence_msg_t fence;
     } u; //  body
 } kvt_msg_t;
 

@@ -21,9 +21,9 @@
 #include <string.h>
 
 static const char *const s_kind_names[KVT_MSG_KIND_COUNT] = {
-    "None",     "Ping",     "Schedule", "StepPlan",   "StepExec",
-    "StepDone", "LoadSpec", "SaveSpec", "Completion", "Verdict",
-    "Stats",    "Shutdown", "Touch",    "Lookup",     "LookupRelease",
+    "None",     "Ping",     "Schedule",      "StepPlan", "StepExec", "StepDone",
+    "LoadSpec", "SaveSpec", "Completion",    "Verdict",  "Stats",    "Shutdown",
+    "Touch",    "Lookup",   "LookupRelease", "Fence",
 };
 
 const char *kvt_msg_kind_name(int kind)
@@ -240,9 +240,11 @@ static bool s_present(const kvt_field_t *f, const void *base)
         return *(const uint8_t *)at != 0;
     case KVT_F_BOOL:
         return *(const bool *)at;
+    case KVT_F_HASH:
+        return !kvt_hash_is_zero(*(const kvt_hash_t *)at);
     default:
-        //  An optional scalar is omitted when zero (the decoder's default);
-        //  an optional array when empty.
+        //  An optional scalar (hash included) is omitted when zero (the
+        //  decoder's default); an optional array when empty.
         assert(kvt_field_is_array(f->type));
         return KVT_F_CCOUNT(base, f) > 0;
     }

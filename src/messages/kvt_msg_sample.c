@@ -88,6 +88,32 @@ static void s_spec(s_rng_t *rng, kvt_load_spec_t *s, uint32_t nkeys, uint32_t nb
     s->attempt = 1 + (uint32_t)(s_next(rng) % 3);
 }
 
+//  A state leg at the spec's end (both legs), or a state-only spec.
+static void s_state_leg(s_rng_t *rng, kvt_load_spec_t *s, bool save, bool only)
+{
+    if (only) {
+        s->start = s->end = 0;
+        s->nkeys = s->nblocks = 0;
+        free(s->keys);
+        free(s->blocks);
+        s->keys = NULL;
+        s->blocks = NULL;
+        s->state_boundary = 256 * (1 + (uint32_t)(s_next(rng) % 8));
+    } else {
+        s->state_boundary = s->end;
+    }
+    s->state_hash = s_hash(rng);
+    s->state_slot = 1 + (uint32_t)(s_next(rng) % 7);
+    if (save) {
+        s->image = true;
+        s->producer = 1 + s_next(rng) % 100;
+        s->producer_failed = true;
+    } else {
+        s->state = true;
+        s->after = only ? 0 : 1 + s_next(rng) % 100;
+    }
+}
+
 static void s_event(s_rng_t *rng, kvt_event_t *ev, uint8_t type)
 {
     ev->op.req = s_next(rng) >> 16;
@@ -143,13 +169,22 @@ static void s_step_arrays(s_rng_t *rng, int shape, kvt_entry_t **entries, uint32
         (*loads)[i].lookup = true;
         s_spec(rng, &(*saves)[i], big ? KVT_MSG_MAX_CHUNKS : 2 - i % 2,
                big ? KVT_MSG_MAX_BLOCKS : 32, ok);
+        if (shape != KVT_SAMPLE_MAX && *ok) {
+            //  [0]: both legs, [1]: state-only load / image-only save.
+            s_state_leg(rng, &(*loads)[i], false, i == 1);
+            s_state_leg(rng, &(*saves)[i], true, i == 1);
+        }
     }
 }
 
+//  A report's key and op per channel shape: a touch report (gen
+//  KVT_TOUCH_GEN, key the prefix hash), a fence report (key zero).
 static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
 {
     bool max = shape == KVT_SAMPLE_MAX;
     bool min = shape == KVT_SAMPLE_MIN;
+    bool alt1 = shape == KVT_SAMPLE_ALT1;
+    bool alt2 = shape == KVT_SAMPLE_ALT2;
     switch (msg->kind) {
     case KVT_MSG_PING: {
         kvt_ping_t *p = &msg->u.ping;
@@ -233,44 +268,71 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         if (max)
             s->attempt = UINT32_MAX;
         s->lookup = msg->kind == KVT_MSG_LOAD_SPEC && !min;
+        bool save = msg->kind == KVT_MSG_SAVE_SPEC;
+        if (max) {
+            s->state_boundary = UINT32_MAX;
+            s->state_hash = (kvt_hash_t){.hi = UINT64_MAX, .lo = UINT64_MAX};
+            s->state_slot = UINT32_MAX;
+            if (save) {
+                s->image = true;
+                s->producer = UINT64_MAX;
+                s->producer_failed = true;
+            } else {
+                s->state = true;
+                s->after = UINT64_MAX;
+            }
+        } else if (!min && *ok) {
+            s_state_leg(rng, s, save, alt1);
+        }
         break;
     }
     case KVT_MSG_COMPLETION: {
+        //  MIN: a load; TYPICAL: a lookup (held, images); MAX: a store report
+        //  (fenced, every scalar at its top); ALT1: a touch; ALT2: a fence.
         kvt_completion_t *c = &msg->u.completion;
-        c->chan = max ? KVT_CHAN_MAX : min ? KVT_CHAN_LOAD : KVT_CHAN_SAVE;
+        c->chan = max    ? KVT_CHAN_SAVE
+                  : min  ? KVT_CHAN_LOAD
+                  : alt1 ? KVT_CHAN_TOUCH
+                  : alt2 ? KVT_CHAN_FENCE
+                         : KVT_CHAN_LOOKUP;
         c->op.req = max ? UINT64_MAX : min ? 0 : 77;
-        c->op.gen = max ? KVT_MSG_MAX_GEN : min ? 1 : 2;
+        c->op.gen = max ? KVT_MSG_MAX_GEN : min || alt1 || alt2 ? 1 : 2;
         if (max)
             c->key = (kvt_hash_t){.hi = UINT64_MAX, .lo = UINT64_MAX};
-        else if (!min)
+        else if (alt1)
             c->key = s_hash(rng);
         c->rank = max ? KVT_MSG_MAX_RANKS - 1 : min ? 0 : 5;
-        c->ok = !min && !max;
-        c->detail = max ? KVT_DETAIL_MAX : 0;
+        c->ok = !min && !max && !alt2;
+        c->detail = max ? KVT_DETAIL_MAX : alt2 ? KVT_DETAIL_TIMEOUT : 0;
         c->attempt = max ? UINT32_MAX : min ? 0 : 2;
         c->lower = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 3;
         c->epoch = max ? UINT64_MAX : min ? 0 : 3;
-        c->touch = max ? KVT_MSG_MAX_TOUCH : min ? 0 : 1;
-        if (!min)
-            s_images(max, &c->chan, &c->held, &c->images, &c->nimages, ok);
+        c->touch = alt1 ? 1 : 0;
+        c->fenced = max;
+        if (!min && !max && !alt1 && !alt2)
+            s_images(false, &c->chan, &c->held, &c->images, &c->nimages, ok);
         break;
     }
     case KVT_MSG_VERDICT: {
+        //  MIN: a load; TYPICAL and MAX: a lookup (MAX: every image bit);
+        //  ALT1: a touch_refresh; ALT2: a fenced store verdict.
         kvt_verdict_t *v = &msg->u.verdict;
-        v->chan = max ? KVT_CHAN_MAX : min ? KVT_CHAN_LOAD : KVT_CHAN_SAVE;
+        v->chan = min    ? KVT_CHAN_LOAD
+                  : alt1 ? KVT_CHAN_TOUCH_REFRESH
+                  : alt2 ? KVT_CHAN_SAVE
+                         : KVT_CHAN_LOOKUP;
         v->op.req = max ? UINT64_MAX : min ? 0 : 77;
-        v->op.gen = max ? KVT_MSG_MAX_GEN : min ? 1 : 2;
-        if (max)
-            v->key = (kvt_hash_t){.hi = UINT64_MAX, .lo = UINT64_MAX};
-        else if (!min)
+        v->op.gen = max ? KVT_MSG_MAX_GEN : min || alt1 ? 1 : 2;
+        if (alt1 || alt2)
             v->key = s_hash(rng);
         v->ok = !min && !max;
         v->detail = max ? KVT_DETAIL_MAX : 0;
         v->nfailed = max ? KVT_MSG_MAX_RANKS : 0;
         v->attempt = max ? UINT32_MAX : min ? 0 : 2;
         v->lower = max ? KVT_MSG_MAX_CHUNKS : min ? 0 : 3;
-        v->touch = max ? KVT_MSG_MAX_TOUCH : min ? 0 : 2;
-        if (!min)
+        v->touch = alt1 ? KVT_MSG_MAX_TOUCH : 0;
+        v->fenced = alt2;
+        if (!min && !alt1 && !alt2)
             s_images(max, &v->chan, &v->held, &v->images, &v->nimages, ok);
         break;
     }
@@ -299,6 +361,14 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         kvt_lookup_release_t *r = &msg->u.lookup_release;
         r->op.req = max ? UINT64_MAX : min ? 0 : 55;
         r->op.gen = max ? KVT_MSG_MAX_GEN : min ? 1 : 2;
+        break;
+    }
+    case KVT_MSG_FENCE: {
+        kvt_fence_msg_t *f = &msg->u.fence;
+        f->id = max ? UINT64_MAX : min ? 0 : 12;
+        f->lanes = max   ? KVT_FENCE_LANES_ALL
+                   : min ? 0
+                         : (uint8_t)(KVT_FENCE_LANE_LOAD | KVT_FENCE_LANE_SAVE);
         break;
     }
     case KVT_MSG_STATS: {

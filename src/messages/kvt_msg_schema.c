@@ -52,12 +52,50 @@ static int s_check_entry(const void *body, kvt_path_t *path)
     return 0;
 }
 
-static int s_check_spec(const void *body, kvt_path_t *path)
+//  The KV leg is absent exactly when its four fields are all zero (a
+//  state-only spec, rule L3); a spec needs at least one leg, and with both
+//  the KV leg ends at the state boundary. `leg` is the flag that carries the
+//  state leg in this body ("state" for a load, "image" for a save).
+static int s_check_legs(const kvt_load_spec_t *s, bool has_state, const char *leg, kvt_path_t *path)
+{
+    bool kv = s->nkeys || s->nblocks || s->start || s->end;
+    if (!kv && !has_state)
+        return kvt_path_fail(path, leg,
+                             "neither a KV leg (start = end = 0, no keys or blocks) "
+                             "nor a state leg");
+    if (kv && s->start >= s->end)
+        return kvt_path_fail(path, "end", "end %u is not above start %u", s->end, s->start);
+    if (!has_state) {
+        if (s->state_boundary)
+            return kvt_path_fail(path, "state_boundary", "state_boundary %u without %s",
+                                 s->state_boundary, leg);
+        if (!kvt_hash_is_zero(s->state_hash))
+            return kvt_path_fail(path, "state_hash", "state_hash without %s", leg);
+        if (s->state_slot)
+            return kvt_path_fail(path, "state_slot", "state_slot %u without %s", s->state_slot,
+                                 leg);
+        return 0;
+    }
+    if (s->state_boundary == 0)
+        return kvt_path_fail(path, "state_boundary", "state_boundary 0 with %s (must be > 0)", leg);
+    if (kvt_hash_is_zero(s->state_hash))
+        return kvt_path_fail(path, "state_hash", "zero state_hash with %s", leg);
+    if (kv && s->state_boundary != s->end)
+        return kvt_path_fail(path, "state_boundary", "state_boundary %u is not the KV leg's end %u",
+                             s->state_boundary, s->end);
+    return 0;
+}
+
+static int s_check_load(const void *body, kvt_path_t *path)
 {
     const kvt_load_spec_t *s = body;
-    if (s->start >= s->end)
-        return kvt_path_fail(path, "end", "end %u is not above start %u", s->end, s->start);
-    return 0;
+    return s_check_legs(s, s->state, "state", path);
+}
+
+static int s_check_save(const void *body, kvt_path_t *path)
+{
+    const kvt_save_spec_t *s = body;
+    return s_check_legs(s, s->image, "image", path);
 }
 
 static int s_check_plan(const void *body, kvt_path_t *path)
@@ -79,20 +117,48 @@ static int s_check_images(uint8_t chan, uint32_t n, kvt_path_t *path)
     return 0;
 }
 
+static bool s_touch_chan(uint8_t chan)
+{
+    return chan == KVT_CHAN_TOUCH || chan == KVT_CHAN_TOUCH_REFRESH;
+}
+
+//  What a report (Completion or Verdict) may carry on its channel: load,
+//  lookup and fence keys are the zero hash; a touch's gen is KVT_TOUCH_GEN;
+//  touch answers only on the touch channels, held / images only on the
+//  lookup channel, fenced only on the store channel.
+static int s_check_report(uint8_t chan, kvt_opid_t op, kvt_hash_t key, uint8_t touch, uint32_t held,
+                          uint32_t nimages, bool fenced, kvt_path_t *path)
+{
+    if (chan == KVT_CHAN_LOAD && !kvt_hash_is_zero(key))
+        return kvt_path_fail(path, "key", "a load's key must be the zero hash");
+    if (chan == KVT_CHAN_LOOKUP && !kvt_hash_is_zero(key))
+        return kvt_path_fail(path, "key", "a lookup's key must be the zero hash");
+    if (chan == KVT_CHAN_FENCE && !kvt_hash_is_zero(key))
+        return kvt_path_fail(path, "key", "a fence's key must be the zero hash");
+    if (s_touch_chan(chan) && op.gen != KVT_TOUCH_GEN)
+        return kvt_path_fail(path, "gen", "a touch report's gen is %u, must be %u", op.gen,
+                             KVT_TOUCH_GEN);
+    if (touch != 0 && !s_touch_chan(chan))
+        return kvt_path_fail(path, "touch", "touch on channel %u (only touch, 4 / 5)", chan);
+    if (held != 0 && chan != KVT_CHAN_LOOKUP)
+        return kvt_path_fail(path, "held", "held on channel %u (only lookup, 6)", chan);
+    if (s_check_images(chan, nimages, path) != 0)
+        return -1;
+    if (fenced && chan != KVT_CHAN_SAVE)
+        return kvt_path_fail(path, "fenced", "fenced on channel %u (only store, 2)", chan);
+    return 0;
+}
+
 static int s_check_completion(const void *body, kvt_path_t *path)
 {
     const kvt_completion_t *c = body;
-    if (c->chan == KVT_CHAN_LOAD && !kvt_hash_is_zero(c->key))
-        return kvt_path_fail(path, "key", "a load's key must be the zero hash");
-    return s_check_images(c->chan, c->nimages, path);
+    return s_check_report(c->chan, c->op, c->key, c->touch, c->held, c->nimages, c->fenced, path);
 }
 
 static int s_check_verdict(const void *body, kvt_path_t *path)
 {
     const kvt_verdict_t *v = body;
-    if (v->chan == KVT_CHAN_LOAD && !kvt_hash_is_zero(v->key))
-        return kvt_path_fail(path, "key", "a load's key must be the zero hash");
-    if (s_check_images(v->chan, v->nimages, path) != 0)
+    if (s_check_report(v->chan, v->op, v->key, v->touch, v->held, v->nimages, v->fenced, path))
         return -1;
     if (v->ok && v->nfailed != 0)
         return kvt_path_fail(path, "nfailed", "ok verdict with %u failed ranks", v->nfailed);
@@ -146,6 +212,8 @@ static const kvt_field_t s_entry[] = {
 static const kvt_schema_t s_entry_schema = {"Entry", sizeof(kvt_entry_t), s_entry, S_COUNT(s_entry),
                                             s_check_entry};
 
+//  SaveSpec: the spec fields plus the image, its producer fence. Key numbers
+//  are shared with LoadSpec (one struct): 8, 9 and 13 are LoadSpec's only.
 static const kvt_field_t s_spec[] = {
     S_SCALAR(1, "req", KVT_F_U64, kvt_load_spec_t, op.req, 0, UINT64_MAX),
     S_SCALAR(2, "gen", KVT_F_U32, kvt_load_spec_t, op.gen, 1, KVT_MSG_MAX_GEN),
@@ -155,8 +223,15 @@ static const kvt_field_t s_spec[] = {
     S_ARRAY(6, "blocks", KVT_F_U32S, kvt_load_spec_t, blocks, nblocks, 0, KVT_MSG_MAX_BLOCKS, NULL,
             -1),
     S_OPTIONAL(7, "attempt", KVT_F_U32, kvt_load_spec_t, attempt, 0, UINT32_MAX),
+    S_OPTIONAL(10, "state_boundary", KVT_F_U32, kvt_load_spec_t, state_boundary, 0, UINT32_MAX),
+    S_OPTIONAL(11, "state_hash", KVT_F_HASH, kvt_load_spec_t, state_hash, 0, 0),
+    S_OPTIONAL(12, "state_slot", KVT_F_U32, kvt_load_spec_t, state_slot, 0, UINT32_MAX),
+    S_OPTIONAL(14, "image", KVT_F_BOOL, kvt_load_spec_t, image, 0, 1),
+    S_OPTIONAL(15, "producer", KVT_F_U64, kvt_load_spec_t, producer, 0, UINT64_MAX),
+    S_OPTIONAL(16, "producer_failed", KVT_F_BOOL, kvt_load_spec_t, producer_failed, 0, 1),
 };
-//  LoadSpec: the spec fields plus the lookup whose lease the load uses.
+//  LoadSpec: the spec fields plus the lookup whose lease the load uses, the
+//  state leg and the compute it waits for.
 static const kvt_field_t s_load[] = {
     S_SCALAR(1, "req", KVT_F_U64, kvt_load_spec_t, op.req, 0, UINT64_MAX),
     S_SCALAR(2, "gen", KVT_F_U32, kvt_load_spec_t, op.gen, 1, KVT_MSG_MAX_GEN),
@@ -167,11 +242,16 @@ static const kvt_field_t s_load[] = {
             -1),
     S_OPTIONAL(7, "attempt", KVT_F_U32, kvt_load_spec_t, attempt, 0, UINT32_MAX),
     S_OPTIONAL(8, "lookup", KVT_F_BOOL, kvt_load_spec_t, lookup, 0, 1),
+    S_OPTIONAL(9, "state", KVT_F_BOOL, kvt_load_spec_t, state, 0, 1),
+    S_OPTIONAL(10, "state_boundary", KVT_F_U32, kvt_load_spec_t, state_boundary, 0, UINT32_MAX),
+    S_OPTIONAL(11, "state_hash", KVT_F_HASH, kvt_load_spec_t, state_hash, 0, 0),
+    S_OPTIONAL(12, "state_slot", KVT_F_U32, kvt_load_spec_t, state_slot, 0, UINT32_MAX),
+    S_OPTIONAL(13, "after", KVT_F_U64, kvt_load_spec_t, after, 0, UINT64_MAX),
 };
 static const kvt_schema_t s_load_schema = {"LoadSpec", sizeof(kvt_load_spec_t), s_load,
-                                           S_COUNT(s_load), s_check_spec};
+                                           S_COUNT(s_load), s_check_load};
 static const kvt_schema_t s_save_schema = {"SaveSpec", sizeof(kvt_save_spec_t), s_spec,
-                                           S_COUNT(s_spec), s_check_spec};
+                                           S_COUNT(s_spec), s_check_save};
 
 static const kvt_field_t s_event[] = {
     S_SCALAR(1, "req", KVT_F_U64, kvt_event_t, op.req, 0, UINT64_MAX),
@@ -234,6 +314,7 @@ static const kvt_field_t s_completion[] = {
     S_OPTIONAL(12, "held", KVT_F_U32, kvt_completion_t, held, 0, KVT_MSG_MAX_CHUNKS),
     S_OPT_ARRAY(13, "images", KVT_F_BYTES, kvt_completion_t, images, nimages, 0,
                 KVT_MSG_MAX_IMAGES),
+    S_OPTIONAL(14, "fenced", KVT_F_BOOL, kvt_completion_t, fenced, 0, 1),
 };
 
 static const kvt_field_t s_verdict[] = {
@@ -249,6 +330,7 @@ static const kvt_field_t s_verdict[] = {
     S_OPTIONAL(10, "touch", KVT_F_U8, kvt_verdict_t, touch, 0, KVT_MSG_MAX_TOUCH),
     S_OPTIONAL(11, "held", KVT_F_U32, kvt_verdict_t, held, 0, KVT_MSG_MAX_CHUNKS),
     S_OPT_ARRAY(12, "images", KVT_F_BYTES, kvt_verdict_t, images, nimages, 0, KVT_MSG_MAX_IMAGES),
+    S_OPTIONAL(13, "fenced", KVT_F_BOOL, kvt_verdict_t, fenced, 0, 1),
 };
 
 static const kvt_field_t s_touch[] = {
@@ -268,6 +350,11 @@ static const kvt_field_t s_lookup[] = {
 static const kvt_field_t s_lookup_release[] = {
     S_SCALAR(1, "req", KVT_F_U64, kvt_lookup_release_t, op.req, 0, UINT64_MAX),
     S_SCALAR(2, "gen", KVT_F_U32, kvt_lookup_release_t, op.gen, 1, KVT_MSG_MAX_GEN),
+};
+
+static const kvt_field_t s_fence[] = {
+    S_SCALAR(1, "id", KVT_F_U64, kvt_fence_msg_t, id, 0, UINT64_MAX),
+    S_OPTIONAL(2, "lanes", KVT_F_U8, kvt_fence_msg_t, lanes, 0, KVT_FENCE_LANES_ALL),
 };
 
 static const kvt_field_t s_stats[] = {
@@ -300,9 +387,9 @@ static const kvt_schema_t s_bodies[KVT_MSG_KIND_COUNT] = {
     [KVT_MSG_STEP_DONE] = {"StepDone", sizeof(kvt_step_done_t), s_step_done, S_COUNT(s_step_done),
                            NULL},
     [KVT_MSG_LOAD_SPEC] = {"LoadSpec", sizeof(kvt_load_spec_t), s_load, S_COUNT(s_load),
-                           s_check_spec},
+                           s_check_load},
     [KVT_MSG_SAVE_SPEC] = {"SaveSpec", sizeof(kvt_save_spec_t), s_spec, S_COUNT(s_spec),
-                           s_check_spec},
+                           s_check_save},
     [KVT_MSG_COMPLETION] = {"Completion", sizeof(kvt_completion_t), s_completion,
                             S_COUNT(s_completion), s_check_completion},
     [KVT_MSG_VERDICT] = {"Verdict", sizeof(kvt_verdict_t), s_verdict, S_COUNT(s_verdict),
@@ -314,6 +401,7 @@ static const kvt_schema_t s_bodies[KVT_MSG_KIND_COUNT] = {
     [KVT_MSG_LOOKUP] = {"Lookup", sizeof(kvt_lookup_t), s_lookup, S_COUNT(s_lookup), NULL},
     [KVT_MSG_LOOKUP_RELEASE] = {"LookupRelease", sizeof(kvt_lookup_release_t), s_lookup_release,
                                 S_COUNT(s_lookup_release), NULL},
+    [KVT_MSG_FENCE] = {"Fence", sizeof(kvt_fence_msg_t), s_fence, S_COUNT(s_fence), NULL},
 };
 
 const kvt_schema_t *kvt_msg_schema(int kind)

@@ -20,7 +20,11 @@ typedef enum {
     KVT_SAMPLE_MIN = 0,     //  smallest values, empty arrays, optional fields omitted
     KVT_SAMPLE_TYPICAL = 1, //  a few items of each array, varied values
     KVT_SAMPLE_MAX = 2,     //  every array at its limit (where the frame cap allows), max values
-    KVT_SAMPLE_COUNT = 3,   //  number of shapes
+    KVT_SAMPLE_ALT1 = 3,    //  another typical shape: a touch report, a state-only load,
+                            //  an image-only save (TYPICAL for kinds without one)
+    KVT_SAMPLE_ALT2 = 4,    //  a third: a store report with fenced / a fence report
+                            //  (TYPICAL for kinds without one)
+    KVT_SAMPLE_COUNT = 5,   //  number of shapes
 } kvt_sample_t;
 
 //  Fills *msg with a deterministic valid message of `kind` and `shape`; the
