@@ -1,0 +1,667 @@
+/*  kvt_savetrack — see kvt_savetrack.h. */
+#include "kvt_savetrack.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "actors/common/kvt_counters.h"
+#include "base/kvt_hmap.h"
+#include "base/kvt_ilist.h"
+#include "base/kvt_vec.h"
+
+//  One tracked request.
+typedef struct {
+    kvt_opid_t op;         //  current admission
+    bool live;             //  record in use
+    uint32_t frontier;     //  [0, frontier) in the tier or being saved
+    uint32_t forwarded;    //  tokens the forward wrote
+    uint32_t attempt;      //  attempt number of the saves built now
+    uint32_t retries_left; //  re-emits left to this admission
+    uint32_t inflight;     //  built saves with no store verdict (any admission)
+    uint32_t floor_hbm;    //  save floor: the HBM hit when the load was decided
+    uint32_t floor_hit;    //  save floor: the tier hit it loaded up to
+    bool floor_set;        //  the floor was recorded for this admission
+    bool waiting;          //  a failed save waits for quiescence before its re-emit
+    bool stopped;          //  a failure with no re-emit left: save nothing more
+    bool retired;          //  finished or torn down
+    bool has_tail;         //  a finished request's unbuilt tail holds a lease
+    uint32_t tail_start;   //  token of tail_blocks[0] (chunk grid)
+    uint32_t tail_end;     //  end of the tail (chunk grid)
+    uint32_t *tail_blocks; //  leased blocks of [tail_start, tail_end)
+    uint32_t tail_cap;     //  allocated entries of tail_blocks
+    int32_t tail_slot;     //  leased state slot of the tail (-1: none)
+    kvt_ilink_t link;      //  tails list (has_tail) or free list
+} s_rec_t;
+
+//  One built chunk save.
+typedef struct {
+    kvt_opid_t op;    //  admission that built it
+    kvt_hash_t key;   //  chunk key
+    uint32_t attempt; //  attempt it was sent with
+    uint32_t rec;     //  its request's record
+    uint32_t start;   //  first token of the chunk
+    int32_t slot;     //  leased state slot (-1: none)
+    bool live;        //  in use
+    bool leased;      //  its lease is still held
+    kvt_ilink_t link; //  free list
+} s_save_t;
+
+struct _kvt_savetrack_t {
+    kvt_savetrack_cfg_t cfg;     //  configuration
+    uint32_t bpc;                //  blocks per chunk
+    s_rec_t *recs;               //  request records
+    uint32_t recs_cap;           //  allocated
+    kvt_ilist_t rec_free;        //  unused records
+    kvt_ilist_t tails;           //  records holding a tail lease
+    kvt_hmap_t *by_req;          //  req → record
+    s_save_t *saves;             //  save records
+    uint32_t *save_blocks;       //  bpc leased blocks per save record
+    uint32_t saves_cap;          //  allocated save records
+    uint32_t save_blocks_cap;    //  allocated entries of save_blocks
+    kvt_ilist_t save_free;       //  unused save records
+    kvt_hmap_t *by_id;           //  hash (op, key, attempt) → save record
+    kvt_hmap_t *by_key;          //  chunk key → save record in flight
+    kvt_savetrack_stats_t stats; //  counters
+};
+
+#define S_REC_LINKS(self)  KVT_ILINKS((self)->recs, link)
+#define S_SAVE_LINKS(self) KVT_ILINKS((self)->saves, link)
+
+static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
+{
+    uint64_t in[5] = {op.req, op.gen, key.hi, key.lo, attempt};
+    XXH128_hash_t h = XXH3_128bits(in, sizeof in);
+    kvt_hash_t out = {h.high64, h.low64};
+    return out;
+}
+
+kvt_savetrack_t *kvt_savetrack_new(const kvt_savetrack_cfg_t *cfg)
+{
+    if (!cfg->acquire || !cfg->release || cfg->block_size == 0 || cfg->chunk_size == 0 ||
+        cfg->chunk_size % cfg->block_size != 0)
+        return NULL;
+    kvt_savetrack_t *self = calloc(1, sizeof(*self));
+    if (!self)
+        return NULL;
+    self->cfg = *cfg;
+    self->bpc = cfg->chunk_size / cfg->block_size;
+    self->by_req = kvt_hmap_new(64, false);
+    self->by_id = kvt_hmap_new(64, false);
+    self->by_key = kvt_hmap_new(64, false);
+    if (!self->by_req || !self->by_id || !self->by_key) {
+        kvt_savetrack_destroy(&self);
+        return NULL;
+    }
+    kvt_ilist_init(&self->rec_free);
+    kvt_ilist_init(&self->tails);
+    kvt_ilist_init(&self->save_free);
+    return self;
+}
+
+void kvt_savetrack_destroy(kvt_savetrack_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kvt_savetrack_t *self = *self_p;
+    for (uint32_t i = 0; i < self->recs_cap; i++)
+        free(self->recs[i].tail_blocks);
+    free(self->recs);
+    free(self->saves);
+    free(self->save_blocks);
+    kvt_hmap_destroy(&self->by_req);
+    kvt_hmap_destroy(&self->by_id);
+    kvt_hmap_destroy(&self->by_key);
+    free(self);
+    *self_p = NULL;
+}
+
+// --------------------------------------------------------------- leases --
+
+//  The one lease path (S4): every lease is taken here and released here,
+//  exactly once.
+static void s_acquire(kvt_savetrack_t *self, const uint32_t *blocks, uint32_t n, int32_t slot)
+{
+    self->cfg.acquire(self->cfg.arg, blocks, n, slot);
+    self->stats.leases_taken++;
+    self->stats.leases_outstanding++;
+}
+
+static void s_release(kvt_savetrack_t *self, const uint32_t *blocks, uint32_t n, int32_t slot)
+{
+    assert(self->stats.leases_outstanding > 0);
+    self->cfg.release(self->cfg.arg, blocks, n, slot);
+    self->stats.leases_released++;
+    self->stats.leases_outstanding--;
+}
+
+static void s_release_save(kvt_savetrack_t *self, s_save_t *sv)
+{
+    if (!sv->leased)
+        return;
+    sv->leased = false;
+    uint32_t i = (uint32_t)(sv - self->saves);
+    s_release(self, self->save_blocks + (size_t)i * self->bpc, self->bpc, sv->slot);
+}
+
+static void s_release_tail(kvt_savetrack_t *self, s_rec_t *r)
+{
+    if (!r->has_tail)
+        return;
+    r->has_tail = false;
+    kvt_ilist_unlink(&self->tails, S_REC_LINKS(self), (uint32_t)(r - self->recs));
+    uint32_t bs = self->cfg.block_size;
+    s_release(self, r->tail_blocks, (r->tail_end - r->tail_start) / bs, r->tail_slot);
+}
+
+// -------------------------------------------------------------- records --
+
+static s_rec_t *s_rec(const kvt_savetrack_t *self, uint64_t req)
+{
+    uint32_t i;
+    if (!kvt_hmap_get(self->by_req, kvt_hmap_key64(req), &i))
+        return NULL;
+    return &self->recs[i];
+}
+
+//  The record of admission op exactly (NULL for another generation).
+static s_rec_t *s_rec_op(const kvt_savetrack_t *self, kvt_opid_t op)
+{
+    s_rec_t *r = s_rec(self, op.req);
+    return r && r->op.gen == op.gen ? r : NULL;
+}
+
+//  Frees a retired record once nothing of it is left.
+static void s_maybe_free(kvt_savetrack_t *self, s_rec_t *r)
+{
+    if (!r->retired || r->inflight > 0 || r->has_tail)
+        return;
+    uint32_t i = (uint32_t)(r - self->recs);
+    kvt_hmap_del(self->by_req, kvt_hmap_key64(r->op.req), NULL);
+    uint32_t *tb = r->tail_blocks, tc = r->tail_cap;
+    memset(r, 0, sizeof(*r));
+    r->tail_blocks = tb; //  kept for reuse
+    r->tail_cap = tc;
+    kvt_ilist_prepend(&self->rec_free, S_REC_LINKS(self), i);
+    self->stats.records--;
+}
+
+int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier)
+{
+    s_rec_t *r = s_rec(self, op.req);
+    if (r && r->op.gen >= op.gen) {
+        self->stats.refused++;
+        return -1;
+    }
+    if (!r) {
+        if (self->rec_free.count == 0) {
+            uint32_t old = self->recs_cap, cap = old;
+            if (kvt_vec_reserve((void **)&self->recs, &cap, old + 1, sizeof(s_rec_t)) != 0) {
+                self->stats.refused++;
+                return -1;
+            }
+            memset(self->recs + old, 0, (size_t)(cap - old) * sizeof(s_rec_t));
+            for (uint32_t i = old; i < cap; i++)
+                kvt_ilist_append(&self->rec_free, S_REC_LINKS(self), i);
+            self->recs_cap = cap;
+        }
+        uint32_t i = self->rec_free.head;
+        if (kvt_hmap_put(self->by_req, kvt_hmap_key64(op.req), i) != 0) {
+            self->stats.refused++;
+            return -1;
+        }
+        kvt_ilist_unlink(&self->rec_free, S_REC_LINKS(self), i);
+        r = &self->recs[i];
+        r->live = true;
+        self->stats.records++;
+    } else
+        s_release_tail(self, r); //  a re-admission's earlier tail is never built
+    uint32_t cs = self->cfg.chunk_size;
+    r->op = op;
+    r->frontier = frontier / cs * cs;
+    r->forwarded = 0;
+    r->attempt = 0;
+    r->retries_left = self->cfg.retries;
+    r->floor_set = false;
+    r->waiting = false;
+    r->stopped = false;
+    r->retired = false;
+    return 0;
+}
+
+int kvt_savetrack_load_decided(kvt_savetrack_t *self, kvt_opid_t op, uint32_t hbm, uint32_t hit)
+{
+    s_rec_t *r = s_rec_op(self, op);
+    if (!r || hit < hbm) {
+        self->stats.refused++;
+        return -1;
+    }
+    if (r->floor_set) {
+        self->stats.floors_ignored++;
+        return 0;
+    }
+    r->floor_set = true;
+    r->floor_hbm = hbm;
+    r->floor_hit = hit;
+    uint32_t grid = hit / self->cfg.chunk_size * self->cfg.chunk_size;
+    if (r->frontier < grid)
+        r->frontier = grid; //  the tier holds [.., hit): nothing below it needs a save
+    self->stats.floors_recorded++;
+    return 0;
+}
+
+int kvt_savetrack_hit_lost(kvt_savetrack_t *self, kvt_opid_t op)
+{
+    s_rec_t *r = s_rec_op(self, op);
+    if (!r || !r->floor_set) {
+        self->stats.refused++;
+        return -1;
+    }
+    uint32_t floor = r->floor_hbm / self->cfg.chunk_size * self->cfg.chunk_size;
+    if (r->frontier > floor)
+        r->frontier = floor;
+    self->stats.floors_reopened++;
+    return 0;
+}
+
+void kvt_savetrack_forwarded(kvt_savetrack_t *self, kvt_opid_t op, uint32_t tokens)
+{
+    s_rec_t *r = s_rec_op(self, op);
+    if (r && !r->retired && tokens > r->forwarded)
+        r->forwarded = tokens;
+}
+
+//  End of what req may save now (chunk grid), or 0 when nothing.
+static uint32_t s_upto(const kvt_savetrack_t *self, const s_rec_t *r)
+{
+    if (r->stopped || r->waiting)
+        return 0;
+    uint32_t upto;
+    if (r->retired)
+        upto = r->has_tail ? r->tail_end : 0;
+    else
+        upto = r->forwarded / self->cfg.chunk_size * self->cfg.chunk_size;
+    return upto > r->frontier ? upto : 0;
+}
+
+bool kvt_savetrack_next(const kvt_savetrack_t *self, uint64_t req, uint32_t *start, uint32_t *end,
+                        uint32_t *attempt)
+{
+    const s_rec_t *r = s_rec(self, req);
+    uint32_t upto = r ? s_upto(self, r) : 0;
+    if (upto == 0)
+        return false;
+    *start = r->frontier;
+    *end = upto;
+    if (attempt)
+        *attempt = r->attempt;
+    return true;
+}
+
+//  The frontier moved by one chunk: a tail fully built releases its lease
+//  (each built save holds its own).
+static void s_advance(kvt_savetrack_t *self, s_rec_t *r)
+{
+    r->frontier += self->cfg.chunk_size;
+    if (r->has_tail && r->frontier >= r->tail_end) {
+        s_release_tail(self, r);
+        s_maybe_free(self, r);
+    }
+}
+
+int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, const uint32_t *blocks,
+                        int32_t slot)
+{
+    s_rec_t *r = s_rec(self, req);
+    if (!r || s_upto(self, r) == 0 || kvt_hmap_get(self->by_key, key, NULL) ||
+        (!blocks && !r->has_tail)) {
+        self->stats.refused++;
+        return -1;
+    }
+    if (!blocks) {
+        blocks = r->tail_blocks + (r->frontier - r->tail_start) / self->cfg.block_size;
+        slot = r->tail_slot;
+    }
+    if (self->save_free.count == 0) {
+        uint32_t old = self->saves_cap, cap = old;
+        if (kvt_vec_reserve((void **)&self->saves, &cap, old + 1, sizeof(s_save_t)) != 0 ||
+            kvt_vec_reserve((void **)&self->save_blocks, &self->save_blocks_cap, cap * self->bpc,
+                            sizeof(uint32_t)) != 0) {
+            self->stats.refused++;
+            return -1;
+        }
+        memset(self->saves + old, 0, (size_t)(cap - old) * sizeof(s_save_t));
+        for (uint32_t i = old; i < cap; i++)
+            kvt_ilist_append(&self->save_free, S_SAVE_LINKS(self), i);
+        self->saves_cap = cap;
+    }
+    uint32_t si = self->save_free.head;
+    kvt_hash_t id = s_save_id(r->op, key, r->attempt);
+    if (kvt_hmap_put(self->by_key, key, si) != 0) {
+        self->stats.refused++;
+        return -1;
+    }
+    if (kvt_hmap_put(self->by_id, id, si) != 0) {
+        kvt_hmap_del(self->by_key, key, NULL);
+        self->stats.refused++;
+        return -1;
+    }
+    kvt_ilist_unlink(&self->save_free, S_SAVE_LINKS(self), si);
+    s_save_t *sv = &self->saves[si];
+    sv->op = r->op;
+    sv->key = key;
+    sv->attempt = r->attempt;
+    sv->rec = (uint32_t)(r - self->recs);
+    sv->start = r->frontier;
+    sv->slot = slot;
+    sv->live = true;
+    sv->leased = true;
+    uint32_t *lease = self->save_blocks + (size_t)si * self->bpc;
+    memcpy(lease, blocks, (size_t)self->bpc * sizeof(uint32_t));
+    s_acquire(self, lease, self->bpc, slot);
+    r->inflight++;
+    self->stats.saves_built++;
+    self->stats.saves_outstanding++;
+    s_advance(self, r);
+    return 0;
+}
+
+int kvt_savetrack_skip(kvt_savetrack_t *self, uint64_t req)
+{
+    s_rec_t *r = s_rec(self, req);
+    if (!r || s_upto(self, r) == 0) {
+        self->stats.refused++;
+        return -1;
+    }
+    self->stats.saves_skipped++;
+    s_advance(self, r);
+    return 0;
+}
+
+bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key)
+{
+    return kvt_hmap_get(self->by_key, key, NULL);
+}
+
+// -------------------------------------------------------------- reports --
+
+int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
+                               uint32_t attempt)
+{
+    uint32_t si;
+    if (!kvt_hmap_get(self->by_id, s_save_id(op, key, attempt), &si) || !self->saves[si].leased) {
+        self->stats.stale_reports++;
+        return -1;
+    }
+    s_release_save(self, &self->saves[si]);
+    return 0;
+}
+
+//  A failed save of record r (S3): the frontier goes back to the failed
+//  chunk, never past it, and the re-emit waits until every save of the
+//  request settled. A failure of a retired request or an earlier
+//  admission is dropped.
+static void s_failed(kvt_savetrack_t *self, s_rec_t *r, const s_save_t *sv)
+{
+    if (r->retired || r->op.gen != sv->op.gen || r->stopped) {
+        self->stats.saves_dropped++;
+        return;
+    }
+    if (sv->start < r->frontier)
+        r->frontier = sv->start;
+    r->waiting = true;
+}
+
+int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, uint32_t attempt,
+                         bool ok)
+{
+    uint32_t si;
+    if (!kvt_hmap_del(self->by_id, s_save_id(op, key, attempt), &si)) {
+        self->stats.stale_reports++;
+        return -1;
+    }
+    s_save_t *sv = &self->saves[si];
+    s_release_save(self, sv);
+    kvt_hmap_del(self->by_key, sv->key, NULL);
+    s_rec_t *r = &self->recs[sv->rec];
+    assert(r->live && r->inflight > 0);
+    r->inflight--;
+    self->stats.saves_outstanding--;
+    if (ok)
+        self->stats.saves_ok++;
+    else {
+        self->stats.saves_failed++;
+        s_failed(self, r, sv);
+    }
+    if (r->waiting && r->inflight == 0) {
+        //  Every rank is quiescent for this request: re-emit from the
+        //  frontier with a fresh attempt number (a new report key), or, with
+        //  no re-emit left, save nothing more (chunks above a gap could
+        //  never be reached).
+        r->waiting = false;
+        if (r->retries_left == 0) {
+            r->stopped = true;
+            self->stats.saves_stopped++;
+        } else {
+            r->attempt++;
+            r->retries_left--;
+            self->stats.saves_reemitted++;
+        }
+    }
+    memset(sv, 0, sizeof(*sv));
+    kvt_ilist_prepend(&self->save_free, S_SAVE_LINKS(self), si);
+    s_maybe_free(self, r);
+    return 0;
+}
+
+// ------------------------------------------------------------ retiring --
+
+//  Chunks of r forwarded but never to be saved.
+static void s_count_retired(kvt_savetrack_t *self, const s_rec_t *r, uint32_t upto)
+{
+    if (upto > r->frontier)
+        self->stats.chunks_retired += (upto - r->frontier) / self->cfg.chunk_size;
+}
+
+int kvt_savetrack_finish(kvt_savetrack_t *self, uint64_t req, const uint32_t *blocks,
+                         uint32_t nblocks, int32_t slot)
+{
+    s_rec_t *r = s_rec(self, req);
+    if (!r || r->retired) {
+        self->stats.refused++;
+        return -1;
+    }
+    uint32_t cs = self->cfg.chunk_size, bs = self->cfg.block_size;
+    uint32_t upto = s_upto(self, r);
+    if (upto > 0 && (uint64_t)nblocks * bs < upto) {
+        self->stats.refused++;
+        return -1;
+    }
+    if (upto == 0) {
+        if (r->waiting) //  a failed save's re-emit is dropped with its request
+            self->stats.saves_dropped++;
+        s_count_retired(self, r, r->stopped ? r->forwarded / cs * cs : 0);
+        r->waiting = false;
+        r->retired = true;
+        s_maybe_free(self, r);
+        return 0;
+    }
+    uint32_t n = (upto - r->frontier) / bs;
+    if (kvt_vec_reserve((void **)&r->tail_blocks, &r->tail_cap, n, sizeof(uint32_t)) != 0) {
+        //  No room for the tail lease: retire it now.
+        s_count_retired(self, r, upto);
+        r->retired = true;
+        s_maybe_free(self, r);
+        return 0;
+    }
+    memcpy(r->tail_blocks, blocks + r->frontier / bs, (size_t)n * sizeof(uint32_t));
+    r->tail_start = r->frontier;
+    r->tail_end = upto;
+    r->tail_slot = slot;
+    r->retired = true;
+    r->has_tail = true;
+    kvt_ilist_append(&self->tails, S_REC_LINKS(self), (uint32_t)(r - self->recs));
+    s_acquire(self, r->tail_blocks, n, slot);
+    self->stats.tails_leased++;
+    return 0;
+}
+
+//  Retires r's unbuilt tail (S4): never emitted, its lease released.
+static void s_retire_tail(kvt_savetrack_t *self, s_rec_t *r)
+{
+    s_count_retired(self, r, r->tail_end);
+    self->stats.tails_retired++;
+    s_release_tail(self, r);
+    s_maybe_free(self, r);
+}
+
+void kvt_savetrack_abort(kvt_savetrack_t *self, uint64_t req)
+{
+    s_rec_t *r = s_rec(self, req);
+    if (!r)
+        return;
+    if (r->has_tail)
+        s_retire_tail(self, r);
+    else if (!r->retired) {
+        if (r->waiting)
+            self->stats.saves_dropped++;
+        r->waiting = false;
+        r->retired = true;
+        s_maybe_free(self, r);
+    }
+}
+
+uint32_t kvt_savetrack_end_plan(kvt_savetrack_t *self)
+{
+    uint32_t n = 0;
+    while (self->tails.head != KVT_ILIST_NONE) {
+        s_retire_tail(self, &self->recs[self->tails.head]);
+        n++;
+    }
+    return n;
+}
+
+// ---------------------------------------------------- stats and audit --
+
+bool kvt_savetrack_frontier(const kvt_savetrack_t *self, uint64_t req, uint32_t *frontier)
+{
+    const s_rec_t *r = s_rec(self, req);
+    if (!r)
+        return false;
+    *frontier = r->frontier;
+    return true;
+}
+
+void kvt_savetrack_stats(const kvt_savetrack_t *self, kvt_savetrack_stats_t *out)
+{
+    *out = self->stats;
+}
+
+int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_t errlen)
+{
+    const kvt_savetrack_stats_t *st = &self->stats;
+    if (st->saves_built != st->saves_ok + st->saves_failed + st->saves_outstanding) {
+        snprintf(err, errlen, "savetrack: saves built != settled + outstanding");
+        return -1;
+    }
+    if (st->leases_taken != st->leases_released + st->leases_outstanding) {
+        snprintf(err, errlen, "savetrack: leases taken != released + outstanding");
+        return -1;
+    }
+    if (kvt_hmap_size(self->by_id) != st->saves_outstanding ||
+        kvt_hmap_size(self->by_key) != st->saves_outstanding ||
+        kvt_hmap_size(self->by_req) != st->records) {
+        snprintf(err, errlen,
+                 "savetrack: maps hold %u saves / %u keys / %u requests, counters say "
+                 "%llu / %llu / %llu",
+                 kvt_hmap_size(self->by_id), kvt_hmap_size(self->by_key),
+                 kvt_hmap_size(self->by_req), (unsigned long long)st->saves_outstanding,
+                 (unsigned long long)st->saves_outstanding, (unsigned long long)st->records);
+        return -1;
+    }
+    if (!deep)
+        return 0;
+    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0;
+    uint32_t *inflight = calloc(self->recs_cap ? self->recs_cap : 1, sizeof(uint32_t));
+    if (!inflight) {
+        snprintf(err, errlen, "savetrack: out of memory");
+        return -1;
+    }
+    int rc = -1;
+    for (uint32_t i = 0; i < self->saves_cap; i++) {
+        const s_save_t *sv = &self->saves[i];
+        if (!sv->live)
+            continue;
+        live_saves++;
+        leases += sv->leased;
+        uint32_t j;
+        if (sv->rec >= self->recs_cap || !self->recs[sv->rec].live ||
+            !kvt_hmap_get(self->by_id, s_save_id(sv->op, sv->key, sv->attempt), &j) || j != i ||
+            !kvt_hmap_get(self->by_key, sv->key, &j) || j != i) {
+            snprintf(err, errlen, "savetrack: save %u is not under its keys or has no request", i);
+            goto done;
+        }
+        inflight[sv->rec]++;
+    }
+    for (uint32_t i = 0; i < self->recs_cap; i++) {
+        const s_rec_t *r = &self->recs[i];
+        if (!r->live)
+            continue;
+        records++;
+        tails += r->has_tail;
+        leases += r->has_tail;
+        uint32_t j;
+        if (!kvt_hmap_get(self->by_req, kvt_hmap_key64(r->op.req), &j) || j != i ||
+            inflight[i] != r->inflight || (r->has_tail && !r->retired) ||
+            (r->retired && r->inflight == 0 && !r->has_tail)) {
+            snprintf(err, errlen,
+                     "savetrack: request %llu: %u saves in flight, record says %u (tail %d, "
+                     "retired %d)",
+                     (unsigned long long)r->op.req, inflight[i], r->inflight, r->has_tail,
+                     r->retired);
+            goto done;
+        }
+    }
+    if (live_saves != st->saves_outstanding || records != st->records ||
+        tails != self->tails.count || leases != st->leases_outstanding) {
+        snprintf(err, errlen,
+                 "savetrack: walk found %llu saves / %llu requests / %llu tails / %llu leases",
+                 (unsigned long long)live_saves, (unsigned long long)records,
+                 (unsigned long long)tails, (unsigned long long)leases);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(inflight);
+    return rc;
+}
+
+void kvt_savetrack_counters(const kvt_savetrack_t *self, kvt_counter_t *c, uint32_t *n,
+                            uint32_t cap)
+{
+    const kvt_savetrack_stats_t *st = &self->stats;
+#define S_C(field) kvt_counter_add(c, n, cap, "savetrack." #field, st->field)
+    S_C(records);
+    S_C(saves_built);
+    S_C(saves_skipped);
+    S_C(saves_ok);
+    S_C(saves_failed);
+    S_C(saves_outstanding);
+    S_C(saves_reemitted);
+    S_C(saves_stopped);
+    S_C(saves_dropped);
+    S_C(tails_leased);
+    S_C(tails_retired);
+    S_C(chunks_retired);
+    S_C(leases_taken);
+    S_C(leases_released);
+    S_C(leases_outstanding);
+    S_C(floors_recorded);
+    S_C(floors_ignored);
+    S_C(floors_reopened);
+    S_C(stale_reports);
+    S_C(refused);
+#undef S_C
+}

@@ -1,0 +1,165 @@
+/*  kvt_savetrack — the save tracker: per request, how far its KV has been
+    handed to the tier, and the leases its saves hold (rules S3–S5).
+
+    Frontier. Tokens [0, frontier) of a request are in the tier or being
+    saved. Only forwarded chunks are saved: next offers the whole chunks the
+    forward wrote past the frontier; build records the save of the chunk at
+    the frontier (skip passes over one that needs none) and moves it on.
+
+    Leases (S4). A built save leases its source blocks and the state slot
+    its image is read from until every rank reported source_safe, or its
+    store verdict came (whichever is first); a finished request's forwarded
+    tail not yet built keeps a lease on its blocks and slot until the next
+    plan builds it or end_plan retires it. Every lease is taken through the
+    acquire callback and released exactly once through the release
+    callback: the one path.
+
+    Failures (S3). A failed save leaves the frontier at the failed chunk
+    (never past it) and is re-emitted with a new attempt number once every
+    save of the request settled (all ranks quiescent); a failure after the
+    request retired, or of an earlier admission, is dropped. With no re-emit
+    left, the request saves nothing more (a gap could never be closed).
+
+    Save floor (S5). When a load is decided, [hbm, hit) comes from the tier:
+    the floor is recorded once for that admission and the frontier moves to
+    hit. A lost or failed tier hit reopens [hbm, hit) for saving: the
+    frontier goes back to hbm's chunk floor. A load withdrawn for any other
+    reason reopens nothing (the tier still holds what is recomputed).
+
+    Reports are keyed like the SaveSpec: (op, chunk key, attempt). Every
+    call is O(1) but end_plan (O(finished tails)) and kvt_savetrack_check
+    with deep. Pure: no I/O, no clock, no threads; one owner. */
+#ifndef KVT_SAVETRACK_H_INCLUDED
+#define KVT_SAVETRACK_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier/kvt_msg.h"
+
+typedef struct _kvt_savetrack_t kvt_savetrack_t;
+
+typedef struct {
+    uint32_t chunk_size; //  tokens per chunk (a multiple of block_size)
+    uint32_t block_size; //  tokens per block
+    uint32_t retries;    //  re-emits of failed saves per admission (0: a failure stops them)
+    //  The one lease path: acquire when a lease is taken, release once when
+    //  it ends. slot < 0: no slot. May not be NULL.
+    void (*acquire)(void *arg, const uint32_t *blocks, uint32_t nblocks, int32_t slot);
+    void (*release)(void *arg, const uint32_t *blocks, uint32_t nblocks, int32_t slot);
+    void *arg; //  passed to acquire and release
+} kvt_savetrack_cfg_t;
+
+typedef struct {
+    uint64_t records;            //  gauge: requests tracked
+    uint64_t saves_built;        //  chunk saves built (leased, sent)
+    uint64_t saves_skipped;      //  chunks passed with no save
+    uint64_t saves_ok;           //  store verdicts ok
+    uint64_t saves_failed;       //  store verdicts failed
+    uint64_t saves_outstanding;  //  gauge: built, no store verdict yet
+    uint64_t saves_reemitted;    //  re-emits started after a failure (S3)
+    uint64_t saves_stopped;      //  requests whose saves stopped (no re-emit left)
+    uint64_t saves_dropped;      //  failures not re-emitted: request retired / earlier admission
+    uint64_t tails_leased;       //  finished requests whose unbuilt tail kept a lease
+    uint64_t tails_retired;      //  unbuilt tails retired, their lease released (S4)
+    uint64_t chunks_retired;     //  forwarded chunks never saved because their request retired
+    uint64_t leases_taken;       //  leases acquired
+    uint64_t leases_released;    //  leases released
+    uint64_t leases_outstanding; //  gauge: leases held
+    uint64_t floors_recorded;    //  save floors recorded (S5)
+    uint64_t floors_ignored;     //  second floor of one admission, ignored
+    uint64_t floors_reopened;    //  lost tier hits reopened for saving
+    uint64_t stale_reports;      //  reports for no outstanding save (late, duplicate)
+    uint64_t refused;            //  calls refused (nothing to build, old generation, bad span)
+} kvt_savetrack_stats_t;
+
+//  NULL when out of memory or when the geometry is invalid.
+kvt_savetrack_t *kvt_savetrack_new(const kvt_savetrack_cfg_t *cfg);
+void kvt_savetrack_destroy(kvt_savetrack_t **self_p);
+
+//  Begins tracking admission op with the frontier at `frontier` (rounded
+//  down to the chunk grid). A newer admission of a tracked request starts
+//  afresh (its earlier saves still settle by their ids). 0, or -1 (an older
+//  generation, out of memory).
+int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier);
+
+//  S5: op's load was decided, [hbm, hit) from the tier. The first call of
+//  an admission records the floor and moves the frontier to hit's chunk
+//  grid; later calls are ignored. 0, or -1 (unknown op, hit < hbm).
+int kvt_savetrack_load_decided(kvt_savetrack_t *self, kvt_opid_t op, uint32_t hbm, uint32_t hit);
+
+//  S5: op's tier hit was lost (its load failed, or was refused because the
+//  tier no longer holds it): reopens [hbm, hit) from the recorded floor.
+//  0, or -1 (unknown op, no floor recorded).
+int kvt_savetrack_hit_lost(kvt_savetrack_t *self, kvt_opid_t op);
+
+//  The forward wrote op's KV up to `tokens`.
+void kvt_savetrack_forwarded(kvt_savetrack_t *self, kvt_opid_t op, uint32_t tokens);
+
+//  What the next plan may save for request req: whole forwarded chunks
+//  [*start, *end) past the frontier, saved with *attempt. False when none:
+//  nothing forwarded past it, a failed save waiting for quiescence, saves
+//  stopped, or a retired request with no tail.
+bool kvt_savetrack_next(const kvt_savetrack_t *self, uint64_t req, uint32_t *start, uint32_t *end,
+                        uint32_t *attempt);
+
+//  Builds the save of the chunk at req's frontier under `key`: leases its
+//  chunk_size / block_size source `blocks` and the state `slot` its image is
+//  read from (-1: none) and moves the frontier on. blocks NULL: the
+//  finished request's tail lease names them (and its slot). 0, or -1
+//  (nothing buildable: see next; key already in flight; out of memory).
+int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, const uint32_t *blocks,
+                        int32_t slot);
+
+//  Moves req's frontier over the chunk at it without a save (the tier
+//  holds it, or another request's save of its key is in flight). 0 / -1.
+int kvt_savetrack_skip(kvt_savetrack_t *self, uint64_t req);
+
+//  True while a built save of key has no store verdict.
+bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key);
+
+//  Every rank reported source_safe for save (op, key, attempt): releases
+//  its lease. 0, or -1 when no such save holds a lease.
+int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
+                               uint32_t attempt);
+
+//  The store verdict of save (op, key, attempt): settles it (its lease is
+//  released if source_safe did not). ok: the caller indexes the key.
+//  Failed: S3. 0, or -1 when no such save is outstanding.
+int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, uint32_t attempt,
+                         bool ok);
+
+//  S4: request req finished; blocks[0..nblocks) is its block table, slot
+//  its state slot (-1: none). Its forwarded tail not yet built keeps a
+//  lease on those blocks and the slot, so the caller may drop its own
+//  references now; the next plan may build it (build with blocks NULL),
+//  end_plan retires what it did not. 0, or -1 (unknown request, a table
+//  too short for the tail).
+int kvt_savetrack_finish(kvt_savetrack_t *self, uint64_t req, const uint32_t *blocks,
+                         uint32_t nblocks, int32_t slot);
+
+//  Request req was torn down (abort, preemption): its unbuilt saves are
+//  retired now; saves in flight still settle (a failure is dropped).
+void kvt_savetrack_abort(kvt_savetrack_t *self, uint64_t req);
+
+//  End of a plan: every finished request's tail the plan did not build is
+//  retired and its lease released. Returns how many tails.
+uint32_t kvt_savetrack_end_plan(kvt_savetrack_t *self);
+
+//  The frontier of request req; false when it is not tracked.
+bool kvt_savetrack_frontier(const kvt_savetrack_t *self, uint64_t req, uint32_t *frontier);
+
+void kvt_savetrack_stats(const kvt_savetrack_t *self, kvt_savetrack_stats_t *out);
+
+//  Identities (saves built == settled + outstanding, leases taken ==
+//  released + outstanding, map sizes): 0, or -1 with the mismatch in err.
+//  deep: also walks every record and save (each request's in-flight count,
+//  every lease held by a live save or a tail).
+int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_t errlen);
+
+//  Appends the counters as "savetrack.<name>" (docs/metrics.md).
+void kvt_savetrack_counters(const kvt_savetrack_t *self, kvt_counter_t *c, uint32_t *n,
+                            uint32_t cap);
+
+#endif
