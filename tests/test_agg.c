@@ -1,4 +1,5 @@
-/*  Aggregator core: quorum, failure dominance, tombstones, staleness. */
+/*  Aggregator core: quorum, failure dominance, neutral state verdicts, the
+    store channel's fenced AND, tombstones and the touch ring, staleness. */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -316,9 +317,9 @@ Test(agg, rule_A4_a_timed_out_touch_key_settles_once)
 
 Test(agg, rule_A4_timeouts_warn_once_per_channel_and_settle_every_channel)
 {
-    static const uint8_t chans[] = {KVT_CHAN_LOAD,       KVT_CHAN_SAVE,          KVT_CHAN_STATE,
-                                    KVT_CHAN_TOUCH,      KVT_CHAN_TOUCH_REFRESH, KVT_CHAN_LOOKUP,
-                                    KVT_CHAN_SOURCE_SAFE};
+    static const uint8_t chans[] = {KVT_CHAN_LOAD,        KVT_CHAN_SAVE,          KVT_CHAN_STATE,
+                                    KVT_CHAN_TOUCH,       KVT_CHAN_TOUCH_REFRESH, KVT_CHAN_LOOKUP,
+                                    KVT_CHAN_SOURCE_SAFE, KVT_CHAN_FENCE};
     kvt_agg_t *a = kvt_agg_new(2, 64, 50);
     kvt_verdict_t v, out[32];
     bool warn[32];
@@ -466,5 +467,336 @@ Test(agg, many_keys_grow_and_settle)
     }
     cr_assert_eq(settled, 5000);
     s_drops(a, 0, 0);
+    kvt_agg_destroy(&a);
+}
+
+// ------------------------------------------------- state: neutral votes --
+
+//  A rank whose state leg never ran (its KV leg failed first, it refused the
+//  spec, it shut down) reports neutral: ok with detail SKIPPED.
+static kvt_completion_t s_state(uint64_t req, uint32_t gen, uint32_t rank, uint32_t answer)
+{
+    bool neutral = answer == KVT_DETAIL_SKIPPED;
+    return C(KVT_CHAN_STATE, req, gen, 0x5a, rank, neutral || answer == KVT_DETAIL_OK, answer);
+}
+
+//  Settles one state key over nranks with answer[r] per rank, rank order
+//  `order`; returns the verdict.
+static kvt_verdict_t s_state_verdict(uint32_t nranks, const uint32_t *order, const uint32_t *answer)
+{
+    kvt_agg_t *a = kvt_agg_new(nranks, 16, 0);
+    kvt_verdict_t v;
+    memset(&v, 0, sizeof v);
+    for (uint32_t i = 0; i < nranks; i++) {
+        kvt_completion_t c = s_state(3, 1, order[i], answer[order[i]]);
+        cr_assert_eq(kvt_agg_report(a, &c, 0, &v), i + 1 == nranks ? 1 : 0,
+                     "report %u of %u settles only the last time", i + 1, nranks);
+    }
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.open, 0);
+    kvt_agg_destroy(&a);
+    return v;
+}
+
+Test(agg, rule_A1_state_key_settles_when_a_rank_reports_neutral)
+{
+    for (size_t k = 0; k < sizeof NRANKS / sizeof NRANKS[0]; k++) {
+        uint32_t n = NRANKS[k], order[8], answer[8];
+        for (int dir = 0; dir < 2; dir++) {
+            s_order(order, n, dir);
+            //  Every rank neutral: nobody ran the leg, the verdict says so.
+            for (uint32_t r = 0; r < n; r++)
+                answer[r] = KVT_DETAIL_SKIPPED;
+            kvt_verdict_t v = s_state_verdict(n, order, answer);
+            cr_assert(v.ok, "%u ranks all neutral: ok", n);
+            cr_assert_eq(v.detail, KVT_DETAIL_SKIPPED, "%u ranks all neutral: detail %u", n,
+                         v.detail);
+            cr_assert_eq(v.nfailed, 0);
+            if (n == 1)
+                continue;
+            for (uint32_t pos = 0; pos < n; pos++) {
+                //  One rank's KV leg failed, so it reports neutral; the others
+                //  hit: the key settles ok, a real verdict (not SKIPPED).
+                for (uint32_t r = 0; r < n; r++)
+                    answer[r] = KVT_DETAIL_OK;
+                answer[order[pos]] = KVT_DETAIL_SKIPPED;
+                v = s_state_verdict(n, order, answer);
+                cr_assert(v.ok, "%u ranks, neutral at %u: ok", n, pos);
+                cr_assert_eq(v.detail, KVT_DETAIL_OK, "%u ranks, neutral at %u: detail %u", n, pos,
+                             v.detail);
+                //  ... and a real miss elsewhere is the verdict, neutral or
+                //  not around it: the scheduler retracts the image (I3).
+                answer[order[(pos + 1) % n]] = KVT_DETAIL_MISS;
+                v = s_state_verdict(n, order, answer);
+                cr_assert_not(v.ok, "%u ranks, a miss next to a neutral: failed", n);
+                cr_assert_eq(v.detail, KVT_DETAIL_MISS);
+                cr_assert_eq(v.nfailed, 1);
+                //  Only the neutral rank and the miss: still the miss.
+                for (uint32_t r = 0; r < n; r++)
+                    if (answer[r] == KVT_DETAIL_OK)
+                        answer[r] = KVT_DETAIL_SKIPPED;
+                v = s_state_verdict(n, order, answer);
+                cr_assert_not(v.ok);
+                cr_assert_eq(v.detail, KVT_DETAIL_MISS, "all neutral but one miss: detail %u",
+                             v.detail);
+            }
+        }
+    }
+}
+
+Test(agg, neutral_is_a_state_channel_notion_only)
+{
+    //  ok + SKIPPED on the store channel is an ordinary ok report: the
+    //  verdict is OK, never a neutral SKIPPED.
+    kvt_agg_t *a = kvt_agg_new(2, 16, 0);
+    kvt_verdict_t v;
+    kvt_completion_t c0 = C(KVT_CHAN_SAVE, 1, 1, 4, 0, true, KVT_DETAIL_SKIPPED);
+    kvt_completion_t c1 = C(KVT_CHAN_SAVE, 1, 1, 4, 1, true, KVT_DETAIL_SKIPPED);
+    cr_assert_eq(kvt_agg_report(a, &c0, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &c1, 0, &v), 1);
+    cr_assert(v.ok);
+    cr_assert_eq(v.detail, KVT_DETAIL_OK);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A3_state_verdict_keys_carry_the_load_generation)
+{
+    //  The re-admitted request's (gen 2) state reports cannot settle the
+    //  first admission's key, nor the other way round.
+    kvt_agg_t *a = kvt_agg_new(2, 16, 0);
+    kvt_verdict_t v;
+    kvt_completion_t g1r0 = s_state(9, 1, 0, KVT_DETAIL_SKIPPED);
+    kvt_completion_t g2r1 = s_state(9, 2, 1, KVT_DETAIL_MISS);
+    cr_assert_eq(kvt_agg_report(a, &g1r0, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &g2r1, 0, &v), 0, "gen 2's miss must not settle gen 1");
+    kvt_completion_t g1r1 = s_state(9, 1, 1, KVT_DETAIL_OK);
+    cr_assert_eq(kvt_agg_report(a, &g1r1, 0, &v), 1);
+    cr_assert_eq(v.op.gen, 1);
+    cr_assert(v.ok, "gen 1 saw a neutral and a hit");
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.open, 1, "gen 2 still waits for rank 0");
+    s_drops(a, 0, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A4_a_state_key_with_a_silent_rank_times_out_failed_even_after_neutral_reports)
+{
+    //  Neutral reports do not settle a key on their own: the silent rank
+    //  still owes one, and the bound settles it as a failure, not SKIPPED.
+    kvt_agg_t *a = kvt_agg_new(3, 16, 100);
+    kvt_verdict_t v, out[2];
+    bool warn[2];
+    kvt_completion_t c0 = s_state(4, 1, 0, KVT_DETAIL_SKIPPED);
+    kvt_completion_t c1 = s_state(4, 1, 1, KVT_DETAIL_SKIPPED);
+    cr_assert_eq(kvt_agg_report(a, &c0, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &c1, 0, &v), 0);
+    cr_assert_eq(kvt_agg_expire(a, 100, out, warn, 2), 1);
+    cr_assert_not(out[0].ok);
+    cr_assert_eq(out[0].detail, KVT_DETAIL_TIMEOUT);
+    cr_assert_eq(out[0].nfailed, 1);
+    kvt_agg_destroy(&a);
+}
+
+// ------------------------------------------------ store: fenced is an AND --
+
+Test(agg, store_verdict_is_fenced_only_when_every_rank_waited_on_its_producer)
+{
+    for (size_t k = 0; k < sizeof NRANKS / sizeof NRANKS[0]; k++) {
+        uint32_t n = NRANKS[k];
+        for (uint32_t unfenced = 0; unfenced <= n; unfenced++) {
+            //  unfenced == n: every rank fenced; else that rank was not.
+            kvt_agg_t *a = kvt_agg_new(n, 16, 0);
+            kvt_verdict_t v;
+            for (uint32_t r = 0; r < n; r++) {
+                kvt_completion_t c = C(KVT_CHAN_SAVE, 2, 1, 8, r, true, 0);
+                c.fenced = r != unfenced;
+                cr_assert_eq(kvt_agg_report(a, &c, 0, &v), r + 1 == n ? 1 : 0);
+            }
+            cr_assert(v.ok);
+            cr_assert_eq(v.fenced, unfenced == n, "%u ranks, rank %u unfenced: fenced %d", n,
+                         unfenced, v.fenced);
+            kvt_agg_destroy(&a);
+        }
+    }
+    //  Other channels never carry it (the codec refuses fenced off store),
+    //  and a timed-out store key is not fenced.
+    kvt_agg_t *a = kvt_agg_new(2, 16, 10);
+    kvt_verdict_t v, out[1];
+    bool warn[1];
+    kvt_completion_t l = C(KVT_CHAN_SOURCE_SAFE, 2, 1, 8, 0, true, 0);
+    l.fenced = true;
+    cr_assert_eq(kvt_agg_report(a, &l, 0, &v), 0);
+    l.rank = 1;
+    cr_assert_eq(kvt_agg_report(a, &l, 0, &v), 1);
+    cr_assert_not(v.fenced, "source_safe verdicts carry no fenced");
+    kvt_completion_t s0 = C(KVT_CHAN_SAVE, 3, 1, 8, 0, true, 0);
+    s0.fenced = true;
+    cr_assert_eq(kvt_agg_report(a, &s0, 0, &v), 0);
+    cr_assert_eq(kvt_agg_expire(a, 10, out, warn, 1), 1);
+    cr_assert_not(out[0].fenced);
+    kvt_agg_destroy(&a);
+}
+
+// ------------------------------------------- tombstones and the touch ring --
+
+//  Each settled key on both channels of one touch round, then every rank's
+//  report again: all dropped as late.
+static void s_touch_round(kvt_agg_t *a, uint32_t nranks, uint64_t round, uint64_t now)
+{
+    kvt_verdict_t v;
+    static const uint8_t chans[2] = {KVT_CHAN_TOUCH, KVT_CHAN_TOUCH_REFRESH};
+    for (int k = 0; k < 2; k++)
+        for (uint32_t r = 0; r < nranks; r++) {
+            kvt_completion_t t = C(chans[k], round, KVT_TOUCH_GEN, 1000 + round % 7, r, true, 0);
+            t.touch = 2;
+            cr_assert_eq(kvt_agg_report(a, &t, now, &v), r + 1 == nranks ? 1 : 0,
+                         "round %llu rank %u", (unsigned long long)round, r);
+        }
+}
+
+Test(agg, rule_A2_100_touches_through_a_4_entry_ring_keep_store_and_source_tombstones)
+{
+    kvt_agg_t *a = kvt_agg_new(2, 4, 1000);
+    kvt_verdict_t v, out[4];
+    bool warn[4];
+    //  A store key and a source_safe key settle on both ranks.
+    kvt_completion_t keys[2] = {C(KVT_CHAN_SAVE, 1, 1, 11, 0, true, 0),
+                                C(KVT_CHAN_SOURCE_SAFE, 1, 1, 11, 0, true, 0)};
+    for (int k = 0; k < 2; k++)
+        for (uint32_t r = 0; r < 2; r++) {
+            kvt_completion_t c = keys[k];
+            c.rank = r;
+            cr_assert_eq(kvt_agg_report(a, &c, 0, &v), (int)r);
+        }
+    //  100 touch rounds on both touch channels: 50 times the 4-entry ring.
+    for (uint64_t i = 0; i < 100; i++)
+        s_touch_round(a, 2, i, 1);
+    //  Their late duplicates: every touch report once more, each dropped by
+    //  the touch ring, none opening a key.
+    for (uint64_t i = 0; i < 100; i++)
+        for (uint32_t r = 0; r < 2; r++) {
+            kvt_completion_t t = C(KVT_CHAN_TOUCH, i, KVT_TOUCH_GEN, 1000 + i % 7, r, true, 0);
+            kvt_completion_t f = t;
+            f.chan = KVT_CHAN_TOUCH_REFRESH;
+            cr_assert_eq(kvt_agg_report(a, &t, 2, &v), -1, "late touch %llu",
+                         (unsigned long long)i);
+            cr_assert_eq(kvt_agg_report(a, &f, 2, &v), -1);
+        }
+    //  The store and source_safe late duplicates are still dropped.
+    for (int k = 0; k < 2; k++)
+        for (uint32_t r = 0; r < 2; r++) {
+            kvt_completion_t c = keys[k];
+            c.rank = r;
+            cr_assert_eq(kvt_agg_report(a, &c, 3, &v), -1, "channel %u tombstone survived", c.chan);
+        }
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.settled, 2 + 200);
+    cr_assert_eq(st.open, 0, "no late report opened a key");
+    cr_assert_eq(kvt_agg_expire(a, 5000, out, warn, 4), 0, "nothing left to time out");
+    s_drops(a, 400 + 4, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A2_a_late_touch_duplicate_after_its_key_settled_opens_no_key)
+{
+    //  Both ranks answered, the key settled; then one report arrives again
+    //  (a duplicated frame). It is dropped: it must not open a key that
+    //  would only time out into a second, failed verdict.
+    kvt_agg_t *a = kvt_agg_new(2, 16, 100);
+    kvt_verdict_t v, out[2];
+    bool warn[2];
+    kvt_completion_t t0 = C(KVT_CHAN_TOUCH, 7, KVT_TOUCH_GEN, 3, 0, true, 0);
+    kvt_completion_t t1 = C(KVT_CHAN_TOUCH, 7, KVT_TOUCH_GEN, 3, 1, true, 0);
+    cr_assert_eq(kvt_agg_report(a, &t0, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &t1, 0, &v), 1);
+    cr_assert_eq(kvt_agg_report(a, &t0, 10, &v), -1, "the late duplicate is dropped");
+    cr_assert_eq(kvt_agg_expire(a, 1000, out, warn, 2), 0, "no second verdict");
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.settled, 1);
+    cr_assert_eq(st.timeouts, 0);
+    cr_assert_eq(st.open, 0);
+    s_drops(a, 1, 0);
+    kvt_agg_destroy(&a);
+}
+
+Test(agg, rule_A2_source_safe_and_fence_keys_are_tombstoned_like_store_keys)
+{
+    kvt_agg_t *a = kvt_agg_new(2, 16, 0);
+    kvt_verdict_t v;
+    kvt_completion_t keys[3] = {C(KVT_CHAN_SAVE, 5, 1, 21, 0, true, 0),
+                                C(KVT_CHAN_SOURCE_SAFE, 5, 1, 21, 0, false, KVT_DETAIL_IO),
+                                C(KVT_CHAN_FENCE, 6, 1, 0, 0, false, KVT_DETAIL_TIMEOUT)};
+    for (int k = 0; k < 3; k++) {
+        for (uint32_t r = 0; r < 2; r++) {
+            kvt_completion_t c = keys[k];
+            c.rank = r;
+            cr_assert_eq(kvt_agg_report(a, &c, 0, &v), (int)r);
+        }
+        cr_assert_eq(v.chan, keys[k].chan);
+        cr_assert_eq(v.ok, keys[k].ok, "channel %u: failure-dominant", v.chan);
+        cr_assert_eq(v.detail, keys[k].detail);
+    }
+    for (int k = 0; k < 3; k++) {
+        kvt_completion_t c = keys[k];
+        cr_assert_eq(kvt_agg_report(a, &c, 1, &v), -1, "channel %u: late duplicate dropped",
+                     c.chan);
+    }
+    kvt_agg_stats_t st;
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.open, 0);
+    s_drops(a, 3, 0);
+    kvt_agg_destroy(&a);
+}
+
+// --------------------------------------------------- lookup image bitmap --
+
+Test(agg, rule_A1_lookup_bitmap_is_folded_only_over_the_fewest_held_chunks)
+{
+    //  Rank 0 holds 10 chunks (2 bitmap bytes), rank 1 all 4096 (a full
+    //  512-byte bitmap): the key keeps and folds only the bytes under the
+    //  smallest held (ASan sees any access past them), and the verdict is
+    //  the AND cut at 10 chunks.
+    kvt_agg_t *a = kvt_agg_new(3, 16, 0);
+    kvt_verdict_t v;
+    static uint8_t full[KVT_MSG_MAX_IMAGES];
+    memset(full, 0xff, sizeof full);
+    uint8_t small[1] = {0xa5}; //  shorter than its held: the rest reads as zero
+    kvt_completion_t c0 = C(KVT_CHAN_LOOKUP, 4, 1, 0, 0, true, 0);
+    c0.held = 10;
+    c0.images = small;
+    c0.nimages = 1;
+    kvt_completion_t c1 = C(KVT_CHAN_LOOKUP, 4, 1, 0, 1, true, 0);
+    c1.held = KVT_MSG_MAX_CHUNKS;
+    c1.images = full;
+    c1.nimages = KVT_MSG_MAX_IMAGES;
+    kvt_completion_t c2 = c1;
+    c2.rank = 2;
+    c2.held = 9;
+    cr_assert_eq(kvt_agg_report(a, &c0, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &c1, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &c2, 0, &v), 1);
+    cr_assert_eq(v.held, 9);
+    cr_assert_eq(v.nimages, 1, "byte 1 (chunk 8) is zero: rank 0's bitmap ended");
+    cr_assert_eq(v.images[0], 0xa5);
+    //  The largest first: the key keeps 513 bytes, then folds fewer.
+    kvt_completion_t d1 = c1, d0 = c0;
+    d1.op.req = d0.op.req = 5;
+    d0.held = 12;
+    uint8_t two[2] = {0xff, 0x0c};
+    d0.images = two;
+    d0.nimages = 2;
+    kvt_completion_t d2 = d1;
+    d2.rank = 2;
+    cr_assert_eq(kvt_agg_report(a, &d1, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &d0, 0, &v), 0);
+    cr_assert_eq(kvt_agg_report(a, &d2, 0, &v), 1);
+    cr_assert_eq(v.held, 12);
+    cr_assert_eq(v.nimages, 2);
+    cr_assert_eq(v.images[0], 0xff);
+    cr_assert_eq(v.images[1], 0x0c);
     kvt_agg_destroy(&a);
 }

@@ -19,11 +19,13 @@ typedef struct {
     uint64_t ranks[S_WORDS]; //  ranks that reported
     uint32_t nreported;      //  popcount of ranks
     uint32_t nfailed;        //  ranks that reported failure
+    uint32_t nneutral;       //  state channel: ranks whose leg did not run (ok, SKIPPED)
     uint32_t detail;         //  first failing rank's detail (a miss wins)
     uint32_t lower;          //  largest `lower` reported
     uint8_t touch;           //  touch channels: lowest answer reported
     uint32_t held;           //  lookup: fewest held chunks reported
-    uint8_t *images;         //  lookup: AND of the image bitmaps (KVT_MSG_MAX_IMAGES bytes)
+    uint8_t *images;         //  lookup: AND of the bitmaps, its first (held + 7) / 8 bytes
+    bool unfenced;           //  store: some rank's save did not wait on its producer event
 } s_open_t;
 
 struct _kvt_agg_t {
@@ -38,6 +40,7 @@ struct _kvt_agg_t {
     uint32_t nfree;                      //  entries in free_slots
     kvt_hmap_t *by_id;                   //  id → open slot
     kvt_seen_t *tomb;                    //  tombstones: ids of the last settled keys
+    kvt_seen_t *touched;                 //  ids of the last settled touch keys (own ring)
     uint64_t epoch[KVT_MSG_MAX_RANKS];   //  newest epoch seen per rank
     bool warned[KVT_CHAN_MAX + 1];       //  a timeout on this channel was flagged
     uint8_t scratch[KVT_MSG_MAX_IMAGES]; //  the last verdict's image bitmap
@@ -74,9 +77,10 @@ kvt_agg_t *kvt_agg_new(uint32_t nranks, uint32_t tombstones, uint64_t timeout_ns
     self->nranks = nranks;
     self->timeout_ns = timeout_ns;
     self->tomb = kvt_seen_new(tombstones ? tombstones : 1);
+    self->touched = kvt_seen_new(KVT_AGG_TOUCH_MEMORY);
     self->by_id = kvt_hmap_new(64, false);
     kvt_ilist_init(&self->age);
-    if (!self->tomb || !self->by_id) {
+    if (!self->tomb || !self->touched || !self->by_id) {
         kvt_agg_destroy(&self);
         return NULL;
     }
@@ -95,6 +99,7 @@ void kvt_agg_destroy(kvt_agg_t **self_p)
     free(self->next);
     free(self->free_slots);
     kvt_seen_destroy(&self->tomb);
+    kvt_seen_destroy(&self->touched);
     kvt_hmap_destroy(&self->by_id);
     free(self);
     *self_p = NULL;
@@ -141,12 +146,13 @@ static uint32_t s_open(kvt_agg_t *self, const kvt_completion_t *c, kvt_hash_t id
     o->touch = KVT_MSG_MAX_TOUCH;
     o->held = KVT_MSG_MAX_CHUNKS;
     if (c->chan == KVT_CHAN_LOOKUP) {
-        o->images = malloc(KVT_MSG_MAX_IMAGES);
+        //  The first report's held chunks bound the verdict's (it takes the
+        //  minimum): only that many bitmap bytes are ever kept or folded.
+        o->images = malloc(c->held / 8 + 1);
         if (!o->images) {
             self->free_slots[self->nfree++] = slot;
             return UINT32_MAX;
         }
-        memset(o->images, 0xff, KVT_MSG_MAX_IMAGES);
     }
     if (kvt_hmap_put(self->by_id, id, slot) != 0) {
         free(o->images);
@@ -158,8 +164,28 @@ static uint32_t s_open(kvt_agg_t *self, const kvt_completion_t *c, kvt_hash_t id
     return slot;
 }
 
-//  Folds one rank's report into its open key.
-static void s_fold(s_open_t *o, const kvt_completion_t *c)
+//  Folds a lookup report's bitmap into the key's: bytes past the report's
+//  bitmap are zero (no image there); bytes at or past the fewest held chunks
+//  so far can never count again, so only those before are touched:
+//  O(held / 8) per report, not the whole bitmap.
+static void s_fold_images(s_open_t *o, const kvt_completion_t *c, bool first)
+{
+    uint32_t n = (o->held + 7) / 8;
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t b = i < c->nimages ? c->images[i] : 0;
+        o->images[i] = first ? b : (uint8_t)(o->images[i] & b);
+    }
+}
+
+//  A state-channel report from a rank whose state leg did not run: it does
+//  not vote (the KV leg or validation failed first, or it shut down).
+static bool s_neutral(const kvt_completion_t *c)
+{
+    return c->chan == KVT_CHAN_STATE && c->ok && c->detail == KVT_DETAIL_SKIPPED;
+}
+
+//  Folds one rank's report into its open key; `first`: the key's first.
+static void s_fold(s_open_t *o, const kvt_completion_t *c, bool first)
 {
     if (c->lower > o->lower)
         o->lower = c->lower;
@@ -167,11 +193,12 @@ static void s_fold(s_open_t *o, const kvt_completion_t *c)
         o->touch = c->touch;
     if (c->held < o->held)
         o->held = c->held;
-    if (o->images) {
-        //  Bytes past the report's bitmap are zero (no image there).
-        for (uint32_t i = 0; i < KVT_MSG_MAX_IMAGES; i++)
-            o->images[i] &= i < c->nimages ? c->images[i] : 0;
-    }
+    if (o->images)
+        s_fold_images(o, c, first);
+    if (!c->fenced)
+        o->unfenced = true;
+    if (s_neutral(c))
+        o->nneutral++;
     if (!c->ok) {
         //  The detail is the first failing rank's, except that a miss on any
         //  rank wins: the scheduler corrects its tier view only on a miss, so
@@ -203,12 +230,12 @@ static void s_measures(kvt_agg_t *self, const s_open_t *o, kvt_verdict_t *v)
     v->nimages = n;
 }
 
-//  Frees a settled key's slot and tombstones it (touch keys excepted).
-//  `timed_out`: settled by the bound, not by every rank. Such a key is
-//  tombstoned whatever its channel, touch ones included: a rank that still
-//  reports on it later must be dropped as late, never open the key again
-//  (and so time out, and settle, a second time).
-static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok, bool timed_out)
+//  Frees a settled key's slot and remembers its id: in the tombstone ring,
+//  or a touch key's in the touch ring. Whether every rank reported or the
+//  bound settled it, a rank that still reports on it later must be dropped
+//  as late, never open the key again (and so time out, and settle, a
+//  second time).
+static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok)
 {
     s_open_t *o = &self->open[slot];
     kvt_hash_t id = o->id;
@@ -222,8 +249,13 @@ static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok, bool timed_out)
     self->stats.settled++;
     if (!ok)
         self->stats.settled_failed++;
-    if (timed_out || s_tombstoned(chan))
+    //  Touch ids have their own ring, settled or timed out: a late report
+    //  on one is dropped, yet touch traffic never evicts a store, source,
+    //  load or lookup tombstone (A2).
+    if (s_tombstoned(chan))
         kvt_seen_add(self->tomb, id);
+    else
+        kvt_seen_add(self->touched, id);
 }
 
 int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt_verdict_t *verdict)
@@ -241,7 +273,7 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     if (c->epoch > self->epoch[c->rank])
         self->epoch[c->rank] = c->epoch;
     kvt_hash_t id = s_id(c);
-    if (kvt_seen_contains(self->tomb, id)) {
+    if (kvt_seen_contains(s_tombstoned(c->chan) ? self->tomb : self->touched, id)) {
         self->stats.late_dropped++;
         return -1;
     }
@@ -262,7 +294,7 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     o->ranks[c->rank / 64] |= bit;
     o->nreported++;
     self->stats.reports++;
-    s_fold(o, c);
+    s_fold(o, c, o->nreported == 1);
     if (o->nreported < self->nranks)
         return 0;
 
@@ -272,11 +304,15 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     verdict->key = o->first.key;
     verdict->ok = o->nfailed == 0;
     verdict->detail = o->nfailed ? o->detail : KVT_DETAIL_OK;
+    //  State channel: neutral ranks do not vote; SKIPPED only when none did.
+    if (o->nneutral == self->nranks)
+        verdict->detail = KVT_DETAIL_SKIPPED;
     verdict->nfailed = o->nfailed;
     verdict->attempt = o->first.attempt;
     verdict->lower = o->lower;
+    verdict->fenced = verdict->chan == KVT_CHAN_SAVE && !o->unfenced;
     s_measures(self, o, verdict);
-    s_retire(self, slot, verdict->ok, false);
+    s_retire(self, slot, verdict->ok);
     return 1;
 }
 
@@ -304,7 +340,7 @@ uint32_t kvt_agg_expire(kvt_agg_t *self, uint64_t now, kvt_verdict_t *out, bool 
         v->ok = false;
         v->detail = KVT_DETAIL_TIMEOUT;
         v->nfailed = o->nfailed + (self->nranks - o->nreported);
-        s_retire(self, slot, v->ok, true);
+        s_retire(self, slot, v->ok);
         warn[n] = !self->warned[chan];
         self->warned[chan] = true;
         self->stats.timeouts++;

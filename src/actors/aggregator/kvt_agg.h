@@ -9,16 +9,26 @@
     is the AND of the ranks' bitmaps, cut at that minimum (a chunk counts
     only when every rank holds it with its image).
 
+    State channel (neutral verdicts): a rank whose state leg did not run
+    reports ok with detail SKIPPED; it does not vote. The verdict's ok is
+    the AND over the other ranks, its detail SKIPPED only when every rank
+    was neutral, else as above. Store channel: the verdict is `fenced` only
+    when every rank's save waited on its producer event (AND).
+
     Settled keys go into a bounded tombstone ring so a late duplicate is
-    dropped rather than opening a key that could never settle (A2). Touch
-    keys (`touch`, `touch_refresh`) are never tombstoned: a touch id
-    (prefix hash, round) is unique per round, so touch traffic cannot push
-    store, source or load tombstones out of the ring. A second report from
-    the same rank on an open key is a duplicate and is dropped.
+    dropped rather than opening a key that could never settle (A2), on every
+    channel but the touch ones (`load`, `store`, `state`, `lookup`,
+    `source_safe`, `fence`). Touch keys (`touch`, `touch_refresh`) are never
+    tombstoned: a touch id (prefix hash, round) is unique per round, so
+    touch traffic cannot push store, source or load tombstones out of the
+    ring. The last KVT_AGG_TOUCH_MEMORY settled touch ids are remembered in
+    a ring of their own, so a late duplicate of a touch report is dropped
+    too instead of opening a key that would only time out. A second report
+    from the same rank on an open key is a duplicate and is dropped.
 
     No immortal key (A4): an open key older than `timeout_ns` is settled by
     kvt_agg_expire with ok = false, detail TIMEOUT (a timeout is always a
-    failure), counted, tombstoned like any settled key, and the first
+    failure), counted, remembered like any settled key, and the first
     timeout on each channel is flagged for the caller's one warning.
 
     Epochs: every worker stamps its incarnation on each report. The core
@@ -27,8 +37,9 @@
     the crash stranded settle by the timeout. Epoch 0 (unstamped) is never
     dropped.
 
-    No clock: `now` is passed in. All operations are O(1) amortised; the
-    expiry looks only at the oldest open keys. */
+    No clock: `now` is passed in. All operations are O(1) amortised (a
+    lookup report costs O(held / 8) for its bitmap); the expiry looks only
+    at the oldest open keys. */
 #ifndef KVT_AGG_H_INCLUDED
 #define KVT_AGG_H_INCLUDED
 
@@ -39,11 +50,15 @@
 
 typedef struct _kvt_agg_t kvt_agg_t;
 
+//  Settled touch ids remembered to drop their late duplicates (their own
+//  ring, apart from the tombstones).
+#define KVT_AGG_TOUCH_MEMORY 4096
+
 typedef struct {
     uint64_t reports;        //  completions accepted
     uint64_t settled;        //  verdicts emitted (timeouts included)
     uint64_t settled_failed; //  verdicts with ok = false (timeouts included)
-    uint64_t late_dropped;   //  reports on a tombstoned (settled) key
+    uint64_t late_dropped;   //  reports on a settled key (tombstone or touch ring)
     uint64_t dup_dropped;    //  second report from a rank on an open key
     uint64_t bad_rank;       //  reports from a rank ≥ nranks
     uint64_t epoch_dropped;  //  reports of an epoch older than the rank's newest
