@@ -145,6 +145,9 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         bad = "max_running must be in 1..4096 (entries one StepPlan carries)";
     else if (cfg->step_tokens < cfg->max_running)
         bad = "step_tokens must be ≥ max_running (every running request decodes one token)";
+    else if (cfg->state_bytes > 0 &&
+             (cfg->checkpoint_interval == 0 || cfg->checkpoint_interval % cfg->chunk_size))
+        bad = "checkpoint_interval must be a positive multiple of chunk_size (hybrid model)";
     if (bad) {
         snprintf(err, errlen, "scheduler: %s", bad);
         return NULL;
@@ -161,9 +164,18 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->save_by_id = kvt_hmap_new(256, false);
     self->inflight = kvt_hmap_new(256, false);
     self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
+    self->scratch_unref = malloc(((size_t)cfg->hbm_blocks + 1) * sizeof(uint32_t));
     if (!self->bm || !self->tier || !self->by_id || !self->save_by_id || !self->inflight ||
-        !self->scratch_blocks)
+        !self->scratch_blocks || !self->scratch_unref)
         goto oom;
+    if (cfg->state_bytes > 0) {
+        uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
+        self->ck = kvt_ckpt_new(cfg->max_running, nck);
+        self->images = kvt_tierindex_new(cfg->tier_chunks);
+        self->loading_keys = kvt_hmap_new(256, false);
+        if (!self->ck || !self->images || !self->loading_keys)
+            goto oom;
+    }
     kvt_ilist_init(&self->waiting);
     kvt_ilist_init(&self->active);
     return self;
@@ -193,6 +205,12 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     kvt_hmap_destroy(&self->save_by_id);
     kvt_hmap_destroy(&self->inflight);
     free(self->scratch_blocks);
+    free(self->save_ck);
+    kvt_ckpt_destroy(&self->ck);
+    kvt_tierindex_destroy(&self->images);
+    kvt_hmap_destroy(&self->loading_keys);
+    free(self->scratch_unref);
+    free(self->p_state);
     free(self->p_entries);
     free(self->p_loads);
     free(self->p_saves);
@@ -241,6 +259,7 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
         return -1;
     }
     self->nreq_free--;
+    r->sslot = r->ck_hit = r->ck_restore = r->ck_take = KVT_CKPT_NONE;
     r->id = a->req;
     r->nprompt = a->ntokens;
     r->max_new = a->max_new_tokens;
@@ -261,6 +280,114 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
     return 0;
 }
 
+// ------------------------------------------------------- state pool ----
+
+int kvt_sched_state_op(kvt_sched_t *self, const kvt_sreq_t *r, uint8_t kind, uint32_t entry,
+                       uint32_t at)
+{
+    if (kvt_vec_reserve((void **)&self->p_state, &self->p_state_cap, self->p_nstate + 1,
+                        sizeof(kvt_sched_state_op_t)) != 0)
+        return -1;
+    kvt_sched_state_op_t *op = &self->p_state[self->p_nstate++];
+    memset(op, 0, sizeof(*op));
+    op->op.req = r->id;
+    op->op.gen = r->gen;
+    op->kind = kind;
+    op->slot = r->sslot;
+    op->entry = entry;
+    op->at = at;
+    op->key = kvt_sched_hash_at(self, (kvt_sreq_t *)r, at / self->cfg.block_size - 1);
+    return 0;
+}
+
+void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    if (!kvt_sched_hybrid(self))
+        return;
+    if (r->ck_take != KVT_CKPT_NONE)
+        kvt_ckpt_abandon(self->ck, r->ck_take);
+    if (r->ck_restore != KVT_CKPT_NONE)
+        kvt_ckpt_unpin(self->ck, r->ck_restore);
+    if (r->ck_hit != KVT_CKPT_NONE)
+        kvt_ckpt_unpin(self->ck, r->ck_hit);
+    if (r->sslot != KVT_CKPT_NONE)
+        kvt_ckpt_slot_give(self->ck, r->sslot);
+    r->ck_take = r->ck_restore = r->ck_hit = r->sslot = KVT_CKPT_NONE;
+    r->restore_planned = false;
+    if (r->convoy)
+        kvt_sched_convoy_mark(self, r, -1);
+}
+
+void kvt_sched_convoy_mark(kvt_sched_t *self, kvt_sreq_t *r, int delta)
+{
+    uint32_t cs = self->cfg.chunk_size;
+    for (uint32_t t = r->load_floor; t < r->load_end; t += cs) {
+        kvt_hash_t key = kvt_sched_chunk_key(self, r, t / cs);
+        uint32_t n = 0;
+        kvt_hmap_get(self->loading_keys, key, &n);
+        if (delta > 0) {
+            if (kvt_hmap_put(self->loading_keys, key, n + 1) != 0)
+                continue; //  out of memory: only a convoy is missed
+        } else if (n <= 1)
+            kvt_hmap_del(self->loading_keys, key, NULL);
+        else
+            kvt_hmap_put(self->loading_keys, key, n - 1);
+    }
+    r->convoy = delta > 0;
+}
+
+void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
+{
+    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sched_release_state(self, r);
+    //  With saves out, the record keeps its blocks until the last verdict
+    //  and releases them all at once, tail first, so the LRU order does not
+    //  depend on the order verdicts arrive.
+    if (r->saves_inflight == 0) {
+        kvt_sched_release_blocks(self, r);
+        kvt_sched_free_record(self, slot);
+    }
+}
+
+//  The state side of an applied step: the checkpoint the entry took becomes
+//  valid (or is dropped when the step failed), a restore that ran lets its
+//  checkpoint go.
+static void s_apply_state(kvt_sched_t *self, kvt_sreq_t *r, bool failed)
+{
+    if (!kvt_sched_hybrid(self))
+        return;
+    if (r->ck_take != KVT_CKPT_NONE) {
+        if (failed)
+            kvt_ckpt_abandon(self->ck, r->ck_take);
+        else
+            kvt_ckpt_commit(self->ck, r->ck_take);
+        r->ck_take = KVT_CKPT_NONE;
+    }
+    if (r->restore_planned && !failed) {
+        kvt_ckpt_unpin(self->ck, r->ck_restore);
+        r->ck_restore = KVT_CKPT_NONE;
+        self->stats.state_restores++;
+    }
+    r->restore_planned = false;
+}
+
+//  The next boundary above `from` where request r takes a checkpoint, or 0:
+//  (a) the interval grid, (b) the prompt's last chunk boundary and its end
+//  on the block grid, (c) the last chunk boundary of the fed tokens (a
+//  decode keep).
+static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32_t from)
+{
+    uint32_t iv = self->cfg.checkpoint_interval, cs = self->cfg.chunk_size;
+    uint64_t best = ((uint64_t)from / iv + 1) * iv;
+    uint32_t extra[3] = {r->nprompt / cs * cs,
+                         r->nprompt / self->cfg.block_size * self->cfg.block_size,
+                         r->nfeed / cs * cs};
+    for (int i = 0; i < 3; i++)
+        if (extra[i] > from && extra[i] < best)
+            best = extra[i];
+    return best > r->nfeed ? 0 : (uint32_t)best;
+}
+
 // ----------------------------------------------------------- applying ----
 
 //  Applies the step that just ran: its tokens are computed, its full blocks
@@ -275,6 +402,7 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
         uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
         kvt_sreq_t *r = &self->reqs[slot];
         if (r->state == R_RUNNING && r->planned_end > 0) {
+            s_apply_state(self, r, failed);
             if (failed) {
                 r->planned_end = 0;
                 slot = next;
@@ -290,13 +418,7 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
                 self->stats.finished++;
                 kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, r->max_new, 0);
                 kvt_sched_emit_saves(self, slot);
-                //  With saves out, the record keeps its blocks until the last
-                //  verdict and releases them all at once, tail first, so the
-                //  LRU order does not depend on the order verdicts arrive.
-                if (r->saves_inflight == 0) {
-                    kvt_sched_release_blocks(self, r);
-                    kvt_sched_free_record(self, slot);
-                }
+                kvt_sched_retire(self, slot);
             }
         }
         slot = next;
@@ -343,6 +465,29 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
     return 0;
 }
 
+//  The state work of a hybrid entry ending at `end`: the restore its slot
+//  still needs (before the forward) and the checkpoint it takes at a
+//  checkpoint boundary (after it).
+static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, bool boundary)
+{
+    if (r->ck_restore != KVT_CKPT_NONE &&
+        kvt_sched_state_op(self, r, KVT_SCHED_STATE_RESTORE, r->ck_restore, r->restore_at) == 0)
+        r->restore_planned = true;
+    if (!boundary || r->ck_take != KVT_CKPT_NONE)
+        return;
+    kvt_hash_t h = kvt_sched_hash_at(self, r, end / self->cfg.block_size - 1);
+    uint32_t e = kvt_ckpt_reserve(self->ck, h);
+    if (e == KVT_CKPT_NONE)
+        return; //  already held (refreshed), or every entry pinned (counted by the pool)
+    if (kvt_sched_state_op(self, r, KVT_SCHED_STATE_TAKE, e, end) != 0) {
+        kvt_ckpt_abandon(self->ck, e);
+        return;
+    }
+    r->ck_take = e;
+    r->take_at = end;
+    self->stats.ckpt_takes++;
+}
+
 static void s_finish_plan(kvt_sched_t *self, uint64_t step, kvt_step_plan_t *plan)
 {
     for (uint32_t i = 0; i < self->p_nentries; i++) {
@@ -387,7 +532,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
         self->stats.stale_schedules++;
         return KVT_SCHED_REFUSED;
     }
-    self->p_nentries = self->p_nloads = self->p_nsaves = 0;
+    self->p_nentries = self->p_nloads = self->p_nsaves = self->p_nstate = 0;
     self->p_nu32 = self->p_nh = 0;
     self->p_bytes = 64u * self->nevents + 256u;
     //  Applying is idempotent: a held step's second call finds nothing planned.
@@ -419,12 +564,19 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
             uint32_t end = decoding ? r->computed + 1 : r->nprompt;
             if (end - r->computed > budget)
                 end = r->computed + budget;
+            //  A hybrid prefill chunk ends on the next checkpoint boundary,
+            //  so the state there can be taken.
+            uint32_t ckb = kvt_sched_hybrid(self) ? s_next_ckpt(self, r, r->computed) : 0;
+            if (ckb && end > ckb)
+                end = ckb;
             if (s_plan_entry(self, r, r->computed, end) != 0)
                 break;
             budget -= end - r->computed;
+            if (kvt_sched_hybrid(self))
+                s_plan_entry_state(self, r, end, end == ckb);
         }
     }
-    bool work = self->p_nentries || self->p_nloads || self->p_nsaves;
+    bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate;
     bool outstanding = self->stats.loading > 0 || self->stats.saves_outstanding > 0;
     if (!work && outstanding)
         return KVT_SCHED_HOLD;
@@ -442,6 +594,12 @@ uint64_t kvt_sched_next_step(const kvt_sched_t *self)
 
 bool kvt_sched_quiescent(const kvt_sched_t *self)
 {
+    if (kvt_sched_hybrid(self)) {
+        kvt_ckpt_stats_t c;
+        kvt_ckpt_stats(self->ck, &c);
+        if (c.slots_in_use != 0 || c.pinned_entries != 0 || kvt_hmap_size(self->loading_keys))
+            return false;
+    }
     return self->stats.records == 0 && self->stats.saves_outstanding == 0 &&
            kvt_blockmgr_in_use(self->bm) == 0;
 }
@@ -451,4 +609,101 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
     *out = self->stats;
     out->leased_blocks = self->leased;
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
+}
+
+// ------------------------------------------------- engine-side calls ----
+
+static kvt_sreq_t *s_find(const kvt_sched_t *self, uint64_t req, uint32_t *slot)
+{
+    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(req), slot))
+        return NULL;
+    return &self->reqs[*slot];
+}
+
+int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out)
+{
+    uint32_t slot;
+    kvt_sreq_t *r = s_find(self, req, &slot);
+    if (!r || r->state != R_WAITING)
+        return -1;
+    kvt_sched_probe_req(self, r, out);
+    return 0;
+}
+
+void kvt_sched_plan_state(const kvt_sched_t *self, const kvt_sched_state_op_t **ops, uint32_t *n)
+{
+    *ops = self->p_state;
+    *n = self->p_nstate;
+}
+
+int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
+{
+    uint32_t slot;
+    kvt_sreq_t *r = s_find(self, req, &slot);
+    if (!r || r->state == R_DONE || r->aborted)
+        return -1;
+    self->stats.aborted++;
+    kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, 0, 0);
+    if (r->state == R_LOADING) {
+        //  The load still writes into its blocks and slot: the record lets
+        //  go when its verdicts arrive (kvt_sched_verdict).
+        r->aborted = true;
+        return 0;
+    }
+    if (r->state == R_WAITING) {
+        kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
+        self->stats.waiting--;
+    } else {
+        kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+        self->stats.running--;
+    }
+    r->state = R_DONE;
+    r->planned_end = 0;
+    kvt_sched_retire(self, slot);
+    return 0;
+}
+
+int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
+{
+    uint32_t slot;
+    kvt_sreq_t *r = s_find(self, req, &slot);
+    if (!r || r->state != R_RUNNING)
+        return -1;
+    self->stats.preempted++;
+    kvt_sched_release_state(self, r);
+    kvt_sched_release_blocks(self, r);
+    kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_ilist_prepend(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
+    self->stats.running--;
+    self->stats.waiting++;
+    r->state = R_WAITING;
+    r->computed = r->planned_end = r->registered = 0;
+    r->hbm_hit = r->block_hit = 0;
+    r->save_frontier = 0;
+    r->verify_end = 0;
+    r->probe_demand = 0;
+    free(r->blocks);
+    r->blocks = NULL;
+    return 0;
+}
+
+int kvt_sched_req_info(const kvt_sched_t *self, uint64_t req, kvt_sched_req_info_t *out)
+{
+    uint32_t slot;
+    const kvt_sreq_t *r = s_find(self, req, &slot);
+    if (!r)
+        return -1;
+    memset(out, 0, sizeof(*out));
+    out->state = r->state;
+    out->gen = r->gen;
+    out->computed = r->computed;
+    out->hbm_hit = r->hbm_hit;
+    out->block_hit = r->block_hit;
+    out->load_floor = r->state == R_LOADING ? r->load_floor : 0;
+    out->load_end = r->state == R_LOADING ? r->load_end : 0;
+    out->joint_src = r->joint_src;
+    out->slot = r->sslot;
+    out->nblocks = r->nblocks;
+    out->blocks = r->blocks;
+    return 0;
 }

@@ -15,7 +15,18 @@
     requests retired with their last saves), then emits saves for chunks that
     are now complete, admits waiting requests, and lists the tokens each
     running request computes in step N. Saves are built one step after the
-    forward that completed their chunk, so they only read written KV. */
+    forward that completed their chunk, so they only read written KV.
+
+    Hybrid models (state_bytes > 0): every admitted request holds a state
+    slot; HBM checkpoints are taken (a) every checkpoint_interval tokens,
+    (b) at the last chunk boundary of every prompt and at the prompt's end
+    when it lies on the block grid (HBM only: no chunk ends there), (c) at
+    the last chunk boundary a decode reaches before the request finishes
+    (a decode keep); prefill chunks are clipped to end on those boundaries.
+    A chunk save whose end holds an HBM checkpoint carries its image. The
+    HBM hit is gated to the newest HBM checkpoint at or below the block hit
+    and the joint planner (kvt_joint.h) chooses the resume point above it. A
+    dense model (state_bytes == 0) has no slots, checkpoints or joints. */
 #ifndef KVT_SCHED_H_INCLUDED
 #define KVT_SCHED_H_INCLUDED
 
@@ -35,6 +46,12 @@ typedef struct {
     uint32_t step_tokens;  //  token budget per step
     uint32_t save_retries; //  re-emits of a failed chunk save per request
     kvt_hash_t ns;         //  namespace: seeds the prefix hash chain
+    //  Hybrid models (state_bytes > 0); a dense model ignores the rest.
+    uint64_t state_bytes;         //  recurrent state per request per rank (0 = dense model)
+    uint32_t checkpoint_interval; //  tokens between grid checkpoints (multiple of chunk_size)
+    uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running)
+    uint32_t spec_tokens;         //  speculative tokens per step (> 0: a hit leaves 2 tokens)
+    uint32_t min_load_tokens;     //  a joint gaining fewer tokens than this recomputes
 } kvt_sched_cfg_t;
 
 typedef struct {
@@ -68,7 +85,71 @@ typedef struct {
     uint32_t leased_blocks;     //  gauge: block references held by saves
     uint32_t blocks_in_use;     //  gauge: blocks with a reference
     uint32_t records;           //  gauge: request records alive (incl. DONE with saves out)
+    uint64_t aborted;           //  requests aborted by the engine
+    uint64_t preempted;         //  requests preempted (back to waiting, recomputed)
+    //  Hybrid admissions (design §4); all zero for a dense model.
+    uint64_t gate_lost_tokens;      //  block-hit tokens above the gated HBM hit (no checkpoint)
+    uint64_t joint_state_hbm;       //  joint boundaries whose state comes from HBM
+    uint64_t joint_state_tier;      //  joint boundaries whose state comes from the tier
+    uint64_t tier_within_hbm;       //  no joint: no KV reaches past the HBM hit
+    uint64_t no_rung_above_hbm;     //  no joint: no checkpoint above the HBM hit
+    uint64_t partial_chunk_no_room; //  joint skipped, HBM hit kept: its extra blocks did not fit
+    uint64_t no_probe_demand;       //  joint skipped: the probe carried no demand
+    uint64_t below_min_load;        //  joint skipped: gain below min_load_tokens
+    uint64_t retreats_to_hbm;       //  failed joints resumed at the gated HBM hit
+    uint64_t retreats_to_zero;      //  failed joints resumed at token 0 (no HBM hit)
+    uint64_t convoy_waits;          //  admissions that waited for another request's load
+    uint64_t state_restores;        //  HBM checkpoints restored into a slot
+    uint64_t state_loads;           //  state legs dispatched (tier image → slot)
+    uint64_t ckpt_takes;            //  checkpoints planned (interval, prompt end, decode keep)
 } kvt_sched_stats_t;
+
+//  The admission probe of one request (rule B1): the hit, the chain it
+//  walked and, only when the fit passed, the demand. Every probe starts
+//  from a reset probe, so a refused re-probe never carries an earlier
+//  demand.
+typedef struct {
+    uint64_t req;            //  the request probed
+    uint32_t block_hit;      //  ungated HBM block hit (tokens)
+    uint32_t hbm;            //  HBM hit gated to a checkpoint (hybrid; = block_hit when dense)
+    const kvt_hash_t *chain; //  the prefix hashes walked (borrowed from the request)
+    uint32_t nchain;         //  blocks walked
+    bool has_demand;         //  the fit passed
+    uint32_t num_new_blocks; //  blocks an admission at hbm takes (valid with has_demand)
+} kvt_sched_probe_t;
+
+//  State work of a plan (hybrid models): what the runner does to state
+//  slots and HBM checkpoints in that step.
+typedef enum {
+    KVT_SCHED_STATE_RESTORE = 1, //  before the forward: checkpoint `entry` → `slot`
+    KVT_SCHED_STATE_LOAD = 2,    //  the state leg of a load: tier image `key` → `slot`
+                                 //  (reported on the state channel, op and key)
+    KVT_SCHED_STATE_TAKE = 3,    //  after the forward: `slot` → checkpoint `entry`
+} kvt_sched_state_kind_t;
+
+typedef struct {
+    kvt_opid_t op;  //  request and generation
+    uint8_t kind;   //  kvt_sched_state_kind_t
+    uint32_t slot;  //  the request's state slot
+    uint32_t entry; //  checkpoint entry (RESTORE, TAKE; UINT32_MAX for LOAD)
+    uint32_t at;    //  boundary (tokens) the state belongs to
+    kvt_hash_t key; //  prefix hash at `at`
+} kvt_sched_state_op_t;
+
+//  A request as the core sees it (tests, the embedding engine).
+typedef struct {
+    uint8_t state;          //  1 waiting, 2 loading, 3 running, 4 done (saves out)
+    uint32_t gen;           //  generation of the current admission
+    uint32_t computed;      //  tokens whose KV (and state) is valid
+    uint32_t hbm_hit;       //  HBM hit at admission (gated for a hybrid request)
+    uint32_t block_hit;     //  ungated HBM block hit at admission
+    uint32_t load_floor;    //  first token of the load (claim), when loading
+    uint32_t load_end;      //  resume point B of the load, when loading
+    uint8_t joint_src;      //  0 none, 1 state from HBM, 2 state from the tier
+    uint32_t slot;          //  state slot (UINT32_MAX: none)
+    uint32_t nblocks;       //  block table entries
+    const uint32_t *blocks; //  the block table (borrowed, valid until the next call)
+} kvt_sched_req_info_t;
 
 //  Validates cfg; on error returns NULL and writes a message naming the
 //  setting into err.
@@ -93,7 +174,10 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *arrival);
 #define KVT_SCHED_REFUSED (-2)
 int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_plan_t *plan);
 
-//  Applies a verdict. Returns 0, or -1 when it was stale (counted).
+//  Applies a verdict: a load's KV leg (load channel), a load's state leg
+//  (state channel, key = the prefix hash at B), a chunk save. A load settles
+//  once every leg it dispatched reported; any failed leg retreats it (B2).
+//  Returns 0, or -1 when it was stale (counted).
 int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *verdict);
 
 //  True when no request, load or save is left (every block free).
@@ -107,6 +191,27 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out);
 //  Appends every counter (scheduler, block manager, tier view) as named
 //  counters to c[*n..cap) for a Stats reply.
 void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, uint32_t cap);
+
+//  Probes the waiting request `req` without side effects (rule B1): fills
+//  *out from a reset probe. 0, or -1 when req is not waiting.
+int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out);
+
+//  The state work of the last plan (hybrid models; none for a dense one).
+//  Valid until the next plan.
+void kvt_sched_plan_state(const kvt_sched_t *self, const kvt_sched_state_op_t **ops, uint32_t *n);
+
+//  Aborts a request: its blocks, state slot and checkpoint pins go back
+//  through the same path as a finish (a load in flight is waited for: the
+//  record is released when its verdict arrives). 0, or -1 when unknown.
+int kvt_sched_abort(kvt_sched_t *self, uint64_t req);
+
+//  Preempts a running request: blocks, slot and pins released as on a
+//  finish, the request waits again at the head of the queue and recomputes.
+//  0, or -1 when it is not running.
+int kvt_sched_preempt(kvt_sched_t *self, uint64_t req);
+
+//  What the core holds for request `req`. 0, or -1 when unknown.
+int kvt_sched_req_info(const kvt_sched_t *self, uint64_t req, kvt_sched_req_info_t *out);
 
 //  Checks internal invariants (block references = request blocks + leases,
 //  gauges match the records). Returns 0, or -1 with a message in err. O(all

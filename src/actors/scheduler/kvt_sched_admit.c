@@ -2,11 +2,14 @@
     HBM match, the tier count, the fit (rule B1: the demand travels with the
     probe), the joint boundary on the chunk grid with the hit pinned for a
     retreat (B2), the hit counted as found (B3), and the load the admission
-    puts into the plan. */
+    puts into the plan. A hybrid request's admission (kvt_sched_admit_hybrid)
+    gates the hit to an HBM checkpoint, takes a state slot and lets the
+    joint planner (kvt_joint.h) choose the boundary. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvt_joint.h"
 #include "kvt_sched_int.h"
 
 static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uint32_t end_tok)
@@ -25,6 +28,8 @@ static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uin
 //  committed admission refreshes the tier view and counts hits.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 {
+    if (kvt_sched_hybrid(self))
+        return kvt_sched_admit_hybrid(self, slot);
     kvt_sreq_t *r = &self->reqs[slot];
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
@@ -97,6 +102,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
         kvt_blockmgr_ref(self->bm, self->scratch_blocks[i]);
     }
     r->nhit_pins = held - keep;
+    r->pin_lo = keep;
     for (uint32_t i = 0; i < keep; i++) {
         r->blocks[i] = self->scratch_blocks[i];
         kvt_blockmgr_ref(self->bm, r->blocks[i]);
@@ -131,6 +137,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     r->save_budget = self->cfg.save_retries;
     if (load && s_plan_load(self, r, keep_tokens, tier) == 0) {
         r->state = R_LOADING;
+        r->legs = S_LEG_KV;
+        r->legs_failed = 0;
         r->computed = keep_tokens;
         r->load_floor = keep_tokens;
         r->load_end = tier;
@@ -147,5 +155,262 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     r->save_frontier = tier < keep_tokens ? tier : keep_tokens / cs * cs;
     r->verify_end = keep_tokens;
     self->stats.running++;
+    return 1;
+}
+
+// ------------------------------------------------------------- hybrid ----
+
+//  Prefill tail a hit always leaves: one token, two with speculation.
+static uint32_t s_tail(const kvt_sched_t *self)
+{
+    return self->cfg.spec_tokens > 0 ? 2 : 1;
+}
+
+//  Probes r (rule B1): every probe starts reset and carries the demand only
+//  when the fit passed. Returns the demand whether or not it fits.
+static uint32_t s_probe(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->req = r->id;
+    uint32_t bs = self->cfg.block_size, tail = s_tail(self);
+    uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
+    for (uint32_t b = 0; b < max_hit_blocks; b++)
+        kvt_sched_hash_at(self, r, b);
+    uint32_t m =
+        kvt_blockmgr_match(self->bm, r->hashes, r->tokens, max_hit_blocks, self->scratch_blocks);
+    p->chain = r->hashes;
+    p->nchain = max_hit_blocks;
+    p->block_hit = m * bs;
+    self->scratch_unref[0] = 0;
+    for (uint32_t i = 0; i < m; i++)
+        self->scratch_unref[i + 1] =
+            self->scratch_unref[i] + (kvt_blockmgr_refs(self->bm, self->scratch_blocks[i]) == 0);
+    //  Gate: KV alone cannot resume a hybrid request, so the hit is the
+    //  newest HBM checkpoint at or below the block hit.
+    uint32_t g = m;
+    if (kvt_sched_hybrid(self))
+        for (g = m; g > 0 && !kvt_ckpt_has(self->ck, r->hashes[g - 1]); g--)
+            ;
+    p->hbm = g * bs;
+    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t demand = need - g + self->scratch_unref[g];
+    bool slot_ok = !kvt_sched_hybrid(self) || kvt_ckpt_slots_free(self->ck) > 0;
+    if (slot_ok && kvt_blockmgr_available(self->bm) >= demand) {
+        p->has_demand = true;
+        p->num_new_blocks = demand;
+    }
+    return demand;
+}
+
+void kvt_sched_probe_req(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
+{
+    (void)s_probe(self, r, p);
+}
+
+typedef struct {
+    kvt_sched_t *self; //  the core
+    kvt_sreq_t *r;     //  the request planned
+} s_joint_ctx_t;
+
+static bool s_ckpt_hbm(void *ctx, uint32_t boundary)
+{
+    s_joint_ctx_t *c = ctx;
+    kvt_hash_t h = kvt_sched_hash_at(c->self, c->r, boundary / c->self->cfg.block_size - 1);
+    return kvt_ckpt_has(c->self->ck, h);
+}
+
+static bool s_ckpt_tier(void *ctx, uint32_t boundary)
+{
+    s_joint_ctx_t *c = ctx;
+    kvt_hash_t h = kvt_sched_hash_at(c->self, c->r, boundary / c->self->cfg.block_size - 1);
+    return kvt_tierindex_contains(c->self->images, h);
+}
+
+//  Leading chunks of r's prompt (at most max_chunks) the tier view holds.
+static uint32_t s_tier_count(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks)
+{
+    kvt_hash_t keys[64];
+    uint32_t c = 0;
+    while (self->cfg.tier_chunks > 0 && c < max_chunks) {
+        uint32_t n = max_chunks - c < 64 ? max_chunks - c : 64;
+        for (uint32_t i = 0; i < n; i++)
+            keys[i] = kvt_sched_chunk_key(self, r, c + i);
+        uint32_t got = kvt_tierindex_count(self->tier, keys, n);
+        c += got;
+        if (got < n)
+            break;
+    }
+    return c;
+}
+
+static void s_add_joint_stats(kvt_sched_t *self, const kvt_joint_stats_t *js)
+{
+    self->stats.joint_state_hbm += js->state_hbm;
+    self->stats.joint_state_tier += js->state_tier;
+    self->stats.tier_within_hbm += js->tier_within_hbm;
+    self->stats.no_rung_above_hbm += js->no_rung_above_hbm;
+    self->stats.partial_chunk_no_room += js->partial_chunk_no_room;
+    self->stats.no_probe_demand += js->no_probe_demand;
+    self->stats.below_min_load += js->below_min_load;
+}
+
+int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
+{
+    kvt_sreq_t *r = &self->reqs[slot];
+    uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
+    if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0)
+        return 0;
+    kvt_sched_probe_t *p = &self->probe;
+    uint32_t want = s_probe(self, r, p);
+    if (!p->has_demand) {
+        r->probe_demand = want;
+        return 0;
+    }
+    uint32_t tail = s_tail(self);
+    uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
+    uint32_t tier = s_tier_count(self, r, max_chunks) * cs;
+    s_joint_ctx_t jc = {self, r};
+    kvt_joint_in_t in = {.block_size = bs,
+                         .chunk_size = cs,
+                         .prompt = r->nprompt,
+                         .tail = tail,
+                         .min_load = self->cfg.min_load_tokens,
+                         .block_hit = p->block_hit,
+                         .hbm = p->hbm,
+                         .tier_kv = tier,
+                         .ckpt_hbm = s_ckpt_hbm,
+                         .ckpt_tier = self->cfg.tier_chunks > 0 ? s_ckpt_tier : NULL,
+                         .ctx = &jc,
+                         .has_demand = p->has_demand,
+                         .demand = p->num_new_blocks,
+                         .available = kvt_blockmgr_available(self->bm),
+                         .unref = self->scratch_unref};
+    kvt_joint_stats_t js = {0};
+    kvt_joint_t d = kvt_joint_plan(&in, &js);
+    bool joint = d.src != KVT_JOINT_NONE;
+    bool kv_leg = joint && d.claim < d.b;
+    //  No load convoys: chunks another admission is loading are waited for
+    //  (its verdict indexes them in HBM), not loaded a second time.
+    for (uint32_t t = kv_leg ? d.claim : d.b; kv_leg && t < d.b; t += cs)
+        if (kvt_hmap_get(self->loading_keys, kvt_sched_chunk_key(self, r, t / cs), NULL)) {
+            if (!r->convoy_waited)
+                self->stats.convoy_waits++;
+            r->convoy_waited = true;
+            return 0;
+        }
+    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t kv_tokens = kv_leg ? d.b - d.claim : 0;
+    size_t bytes = KVT_SCHED_ENTRY_BYTES(need) +
+                   (kv_leg ? KVT_SCHED_SPEC_BYTES(kv_tokens / bs, kv_tokens / cs) : 0);
+    if (!kvt_sched_plan_fits(self, bytes) || self->p_nloads >= KVT_MSG_MAX_ENTRIES) {
+        self->stats.plan_deferred++;
+        return 0;
+    }
+    //  Reserve every array the commit writes, so the commit cannot fail.
+    uint32_t hb = p->hbm / bs, clb = joint ? d.claim / bs : hb;
+    uint32_t lo = clb < hb ? clb : hb, nret = joint ? (clb < hb ? hb - clb : clb - hb) : 0;
+    r->blocks = malloc((size_t)need * sizeof(uint32_t));
+    r->hit_pins = nret ? malloc((size_t)nret * sizeof(uint32_t)) : NULL;
+    if (!r->blocks || (nret && !r->hit_pins) ||
+        kvt_vec_reserve((void **)&self->p_loads, &self->p_loads_cap, self->p_nloads + 1,
+                        sizeof(kvt_load_spec_t)) ||
+        kvt_sched_reserve_scratch(self, kv_tokens / bs, kv_tokens / cs) ||
+        kvt_vec_reserve((void **)&self->p_state, &self->p_state_cap, self->p_nstate + 1,
+                        sizeof(kvt_sched_state_op_t))) {
+        free(r->blocks);
+        free(r->hit_pins);
+        r->blocks = r->hit_pins = NULL;
+        return 0;
+    }
+    //  Blocks below the claim are shared. A retreat must find the hit
+    //  again: below it the hit's own blocks stay pinned (the table gets
+    //  fresh copies), above it fresh spares wait (the table shares).
+    for (uint32_t i = 0; i < clb; i++) {
+        r->blocks[i] = self->scratch_blocks[i];
+        kvt_blockmgr_ref(self->bm, r->blocks[i]);
+    }
+    for (uint32_t i = clb; i < hb; i++) {
+        r->hit_pins[i - clb] = self->scratch_blocks[i];
+        kvt_blockmgr_ref(self->bm, self->scratch_blocks[i]);
+    }
+    int rc = kvt_blockmgr_alloc(self->bm, need - clb, r->blocks + clb);
+    if (rc == 0 && clb > hb)
+        rc = kvt_blockmgr_alloc(self->bm, nret, r->hit_pins);
+    assert(rc == 0); //  the fit (probe demand + the joint's extra) was checked
+    (void)rc;
+    r->nblocks = need;
+    r->nhit_pins = nret;
+    r->pin_lo = lo;
+    r->registered = clb;
+    r->probe_demand = 0;
+    r->convoy_waited = false;
+    r->gen++;
+    r->sslot = kvt_ckpt_slot_take(self->ck);
+    assert(r->sslot != KVT_CKPT_NONE); //  checked by the probe
+    r->hbm_hit = p->hbm;
+    r->block_hit = p->block_hit;
+    r->joint_src = (uint8_t)d.src;
+    r->legs = r->legs_failed = 0;
+    kvt_blockmgr_count_hit(self->bm, hb);
+    s_add_joint_stats(self, &js);
+    if (joint && kv_leg && tier > 0)
+        for (uint32_t c = 0; c < tier / cs; c += 64) {
+            kvt_hash_t keys[64];
+            uint32_t n = tier / cs - c < 64 ? tier / cs - c : 64;
+            for (uint32_t i = 0; i < n; i++)
+                keys[i] = kvt_sched_chunk_key(self, r, c + i);
+            kvt_tierindex_lookup(self->tier, keys, n);
+        }
+    kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_ilist_append(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+    self->stats.waiting--;
+    self->stats.admitted++;
+    //  The HBM hit is recorded as found (rule B3): the gated hit, never the
+    //  chunk floor the KV leg starts from.
+    self->stats.hbm_hit_tokens += p->hbm;
+    self->stats.gate_lost_tokens += p->block_hit - p->hbm;
+    kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
+                    r->nprompt);
+    r->save_budget = self->cfg.save_retries;
+    if (!joint) {
+        if (hb > 0) {
+            r->ck_restore = kvt_ckpt_pin(self->ck, r->hashes[hb - 1]);
+            r->restore_at = p->hbm;
+            assert(r->ck_restore != KVT_CKPT_NONE); //  the gate found it
+        }
+        r->state = R_RUNNING;
+        r->computed = p->hbm;
+        //  Chunks the tier already holds need no save.
+        r->save_frontier = tier < p->hbm ? tier : p->hbm / cs * cs;
+        r->verify_end = p->hbm;
+        self->stats.running++;
+        return 1;
+    }
+    //  The hit's checkpoint stays pinned until the load settles: a retreat
+    //  restores it (B2).
+    r->ck_hit = hb > 0 ? kvt_ckpt_pin(self->ck, r->hashes[hb - 1]) : KVT_CKPT_NONE;
+    if (d.src == KVT_JOINT_STATE_HBM) {
+        r->ck_restore = kvt_ckpt_pin(self->ck, kvt_sched_hash_at(self, r, d.b / bs - 1));
+        r->restore_at = d.b;
+    } else {
+        r->legs |= S_LEG_STATE;
+        kvt_sched_state_op(self, r, KVT_SCHED_STATE_LOAD, KVT_CKPT_NONE, d.b);
+        self->stats.state_loads++;
+    }
+    r->computed = d.claim;
+    r->load_floor = d.claim;
+    r->load_end = d.b;
+    if (kv_leg) {
+        r->legs |= S_LEG_KV;
+        s_plan_load(self, r, d.claim, d.b);
+        kvt_sched_convoy_mark(self, r, +1);
+    }
+    assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
+    r->state = R_LOADING;
+    //  The save floor, recorded once when the load is decided (S5).
+    r->save_frontier = d.b;
+    r->verify_end = d.b;
+    self->stats.loading++;
+    self->stats.loads_dispatched++;
     return 1;
 }

@@ -9,6 +9,7 @@
 #include "base/kvt_ilist.h"
 #include "base/kvt_vec.h"
 #include "kvt_blockmgr.h"
+#include "kvt_ckpt.h"
 #include "kvt_sched.h"
 #include "kvt_tierindex.h"
 
@@ -48,11 +49,31 @@ typedef struct {
     uint32_t registered;     //  blocks [0, registered) are shared or indexed
     uint32_t planned_end;    //  end token of this request's entry in the last plan (0 = none)
     uint32_t probe_demand;   //  fresh blocks the last admission probe needed (0 = none yet)
-    uint32_t *hit_pins;      //  while loading: the shared HBM-hit blocks of [floor, hbm),
-                             //  referenced so a failed load can retreat to the hit (B2)
+    uint32_t *hit_pins;      //  while loading: what a retreat swaps into the table at pin_lo
+                             //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
+                             //  spares for [hbm, claim) when the claim is above the hit
     uint32_t nhit_pins;      //  entries in hit_pins
-    uint64_t arrival_us;     //  trace arrival time
-    kvt_ilink_t link;        //  in the waiting or the active list
+    uint32_t pin_lo;         //  block index of hit_pins[0] in the table
+    //  Hybrid requests (UINT32_MAX / 0 for a dense one).
+    uint32_t block_hit;   //  ungated HBM block hit at admission (tokens)
+    uint32_t sslot;       //  state slot (KVT_CKPT_NONE: none)
+    uint32_t ck_hit;      //  while loading: checkpoint at hbm_hit, pinned for a retreat
+    uint32_t ck_restore;  //  checkpoint to restore into the slot before the next forward
+    uint32_t restore_at;  //  its boundary (tokens)
+    uint32_t ck_take;     //  checkpoint entry the planned entry takes after its forward
+    uint32_t take_at;     //  its boundary (tokens)
+    bool restore_planned; //  the last plan listed the restore (applied with its step)
+    uint8_t joint_src;    //  kvt_joint_src_t of the admission
+    uint8_t legs;         //  load legs without a verdict (S_LEG_KV | S_LEG_STATE)
+    uint8_t legs_failed;  //  legs that reported failed
+    uint32_t kv_detail;   //  detail of a failed KV leg
+    uint32_t st_detail;   //  detail of a failed state leg
+    bool aborted;         //  aborted while loading: released when the load settles
+    bool convoy;          //  its KV leg's keys are counted in loading_keys
+    bool convoy_waited;   //  counted once in convoy_waits for this wait
+    uint32_t kv_lower;    //  chunks the KV leg read from below the CPU pool
+    uint64_t arrival_us;  //  trace arrival time
+    kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 
 typedef struct {
@@ -65,27 +86,36 @@ typedef struct {
 } kvt_ssave_t;
 
 struct _kvt_sched_t {
-    kvt_sched_cfg_t cfg;      //  configuration
-    uint32_t bpc;             //  blocks per chunk
-    uint64_t next_step;       //  the step number the next plan must carry
-    kvt_blockmgr_t *bm;       //  HBM blocks
-    kvt_tierindex_t *tier;    //  tier view
-    kvt_sreq_t *reqs;         //  request records
-    uint32_t nreqs_cap;       //  records allocated
-    uint32_t *req_free;       //  free record slots (capacity nreqs_cap)
-    uint32_t nreq_free;       //  entries in req_free
-    kvt_hmap_t *by_id;        //  request id → slot
-    kvt_ilist_t waiting;      //  R_WAITING, arrival order
-    kvt_ilist_t active;       //  R_LOADING and R_RUNNING, admission order
-    kvt_ssave_t *saves;       //  outstanding chunk saves
-    uint32_t *save_blocks;    //  bpc leased blocks per save slot
-    uint32_t nsaves_cap;      //  save slots allocated
-    uint32_t *save_free;      //  free save slots
-    uint32_t nsave_free;      //  entries in save_free
-    kvt_hmap_t *save_by_id;   //  hash (op, key, attempt) → save slot
-    kvt_hmap_t *inflight;     //  chunk key → 1 while any request's save of it is out
-    uint32_t leased;          //  block references held by saves
-    uint32_t *scratch_blocks; //  block ids for the match at admission
+    kvt_sched_cfg_t cfg;           //  configuration
+    uint32_t bpc;                  //  blocks per chunk
+    uint64_t next_step;            //  the step number the next plan must carry
+    kvt_blockmgr_t *bm;            //  HBM blocks
+    kvt_tierindex_t *tier;         //  tier view
+    kvt_sreq_t *reqs;              //  request records
+    uint32_t nreqs_cap;            //  records allocated
+    uint32_t *req_free;            //  free record slots (capacity nreqs_cap)
+    uint32_t nreq_free;            //  entries in req_free
+    kvt_hmap_t *by_id;             //  request id → slot
+    kvt_ilist_t waiting;           //  R_WAITING, arrival order
+    kvt_ilist_t active;            //  R_LOADING and R_RUNNING, admission order
+    kvt_ssave_t *saves;            //  outstanding chunk saves
+    uint32_t *save_blocks;         //  bpc leased blocks per save slot
+    uint32_t nsaves_cap;           //  save slots allocated
+    uint32_t *save_free;           //  free save slots
+    uint32_t nsave_free;           //  entries in save_free
+    kvt_hmap_t *save_by_id;        //  hash (op, key, attempt) → save slot
+    kvt_hmap_t *inflight;          //  chunk key → 1 while any request's save of it is out
+    uint32_t leased;               //  block references held by saves
+    uint32_t *save_ck;             //  per save slot: checkpoint whose image it carries (pinned)
+    kvt_ckpt_t *ck;                //  state slots and HBM checkpoints (hybrid; NULL when dense)
+    kvt_tierindex_t *images;       //  tier view of stored state images (hybrid; NULL when dense)
+    kvt_hmap_t *loading_keys;      //  chunk key → loads in flight covering it (hybrid convoys)
+    uint32_t *scratch_unref;       //  unreferenced-block prefix counts of the match
+    kvt_sched_probe_t probe;       //  the last admission probe (rule B1)
+    kvt_sched_state_op_t *p_state; //  state work of the plan
+    uint32_t p_nstate;             //  used
+    uint32_t p_state_cap;          //  allocated
+    uint32_t *scratch_blocks;      //  block ids for the match at admission
     //  plan scratch (valid until the next plan). Array fields of the specs
     //  hold offsets into p_u32 / p_h until kvt_sched_finish_plan turns them
     //  into pointers (the scratch may move while the plan grows).
@@ -156,8 +186,43 @@ bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
 //  (kvt_sched_save.c).
 void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot);
 
+//  Load legs.
+#define S_LEG_KV    0x1
+#define S_LEG_STATE 0x2
+
+//  True for a hybrid model.
+static inline bool kvt_sched_hybrid(const kvt_sched_t *self)
+{
+    return self->ck != NULL;
+}
+
 //  Tries to admit the waiting request in `slot` (kvt_sched_admit.c): 1 when
 //  admitted (its entry or load goes into the plan), 0 when it must wait.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot);
+
+//  Hybrid admission (kvt_sched_admit.c).
+int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot);
+
+//  Probes request r from a reset probe (rule B1; kvt_sched_admit.c): the
+//  match, the gated hit, and the demand when the fit passes. No side
+//  effects on blocks or counters.
+void kvt_sched_probe_req(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p);
+
+//  Appends a state op to the plan (0, or -1 when out of memory).
+int kvt_sched_state_op(kvt_sched_t *self, const kvt_sreq_t *r, uint8_t kind, uint32_t entry,
+                       uint32_t at);
+
+//  Releases what an admission holds besides its blocks: the state slot and
+//  every checkpoint pin or reservation (the one path finish, preemption,
+//  abort and a settled abort take).
+void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r);
+
+//  Counts (+1) or uncounts (-1) request r's KV leg keys [load_floor,
+//  load_end) in loading_keys.
+void kvt_sched_convoy_mark(kvt_sched_t *self, kvt_sreq_t *r, int delta);
+
+//  Retires request `slot` whose admission ended (finished or aborted): its
+//  state goes back now, its blocks once no save reads them.
+void kvt_sched_retire(kvt_sched_t *self, uint32_t slot);
 
 #endif

@@ -23,10 +23,12 @@ static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
 static int s_grow_saves(kvt_sched_t *self)
 {
     uint32_t old = self->nsaves_cap, cap = old, free_cap = old, blocks_cap = old * self->bpc;
+    uint32_t ck_cap = old;
     if (kvt_vec_reserve((void **)&self->saves, &cap, old + 1, sizeof(kvt_ssave_t)) ||
         kvt_vec_reserve((void **)&self->save_free, &free_cap, cap, sizeof(uint32_t)) ||
         kvt_vec_reserve((void **)&self->save_blocks, &blocks_cap, cap * self->bpc,
-                        sizeof(uint32_t)))
+                        sizeof(uint32_t)) ||
+        kvt_vec_reserve((void **)&self->save_ck, &ck_cap, cap, sizeof(uint32_t)))
         return -1;
     memset(self->saves + old, 0, (size_t)(cap - old) * sizeof(kvt_ssave_t));
     for (uint32_t i = cap; i-- > old;)
@@ -73,6 +75,9 @@ static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_ha
         kvt_blockmgr_ref(self->bm, lease[i]);
     }
     self->leased += self->bpc;
+    //  A chunk whose end holds an HBM checkpoint is saved with its image;
+    //  the save pins the checkpoint until its verdict.
+    self->save_ck[si] = kvt_sched_hybrid(self) ? kvt_ckpt_pin(self->ck, key) : KVT_CKPT_NONE;
     r->saves_inflight++;
     self->stats.saves_dispatched++;
     self->stats.saves_outstanding++;
@@ -110,8 +115,11 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
     uint32_t t = r->save_frontier;
     for (; t < limit; t += cs) {
         kvt_hash_t key = kvt_sched_chunk_key(self, r, t / cs);
-        bool skip =
-            kvt_tierindex_contains(self->tier, key) || kvt_hmap_get(self->inflight, key, NULL);
+        //  A stored chunk is saved again only to add the image it lacks.
+        bool stored = kvt_tierindex_contains(self->tier, key) &&
+                      (!kvt_sched_hybrid(self) || kvt_tierindex_contains(self->images, key) ||
+                       !kvt_ckpt_has(self->ck, key));
+        bool skip = stored || kvt_hmap_get(self->inflight, key, NULL);
         if (skip)
             self->stats.saves_skipped++;
         else if (s_track_save(self, slot, t / cs, key) != 0)
@@ -138,13 +146,26 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
 static uint32_t s_retreat(kvt_sched_t *self, kvt_sreq_t *r)
 {
     uint32_t bs = self->cfg.block_size;
-    uint32_t b0 = r->load_floor / bs;
+    uint32_t b0 = r->pin_lo;
     for (uint32_t i = 0; i < r->nhit_pins; i++) {
         kvt_blockmgr_unref(self->bm, r->blocks[b0 + i]);
         r->blocks[b0 + i] = r->hit_pins[i]; //  the pin's reference moves into the table
     }
     r->nhit_pins = 0;
-    r->registered = b0 + (r->hbm_hit - r->load_floor) / bs;
+    r->registered = r->hbm_hit / bs;
+    if (kvt_sched_hybrid(self)) {
+        //  The state goes back to the hit's checkpoint, pinned since the
+        //  admission; with no HBM hit the slot starts from zero at token 0.
+        if (r->ck_restore != KVT_CKPT_NONE)
+            kvt_ckpt_unpin(self->ck, r->ck_restore);
+        r->ck_restore = r->ck_hit;
+        r->restore_at = r->hbm_hit;
+        r->ck_hit = KVT_CKPT_NONE;
+        if (r->hbm_hit > 0)
+            self->stats.retreats_to_hbm++;
+        else
+            self->stats.retreats_to_zero++;
+    }
     return r->hbm_hit;
 }
 
@@ -155,6 +176,21 @@ static void s_unpin_hit(kvt_sched_t *self, kvt_sreq_t *r)
     r->nhit_pins = 0;
 }
 
+//  Settles an aborted request's load: the load no longer writes into its
+//  blocks or slot, so they go back through the finish path.
+static void s_settle_aborted(kvt_sched_t *self, uint32_t slot, bool ok)
+{
+    kvt_sreq_t *r = &self->reqs[slot];
+    if (ok)
+        self->stats.loads_ok++;
+    else
+        self->stats.loads_failed++;
+    s_unpin_hit(self, r);
+    kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+    r->state = R_DONE;
+    kvt_sched_retire(self, slot);
+}
+
 static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
     uint32_t slot;
@@ -163,17 +199,45 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     kvt_sreq_t *r = &self->reqs[slot];
     if (r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
         return -1;
+    //  A load settles once every leg it dispatched reported (L2).
+    uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
+    if (!(r->legs & leg))
+        return -1;
+    if (leg == S_LEG_STATE &&
+        !kvt_hash_eq(v->key, kvt_sched_hash_at(self, r, r->load_end / self->cfg.block_size - 1)))
+        return -1;
+    r->legs &= (uint8_t)~leg;
+    if (!v->ok) {
+        r->legs_failed |= leg;
+        if (leg == S_LEG_KV)
+            r->kv_detail = v->detail;
+        else
+            r->st_detail = v->detail;
+    } else if (leg == S_LEG_KV)
+        r->kv_lower = v->lower;
+    if (r->legs)
+        return 0;
+    bool ok = r->legs_failed == 0;
     self->stats.loading--;
+    if (r->convoy)
+        kvt_sched_convoy_mark(self, r, -1);
+    if (r->aborted) {
+        s_settle_aborted(self, slot, ok);
+        return 0;
+    }
     self->stats.running++;
     r->state = R_RUNNING;
     uint32_t cs = self->cfg.chunk_size;
-    if (v->ok) {
+    if (ok) {
         s_unpin_hit(self, r);
+        if (r->ck_hit != KVT_CKPT_NONE)
+            kvt_ckpt_unpin(self->ck, r->ck_hit);
+        r->ck_hit = KVT_CKPT_NONE;
         r->computed = r->load_end;
         kvt_sched_index_blocks(self, r, r->computed);
         uint32_t tier = r->load_end - r->hbm_hit;
         //  lower: the most chunks any rank had to read from below the CPU pool.
-        uint64_t lower = (uint64_t)v->lower * cs;
+        uint64_t lower = (uint64_t)r->kv_lower * cs;
         uint32_t lower_tokens = lower > tier ? tier : (uint32_t)lower;
         self->stats.loads_ok++;
         self->stats.tier_hit_tokens += tier;
@@ -190,10 +254,13 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     r->computed = resume;
     r->verify_end = resume;
     r->save_frontier = r->load_floor / cs * cs;
-    if (v->detail == KVT_DETAIL_MISS)
+    if ((r->legs_failed & S_LEG_KV) && r->kv_detail == KVT_DETAIL_MISS)
         for (uint32_t t = r->load_floor; t < r->load_end; t += cs)
             kvt_tierindex_retract(self->tier, kvt_sched_chunk_key(self, r, t / cs));
-    kvt_sched_event(self, r->id, r->gen, KVT_EV_RETREAT, resume, v->detail, lost);
+    if ((r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS)
+        kvt_tierindex_retract(self->images, kvt_sched_chunk_key(self, r, r->load_end / cs - 1));
+    uint32_t detail = (r->legs_failed & S_LEG_KV) ? r->kv_detail : r->st_detail;
+    kvt_sched_event(self, r->id, r->gen, KVT_EV_RETREAT, resume, detail, lost);
     return 0;
 }
 
@@ -208,6 +275,12 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     for (uint32_t i = 0; i < self->bpc; i++)
         kvt_blockmgr_unref(self->bm, lease[i]);
     self->leased -= self->bpc;
+    if (self->save_ck[si] != KVT_CKPT_NONE) {
+        kvt_ckpt_unpin(self->ck, self->save_ck[si]);
+        if (v->ok)
+            kvt_tierindex_insert(self->images, s->key);
+    }
+    self->save_ck[si] = KVT_CKPT_NONE;
     self->stats.saves_outstanding--;
     kvt_sreq_t *r = &self->reqs[s->req_slot];
     assert(r->saves_inflight > 0 && r->id == s->op.req);
@@ -248,7 +321,7 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
     int rc = -1;
-    if (v->chan == KVT_CHAN_LOAD)
+    if (v->chan == KVT_CHAN_LOAD || v->chan == KVT_CHAN_STATE)
         rc = s_load_verdict(self, v);
     else if (v->chan == KVT_CHAN_SAVE)
         rc = s_save_verdict(self, v);
@@ -294,6 +367,24 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(leased_blocks);
     S_C(blocks_in_use);
     S_C(records);
+    S_C(aborted);
+    S_C(preempted);
+    if (kvt_sched_hybrid(self)) {
+        S_C(gate_lost_tokens);
+        S_C(joint_state_hbm);
+        S_C(joint_state_tier);
+        S_C(tier_within_hbm);
+        S_C(no_rung_above_hbm);
+        S_C(partial_chunk_no_room);
+        S_C(no_probe_demand);
+        S_C(below_min_load);
+        S_C(retreats_to_hbm);
+        S_C(retreats_to_zero);
+        S_C(convoy_waits);
+        S_C(state_restores);
+        S_C(state_loads);
+        S_C(ckpt_takes);
+    }
 #undef S_C
     kvt_blockmgr_stats_t b;
     kvt_blockmgr_stats(self->bm, &b);
@@ -313,10 +404,69 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C("tierview.", t, retracted);
     S_C("tierview.", t, lookups);
     S_C("tierview.", t, hit_keys);
+    if (kvt_sched_hybrid(self)) {
+        kvt_ckpt_stats_t k;
+        kvt_ckpt_stats(self->ck, &k);
+        S_C("ckpt.", k, slots_taken);
+        S_C("ckpt.", k, slots_refused);
+        S_C("ckpt.", k, reserved);
+        S_C("ckpt.", k, committed);
+        S_C("ckpt.", k, abandoned);
+        S_C("ckpt.", k, refreshed);
+        S_C("ckpt.", k, evicted);
+        S_C("ckpt.", k, full);
+        S_C("ckpt.", k, slots_in_use);
+        S_C("ckpt.", k, valid);
+        S_C("ckpt.", k, pinned_entries);
+        kvt_counter_add(c, n, cap, "imageview.size", kvt_tierindex_size(self->images));
+    }
 #undef S_C
 }
 
 // -------------------------------------------------------------- audit ----
+
+//  Every checkpoint pin belongs to a request (its hit, its restore, its
+//  take) or a save (its image), and every held slot to a live admission.
+static int s_audit_state(const kvt_sched_t *self, char *err, size_t errlen)
+{
+    uint32_t cap = kvt_ckpt_capacity(self->ck);
+    uint32_t *expect = calloc(cap, sizeof(uint32_t));
+    if (!expect) {
+        snprintf(err, errlen, "audit: out of memory");
+        return -1;
+    }
+    uint32_t slots = 0;
+    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
+        const kvt_sreq_t *r = &self->reqs[i];
+        if (r->state == R_FREE)
+            continue;
+        slots += r->sslot != KVT_CKPT_NONE;
+        uint32_t e[3] = {r->ck_hit, r->ck_restore, r->ck_take};
+        for (int k = 0; k < 3; k++)
+            if (e[k] != KVT_CKPT_NONE)
+                expect[e[k]]++;
+    }
+    for (uint32_t i = 0; i < self->nsaves_cap; i++)
+        if (self->saves[i].live && self->save_ck[i] != KVT_CKPT_NONE)
+            expect[self->save_ck[i]]++;
+    kvt_ckpt_stats_t k;
+    kvt_ckpt_stats(self->ck, &k);
+    int rc = -1;
+    for (uint32_t e = 0; e < cap; e++)
+        if (expect[e] != kvt_ckpt_pins(self->ck, e)) {
+            snprintf(err, errlen, "audit: checkpoint %u has %u pins, expected %u", e,
+                     kvt_ckpt_pins(self->ck, e), expect[e]);
+            goto done;
+        }
+    if (slots != k.slots_in_use) {
+        snprintf(err, errlen, "audit: %u state slots held, records hold %u", k.slots_in_use, slots);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(expect);
+    return rc;
+}
 
 int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
 {
@@ -393,6 +543,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
                  live_saves, inflight, st->saves_outstanding);
         goto done;
     }
+    if (kvt_sched_hybrid(self) && s_audit_state(self, err, errlen) != 0)
+        goto done;
     rc = 0;
 done:
     free(expect);

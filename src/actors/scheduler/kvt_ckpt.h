@@ -1,0 +1,90 @@
+/*  kvt_ckpt — the scheduler's state pool for hybrid models: the live state
+    slot of every admitted request and a separate pool of HBM checkpoints.
+
+    A state slot holds one running request's recurrent state in device
+    memory. It is taken at admission and given back on every path that ends
+    the admission (finish, preemption, abort), through the same call.
+
+    An HBM checkpoint is a copy of the state after the first B tokens of a
+    prefix, keyed by the prefix hash at B. A checkpoint is reserved when a
+    plan asks the runner to take it (after the forward that reaches B), and
+    becomes valid when that step has run; a step that failed abandons it.
+    Valid checkpoints nobody reads sit in an LRU (old → young) and are
+    evicted from the old end when a reservation needs room; a restore, a
+    save of its image or a reservation pins one, and a pinned checkpoint is
+    never evicted. Every operation is O(1). */
+#ifndef KVT_CKPT_H_INCLUDED
+#define KVT_CKPT_H_INCLUDED
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvtier/kvt_hash.h"
+
+typedef struct _kvt_ckpt_t kvt_ckpt_t;
+
+#define KVT_CKPT_NONE UINT32_MAX //  "no checkpoint / no slot"
+
+typedef struct {
+    uint64_t slots_taken;    //  state slots handed out
+    uint64_t slots_refused;  //  slot requests with every slot in use
+    uint64_t reserved;       //  checkpoints reserved for a take
+    uint64_t committed;      //  reservations that became valid checkpoints
+    uint64_t abandoned;      //  reservations dropped (their step failed)
+    uint64_t refreshed;      //  takes of a hash already valid (moved to the young end)
+    uint64_t evicted;        //  valid checkpoints evicted for a reservation
+    uint64_t full;           //  reservations refused: every entry pinned or reserved
+    uint32_t slots_in_use;   //  gauge: state slots held
+    uint32_t valid;          //  gauge: valid checkpoints
+    uint32_t pinned_entries; //  gauge: entries with a pin (valid or reserved)
+} kvt_ckpt_stats_t;
+
+//  A pool of `slots` state slots and `checkpoints` HBM checkpoints (both
+//  ≥ 1). NULL when out of memory.
+kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints);
+void kvt_ckpt_destroy(kvt_ckpt_t **self_p);
+
+//  Takes a free state slot: its index, or KVT_CKPT_NONE when all are held.
+uint32_t kvt_ckpt_slot_take(kvt_ckpt_t *self);
+
+//  Gives a slot back (the one path every release takes).
+void kvt_ckpt_slot_give(kvt_ckpt_t *self, uint32_t slot);
+
+//  Free state slots.
+uint32_t kvt_ckpt_slots_free(const kvt_ckpt_t *self);
+
+//  True when a valid checkpoint of `hash` is held (pure: no refresh).
+bool kvt_ckpt_has(const kvt_ckpt_t *self, kvt_hash_t hash);
+
+//  Reserves an entry for a take of `hash` and pins it: its index, or
+//  KVT_CKPT_NONE when `hash` is already valid or reserved (nothing to take;
+//  a valid one is refreshed) or when every entry is pinned (counted).
+uint32_t kvt_ckpt_reserve(kvt_ckpt_t *self, kvt_hash_t hash);
+
+//  The step that took a reserved checkpoint ran: it becomes valid, its
+//  reservation pin is dropped (young end of the LRU unless pinned again).
+void kvt_ckpt_commit(kvt_ckpt_t *self, uint32_t entry);
+
+//  The step that was to take a reserved checkpoint failed: the entry is
+//  freed.
+void kvt_ckpt_abandon(kvt_ckpt_t *self, uint32_t entry);
+
+//  Pins the valid checkpoint of `hash` (a restore or a save reads it): its
+//  index, or KVT_CKPT_NONE when there is none.
+uint32_t kvt_ckpt_pin(kvt_ckpt_t *self, kvt_hash_t hash);
+
+//  Drops one pin of an entry; at zero a valid entry goes to the young end.
+void kvt_ckpt_unpin(kvt_ckpt_t *self, uint32_t entry);
+
+//  Pins held on an entry (tests and audits).
+uint32_t kvt_ckpt_pins(const kvt_ckpt_t *self, uint32_t entry);
+
+//  Checkpoint entries (the pool's capacity).
+uint32_t kvt_ckpt_capacity(const kvt_ckpt_t *self);
+
+//  Valid checkpoints that a reservation could evict now.
+uint32_t kvt_ckpt_evictable(const kvt_ckpt_t *self);
+
+void kvt_ckpt_stats(const kvt_ckpt_t *self, kvt_ckpt_stats_t *out);
+
+#endif
