@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
     build-essential cmake pkg-config
-    libczmq-dev libzmq3-dev libmsgpack-dev libcriterion-dev libxxhash-dev libjansson-dev
+    libczmq-dev libzmq3-dev libmsgpack-dev libcriterion-dev libxxhash-dev libjansson-dev libyaml-dev
     libamdhip64-dev
     clang clang-format libclang-rt-14-dev
 )

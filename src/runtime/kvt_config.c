@@ -1,0 +1,834 @@
+/*  kvt_config — the settings table, their values' parsers and the loader's
+    three layers. See kvt_config.h; the checks between settings and the
+    derived values are in kvt_config_resolve.c, the YAML reader in
+    kvt_config_yaml.c. */
+#include "kvt_config_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+extern char **environ;
+
+//  How a setting's text becomes its field.
+typedef enum {
+    T_U32,       //  decimal integer into a uint32_t
+    T_U64,       //  decimal integer into a uint64_t
+    T_INT,       //  decimal integer into an int
+    T_SIZE32,    //  byte size into a uint32_t
+    T_SIZE64,    //  byte size into a uint64_t
+    T_DUR,       //  duration into a uint64_t of ns
+    T_DUR_AUTO,  //  duration, or `auto` (stored as 0: derived)
+    T_BOOL,      //  boolean into a bool
+    T_ENUM,      //  one of names[] into an int-sized enum (value = index)
+    T_ENUM_BOOL, //  one of two names into a bool (index 1 = true)
+    T_TRI,       //  auto / off / on (and the boolean spellings) into kvt_tristate_t
+    T_PATH,      //  text up to KVT_CONFIG_PATH_MAX - 1 bytes
+    T_TEXT,      //  a name up to KVT_CONFIG_TEXT_MAX - 1 bytes, no spaces
+    T_SPEC,      //  speculative decoding: off | METHOD:TOKENS
+} s_type_t;
+
+typedef struct {
+    const char *key;          //  the setting's name (the flag's, with underscores)
+    s_type_t type;            //  how its text is parsed
+    size_t off;               //  its field in kvt_config_t
+    uint64_t min, max;        //  range of a number (bytes, ns, count)
+    const char *const *names; //  T_ENUM / T_ENUM_BOOL: the values' names, by value (NULL: none)
+    unsigned nnames;          //  entries of names
+    const char *def;          //  the default as text; NULL: from the model preset
+    const char *unit;         //  unit or values, for the docs and messages
+} s_key_t;
+
+#define OFF(f)   offsetof(kvt_config_t, f)
+#define NAMES(a) a, (unsigned)(sizeof a / sizeof a[0])
+#define MS       1000000ull
+#define SEC      1000000000ull
+#define HOUR     (3600 * SEC)
+
+static const char *const s_drivers[] = {NULL, "sim", "live"};
+static const char *const s_disk_write[] = {"always", "evict"};
+static const char *const s_models[] = {"dense", "qwen3-next-like", "kimi-linear-like"};
+static const char *const s_layouts[] = {"auto", "dense", "gdn", "kda"};
+static const char *const s_dtypes[] = {"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"};
+static const char *const s_lookups[] = {"all", "rank0"};
+
+_Static_assert(sizeof(kvt_driver_t) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(kvt_model_t) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(kvt_tristate_t) == sizeof(int), "enums are stored as int");
+
+static const s_key_t s_keys[] = {
+    {"trace", T_PATH, OFF(trace), 0, 0, NULL, 0, "", "path"},
+    {"limit", T_U32, OFF(limit), 0, UINT32_MAX, NULL, 0, "0", "requests, 0 = all"},
+    {"driver", T_ENUM, OFF(driver), 0, 0, NAMES(s_drivers), "sim", "sim | live"},
+    {"seed", T_U64, OFF(seed), 0, UINT64_MAX, NULL, 0, "1", "u64"},
+    {"log_level", T_INT, OFF(log_level), 0, 3, NULL, 0, "1", "0 errors .. 3 debug"},
+    {"tp", T_U32, OFF(tp), 1, 64, NULL, 0, "2", "ranks, 1..64"},
+    {"pipeline_parallel", T_U32, OFF(pipeline_parallel), 1, 64, NULL, 0, "1", "stages, 1..64"},
+    {"hbm_pool", T_SIZE64, OFF(hbm_pool_bytes), 1, UINT64_MAX, NULL, 0, "16MiB", "bytes per rank"},
+    {"cpu_pool", T_SIZE64, OFF(cpu_pool_bytes), 0, UINT64_MAX, NULL, 0, "512MiB",
+     "bytes per rank, 0 = no tier"},
+    {"disk_dir", T_PATH, OFF(disk_dir), 0, 0, NULL, 0, "", "path"},
+    {"disk_pool", T_SIZE64, OFF(disk_pool_bytes), 1, UINT64_MAX, NULL, 0, "4GiB", "bytes per rank"},
+    {"disk_write", T_ENUM_BOOL, OFF(disk_write_on_evict), 0, 0, NAMES(s_disk_write), "always",
+     "always | evict"},
+    {"mem_overcommit", T_BOOL, OFF(mem_overcommit), 0, 0, NULL, 0, "false", "boolean"},
+    {"state_tier", T_TRI, OFF(state_tier), 0, 0, NULL, 0, "auto", "auto | on | off"},
+    {"model", T_ENUM, OFF(model), 0, 0, NAMES(s_models), "dense",
+     "dense | qwen3-next-like | kimi-linear-like"},
+    {"model_id", T_TEXT, OFF(model_id), 0, 0, NULL, 0, "", "name, default the model's"},
+    {"layout", T_ENUM, OFF(layout), 0, 0, NAMES(s_layouts), "auto", "auto | dense | gdn | kda"},
+    {"dtype", T_ENUM, OFF(dtype), 0, 0, NAMES(s_dtypes), "bf16",
+     "bf16 | fp16 | fp32 | fp8_e4m3 | fp8_e5m2"},
+    {"layers", T_U32, OFF(layers), 1, 1024, NULL, 0, NULL, "attention layers, 1..1024"},
+    {"planes", T_U32, OFF(planes), 1, 8, NULL, 0, NULL, "KV planes per layer, 1..8"},
+    {"token_bytes", T_SIZE32, OFF(token_bytes), 1, 1u << 20, NULL, 0, NULL,
+     "bytes per token per layer per plane per rank, 1..1MiB"},
+    {"state_bytes", T_SIZE64, OFF(state_bytes), 0, 1ull << 32, NULL, 0, NULL,
+     "bytes per request per rank, 0..4GiB"},
+    {"block_size", T_U32, OFF(block_size), 1, 4096, NULL, 0, "16", "tokens, 1..4096"},
+    {"chunk_size", T_U32, OFF(chunk_size), 1, 65536, NULL, 0, "256",
+     "tokens, a multiple of block_size"},
+    {"checkpoint_interval", T_U32, OFF(checkpoint_interval), 0, 1u << 24, NULL, 0, NULL,
+     "tokens, a multiple of chunk_size, 0 = none"},
+    {"tp_rank_collapse", T_TRI, OFF(tp_rank_collapse), 0, 0, NULL, 0, "auto", "auto | on | off"},
+    {"speculative", T_SPEC, OFF(speculative), 0, 0, NULL, 0, "off", "off | METHOD:TOKENS"},
+    {"max_running", T_U32, OFF(max_running), 1, 4096, NULL, 0, "64", "requests, 1..4096"},
+    {"step_tokens", T_U32, OFF(step_tokens), 1, 1u << 20, NULL, 0, "4096", "tokens"},
+    {"min_load_tokens", T_U32, OFF(min_load_tokens), 0, 1u << 24, NULL, 0, "0", "tokens"},
+    {"lookup", T_ENUM, OFF(lookup), 0, 0, NAMES(s_lookups), "all", "all | rank0"},
+    {"lookup_pin", T_BOOL, OFF(lookup_pin), 0, 0, NULL, 0, "true", "boolean"},
+    {"lookup_timeout", T_DUR, OFF(lookup_timeout_ns), MS, HOUR, NULL, 0, "1s", "duration, 1ms..1h"},
+    {"verified_window", T_DUR_AUTO, OFF(verified_window_ns), MS, HOUR, NULL, 0, "auto",
+     "duration, 1ms..1h, or auto"},
+    {"verify_hold", T_DUR, OFF(verify_hold_ns), MS, HOUR, NULL, 0, "2s", "duration, 1ms..1h"},
+    {"agg_timeout", T_DUR, OFF(agg_timeout_ns), MS, HOUR, NULL, 0, "30s", "duration, 1ms..1h"},
+    {"lane_deadline", T_DUR, OFF(lane_deadline_ns), MS, HOUR, NULL, 0, "2s", "duration, 1ms..1h"},
+    {"fence_timeout", T_DUR, OFF(fence_timeout_ns), MS, HOUR, NULL, 0, "5s", "duration, 1ms..1h"},
+    {"lookup_ttl", T_DUR, OFF(lookup_ttl_ns), MS, HOUR, NULL, 0, "5s", "duration, 1ms..1h"},
+    {"pool_ttl", T_DUR, OFF(pool_ttl_ns), MS, HOUR, NULL, 0, "60s", "duration, 1ms..1h"},
+};
+#define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
+
+enum { L_FILE, L_ENV, L_FLAG, L_COUNT };
+
+#define S_ORIGIN_MAX (KVT_CONFIG_PATH_MAX + 64)
+
+typedef struct {
+    char *value;               //  the text given (owned); NULL: not given at this layer
+    char origin[S_ORIGIN_MAX]; //  FILE:LINE, KVTIER_X or --x
+} s_given_t;
+
+struct _kvt_config_loader_t {
+    s_given_t given[S_NKEYS][L_COUNT];  //  what each layer said of each setting
+    bool file_read;                     //  a file layer was loaded (at most one)
+    char origin[S_NKEYS][S_ORIGIN_MAX]; //  where each value of the last build came from
+};
+
+//  ---- names ----------------------------------------------------------------
+
+//  The setting a name stands for (`cpu_pool`, `cpu-pool`, `--cpu-pool`), -1 if none.
+static int s_key_index(const char *name)
+{
+    if (!name)
+        return -1;
+    if (name[0] == '-' && name[1] == '-')
+        name += 2;
+    char norm[64];
+    size_t n = strlen(name);
+    if (n == 0 || n >= sizeof norm)
+        return -1;
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = name[i] == '-' ? '_' : name[i];
+    for (size_t i = 0; i < S_NKEYS; i++)
+        if (strcmp(s_keys[i].key, norm) == 0)
+            return (int)i;
+    return -1;
+}
+
+bool kvt_config_has_key(const char *name, bool *is_bool)
+{
+    int k = s_key_index(name);
+    if (is_bool)
+        *is_bool = k >= 0 && s_keys[k].type == T_BOOL;
+    return k >= 0;
+}
+
+size_t kvt_config_key_count(void)
+{
+    return S_NKEYS;
+}
+
+int kvt_config_key_at(size_t i, const char **name, const char **def, const char **unit)
+{
+    if (i >= S_NKEYS)
+        return -1;
+    *name = s_keys[i].key;
+    *def = s_keys[i].def ? s_keys[i].def : "";
+    *unit = s_keys[i].unit;
+    return 0;
+}
+
+//  ---- values ---------------------------------------------------------------
+
+static int s_digits(const char *s, const char **end, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9') {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -2;
+        v = v * 10 + d;
+        p++;
+    }
+    *end = p;
+    *out = v;
+    return 0;
+}
+
+//  A number followed by a unit from units[] (case-insensitive, spaces
+//  between allowed). -1: not this form, -2: too large.
+typedef struct {
+    const char *name; //  spelling
+    uint64_t scale;   //  multiplier
+} s_unit_t;
+
+static int s_scaled(const char *s, const s_unit_t *units, size_t nunits, uint64_t *out)
+{
+    const char *end;
+    uint64_t v;
+    int rc = s_digits(s, &end, &v);
+    if (rc != 0)
+        return rc;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < nunits; i++)
+        if (strcasecmp(end, units[i].name) == 0) {
+            if (v > UINT64_MAX / units[i].scale)
+                return -2;
+            *out = v * units[i].scale;
+            return 0;
+        }
+    return -1;
+}
+
+static const s_unit_t s_size_units[] = {{"", 1},
+                                        {"b", 1},
+                                        {"k", 1ull << 10},
+                                        {"kb", 1ull << 10},
+                                        {"kib", 1ull << 10},
+                                        {"m", 1ull << 20},
+                                        {"mb", 1ull << 20},
+                                        {"mib", 1ull << 20},
+                                        {"g", 1ull << 30},
+                                        {"gb", 1ull << 30},
+                                        {"gib", 1ull << 30},
+                                        {"t", 1ull << 40},
+                                        {"tb", 1ull << 40},
+                                        {"tib", 1ull << 40}};
+static const s_unit_t s_dur_units[] = {{"ns", 1},  {"us", 1000},      {"ms", MS},
+                                       {"s", SEC}, {"min", 60 * SEC}, {"h", HOUR}};
+
+static bool s_bool_word(const char *s, bool *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return true;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+//  Describes a range for messages: "1..64", "1ms..1h".
+static void s_range(const s_key_t *k, char *buf, size_t len)
+{
+    if (k->type == T_DUR || k->type == T_DUR_AUTO)
+        snprintf(buf, len, "%llu ms .. %llu s", (unsigned long long)(k->min / MS),
+                 (unsigned long long)(k->max / SEC));
+    else
+        snprintf(buf, len, "%llu .. %llu", (unsigned long long)k->min, (unsigned long long)k->max);
+}
+
+//  The names of an enum, for messages: "sim | live".
+static void s_choices(const s_key_t *k, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (unsigned i = 0; i < k->nnames; i++) {
+        if (!k->names[i])
+            continue;
+        int n = snprintf(buf + used, len - used, "%s%s", used ? " | " : "", k->names[i]);
+        if (n < 0 || (size_t)n >= len - used)
+            return;
+        used += (size_t)n;
+    }
+}
+
+static void s_store_u64(void *field, s_type_t type, uint64_t v)
+{
+    if (type == T_U32 || type == T_SIZE32) {
+        uint32_t x = (uint32_t)v;
+        memcpy(field, &x, sizeof x);
+    } else if (type == T_INT) {
+        int x = (int)v;
+        memcpy(field, &x, sizeof x);
+    } else {
+        memcpy(field, &v, sizeof v);
+    }
+}
+
+//  Parses text into the setting's field of cfg. Returns 0, or -1 with why
+//  saying what is wrong with it.
+static int s_parse(const s_key_t *k, const char *text, kvt_config_t *cfg, char *why, size_t len)
+{
+    void *field = (char *)cfg + k->off;
+    char tmp[160];
+    uint64_t v = 0;
+    int rc;
+    switch (k->type) {
+    case T_U32:
+    case T_U64:
+    case T_INT: {
+        const char *end;
+        rc = s_digits(text, &end, &v);
+        if (rc == 0 && *end)
+            rc = -1;
+        if (rc == -1) {
+            snprintf(why, len, "not a whole number");
+            return -1;
+        }
+        goto range;
+    }
+    case T_SIZE32:
+    case T_SIZE64:
+        rc = s_scaled(text, s_size_units, sizeof s_size_units / sizeof s_size_units[0], &v);
+        if (rc == -1) {
+            snprintf(why, len, "not a size (bytes, with an optional KiB, MiB, GiB or TiB suffix)");
+            return -1;
+        }
+        goto range;
+    case T_DUR_AUTO:
+        if (strcasecmp(text, "auto") == 0) {
+            s_store_u64(field, k->type, 0);
+            return 0;
+        }
+        //  fall through
+    case T_DUR:
+        rc = s_scaled(text, s_dur_units, sizeof s_dur_units / sizeof s_dur_units[0], &v);
+        if (rc == -1) {
+            const char *end;
+            uint64_t n;
+            if (s_digits(text, &end, &n) == 0 && !*end)
+                snprintf(why, len, "a duration needs a unit (ns, us, ms, s, min, h)");
+            else
+                snprintf(why, len, "not a duration (an integer and a unit: ns, us, ms, s, min, h)");
+            return -1;
+        }
+        goto range;
+    case T_BOOL: {
+        bool b;
+        if (!s_bool_word(text, &b)) {
+            snprintf(why, len, "not a boolean (true / false, yes / no, on / off, 1 / 0)");
+            return -1;
+        }
+        memcpy(field, &b, sizeof b);
+        return 0;
+    }
+    case T_TRI: {
+        bool b;
+        int t;
+        if (strcasecmp(text, "auto") == 0)
+            t = KVT_AUTO;
+        else if (s_bool_word(text, &b))
+            t = b ? KVT_ON : KVT_OFF;
+        else {
+            snprintf(why, len, "not auto, on or off");
+            return -1;
+        }
+        memcpy(field, &t, sizeof t);
+        return 0;
+    }
+    case T_ENUM:
+    case T_ENUM_BOOL:
+        for (unsigned i = 0; i < k->nnames; i++)
+            if (k->names[i] && strcmp(text, k->names[i]) == 0) {
+                if (k->type == T_ENUM_BOOL) {
+                    bool b = i == 1;
+                    memcpy(field, &b, sizeof b);
+                } else {
+                    int x = (int)i;
+                    memcpy(field, &x, sizeof x);
+                }
+                return 0;
+            }
+        s_choices(k, tmp, sizeof tmp);
+        snprintf(why, len, "not one of %s", tmp);
+        return -1;
+    case T_PATH:
+    case T_TEXT: {
+        size_t max = k->type == T_PATH ? KVT_CONFIG_PATH_MAX : KVT_CONFIG_TEXT_MAX;
+        size_t n = strlen(text);
+        if (n >= max) {
+            snprintf(why, len, "longer than %zu bytes", max - 1);
+            return -1;
+        }
+        if (k->type == T_TEXT)
+            for (size_t i = 0; i < n; i++)
+                if ((unsigned char)text[i] <= ' ' || text[i] == 0x7f) {
+                    snprintf(why, len, "a name may not hold spaces or control characters");
+                    return -1;
+                }
+        memcpy(field, text, n + 1);
+        return 0;
+    }
+    case T_SPEC: {
+        //  The stable form: the method lower-cased and the token count
+        //  without leading zeros, so "MTP:02" and "mtp:2" are one namespace.
+        if (strcasecmp(text, "off") == 0 || strcasecmp(text, "none") == 0) {
+            snprintf(cfg->speculative, sizeof cfg->speculative, "off");
+            cfg->speculative_tokens = 0;
+            return 0;
+        }
+        const char *colon = strchr(text, ':');
+        size_t mlen = colon ? (size_t)(colon - text) : 0;
+        char method[40];
+        const char *end;
+        bool ok = colon && mlen > 0 && mlen < sizeof method;
+        for (size_t i = 0; ok && i < mlen; i++) {
+            char c = text[i];
+            ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '-';
+            method[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+        }
+        ok = ok && s_digits(colon + 1, &end, &v) == 0 && !*end && v >= 1 && v <= 16;
+        if (!ok) {
+            snprintf(why, len, "not off or METHOD:TOKENS (a method name and 1..16 draft tokens)");
+            return -1;
+        }
+        method[mlen] = 0;
+        snprintf(cfg->speculative, sizeof cfg->speculative, "%s:%u", method, (unsigned)v);
+        cfg->speculative_tokens = (uint32_t)v;
+        return 0;
+    }
+    }
+    assert(!"unknown setting type");
+    return -1;
+range:
+    if (rc == -2 || v < k->min || v > k->max) {
+        s_range(k, tmp, sizeof tmp);
+        snprintf(why, len, "out of range (%s)", tmp);
+        return -1;
+    }
+    s_store_u64(field, k->type, v);
+    return 0;
+}
+
+//  Reads a numeric field back (the inverse of s_store_u64).
+static uint64_t s_load_u64(const void *field, s_type_t type)
+{
+    if (type == T_U32 || type == T_SIZE32) {
+        uint32_t x;
+        memcpy(&x, field, sizeof x);
+        return x;
+    }
+    if (type == T_INT || type == T_ENUM || type == T_TRI) {
+        int x;
+        memcpy(&x, field, sizeof x);
+        return x < 0 ? UINT64_MAX : (uint64_t)x;
+    }
+    uint64_t x;
+    memcpy(&x, field, sizeof x);
+    return x;
+}
+
+int kvt_config_check_fields(kvt_config_t *cfg, kvt_config_origin_fn *origin, void *origin_arg,
+                            char *err, size_t errlen)
+{
+    for (size_t i = 0; i < S_NKEYS; i++) {
+        const s_key_t *k = &s_keys[i];
+        const void *field = (const char *)cfg + k->off;
+        const char *from = origin ? origin(origin_arg, k->key) : NULL;
+        char why[192], tmp[96];
+        why[0] = 0;
+        uint64_t v = 0;
+        switch (k->type) {
+        case T_U32:
+        case T_U64:
+        case T_INT:
+        case T_SIZE32:
+        case T_SIZE64:
+        case T_DUR:
+        case T_DUR_AUTO:
+            v = s_load_u64(field, k->type);
+            if ((v < k->min || v > k->max) && !(k->type == T_DUR_AUTO && v == 0)) {
+                s_range(k, tmp, sizeof tmp);
+                snprintf(why, sizeof why, "out of range (%s)", tmp);
+            }
+            break;
+        case T_ENUM:
+            v = s_load_u64(field, k->type);
+            if (v >= k->nnames || !k->names[v]) {
+                s_choices(k, tmp, sizeof tmp);
+                snprintf(why, sizeof why, "not one of %s", tmp);
+            }
+            break;
+        case T_TRI:
+            if (s_load_u64(field, k->type) > KVT_ON)
+                snprintf(why, sizeof why, "not auto, on or off");
+            break;
+        case T_BOOL:
+        case T_ENUM_BOOL:
+            break;
+        case T_PATH:
+        case T_TEXT:
+        case T_SPEC: {
+            size_t max = k->type == T_PATH ? KVT_CONFIG_PATH_MAX : KVT_CONFIG_TEXT_MAX;
+            if (!memchr(field, 0, max))
+                snprintf(why, sizeof why, "not terminated within %zu bytes", max);
+            else if (k->type == T_SPEC) {
+                //  Re-parsed so that a hand-filled struct gets the stable
+                //  form and a matching token count.
+                char text[KVT_CONFIG_TEXT_MAX];
+                memcpy(text, field, sizeof text);
+                s_parse(k, text, cfg, why, sizeof why);
+            }
+            break;
+        }
+        }
+        if (why[0]) {
+            if (k->type == T_PATH || k->type == T_TEXT || k->type == T_SPEC)
+                snprintf(err, errlen, "%s%s%s%s: %s", k->key, from ? " (" : "", from ? from : "",
+                         from ? ")" : "", why);
+            else
+                snprintf(err, errlen, "%s = %lld%s%s%s: %s", k->key,
+                         v == UINT64_MAX && k->type != T_U64 ? -1ll : (long long)v,
+                         from ? " (" : "", from ? from : "", from ? ")" : "", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+//  ---- presets and defaults ---------------------------------------------------
+
+//  The geometry a preset gives a setting marked "from the preset".
+static void s_preset_value(const s_key_t *k, const kvt_config_preset_t *p, kvt_config_t *cfg)
+{
+    uint64_t v = 0;
+    if (k->off == OFF(layers))
+        v = p->layers;
+    else if (k->off == OFF(planes))
+        v = p->planes;
+    else if (k->off == OFF(token_bytes))
+        v = p->token_bytes;
+    else if (k->off == OFF(state_bytes))
+        v = p->state_bytes;
+    else if (k->off == OFF(checkpoint_interval))
+        v = p->checkpoint_interval;
+    else
+        assert(!"a preset setting the presets do not give");
+    s_store_u64((char *)cfg + k->off, k->type, v);
+}
+
+//  Sets a setting to its default (the preset's for geometry).
+static void s_default(const s_key_t *k, const kvt_config_preset_t *p, kvt_config_t *cfg)
+{
+    if (!k->def) {
+        s_preset_value(k, p, cfg);
+        return;
+    }
+    char why[160];
+    int rc = s_parse(k, k->def, cfg, why, sizeof why);
+    assert(rc == 0 && "a default that does not parse");
+    (void)rc;
+}
+
+static void s_fill_defaults(kvt_config_t *cfg, kvt_model_t model)
+{
+    memset(cfg, 0, sizeof *cfg);
+    const kvt_config_preset_t *p = kvt_config_preset(model);
+    for (size_t i = 0; i < S_NKEYS; i++)
+        s_default(&s_keys[i], p, cfg);
+    cfg->model = model;
+}
+
+void kvt_config_defaults(kvt_config_t *cfg)
+{
+    char err[256];
+    s_fill_defaults(cfg, KVT_MODEL_DENSE);
+    int rc = kvt_config_resolve(cfg, NULL, NULL, err, sizeof err);
+    assert(rc == 0 && "the defaults do not resolve");
+    (void)rc;
+}
+
+//  ---- the loader ------------------------------------------------------------
+
+kvt_config_loader_t *kvt_config_loader_new(void)
+{
+    kvt_config_loader_t *self = calloc(1, sizeof *self);
+    return self;
+}
+
+static void s_forget(kvt_config_loader_t *self, int layer)
+{
+    for (size_t i = 0; i < S_NKEYS; i++) {
+        free(self->given[i][layer].value);
+        self->given[i][layer].value = NULL;
+    }
+}
+
+void kvt_config_loader_destroy(kvt_config_loader_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kvt_config_loader_t *self = *self_p;
+    for (int l = 0; l < L_COUNT; l++)
+        s_forget(self, l);
+    free(self);
+    *self_p = NULL;
+}
+
+//  Records what a layer says of setting k. -1 when out of memory.
+static int s_put(kvt_config_loader_t *self, int layer, int k, const char *value, const char *origin)
+{
+    size_t n = strlen(value);
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, value, n + 1);
+    s_given_t *g = &self->given[k][layer];
+    free(g->value);
+    g->value = copy;
+    snprintf(g->origin, sizeof g->origin, "%s", origin);
+    return 0;
+}
+
+typedef struct {
+    kvt_config_loader_t *self; //  the loader the file's settings go to
+    const char *name;          //  the file's name in messages
+    unsigned line[S_NKEYS];    //  line each setting was given on (0: not yet)
+} s_file_ctx_t;
+
+static int s_file_entry(void *arg, const char *key, const char *value, unsigned line, char *err,
+                        size_t errlen)
+{
+    s_file_ctx_t *ctx = arg;
+    int k = s_key_index(key);
+    //  A file spells settings with underscores only, as the docs show them.
+    if (k < 0 || strcmp(s_keys[k].key, key) != 0) {
+        snprintf(err, errlen, "%s:%u: unknown setting '%s'", ctx->name, line, key);
+        return -1;
+    }
+    if (ctx->line[k]) {
+        snprintf(err, errlen, "%s:%u: setting '%s' given twice (first on line %u)", ctx->name, line,
+                 key, ctx->line[k]);
+        return -1;
+    }
+    ctx->line[k] = line;
+    char origin[S_ORIGIN_MAX];
+    snprintf(origin, sizeof origin, "%s:%u", ctx->name, line);
+    if (s_put(ctx->self, L_FILE, k, value, origin) != 0) {
+        snprintf(err, errlen, "%s:%u: out of memory", ctx->name, line);
+        return -1;
+    }
+    return 0;
+}
+
+int kvt_config_loader_yaml(kvt_config_loader_t *self, const char *text, size_t len,
+                           const char *name, char *err, size_t errlen)
+{
+    if (self->file_read) {
+        snprintf(err, errlen, "%s: only one configuration file may be given", name);
+        return -1;
+    }
+    s_file_ctx_t ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.self = self;
+    ctx.name = name;
+    if (kvt_config_yaml_read(text, len, name, s_file_entry, &ctx, err, errlen) != 0) {
+        s_forget(self, L_FILE); //  all or nothing
+        return -1;
+    }
+    self->file_read = true;
+    return 0;
+}
+
+int kvt_config_loader_file(kvt_config_loader_t *self, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "config: cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    //  A configuration is a page of text; anything past 1 MiB is not one.
+    enum { MAX = 1 << 20 };
+    char *buf = malloc(MAX + 1);
+    size_t n = buf ? fread(buf, 1, MAX + 1, f) : 0;
+    bool bad = buf && ferror(f);
+    fclose(f);
+    int rc = -1;
+    if (!buf)
+        snprintf(err, errlen, "config: %s: out of memory", path);
+    else if (bad)
+        snprintf(err, errlen, "config: cannot read %s", path);
+    else if (n > MAX)
+        snprintf(err, errlen, "config: %s is larger than %d bytes", path, MAX);
+    else
+        rc = kvt_config_loader_yaml(self, buf, n, path, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int kvt_config_loader_env(kvt_config_loader_t *self, char *const *envp, char *err, size_t errlen)
+{
+    static const char prefix[] = "KVTIER_";
+    const size_t plen = sizeof prefix - 1;
+    if (!envp)
+        envp = environ;
+    //  Checked before anything is kept: all or nothing, like the file.
+    for (char *const *e = envp; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, prefix, plen) != 0 || !eq)
+            continue;
+        char key[64];
+        size_t n = (size_t)(eq - *e) - plen;
+        bool ok = n > 0 && n < sizeof key;
+        for (size_t i = 0; ok && i < n; i++) {
+            char c = (*e)[plen + i];
+            ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+            key[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+        }
+        if (ok) {
+            key[n] = 0;
+            ok = s_key_index(key) >= 0;
+        }
+        if (!ok) {
+            snprintf(err, errlen,
+                     "%.*s: unknown setting (KVTIER_ variables name settings: "
+                     "KVTIER_CPU_POOL for cpu_pool)",
+                     (int)(eq - *e), *e);
+            return -1;
+        }
+    }
+    for (char *const *e = envp; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, prefix, plen) != 0 || !eq)
+            continue;
+        char key[64], origin[96];
+        size_t n = (size_t)(eq - *e) - plen;
+        for (size_t i = 0; i < n; i++)
+            key[i] =
+                (char)((*e)[plen + i] >= 'A' && (*e)[plen + i] <= 'Z' ? (*e)[plen + i] - 'A' + 'a'
+                                                                      : (*e)[plen + i]);
+        key[n] = 0;
+        snprintf(origin, sizeof origin, "%.*s", (int)(eq - *e), *e);
+        if (s_put(self, L_ENV, s_key_index(key), eq + 1, origin) != 0) {
+            s_forget(self, L_ENV);
+            snprintf(err, errlen, "%s: out of memory", origin);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int kvt_config_loader_flag(kvt_config_loader_t *self, const char *name, const char *value,
+                           char *err, size_t errlen)
+{
+    int k = s_key_index(name);
+    if (k < 0) {
+        snprintf(err, errlen, "%s%s: unknown setting", name && name[0] == '-' ? "" : "--",
+                 name ? name : "(null)");
+        return -1;
+    }
+    char origin[96];
+    snprintf(origin, sizeof origin, "--");
+    for (size_t i = 0; s_keys[k].key[i] && i + 3 < sizeof origin; i++) {
+        origin[2 + i] = s_keys[k].key[i] == '_' ? '-' : s_keys[k].key[i];
+        origin[3 + i] = 0;
+    }
+    if (!value && s_keys[k].type != T_BOOL) {
+        snprintf(err, errlen, "%s: needs a value", origin);
+        return -1;
+    }
+    if (s_put(self, L_FLAG, k, value ? value : "true", origin) != 0) {
+        snprintf(err, errlen, "%s: out of memory", origin);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *s_origin_of(void *arg, const char *key)
+{
+    return kvt_config_loader_origin(arg, key);
+}
+
+const char *kvt_config_loader_origin(const kvt_config_loader_t *self, const char *name)
+{
+    int k = s_key_index(name);
+    return k < 0 ? NULL : self->origin[k];
+}
+
+int kvt_config_loader_build(kvt_config_loader_t *self, kvt_config_t *cfg, kvt_config_log_fn *log,
+                            void *log_arg, char *err, size_t errlen)
+{
+    //  The model first: its preset gives the geometry's defaults. A bad
+    //  model value is reported below with the others.
+    int km = s_key_index("model");
+    kvt_config_t probe;
+    memset(&probe, 0, sizeof probe);
+    kvt_model_t model = KVT_MODEL_DENSE;
+    char why[192];
+    for (int l = 0; l < L_COUNT; l++) {
+        const char *v = self->given[km][l].value;
+        if (v && s_parse(&s_keys[km], v, &probe, why, sizeof why) == 0)
+            model = probe.model;
+        else if (v && !*v)
+            model = KVT_MODEL_DENSE;
+    }
+    const kvt_config_preset_t *preset = kvt_config_preset(model);
+    s_fill_defaults(cfg, model);
+    for (size_t i = 0; i < S_NKEYS; i++) {
+        const s_key_t *k = &s_keys[i];
+        if (k->def)
+            snprintf(self->origin[i], S_ORIGIN_MAX, "default");
+        else
+            snprintf(self->origin[i], S_ORIGIN_MAX, "preset %s", preset->name);
+        //  Every layer's value is checked, also one a higher layer overrides.
+        for (int l = 0; l < L_COUNT; l++) {
+            const s_given_t *g = &self->given[i][l];
+            if (!g->value)
+                continue;
+            if (!*g->value)
+                s_default(k, preset, cfg);
+            else if (s_parse(k, g->value, cfg, why, sizeof why) != 0) {
+                snprintf(err, errlen, "%s = '%s' (%s): %s", k->key, g->value, g->origin, why);
+                return -1;
+            }
+            snprintf(self->origin[i], S_ORIGIN_MAX, "%s%s", g->origin,
+                     *g->value ? "" : " (empty: the default)");
+        }
+    }
+    //  Disk settings without a disk say nothing: refused rather than ignored.
+    int kd = s_key_index("disk_dir");
+    for (size_t i = 0; !cfg->disk_dir[0] && i < S_NKEYS; i++) {
+        if ((s_keys[i].off != OFF(disk_pool_bytes) && s_keys[i].off != OFF(disk_write_on_evict)) ||
+            strcmp(self->origin[i], "default") == 0)
+            continue;
+        snprintf(err, errlen, "%s (%s) needs disk_dir (%s: none)", s_keys[i].key, self->origin[i],
+                 self->origin[kd]);
+        return -1;
+    }
+    return kvt_config_resolve_from(cfg, s_origin_of, self, log, log_arg, err, errlen);
+}
