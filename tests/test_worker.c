@@ -4,6 +4,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "actors/common/kvt_fence_board.h"
+#include "actors/lane/kvt_lane_runner.h"
 #include "actors/worker/kvt_wcore.h"
 #include "base/kvt_seen.h"
 #include "kvtier/kvt_gpu.h"
@@ -93,17 +95,27 @@ typedef struct {
     uint8_t img[16];    //  the first bytes of a lookup report's image bitmap
 } got_t;
 
+#define SLOTS 8    //  state slots (and HBM checkpoint units)
+#define SB    4096 //  bytes of one state unit
+
 typedef struct {
-    uint64_t now;              //  the test clock (device, pool and core)
-    kvt_gpu_t *gpu;            //  SIM host device
-    kvt_gpu_stream_t *ls;      //  load stream
-    kvt_gpu_stream_t *ss;      //  save stream
-    kvt_gpu_event_pool_t *evp; //  events
-    kvt_storage_t *st;         //  the tier (NULL in the no-tier rig)
-    kvt_holder_t holder;       //  the core's pool holder
-    kvt_wcore_t *core;         //  under test
-    got_t got[256];            //  reports drained so far
-    uint32_t ngot;             //  entries
+    uint64_t now;                               //  the test clock (device, pool and core)
+    kvt_gpu_t *gpu;                             //  SIM host device
+    kvt_gpu_stream_t *ls;                       //  load lane's stream
+    kvt_gpu_stream_t *ts;                       //  state lane's stream
+    kvt_gpu_stream_t *ss;                       //  save lane's stream
+    kvt_gpu_event_pool_t *evp[KVT_WCORE_LANES]; //  each lane's events
+    kvt_lane_runner_t *lane[KVT_WCORE_LANES];   //  the lanes (inline)
+    kvt_holder_t lholder[KVT_WCORE_LANES];      //  each lane's pool holder
+    kvt_fence_board_t *board;                   //  the fence board (NULL unless a test adds it)
+    kvt_storage_t *st;                          //  the tier (NULL in the no-tier rig)
+    kvt_holder_t holder;                        //  the core's (lookups') pool holder
+    kvt_wcore_t *core;                          //  under test
+    got_t got[256];                             //  reports drained so far
+    uint32_t ngot;                              //  entries
+    uint64_t lane_deadline_ns;                  //  lanes' deadline (0: default), set before w_up
+    uint64_t fence_timeout_ns;                  //  lanes' fence timeout (0: default)
+    bool with_board;                            //  w_up adds a fence board
 } wrig_t;
 
 static wrig_t W;
@@ -121,6 +133,8 @@ static void s_mute(void *arg, int level, const char *line)
 //  pool_chunks 0: no tier. ttl_ms / renew_ns 0: defaults.
 static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint64_t renew_ns)
 {
+    uint64_t dl = W.lane_deadline_ns, ft = W.fence_timeout_ns;
+    bool board = W.with_board;
     memset(&W, 0, sizeof W);
     W.now = 1000;
     kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
@@ -135,10 +149,15 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
         kvt_gpu_plane_desc_t pd = {.layers = 1, .num_blocks = NB, .block_bytes = BS * TOKB};
         cr_assert_geq(kvt_gpu_plane_add(W.gpu, &pd), 0);
     }
+    kvt_gpu_state_desc_t sd = {.count = SLOTS, .state_bytes = SB};
+    cr_assert_eq(kvt_gpu_state_add(W.gpu, KVT_GPU_STATE_SLOTS, &sd), 0);
+    cr_assert_eq(kvt_gpu_state_add(W.gpu, KVT_GPU_STATE_CKPT, &sd), 0);
     W.ls = kvt_gpu_stream_new(W.gpu, "load");
+    W.ts = kvt_gpu_stream_new(W.gpu, "state");
     W.ss = kvt_gpu_stream_new(W.gpu, "save");
-    W.evp = kvt_gpu_event_pool_new(W.gpu);
-    cr_assert(W.ls && W.ss && W.evp);
+    cr_assert(W.ls && W.ts && W.ss);
+    if (board)
+        W.board = kvt_fence_board_new(W.gpu, 0);
     if (pool_chunks) {
         kvt_storage_config_t sc;
         kvt_storage_config_defaults(&sc);
@@ -153,11 +172,30 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
         cr_assert_not_null(W.st, "%s", err);
         cr_assert_eq(kvt_pool_holder_add(kvt_storage_pool(W.st), "worker", &W.holder), 0);
     }
+    kvt_gpu_stream_t *streams[KVT_WCORE_LANES] = {W.ls, W.ts, W.ss};
+    const char *names[KVT_WCORE_LANES] = {"load", "state", "save"};
+    for (int l = 0; l < KVT_WCORE_LANES; l++) {
+        W.evp[l] = kvt_gpu_event_pool_new(W.gpu);
+        cr_assert_not_null(W.evp[l]);
+        if (W.st)
+            cr_assert_eq(kvt_pool_holder_add(kvt_storage_pool(W.st), names[l], &W.lholder[l]), 0);
+        kvt_lane_cfg_t lc = {.name = names[l],
+                             .stream = streams[l],
+                             .evp = W.evp[l],
+                             .pool = W.st ? kvt_storage_pool(W.st) : NULL,
+                             .holder = W.lholder[l],
+                             .ops = &kvt_wcore_lane_ops,
+                             .deadline_ns = dl,
+                             .fence_timeout_ns = ft,
+                             .log = s_mute};
+        char lerr[128];
+        W.lane[l] = kvt_lane_runner_new(&lc, false, lerr, sizeof lerr);
+        cr_assert_not_null(W.lane[l], "%s", lerr);
+    }
     kvt_wcore_cfg_t cc = {.rank = 1,
                           .gpu = W.gpu,
-                          .load_s = W.ls,
-                          .save_s = W.ss,
-                          .evp = W.evp,
+                          .board = W.board,
+                          .source_safe = true,
                           .storage = W.st,
                           .holder = W.holder,
                           .ns = 7,
@@ -166,6 +204,8 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
                           .renew_ns = renew_ns,
                           .epoch = s_epoch,
                           .log = s_mute};
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        cc.lanes[l] = (kvt_wcore_lane_t){.runner = W.lane[l], .holder = W.lholder[l]};
     char err[128];
     W.core = kvt_wcore_new(&cc, err, sizeof err);
     cr_assert_not_null(W.core, "%s", err);
@@ -175,9 +215,14 @@ static void w_down(void)
 {
     cr_assert_eq(kvt_wcore_pending(W.core), 0, "a test left a job pending");
     kvt_wcore_destroy(&W.core);
-    kvt_gpu_event_pool_destroy(&W.evp);
+    for (int l = 0; l < KVT_WCORE_LANES; l++) {
+        kvt_lane_runner_destroy(&W.lane[l]);
+        kvt_gpu_event_pool_destroy(&W.evp[l]);
+    }
     kvt_gpu_stream_destroy(&W.ls);
+    kvt_gpu_stream_destroy(&W.ts);
     kvt_gpu_stream_destroy(&W.ss);
+    kvt_fence_board_destroy(&W.board);
     kvt_storage_destroy(&W.st);
     kvt_gpu_destroy(&W.gpu);
 }
@@ -379,7 +424,9 @@ Test(wcore, save_and_load_report_once_each_after_their_copies)
     const got_t *g = w_load_once(2, true, KVT_DETAIL_OK);
     cr_assert_geq(g->at - t0, 2 * cost, "the load report preceded its scatters");
     cr_assert(w_check(DST, 8, 100), "restored bytes differ");
-    cr_assert_eq(W.ngot, 3, "one report per item, nothing else");
+    cr_assert_eq(W.ngot, 4, "one report per item and the save's source_safe, nothing else");
+    cr_assert_eq(w_count(KVT_CHAN_SOURCE_SAFE, 1, K(101)), 1,
+                 "source_safe keyed by the last chunk");
     kvt_wcore_stats_t st = w_stats();
     cr_assert_eq(st.saves_ok, 2);
     cr_assert_eq(st.loads_ok, 1);
@@ -464,28 +511,25 @@ Test(wcore, rule_L1_missing_chunks_fail_the_load_once_without_a_copy)
     w_down();
 }
 
-Test(wcore, a_partly_failed_load_waits_for_its_copy_then_releases_every_lease)
+Test(wcore, a_partly_missing_load_fails_at_once_without_a_copy_and_releases_its_leases)
 {
     w_up(1000000ull, 16, 0, 0);
-    //  Chunk 1 is stored, chunk 0 is not: the deepest chunk is scattered
-    //  first, then chunk 0 misses while that copy still runs.
-    uint32_t blocks[8];
-    memcpy(blocks, SRC, sizeof blocks);
+    //  Chunk 1 is stored, chunk 0 is not: every read is decided before any
+    //  copy is queued, so the load fails at once and the lease it took on
+    //  chunk 1 goes back.
     w_fill(SRC + 4, 4, 401);
     wspec_t s;
     w_spec(&s, 1, 0, 1, SRC + 4, 401);
     kvt_wcore_save(W.core, &s.sp, W.now);
     w_settle();
     w_spec(&s, 2, 0, 2, DST, 400);
-    uint64_t t0 = W.now;
     kvt_wcore_load(W.core, &s.sp, W.now);
-    cr_assert_eq(w_drain(), 0, "the failed load must not report before its queued copy ended");
-    cr_assert_eq(kvt_wcore_pending(W.core), 1);
-    cr_assert_eq(w_pool().leases_active, 1, "the scattered chunk's lease is held meanwhile");
-    w_settle();
-    const got_t *g = w_load_once(2, false, KVT_DETAIL_MISS);
-    uint64_t cost = kvt_gpu_sim_cost_ns(W.gpu, BPC * kvt_gpu_block_bytes(W.gpu));
-    cr_assert_geq(g->at - t0, cost);
+    cr_assert_eq(w_drain(), 1, "the failed load reports at once");
+    w_load_once(2, false, KVT_DETAIL_MISS);
+    cr_assert_eq(kvt_wcore_pending(W.core), 0);
+    kvt_gpu_stats_t gs;
+    kvt_gpu_stats(W.gpu, &gs);
+    cr_assert_eq(gs.scatters, 0, "no copy for a load that cannot complete");
     w_pool_clean();
     cr_assert_eq(w_stats().loads_failed, 1);
     w_down();
@@ -547,13 +591,17 @@ Test(wcore, shutdown_reports_every_pending_item_once)
     kvt_wcore_save(W.core, &sv.sp, W.now);
     cr_assert_eq(kvt_wcore_pending(W.core), 2);
     cr_assert_eq(w_drain(), 0);
-    //  What the shell's stop does: wait for the streams, then shut down.
-    cr_assert_geq(kvt_gpu_stream_synchronize(W.ls), 0);
-    cr_assert_geq(kvt_gpu_stream_synchronize(W.ss), 0);
-    cr_assert_eq(kvt_wcore_shutdown(W.core, true, true), 2);
+    //  What the shell's stop does: shut down, wait for the streams, poll.
+    cr_assert_eq(kvt_wcore_shutdown(W.core, W.now), 2);
     w_drain();
     w_load_once(2, false, KVT_DETAIL_SHUTDOWN);
     w_save_once(3, 810, 1, false, KVT_DETAIL_SHUTDOWN);
+    const got_t *safe = w_find(KVT_CHAN_SOURCE_SAFE, 3, K(810));
+    cr_assert(safe && !safe->c.ok, "its gather may still read the sources: not safe");
+    cr_assert_eq(w_stats().quarantined, 2, "memory under the copies is kept until they end");
+    cr_assert_geq(kvt_gpu_stream_synchronize(W.ls), 0);
+    cr_assert_geq(kvt_gpu_stream_synchronize(W.ss), 0);
+    kvt_wcore_poll(W.core, W.now);
     cr_assert_eq(kvt_wcore_next_wake(W.core, W.now), UINT64_MAX);
     kvt_wcore_poll(W.core, W.now + 1000000000ull);
     cr_assert_eq(w_drain(), 0, "nothing reports twice");
@@ -561,7 +609,7 @@ Test(wcore, shutdown_reports_every_pending_item_once)
     cr_assert_not(kvt_pool_contains(kvt_storage_pool(W.st), 7, K(810), KVT_OBJ_KV));
     kvt_wcore_stats_t st = w_stats();
     cr_assert_eq(st.drained_at_stop, 2);
-    cr_assert_eq(st.quarantined, 0);
+    cr_assert_eq(st.quarantined, 0, "the drain gave the memory back");
     w_down();
 }
 
@@ -576,7 +624,7 @@ Test(wcore, rule_X4_an_undrained_stream_keeps_its_memory_and_still_reports)
     W.now += 50000000ull;
     kvt_wcore_poll(W.core, W.now);
     cr_assert_eq(w_drain(), 0, "a stalled copy does not settle");
-    cr_assert_eq(kvt_wcore_shutdown(W.core, false, true), 1);
+    cr_assert_eq(kvt_wcore_shutdown(W.core, W.now), 1);
     w_drain();
     w_load_once(2, false, KVT_DETAIL_SHUTDOWN);
     cr_assert_eq(w_stats().quarantined, 1, "the lease a running copy reads is kept");
@@ -636,7 +684,7 @@ Test(wcore, a_repeated_spec_runs_once)
     kvt_wcore_load(W.core, &s.sp, W.now); //  after the first settled
     w_settle();
     w_load_once(2, true, KVT_DETAIL_OK);
-    cr_assert_eq(W.ngot, 3);
+    cr_assert_eq(W.ngot, 4, "two chunks, their source_safe, the load");
     kvt_gpu_stats_t gs;
     kvt_gpu_stats(W.gpu, &gs);
     cr_assert_eq(gs.gathers, 2, "the second save spec queued nothing");
@@ -649,7 +697,7 @@ Test(wcore, a_repeated_spec_runs_once)
     s.sp.attempt = 1;
     kvt_wcore_load(W.core, &s.sp, W.now);
     w_settle();
-    cr_assert_eq(W.ngot, 4);
+    cr_assert_eq(W.ngot, 5);
     w_pool_clean();
     w_down();
 }
@@ -661,7 +709,7 @@ Test(wcore, a_chunk_the_pool_holds_reports_ok_without_a_copy)
     wspec_t s;
     w_spec(&s, 2, 0, 1, SRC, 1300);
     kvt_wcore_save(W.core, &s.sp, W.now);
-    cr_assert_eq(w_drain(), 1, "reported at once");
+    cr_assert_eq(w_drain(), 2, "reported at once, with its source_safe");
     w_save_once(2, 1300, 1, true, KVT_DETAIL_OK);
     cr_assert_eq(w_stats().saves_present, 1);
     w_pool_clean();
@@ -699,7 +747,7 @@ Test(wcore, without_a_tier_every_item_fails_once)
     w_drain();
     w_load_once(1, false, KVT_DETAIL_MISS);
     w_save_once(1, 1600, 2, false, KVT_DETAIL_NO_SPACE);
-    cr_assert_eq(W.ngot, 3);
+    cr_assert_eq(W.ngot, 4, "the load, two chunks, the save's source_safe");
     w_down();
 }
 
@@ -954,7 +1002,7 @@ Test(wcore, shutdown_releases_pinned_lookup_leases)
     w_up(25000000000ull, 16, 0, 0);
     wspec_t ld;
     w_pinned(&ld, 4, 0); //  the worker's default TTL
-    cr_assert_eq(kvt_wcore_shutdown(W.core, true, true), 0, "no item was pending");
+    cr_assert_eq(kvt_wcore_shutdown(W.core, W.now), 0, "no item was pending");
     kvt_wcore_stats_t st = w_stats();
     cr_assert_eq(st.lookup_rel_stop, 1);
     cr_assert_eq(st.lookup_leases, 0);
@@ -990,7 +1038,7 @@ Test(wcore, every_report_carries_the_configured_epoch)
     kvt_lookup_t l = w_lookup(2, NULL, 0, false, 0);
     kvt_wcore_lookup(W.core, &l, W.now);
     w_drain();
-    cr_assert_eq(W.ngot, 4);
+    cr_assert_eq(W.ngot, 5, "store, source_safe, two touch reports, lookup");
     for (uint32_t i = 0; i < W.ngot; i++)
         cr_assert_eq(W.got[i].c.epoch, 9, "report %u epoch %llu", i,
                      (unsigned long long)W.got[i].c.epoch);

@@ -21,6 +21,7 @@ typedef struct s_job {
     uint64_t deadline_at;      //  when it times out if not terminal
     kvt_lane_stage_t stage;    //  QUEUED, SUBMITTING or PENDING (where its copies are)
     bool reported;             //  its one report went out (it is quarantined if still held)
+    bool given;                //  its memory went back (give_back op called, or pool calls made)
     kvt_gpu_stream_t *stream;  //  the stream its submit queued on (NULL: not submitted, or
                                //  its submit queued nothing)
     kvt_gpu_event_t *event;    //  marks the end of its copies; NULL: the stream is queried
@@ -40,6 +41,7 @@ struct _kvt_lane_core_t {
     s_job_t *head, *tail;   //  held jobs, oldest first
     uint32_t nheld;         //  jobs held (every stage, quarantined included)
     uint32_t nquar;         //  held jobs that already reported
+    uint32_t nwait;         //  held jobs queued or submitting that have not reported
     s_job_t *inflight;      //  the job whose submit is in flight (NULL: none)
     uint64_t next_seq;      //  seq of the next job (first is 1)
     s_fence_t *fences;      //  open fences, oldest first
@@ -115,6 +117,8 @@ static void s_report_job(kvt_lane_core_t *self, s_job_t *job, kvt_lane_cause_t c
     assert(!job->reported);
     job->reported = true;
     self->nquar++; //  until it is unlinked: quarantined if it stays held
+    if (job->stage != KVT_LANE_PENDING)
+        self->nwait--;
     bool ok = cause == KVT_LANE_CAUSE_DONE;
     kvt_lane_report_t r = {.fence = false,
                            .id = job->j.id,
@@ -183,8 +187,15 @@ void kvt_lane_core_outbox_consume(kvt_lane_core_t *self, uint32_t k)
 //  copies landed and succeeded, so a reservation is committed; otherwise it
 //  is aborted. Returns false when a handle was stale (the pool reclaimed it
 //  under the copy: its bytes cannot be trusted).
-static bool s_mem_give_back(kvt_lane_core_t *self, kvt_lane_mem_t *mem, bool ok)
+static bool s_mem_give_back(kvt_lane_core_t *self, const kvt_lane_job_t *j, kvt_lane_mem_t *mem,
+                            bool *given, bool ok)
 {
+    if (*given)
+        return true;
+    *given = true;
+    if (self->c.ops->give_back)
+        return self->c.ops->give_back(self->c.ops_arg, j,
+                                      ok ? KVT_LANE_GIVE_COMMIT : KVT_LANE_GIVE_ABORT);
     int rc = KVT_STORE_OK;
     if (mem->kind == KVT_LANE_MEM_LEASE)
         rc = kvt_pool_release(self->c.pool, &mem->lease);
@@ -234,7 +245,7 @@ static int s_copies(s_job_t *job)
 //  handle turns the report into a failure), then it reports and is freed.
 static void s_finish_ok(kvt_lane_core_t *self, s_job_t *job)
 {
-    bool fresh = s_mem_give_back(self, &job->j.mem, true);
+    bool fresh = s_mem_give_back(self, &job->j, &job->j.mem, &job->given, true);
     s_report_job(self, job, fresh ? KVT_LANE_CAUSE_DONE : KVT_LANE_CAUSE_COMMIT, 0);
     s_free_job(self, job);
 }
@@ -250,14 +261,14 @@ static void s_finish_fail(kvt_lane_core_t *self, s_job_t *job, kvt_lane_cause_t 
                    (job->stage == KVT_LANE_PENDING && s_copies(job) == KVT_GPU_NOT_READY);
     if (running)
         return;
-    s_mem_give_back(self, &job->j.mem, false);
+    s_mem_give_back(self, &job->j, &job->j.mem, &job->given, false);
     s_free_job(self, job);
 }
 
 //  A quarantined job whose copies ended gives its memory back.
 static void s_unquarantine(kvt_lane_core_t *self, s_job_t *job)
 {
-    s_mem_give_back(self, &job->j.mem, false);
+    s_mem_give_back(self, &job->j, &job->j.mem, &job->given, false);
     self->st.quarantine_freed++;
     s_free_job(self, job);
 }
@@ -275,8 +286,9 @@ static void s_refuse(kvt_lane_core_t *self, const kvt_lane_job_t *j, kvt_lane_ca
     self->st.failed++;
     self->st.refused++;
     kvt_lane_mem_t mem = j->mem;
-    if (self->c.pool)
-        s_mem_give_back(self, &mem, false);
+    bool given = false;
+    if (self->c.pool || self->c.ops->give_back)
+        s_mem_give_back(self, j, &mem, &given, false);
 }
 
 void kvt_lane_core_enqueue(kvt_lane_core_t *self, const kvt_lane_job_t *j, uint64_t now)
@@ -290,7 +302,7 @@ void kvt_lane_core_enqueue(kvt_lane_core_t *self, const kvt_lane_job_t *j, uint6
         s_refuse(self, j, KVT_LANE_CAUSE_FAILED);
         return;
     }
-    if (j->mem.kind != KVT_LANE_MEM_NONE && !self->c.pool) {
+    if (j->mem.kind != KVT_LANE_MEM_NONE && !self->c.pool && !self->c.ops->give_back) {
         s_log(self, 1, "%s: job %llu carries memory but the lane has no pool", self->name,
               (unsigned long long)j->id);
         kvt_lane_report_t r = {
@@ -317,6 +329,7 @@ void kvt_lane_core_enqueue(kvt_lane_core_t *self, const kvt_lane_job_t *j, uint6
         self->head = job;
     self->tail = job;
     self->nheld++;
+    self->nwait++;
     self->st.enqueued++;
 }
 
@@ -398,6 +411,7 @@ void kvt_lane_core_submit_end(kvt_lane_core_t *self, uint64_t token, int rc, uin
     }
     s_track(self, job);
     job->stage = KVT_LANE_PENDING;
+    self->nwait--;
 }
 
 uint32_t kvt_lane_core_pump(kvt_lane_core_t *self, uint64_t now)
@@ -636,8 +650,13 @@ void kvt_lane_core_destroy(kvt_lane_core_t **self_p)
     assert(self->inflight == NULL); //  rule 5: no submit in flight
     while (self->head) {
         s_job_t *job = self->head;
-        if (job->j.mem.kind != KVT_LANE_MEM_NONE)
+        if (self->c.ops->give_back && !job->given) {
+            job->given = true;
+            self->c.ops->give_back(self->c.ops_arg, &job->j, KVT_LANE_GIVE_LEAVE);
             self->st.left_to_holder++;
+        } else if (job->j.mem.kind != KVT_LANE_MEM_NONE) {
+            self->st.left_to_holder++;
+        }
         s_free_job(self, job);
     }
     while (self->fences) {
@@ -648,6 +667,11 @@ void kvt_lane_core_destroy(kvt_lane_core_t **self_p)
     free(self->out);
     free(self);
     *self_p = NULL;
+}
+
+uint32_t kvt_lane_core_unsubmitted(const kvt_lane_core_t *self)
+{
+    return self->nwait;
 }
 
 bool kvt_lane_core_failed(const kvt_lane_core_t *self)

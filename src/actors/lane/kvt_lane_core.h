@@ -99,8 +99,28 @@ typedef struct {
 //  returns KVT_GPU_OK, or a negative KVT_GPU_E* code when it queued nothing
 //  that still runs (the device layer's failed calls are atomic). It may
 //  block. It is called without the core's mutex and must not call the core.
+//
+//  `give_back` (optional) replaces the lane's own pool calls for a caller
+//  whose jobs carry memory a single lease or reservation cannot name (a
+//  load's chunks, a save's chunks and image) or whose commit must go
+//  through the tier's write policy. The lane calls it exactly once for
+//  every job it accepted or refused, at the moment it would give the job's
+//  memory back: KVT_LANE_GIVE_COMMIT when the copies landed ok (it returns
+//  false when a handle was stale: the job then reports KVT_LANE_CAUSE_COMMIT),
+//  KVT_LANE_GIVE_ABORT when the job failed and no copy of it can run,
+//  KVT_LANE_GIVE_LEAVE at destroy for a job whose copies may still run (touch
+//  no memory; the pool holder keeps it). After it returns the lane never
+//  reads job->arg again. It runs under the core's mutex, possibly on the
+//  submitter thread, and must not call the core.
+typedef enum {
+    KVT_LANE_GIVE_COMMIT = 0, //  copies landed ok: commit / release
+    KVT_LANE_GIVE_ABORT = 1,  //  failed, nothing runs: abort / release
+    KVT_LANE_GIVE_LEAVE = 2,  //  destroy under a running copy: leave the memory alone
+} kvt_lane_give_t;
+
 typedef struct {
     int (*submit)(void *ops_arg, kvt_gpu_stream_t *stream, const kvt_lane_job_t *job);
+    bool (*give_back)(void *ops_arg, const kvt_lane_job_t *job, kvt_lane_give_t how);
 } kvt_lane_ops_t;
 
 //  A log sink: level 0 error, 1 warning, 2 info; `line` has no newline.
@@ -252,6 +272,10 @@ void kvt_lane_core_reset(kvt_lane_core_t *self, kvt_gpu_stream_t *stream, uint64
 //  after waiting for the stream (kvt_gpu_stream_synchronize) so that what
 //  can drain has. Returns the reports it made.
 uint32_t kvt_lane_core_shutdown(kvt_lane_core_t *self, uint64_t now);
+
+//  Jobs held that are queued or submitting and have not reported (O(1)):
+//  a caller whose submits run on another thread polls while there are any.
+uint32_t kvt_lane_core_unsubmitted(const kvt_lane_core_t *self);
 
 //  True once the lane failed and until it is reset.
 bool kvt_lane_core_failed(const kvt_lane_core_t *self);

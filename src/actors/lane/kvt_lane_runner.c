@@ -15,6 +15,7 @@ struct _kvt_lane_runner_t {
     bool stop;             //  the submitter should exit
     bool in_submit;        //  the submitter is inside a submit op
     uint64_t last_now;     //  the latest time a caller passed (the submitter has no clock)
+    uint64_t poll_ns;      //  threaded: how often the caller looks for a returned submit
 };
 
 static void *s_submitter(void *arg)
@@ -54,6 +55,7 @@ kvt_lane_runner_t *kvt_lane_runner_new(const kvt_lane_cfg_t *cfg, bool threaded,
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->cv, NULL);
     self->threaded = threaded;
+    self->poll_ns = cfg->poll_ns ? cfg->poll_ns : KVT_LANE_POLL_NS;
     if (threaded && pthread_create(&self->thread, NULL, s_submitter, self) != 0) {
         snprintf(err, errlen, "cannot start the submitter thread");
         self->threaded = false;
@@ -127,6 +129,10 @@ uint64_t kvt_lane_runner_next_wake(kvt_lane_runner_t *self, uint64_t now)
     uint32_t n;
     kvt_lane_core_outbox(self->core, &n);
     uint64_t at = n ? now : kvt_lane_core_next_wake(self->core, now);
+    //  A submit returning on the submitter thread makes its job pending;
+    //  only the caller's next look learns when its copies land.
+    if (self->threaded && kvt_lane_core_unsubmitted(self->core) && now + self->poll_ns < at)
+        at = now + self->poll_ns;
     pthread_mutex_unlock(&self->mu);
     return at;
 }

@@ -1,5 +1,12 @@
-/*  kvt_wcore — see kvt_wcore.h. Loads, saves and their jobs, the outbox,
-    the lifecycle; touches and lookups are in kvt_wcore_probe.c. */
+/*  kvt_wcore — see kvt_wcore.h. Loads, saves and fences: validation, the
+    records that join a spec's lane jobs, the outbox, the lifecycle. What a
+    lane job queues is in kvt_wcore_lane.c; touches and lookups in
+    kvt_wcore_probe.c.
+
+    A record is a spec with a lane job out. Each lane job reports exactly
+    once (the lane's rule); its id is the job's address, which stays valid
+    until the core took that report (the core holds a reference), so a
+    report finds its record in O(1). */
 #include "kvt_wcore.h"
 
 #include <assert.h>
@@ -12,27 +19,40 @@
 #include "actors/common/kvt_detail.h"
 #include "kvt_wcore_int.h"
 
-typedef enum { J_LOAD = 1, J_SAVE = 2 } s_kind_t;
+typedef enum { R_LOAD = 1, R_SAVE = 2 } s_rkind_t;
 
-//  A dispatched spec whose copies are queued: it settles when its fence
-//  (the event recorded after them, else its stream) says they finished.
-typedef struct s_job {
-    s_kind_t kind;            //  load or save
-    kvt_opid_t op;            //  operation id
-    uint32_t attempt;         //  the spec's attempt (part of every report key)
-    uint32_t n;               //  load: chunks; save: items held (one reservation each)
-    uint32_t items;           //  reports it owes (load: 1; save: n)
-    kvt_lease_t *leases;      //  load: one lease per chunk (id 0 = none taken)
-    uint32_t detail;          //  load: the failure decided while queueing (0 = none)
-    uint32_t ndisk;           //  load: chunks that came from the disk
-    kvt_hash_t *keys;         //  save: the chunk key of each item
-    kvt_resv_t *resvs;        //  save: the reservation of each item
-    uint32_t *fail;           //  save: the item's failure decided while queueing (0 = none)
-    kvt_gpu_stream_t *stream; //  the stream its copies run on
-    kvt_gpu_event_t *event;   //  marks the end of its copies; NULL: the stream is queried
-    uint64_t renewed_at;      //  when its handles' TTL was last restarted
-    struct s_job *next;       //  FIFO of pending jobs
-} s_job_t;
+//  The legs of a load (index in s_rec_t.leg).
+#define LEG_KV    0
+#define LEG_STATE 1
+
+typedef struct s_rec {
+    s_rkind_t kind;        //  load or save
+    kvt_opid_t op;         //  operation id
+    uint32_t attempt;      //  the spec's attempt (part of every report key)
+    kvt_wjob_t *leg[2];    //  load: KV, state leg; save: leg[0] (NULL: absent or reported)
+    uint32_t legs;         //  lane jobs that have not reported
+    uint32_t items;        //  reports it owes
+    bool has_state;        //  load: carries a state leg (reports on `state`)
+    kvt_hash_t state_hash; //  load: the state verdict's key
+    uint32_t detail[2];    //  load: each leg's failure (0: none)
+    bool state_ran;        //  load: the state leg ran (a real verdict)
+    uint32_t nkv;          //  load: chunks of the KV leg
+    uint32_t ndisk;        //  load: chunks that came from the disk
+    kvt_hash_t *keys;      //  save: the store key of each job item
+    kvt_hash_t safe_key;   //  save: the source_safe key (its last item key)
+    bool image;            //  save: the last job item carries an image
+    struct s_rec *prev;    //  open records, oldest first
+    struct s_rec *next;    //  ...
+} s_rec_t;
+
+typedef struct s_fence {
+    uint64_t id;          //  the Fence's id
+    uint32_t left;        //  lanes that have not reported it
+    uint32_t detail;      //  the first failure a lane reported (0: none)
+    struct s_fence *next; //  open fences
+} s_fence_t;
+
+static const kvt_hash_t ZERO = {0, 0};
 
 void kvt_wcore_log_(kvt_wcore_t *self, int level, const char *fmt, ...)
 {
@@ -48,7 +68,7 @@ void kvt_wcore_log_(kvt_wcore_t *self, int level, const char *fmt, ...)
 
 // ------------------------------------------------------------- outbox ----
 
-//  Makes room for k more reports beyond the outbox and what pending jobs
+//  Makes room for k more reports beyond the outbox and what open records
 //  owe. A spec whose reports cannot be held is dropped unreported (counted,
 //  logged; the aggregator settles the key failed by its timeout, rule A4).
 int kvt_wcore_reserve_(kvt_wcore_t *self, uint32_t k, kvt_opid_t op)
@@ -92,22 +112,52 @@ kvt_completion_t *kvt_wcore_out_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op,
 static void s_load_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bool ok,
                           uint32_t detail, uint32_t lower)
 {
-    kvt_hash_t zero = {0, 0};
     if (ok)
         self->st.loads_ok++;
     else
         self->st.loads_failed++;
-    kvt_wcore_out_(self, KVT_CHAN_LOAD, op, attempt, zero, ok, detail, lower);
+    kvt_wcore_out_(self, KVT_CHAN_LOAD, op, attempt, ZERO, ok, detail, lower);
+}
+
+//  The state verdict of a load: `ran` false is the neutral report (ok,
+//  SKIPPED) of a rank whose state leg did not run.
+static void s_state_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                           bool ran, uint32_t detail)
+{
+    if (!ran) {
+        self->st.states_neutral++;
+        kvt_completion_t *c = kvt_wcore_out_(self, KVT_CHAN_STATE, op, attempt, key, true, 0, 0);
+        c->detail = KVT_DETAIL_SKIPPED;
+        return;
+    }
+    if (detail == 0)
+        self->st.states_ok++;
+    else
+        self->st.states_failed++;
+    kvt_wcore_out_(self, KVT_CHAN_STATE, op, attempt, key, detail == 0, detail, 0);
 }
 
 static void s_save_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
-                          bool ok, uint32_t detail)
+                          bool ok, uint32_t detail, bool fenced)
 {
     if (ok)
         self->st.saves_ok++;
     else
         self->st.saves_failed++;
-    kvt_wcore_out_(self, KVT_CHAN_SAVE, op, attempt, key, ok, detail, 0);
+    kvt_completion_t *c = kvt_wcore_out_(self, KVT_CHAN_SAVE, op, attempt, key, ok, detail, 0);
+    c->fenced = fenced;
+}
+
+static void s_safe_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                          bool ok)
+{
+    if (!self->c.source_safe)
+        return;
+    if (ok)
+        self->st.source_safe++;
+    else
+        self->st.source_unsafe++;
+    kvt_wcore_out_(self, KVT_CHAN_SOURCE_SAFE, op, attempt, key, ok, KVT_DETAIL_TIMEOUT, 0);
 }
 
 const kvt_completion_t *kvt_wcore_outbox(const kvt_wcore_t *self, uint32_t *n)
@@ -144,7 +194,14 @@ bool kvt_wcore_first_time_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint3
     return true;
 }
 
-const char *kvt_wcore_check_spec(kvt_wcore_t *self, const kvt_load_spec_t *sp)
+//  The KV leg is absent exactly when its range and arrays are all empty
+//  (a state-only load or an image-only save, rule L3).
+static bool s_has_kv(const kvt_load_spec_t *sp)
+{
+    return sp->nkeys || sp->nblocks || sp->start || sp->end;
+}
+
+static const char *s_check_kv(kvt_wcore_t *self, const kvt_load_spec_t *sp)
 {
     uint32_t cs = self->c.chunk_size, bs = self->c.block_size;
     if (sp->start % cs || sp->end % cs || sp->start >= sp->end)
@@ -171,140 +228,194 @@ const char *kvt_wcore_check_spec(kvt_wcore_t *self, const kvt_load_spec_t *sp)
     return bad;
 }
 
-// --------------------------------------------------------------- jobs ----
-
-static s_job_t *s_job_new(s_kind_t kind, const kvt_load_spec_t *sp)
+//  The state pool a save's image is taken from: the HBM checkpoint pool
+//  when the device has one, else the slots.
+static kvt_gpu_state_pool_t s_image_pool(kvt_wcore_t *self)
 {
-    s_job_t *job = calloc(1, sizeof *job);
+    return kvt_gpu_state_count(self->c.gpu, KVT_GPU_STATE_CKPT) ? KVT_GPU_STATE_CKPT
+                                                                : KVT_GPU_STATE_SLOTS;
+}
+
+static const char *s_check_state(kvt_wcore_t *self, const kvt_load_spec_t *sp, bool kv,
+                                 kvt_gpu_state_pool_t pool)
+{
+    if (sp->state_boundary == 0 || sp->state_boundary % self->c.chunk_size)
+        return "state boundary off the chunk grid";
+    if (kv && sp->state_boundary != sp->end)
+        return "state boundary is not the end of the KV leg";
+    if (kvt_hash_is_zero(sp->state_hash))
+        return "state hash is zero";
+    uint32_t units = kvt_gpu_state_count(self->c.gpu, pool);
+    if (units == 0)
+        return "no state memory registered on the device";
+    if (sp->state_slot >= units)
+        return "state slot beyond the registered state pool";
+    return NULL;
+}
+
+const char *kvt_wcore_check_spec(kvt_wcore_t *self, const kvt_load_spec_t *sp)
+{
+    bool kv = s_has_kv(sp);
+    if (!kv && !sp->state)
+        return "neither a KV leg nor a state leg";
+    const char *bad = kv ? s_check_kv(self, sp) : NULL;
+    if (!bad && sp->state)
+        bad = s_check_state(self, sp, kv, KVT_GPU_STATE_SLOTS);
+    return bad;
+}
+
+const char *kvt_wcore_check_save(kvt_wcore_t *self, const kvt_save_spec_t *sp)
+{
+    bool kv = s_has_kv(sp);
+    if (!kv && !sp->image)
+        return "neither a KV leg nor an image";
+    const char *bad = kv ? s_check_kv(self, sp) : NULL;
+    if (!bad && sp->image)
+        bad = s_check_state(self, sp, kv, s_image_pool(self));
+    return bad;
+}
+
+// ------------------------------------------------------------ records ----
+
+static s_rec_t *s_rec_new(s_rkind_t kind, const kvt_load_spec_t *sp, uint32_t nkeys)
+{
+    s_rec_t *rec = calloc(1, sizeof *rec);
+    if (!rec)
+        return NULL;
+    if (nkeys && !(rec->keys = calloc(nkeys, sizeof *rec->keys))) {
+        free(rec);
+        return NULL;
+    }
+    rec->kind = kind;
+    rec->op = sp->op;
+    rec->attempt = sp->attempt;
+    return rec;
+}
+
+static void s_rec_free(s_rec_t *rec)
+{
+    free(rec->keys);
+    free(rec);
+}
+
+static void s_link(kvt_wcore_t *self, s_rec_t *rec, uint64_t now)
+{
+    if (!self->head)
+        self->renewed_at = now; //  the renewal clock starts with the first open record
+    rec->prev = self->tail;
+    rec->next = NULL;
+    if (self->tail)
+        self->tail->next = rec;
+    else
+        self->head = rec;
+    self->tail = rec;
+    self->npending++;
+    self->owed += rec->items;
+}
+
+static void s_unlink(kvt_wcore_t *self, s_rec_t *rec)
+{
+    if (rec->prev)
+        rec->prev->next = rec->next;
+    else
+        self->head = rec->next;
+    if (rec->next)
+        rec->next->prev = rec->prev;
+    else
+        self->tail = rec->prev;
+    self->npending--;
+    self->owed -= rec->items;
+}
+
+//  Hands a job to its lane: the lane takes a reference; its report names
+//  the job by address.
+static void s_enqueue(kvt_wcore_t *self, s_rec_t *rec, kvt_wjob_t *job, uint64_t now)
+{
+    job->rec = rec;
+    atomic_fetch_add(&job->refs, 1);
+    kvt_lane_job_t lj = {.id = (uint64_t)(uintptr_t)job, .arg = job};
+    kvt_lane_runner_enqueue(self->c.lanes[job->lane].runner, &lj, now);
+}
+
+static kvt_wjob_t *s_job(kvt_wcore_t *self, uint8_t lane, uint32_t n, uint32_t nblocks)
+{
+    kvt_wjob_t *job = kvt_wjob_new(n, nblocks);
     if (!job)
         return NULL;
-    job->kind = kind;
-    job->op = sp->op;
-    job->attempt = sp->attempt;
-    bool ok;
-    if (kind == J_LOAD) {
-        job->leases = calloc(sp->nkeys, sizeof(kvt_lease_t));
-        ok = job->leases != NULL;
-    } else {
-        job->keys = calloc(sp->nkeys, sizeof(kvt_hash_t));
-        job->resvs = calloc(sp->nkeys, sizeof(kvt_resv_t));
-        job->fail = calloc(sp->nkeys, sizeof(uint32_t));
-        ok = job->keys && job->resvs && job->fail;
-    }
-    if (!ok) {
-        free(job->leases);
-        free(job->keys);
-        free(job->resvs);
-        free(job->fail);
-        free(job);
-        return NULL;
-    }
+    job->lane = lane;
+    job->storage = self->c.storage;
+    job->board = self->c.board;
+    job->chunk_bytes = self->chunk_bytes;
+    job->bpc = self->bpc;
     return job;
 }
 
-static void s_job_free(kvt_wcore_t *self, s_job_t *job)
-{
-    if (job->event)
-        kvt_gpu_event_pool_put(self->c.evp, &job->event);
-    free(job->leases);
-    free(job->keys);
-    free(job->resvs);
-    free(job->fail);
-    free(job);
-}
-
-//  Settles a job whose copies ended with status `st` (KVT_GPU_OK: they
-//  finished and succeeded); `st_detail` is the failure to report when they
-//  did not. `drained` false: copies may still be running (a stream that did
-//  not drain at shutdown), so the memory they touch is kept (quarantined),
-//  never given back; the items are still reported, failed.
-static void s_settle(kvt_wcore_t *self, s_job_t *job, int st, uint32_t st_detail, bool drained)
-{
-    if (job->kind == J_LOAD) {
-        uint32_t detail = job->detail ? job->detail : st != KVT_GPU_OK ? st_detail : KVT_DETAIL_OK;
-        if (!drained)
-            detail = st_detail;
-        for (uint32_t i = 0; i < job->n; i++) {
-            if (job->leases[i].id == 0)
-                continue;
-            if (!drained) {
-                self->st.quarantined++;
-                continue;
-            }
-            //  A lease the TTL reclaimed means the bytes may have been reused
-            //  while they were copied: the load must not be trusted.
-            if (kvt_storage_release(self->c.storage, &job->leases[i]) != KVT_STORE_OK &&
-                detail == KVT_DETAIL_OK)
-                detail = KVT_DETAIL_TIMEOUT;
-        }
-        bool ok = detail == KVT_DETAIL_OK;
-        if (ok) {
-            self->st.load_chunks += job->n;
-            self->st.load_chunks_disk += job->ndisk;
-        }
-        s_load_report(self, job->op, job->attempt, ok, detail, job->ndisk);
-        return;
-    }
-    //  Deepest chunk first: each commit puts its object at the young end, so
-    //  the prefix ends up youngest.
-    for (uint32_t i = job->n; i-- > 0;) {
-        uint32_t detail = job->fail[i] ? job->fail[i] : st != KVT_GPU_OK ? st_detail : 0;
-        if (!drained) {
-            self->st.quarantined++;
-            detail = st_detail;
-        } else if (detail) {
-            kvt_storage_abort(self->c.storage, &job->resvs[i]);
-        } else {
-            int rc = kvt_storage_commit(self->c.storage, &job->resvs[i], NULL);
-            detail = kvt_detail_of_store(rc);
-        }
-        s_save_report(self, job->op, job->attempt, job->keys[i], detail == KVT_DETAIL_OK, detail);
-    }
-}
-
-//  Queues a job behind its copies, or settles it at once when none of them
-//  was queued (nothing is running that touches its memory).
-static void s_submit(kvt_wcore_t *self, s_job_t *job, bool queued, uint64_t now)
-{
-    if (!queued) {
-        s_settle(self, job, KVT_GPU_OK, KVT_DETAIL_OK, true);
-        s_job_free(self, job);
-        return;
-    }
-    job->event = kvt_gpu_event_pool_get(self->c.evp);
-    if (job->event && kvt_gpu_event_record(job->event, job->stream) != KVT_GPU_OK)
-        kvt_gpu_event_pool_put(self->c.evp, &job->event);
-    if (!job->event)
-        //  The stream's own query tracks the copies: it covers later jobs'
-        //  copies too, so the job may settle late, never early.
-        kvt_wcore_log_(self, 1, "%llu/%u: no event for its copies (%s); polling the stream",
-                       (unsigned long long)job->op.req, job->op.gen, kvt_gpu_last_error());
-    job->renewed_at = now;
-    job->next = NULL;
-    if (self->tail)
-        self->tail->next = job;
-    else
-        self->head = job;
-    self->tail = job;
-    self->npending++;
-    self->owed += job->items;
-}
-
-static int s_fence_query(s_job_t *job)
-{
-    return job->event ? kvt_gpu_event_query(job->event) : kvt_gpu_stream_query(job->stream);
-}
-
 // -------------------------------------------------------------- loads ----
+
+//  Takes the KV leg's leases (deepest chunk first: each get refreshes its
+//  object, so the prefix ends up youngest and eviction takes suffixes
+//  first). Returns the failure (0: every chunk is leased).
+static uint32_t s_kv_leg(kvt_wcore_t *self, const kvt_load_spec_t *sp, kvt_wjob_t *job,
+                         uint32_t *ndisk)
+{
+    memcpy(job->blocks, sp->blocks, (size_t)sp->nblocks * sizeof *sp->blocks);
+    kvt_holder_t holder = self->c.lanes[KVT_WCORE_LANE_LOAD].holder;
+    for (uint32_t c = sp->nkeys; c-- > 0;) {
+        kvt_witem_t *it = &job->items[c];
+        kvt_obj_view_t view;
+        int rc = kvt_storage_get(self->c.storage, self->c.ns, sp->keys[c], KVT_OBJ_KV, holder,
+                                 &it->lease, &view);
+        if (rc != KVT_STORE_OK) {
+            it->lease.id = 0;
+            return kvt_detail_of_store(rc);
+        }
+        if (view.size < self->chunk_bytes) {
+            kvt_wcore_log_(self, 1, "load %llu/%u: chunk %u holds %zu bytes, not %zu",
+                           (unsigned long long)sp->op.req, sp->op.gen, c, view.size,
+                           self->chunk_bytes);
+            return KVT_DETAIL_INVALID;
+        }
+        *ndisk += view.tier == KVT_TIER_DISK;
+        it->what = KVT_WITEM_KV;
+        it->block0 = c * self->bpc;
+        it->host = (void *)view.ptr;
+    }
+    return 0;
+}
+
+//  Takes the state leg's lease: the image alone, or the image after the KV
+//  bytes of the chunk that carries it. Returns the failure (0: leased).
+static uint32_t s_state_leg(kvt_wcore_t *self, const kvt_load_spec_t *sp, kvt_wjob_t *job)
+{
+    kvt_witem_t *it = &job->items[0];
+    job->spool = KVT_GPU_STATE_SLOTS;
+    job->sindex = sp->state_slot;
+    job->sbytes = kvt_gpu_state_bytes(self->c.gpu, KVT_GPU_STATE_SLOTS);
+    kvt_obj_view_t view;
+    int rc = kvt_storage_get(self->c.storage, self->c.ns, sp->state_hash, KVT_OBJ_STATE,
+                             self->c.lanes[KVT_WCORE_LANE_STATE].holder, &it->lease, &view);
+    if (rc != KVT_STORE_OK) {
+        it->lease.id = 0;
+        return kvt_detail_of_store(rc);
+    }
+    size_t off = view.kind == KVT_OBJ_KV_STATE ? self->chunk_bytes : 0;
+    if (view.size < off + job->sbytes) {
+        kvt_wcore_log_(self, 1, "load %llu/%u: the image holds %zu bytes, not %zu",
+                       (unsigned long long)sp->op.req, sp->op.gen, view.size, off + job->sbytes);
+        return KVT_DETAIL_INVALID;
+    }
+    it->what = KVT_WITEM_IMAGE;
+    it->host = (char *)view.ptr + off;
+    return 0;
+}
 
 static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now);
 
 void kvt_wcore_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 {
-    kvt_hash_t zero = {0, 0};
-    if (kvt_wcore_reserve_(self, 1, sp->op) != 0)
+    if (kvt_wcore_reserve_(self, sp->state ? 2 : 1, sp->op) != 0)
         return;
-    if (!kvt_wcore_first_time_(self, KVT_CHAN_LOAD, sp->op, sp->attempt, zero)) {
+    if (!kvt_wcore_first_time_(self, KVT_CHAN_LOAD, sp->op, sp->attempt, ZERO)) {
         kvt_wcore_log_(self, 1, "dropping a repeated load %llu/%u (attempt %u)",
                        (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
         return;
@@ -316,176 +427,384 @@ void kvt_wcore_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
         kvt_wcore_lookup_used_(self, sp->op);
 }
 
+//  A load that ends before any lane job: one load report and, with a
+//  state leg, its verdict (real when the state leg's read was what failed).
+static void s_load_now(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint32_t detail,
+                       bool state_ran)
+{
+    s_load_report(self, sp->op, sp->attempt, false, detail, 0);
+    if (sp->state)
+        s_state_report(self, sp->op, sp->attempt, sp->state_hash, state_ran, detail);
+}
+
 static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 {
     const char *bad = kvt_wcore_check_spec(self, sp);
     if (bad) {
-        kvt_wcore_log_(self, 1, "refusing load %llu/%u [%u,%u): %s", (unsigned long long)sp->op.req,
-                       sp->op.gen, sp->start, sp->end, bad);
+        kvt_wcore_log_(self, 1, "refusing load %llu/%u [%u,%u) state %u@%u: %s",
+                       (unsigned long long)sp->op.req, sp->op.gen, sp->start, sp->end,
+                       sp->state_slot, sp->state_boundary, bad);
         self->st.loads_refused++;
-        s_load_report(self, sp->op, sp->attempt, false, KVT_DETAIL_INVALID, 0);
+        s_load_now(self, sp, KVT_DETAIL_INVALID, false);
         return;
     }
+    bool kv = s_has_kv(sp);
     if (!self->c.storage) {
-        s_load_report(self, sp->op, sp->attempt, false, KVT_DETAIL_MISS, 0);
+        s_load_now(self, sp, KVT_DETAIL_MISS, !kv);
         return;
     }
-    s_job_t *job = s_job_new(J_LOAD, sp);
-    if (!job) {
-        s_load_report(self, sp->op, sp->attempt, false, KVT_DETAIL_NO_SPACE, 0);
+    s_rec_t *rec = s_rec_new(R_LOAD, sp, 0);
+    kvt_wjob_t *kj = kv ? s_job(self, KVT_WCORE_LANE_LOAD, sp->nkeys, sp->nblocks) : NULL;
+    kvt_wjob_t *sj = sp->state ? s_job(self, KVT_WCORE_LANE_STATE, 1, 0) : NULL;
+    if (!rec || (kv && !kj) || (sp->state && !sj)) {
+        s_rec_free(rec);
+        kvt_wjob_unref(kj);
+        kvt_wjob_unref(sj);
+        s_load_now(self, sp, KVT_DETAIL_NO_SPACE, false);
         return;
     }
-    job->n = sp->nkeys;
-    job->items = 1;
-    job->stream = self->c.load_s;
-    bool queued = false;
-    //  Deepest chunk first: each get refreshes its object, so the prefix
-    //  ends up youngest and eviction takes suffixes first.
-    for (uint32_t c = sp->nkeys; c-- > 0;) {
-        kvt_obj_view_t view;
-        int rc = kvt_storage_get(self->c.storage, self->c.ns, sp->keys[c], KVT_OBJ_KV,
-                                 self->c.holder, &job->leases[c], &view);
-        if (rc != KVT_STORE_OK) {
-            job->leases[c].id = 0;
-            job->detail = kvt_detail_of_store(rc);
-            break;
-        }
-        if (view.size < self->chunk_bytes) {
-            kvt_wcore_log_(self, 1, "load %llu/%u: chunk %u holds %zu bytes, not %zu",
-                           (unsigned long long)sp->op.req, sp->op.gen, c, view.size,
-                           self->chunk_bytes);
-            job->detail = KVT_DETAIL_INVALID;
-            break;
-        }
-        job->ndisk += view.tier == KVT_TIER_DISK;
-        rc = kvt_gpu_scatter(self->c.load_s, sp->blocks + (size_t)c * self->bpc, self->bpc,
-                             view.ptr, self->chunk_bytes);
-        if (rc != KVT_GPU_OK) {
-            //  A failed call left nothing of its own running (kvt_gpu.h);
-            //  the copies queued before it still read leased bytes.
-            kvt_wcore_log_(self, 1, "load %llu/%u: scatter refused: %s",
-                           (unsigned long long)sp->op.req, sp->op.gen, kvt_gpu_last_error());
-            self->st.copy_errors++;
-            job->detail = rc == KVT_GPU_EINVAL ? KVT_DETAIL_INVALID : KVT_DETAIL_IO;
-            break;
-        }
-        queued = true;
+    //  The KV leg's reads first: when one fails the state leg never starts
+    //  (its verdict is neutral). Then the state leg's: a miss there is the
+    //  state verdict (rule I3 retracts on it) and the KV leg is not run.
+    uint32_t detail = kv ? s_kv_leg(self, sp, kj, &rec->ndisk) : 0;
+    bool state_ran = false;
+    if (detail == 0 && sj) {
+        state_ran = true;
+        detail = s_state_leg(self, sp, sj);
     }
-    s_submit(self, job, queued, now);
+    if (detail) {
+        if (kj)
+            kvt_wjob_abort(kj);
+        if (sj)
+            kvt_wjob_abort(sj);
+        kvt_wjob_unref(kj);
+        kvt_wjob_unref(sj);
+        s_rec_free(rec);
+        s_load_now(self, sp, detail, state_ran);
+        return;
+    }
+    //  Both legs go out at once, each on its own lane (rule L2); each first
+    //  waits on the device for the compute that still reads its memory.
+    rec->has_state = sp->state;
+    rec->state_hash = sp->state_hash;
+    rec->nkv = sp->nkeys;
+    rec->items = sp->state ? 2 : 1;
+    rec->leg[LEG_KV] = kj;
+    rec->leg[LEG_STATE] = sj;
+    rec->legs = (kj != NULL) + (sj != NULL);
+    s_link(self, rec, now);
+    for (int l = 0; l < 2; l++) {
+        kvt_wjob_t *j = rec->leg[l];
+        if (!j)
+            continue;
+        j->restore = true;
+        if (sp->after) {
+            j->wait = KVT_WWAIT_COMPUTE;
+            j->wait_step = sp->after - 1;
+        }
+        s_enqueue(self, rec, j, now);
+    }
+}
+
+//  Both legs reported: the load's one report and its state verdict.
+static void s_load_done(kvt_wcore_t *self, s_rec_t *rec)
+{
+    uint32_t detail = rec->detail[LEG_KV] ? rec->detail[LEG_KV] : rec->detail[LEG_STATE];
+    bool ok = detail == 0;
+    if (ok) {
+        self->st.load_chunks += rec->nkv;
+        self->st.load_chunks_disk += rec->ndisk;
+    }
+    s_load_report(self, rec->op, rec->attempt, ok, detail, rec->ndisk);
+    if (rec->has_state)
+        s_state_report(self, rec->op, rec->attempt, rec->state_hash, rec->state_ran,
+                       rec->detail[LEG_STATE]);
 }
 
 // -------------------------------------------------------------- saves ----
 
+//  Every item of a save that goes no further reports now, and its
+//  source_safe (nothing reads its sources).
+static void s_save_refuse(kvt_wcore_t *self, const kvt_save_spec_t *sp, const kvt_hash_t *keys,
+                          uint32_t n, kvt_hash_t safe_key, uint32_t detail)
+{
+    uint32_t fresh = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, keys[i])) {
+            fresh++;
+            s_save_report(self, sp->op, sp->attempt, keys[i], false, detail, false);
+        }
+    //  A repeated spec (no item new) reports nothing, source_safe included.
+    if (fresh || n == 0)
+        s_safe_report(self, sp->op, sp->attempt, safe_key, true);
+}
+
 void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
 {
-    if (kvt_wcore_reserve_(self, sp->nkeys, sp->op) != 0)
+    bool kv = s_has_kv(sp);
+    //  The items: one per chunk (the last one with the image), or the image
+    //  alone under its state hash.
+    uint32_t n = kv ? sp->nkeys : sp->image ? 1 : 0;
+    const kvt_hash_t *keys = kv ? sp->keys : &sp->state_hash;
+    kvt_hash_t safe_key = n ? keys[n - 1] : ZERO;
+    if (kvt_wcore_reserve_(self, n + 1, sp->op) != 0)
         return;
-    const char *bad = kvt_wcore_check_spec(self, sp);
-    s_job_t *job = bad ? NULL : s_job_new(J_SAVE, sp);
-    if (!job) {
-        //  Refused, or no memory for the job: every chunk key in the spec
-        //  was dispatched, so each reports once.
-        if (bad) {
-            kvt_wcore_log_(self, 1, "refusing save %llu/%u [%u,%u): %s",
-                           (unsigned long long)sp->op.req, sp->op.gen, sp->start, sp->end, bad);
-            self->st.saves_refused++;
-        }
-        for (uint32_t i = 0; i < sp->nkeys; i++)
-            if (kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, sp->keys[i]))
-                s_save_report(self, sp->op, sp->attempt, sp->keys[i], false,
-                              bad ? KVT_DETAIL_INVALID : KVT_DETAIL_NO_SPACE);
+    const char *bad = kvt_wcore_check_save(self, sp);
+    if (bad) {
+        kvt_wcore_log_(self, 1, "refusing save %llu/%u [%u,%u) image %d: %s",
+                       (unsigned long long)sp->op.req, sp->op.gen, sp->start, sp->end, sp->image,
+                       bad);
+        self->st.saves_refused++;
+        s_save_refuse(self, sp, keys, n, safe_key, KVT_DETAIL_INVALID);
         return;
     }
-    job->stream = self->c.save_s;
-    bool queued = false;
-    for (uint32_t c = 0; c < sp->nkeys; c++) {
-        kvt_hash_t key = sp->keys[c];
-        if (!kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, key)) {
-            kvt_wcore_log_(self, 1, "dropping a repeated save of a chunk of %llu/%u (attempt %u)",
-                           (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
-            continue;
+    if (sp->producer_failed) {
+        //  Rule S2: this step's saves only; the loads of the step go out.
+        if (!self->producer_logged) {
+            self->producer_logged = true;
+            kvt_wcore_log_(self, 1,
+                           "save %llu/%u refused: producer fence missing (counted in "
+                           "worker.producer_refused; logged once)",
+                           (unsigned long long)sp->op.req, sp->op.gen);
         }
-        if (!self->c.storage) {
-            s_save_report(self, sp->op, sp->attempt, key, false, KVT_DETAIL_NO_SPACE);
+        self->st.producer_refused += n;
+        s_save_refuse(self, sp, keys, n, safe_key, KVT_DETAIL_IO);
+        return;
+    }
+    if (!self->c.storage) {
+        s_save_refuse(self, sp, keys, n, safe_key, KVT_DETAIL_NO_SPACE);
+        return;
+    }
+    s_rec_t *rec = s_rec_new(R_SAVE, sp, n);
+    kvt_wjob_t *job = rec ? s_job(self, KVT_WCORE_LANE_SAVE, n, sp->nblocks) : NULL;
+    if (!job) {
+        s_rec_free(rec);
+        s_save_refuse(self, sp, keys, n, safe_key, KVT_DETAIL_NO_SPACE);
+        return;
+    }
+    job->save = true;
+    if (sp->image) {
+        job->spool = s_image_pool(self);
+        job->sindex = sp->state_slot;
+        job->sbytes = kvt_gpu_state_bytes(self->c.gpu, job->spool);
+    }
+    if (kv)
+        memcpy(job->blocks, sp->blocks, (size_t)sp->nblocks * sizeof *sp->blocks);
+    kvt_holder_t holder = self->c.lanes[KVT_WCORE_LANE_SAVE].holder;
+    uint32_t j = 0, fresh = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        kvt_hash_t key = keys[i];
+        if (!kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, key))
             continue;
-        }
+        fresh++;
+        bool img = sp->image && i == n - 1;
+        kvt_obj_kind_t kind = !kv ? KVT_OBJ_STATE : img ? KVT_OBJ_KV_STATE : KVT_OBJ_KV;
+        size_t size = (kv ? self->chunk_bytes : 0) + (img ? job->sbytes : 0);
         kvt_resv_t resv = {0};
         void *ptr = NULL;
-        int rc = kvt_storage_reserve(self->c.storage, self->c.ns, key, KVT_OBJ_KV,
-                                     self->chunk_bytes, self->c.holder, &resv, &ptr);
+        int rc =
+            kvt_storage_reserve(self->c.storage, self->c.ns, key, kind, size, holder, &resv, &ptr);
         if (rc == KVT_STORE_SKIPPED) {
             self->st.saves_present++;
-            s_save_report(self, sp->op, sp->attempt, key, true, KVT_DETAIL_OK);
+            s_save_report(self, sp->op, sp->attempt, key, true, KVT_DETAIL_OK, false);
             continue;
         }
         if (rc != KVT_STORE_OK) {
-            s_save_report(self, sp->op, sp->attempt, key, false, kvt_detail_of_store(rc));
+            s_save_report(self, sp->op, sp->attempt, key, false, kvt_detail_of_store(rc), false);
             continue;
         }
-        uint32_t fail = 0;
-        rc = kvt_gpu_gather(self->c.save_s, sp->blocks + (size_t)c * self->bpc, self->bpc, ptr,
-                            self->chunk_bytes);
-        if (rc != KVT_GPU_OK) {
-            kvt_wcore_log_(self, 1, "save %llu/%u: gather refused: %s",
-                           (unsigned long long)sp->op.req, sp->op.gen, kvt_gpu_last_error());
-            self->st.copy_errors++;
-            fail = rc == KVT_GPU_EINVAL ? KVT_DETAIL_INVALID : KVT_DETAIL_IO;
-        }
-        queued = queued || fail == 0;
-        job->keys[job->n] = key;
-        job->resvs[job->n] = resv;
-        job->fail[job->n] = fail;
-        job->n++;
+        kvt_witem_t *it = &job->items[j];
+        it->what = (uint8_t)((kv ? KVT_WITEM_KV : 0) | (img ? KVT_WITEM_IMAGE : 0));
+        it->block0 = i * self->bpc;
+        it->host = ptr;
+        it->resv = resv;
+        rec->keys[j++] = key;
+        rec->image = img;
     }
-    job->items = job->n;
-    if (job->n == 0) {
-        s_job_free(self, job);
+    job->n = j;
+    if (j == 0) {
+        //  Nothing to gather: nothing reads the sources. A repeated spec
+        //  (no item new) reports nothing at all.
+        kvt_wjob_unref(job);
+        s_rec_free(rec);
+        if (fresh)
+            s_safe_report(self, sp->op, sp->attempt, safe_key, true);
+        else
+            kvt_wcore_log_(self, 1, "dropping a repeated save %llu/%u (attempt %u)",
+                           (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
         return;
     }
-    s_submit(self, job, queued, now);
+    if (sp->producer) {
+        job->wait = KVT_WWAIT_PRODUCER;
+        job->wait_step = sp->producer - 1;
+    }
+    rec->safe_key = safe_key;
+    rec->items = j + (self->c.source_safe ? 1 : 0);
+    rec->leg[0] = job;
+    rec->legs = 1;
+    s_link(self, rec, now);
+    s_enqueue(self, rec, job, now);
+}
+
+// ------------------------------------------------------------- fences ----
+
+void kvt_wcore_fence(kvt_wcore_t *self, const kvt_fence_msg_t *f, uint64_t now)
+{
+    kvt_opid_t op = {f->id, 1};
+    if (kvt_wcore_reserve_(self, 1, op) != 0)
+        return;
+    if (!kvt_wcore_first_time_(self, KVT_CHAN_FENCE, op, 0, ZERO))
+        return;
+    uint32_t mask = f->lanes ? f->lanes : (1u << KVT_WCORE_LANES) - 1;
+    s_fence_t *fe = calloc(1, sizeof *fe);
+    if (!fe) {
+        self->st.fences_failed++;
+        kvt_wcore_out_(self, KVT_CHAN_FENCE, op, 0, ZERO, false, KVT_DETAIL_NO_SPACE, 0);
+        return;
+    }
+    fe->id = f->id;
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        fe->left += (mask >> l) & 1;
+    if (fe->left == 0) {
+        free(fe);
+        self->st.fences_ok++;
+        kvt_wcore_out_(self, KVT_CHAN_FENCE, op, 0, ZERO, true, 0, 0);
+        return;
+    }
+    fe->next = self->fences;
+    self->fences = fe;
+    self->owed++;
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        if ((mask >> l) & 1)
+            kvt_lane_runner_fence(self->c.lanes[l].runner, (uint64_t)(uintptr_t)fe, now);
+}
+
+static void s_fence_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
+{
+    s_fence_t *fe = (s_fence_t *)(uintptr_t)r->id;
+    if (!r->ok && fe->detail == 0)
+        fe->detail = r->detail ? r->detail : KVT_DETAIL_IO;
+    if (--fe->left > 0)
+        return;
+    s_fence_t **pp = &self->fences;
+    while (*pp != fe)
+        pp = &(*pp)->next;
+    *pp = fe->next;
+    self->owed--;
+    kvt_opid_t op = {fe->id, 1};
+    if (fe->detail == 0)
+        self->st.fences_ok++;
+    else
+        self->st.fences_failed++;
+    kvt_wcore_out_(self, KVT_CHAN_FENCE, op, 0, ZERO, fe->detail == 0, fe->detail, 0);
+    free(fe);
+}
+
+// ------------------------------------------------------- lane reports ----
+
+//  True when a report says a job's copies may still run (it reported
+//  under a running submit or a pending copy).
+static bool s_may_run(const kvt_lane_report_t *r)
+{
+    bool stopped = r->cause == KVT_LANE_CAUSE_DEADLINE || r->cause == KVT_LANE_CAUSE_FENCE ||
+                   r->cause == KVT_LANE_CAUSE_SHUTDOWN;
+    return stopped && (r->stage == KVT_LANE_SUBMITTING || r->stage == KVT_LANE_PENDING);
+}
+
+static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
+{
+    kvt_wjob_t *job = (kvt_wjob_t *)(uintptr_t)r->id;
+    s_rec_t *rec = job->rec;
+    //  DONE and COMMIT come after the submit returned and the memory went
+    //  back: only then are the fields the submit writes read.
+    bool ended = r->cause == KVT_LANE_CAUSE_DONE || r->cause == KVT_LANE_CAUSE_COMMIT ||
+                 r->cause == KVT_LANE_CAUSE_SUBMIT;
+    if (r->cause == KVT_LANE_CAUSE_DEADLINE || r->cause == KVT_LANE_CAUSE_FENCE)
+        self->st.lane_timeouts++;
+    if (r->cause == KVT_LANE_CAUSE_COPY || (ended && job->refused)) {
+        self->st.copy_errors++;
+        if (!self->copy_failed_logged) {
+            self->copy_failed_logged = true;
+            kvt_wcore_log_(self, 0, "a copy failed on lane %u: its items fail (logged once)",
+                           job->lane);
+        }
+    }
+    if (ended && job->compute_miss)
+        self->st.compute_misses++;
+    if (rec->kind == R_LOAD) {
+        int leg = rec->leg[LEG_KV] == job ? LEG_KV : LEG_STATE;
+        uint32_t detail = r->ok ? 0 : r->detail;
+        for (uint32_t i = 0; r->ok && i < job->n && !detail; i++)
+            detail = job->items[i].fail;
+        rec->detail[leg] = detail;
+        if (leg == LEG_STATE)
+            //  A state leg the lanes shut down before it ran is neutral.
+            rec->state_ran = !(r->cause == KVT_LANE_CAUSE_SHUTDOWN && r->stage == KVT_LANE_QUEUED);
+        rec->leg[leg] = NULL;
+    } else {
+        bool producer_missing = r->cause == KVT_LANE_CAUSE_SUBMIT && job->producer_missing;
+        if (producer_missing) {
+            self->st.producer_refused += job->n;
+            if (!self->producer_logged) {
+                self->producer_logged = true;
+                kvt_wcore_log_(self, 1,
+                               "save %llu/%u refused: producer fence missing (counted in "
+                               "worker.producer_refused; logged once)",
+                               (unsigned long long)rec->op.req, rec->op.gen);
+            }
+        }
+        bool fenced = r->ok && job->fenced;
+        for (uint32_t i = 0; i < job->n; i++) {
+            uint32_t detail = r->ok ? job->items[i].fail : r->detail;
+            if (fenced)
+                self->st.fenced_saves++;
+            if (detail == 0 && (job->items[i].what & KVT_WITEM_IMAGE))
+                self->st.images_saved++;
+            s_save_report(self, rec->op, rec->attempt, rec->keys[i], detail == 0, detail, fenced);
+        }
+        s_safe_report(self, rec->op, rec->attempt, rec->safe_key, !s_may_run(r));
+        rec->leg[0] = NULL;
+    }
+    kvt_wjob_unref(job); //  the core's reference
+    if (--rec->legs > 0)
+        return;
+    s_unlink(self, rec);
+    if (rec->kind == R_LOAD)
+        s_load_done(self, rec);
+    s_rec_free(rec);
+}
+
+//  Joins every report the lanes made so far.
+static void s_take(kvt_wcore_t *self)
+{
+    kvt_lane_report_t box[32];
+    for (int l = 0; l < KVT_WCORE_LANES; l++) {
+        uint32_t k;
+        while ((k = kvt_lane_runner_take(self->c.lanes[l].runner, box, 32)) > 0)
+            for (uint32_t i = 0; i < k; i++) {
+                if (box[i].fence)
+                    s_fence_report(self, &box[i]);
+                else
+                    s_job_report(self, &box[i]);
+            }
+    }
 }
 
 // ----------------------------------------------------------- progress ----
 
 void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
 {
-    s_job_t **pp = &self->head;
-    s_job_t *prev = NULL;
-    while (*pp) {
-        s_job_t *job = *pp;
-        int st = s_fence_query(job);
-        if (st == KVT_GPU_NOT_READY) {
-            //  Still copying: keep its leases and reservations alive, so the
-            //  TTL never takes memory a copy uses.
-            if (now - job->renewed_at >= self->c.renew_ns) {
-                job->renewed_at = now;
-                for (uint32_t i = 0; i < job->n; i++) {
-                    if (job->kind == J_SAVE)
-                        kvt_storage_resv_renew(self->c.storage, job->resvs[i]);
-                    else if (job->leases[i].id != 0)
-                        kvt_pool_lease_renew(kvt_storage_pool(self->c.storage), job->leases[i]);
-                }
-            }
-            prev = job;
-            pp = &job->next;
-            continue;
-        }
-        *pp = job->next;
-        if (self->tail == job)
-            self->tail = prev;
-        self->npending--;
-        self->owed -= job->items;
-        if (st != KVT_GPU_OK) {
-            self->st.copy_errors++;
-            if (!self->copy_failed_logged) {
-                kvt_wcore_log_(self, 0,
-                               "a copy failed (%s): this rank's items fail until it is reset",
-                               kvt_gpu_strerror(st));
-                self->copy_failed_logged = true;
-            }
-        }
-        s_settle(self, job, st, KVT_DETAIL_IO, true);
-        s_job_free(self, job);
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        kvt_lane_runner_tick(self->c.lanes[l].runner, now);
+    s_take(self);
+    //  Still copying: keep their leases and reservations alive, so the TTL
+    //  never takes memory a copy uses.
+    if (self->head && now - self->renewed_at >= self->c.renew_ns) {
+        self->renewed_at = now;
+        for (s_rec_t *rec = self->head; rec; rec = rec->next)
+            for (int l = 0; l < 2; l++)
+                if (rec->leg[l])
+                    kvt_wjob_renew(rec->leg[l]);
     }
     kvt_wcore_lookup_poll_(self, now);
     if (self->c.storage)
@@ -495,38 +814,50 @@ void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
 uint64_t kvt_wcore_next_wake(kvt_wcore_t *self, uint64_t now)
 {
     uint64_t at = UINT64_MAX;
-    for (s_job_t *job = self->head; job; job = job->next) {
-        //  Wake in time to renew the handles of a long copy.
-        uint64_t renew = job->renewed_at + self->c.renew_ns;
-        uint64_t w;
-        if (job->event)
-            w = kvt_gpu_event_wake(job->event, now, self->c.poll_ns);
-        else
-            w = kvt_gpu_stream_query(job->stream) != KVT_GPU_NOT_READY ? now
-                                                                       : now + self->c.poll_ns;
-        if (renew < w)
-            w = renew;
+    for (int l = 0; l < KVT_WCORE_LANES; l++) {
+        uint64_t w = kvt_lane_runner_next_wake(self->c.lanes[l].runner, now);
         if (w < at)
             at = w;
     }
+    //  Wake in time to renew the handles of a long copy.
+    if (self->head && self->renewed_at + self->c.renew_ns < at)
+        at = self->renewed_at + self->c.renew_ns;
     at = kvt_wcore_lookup_wake_(self, at);
     return at == UINT64_MAX || at >= now ? at : now;
 }
 
-uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, bool load_drained, bool save_drained)
+uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, uint64_t now)
 {
-    uint64_t items = 0;
+    uint64_t before =
+        self->st.loads_ok + self->st.loads_failed + self->st.saves_ok + self->st.saves_failed;
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        kvt_lane_runner_shutdown(self->c.lanes[l].runner, now);
+    s_take(self);
+    //  Every lane job reported at its lane's shutdown; a report the lane
+    //  could not hold (out of memory) leaves its record: it reports here.
     while (self->head) {
-        s_job_t *job = self->head;
-        self->head = job->next;
-        self->npending--;
-        self->owed -= job->items;
-        items += job->items;
-        s_settle(self, job, KVT_GPU_EFAULT, KVT_DETAIL_SHUTDOWN,
-                 job->kind == J_LOAD ? load_drained : save_drained);
-        s_job_free(self, job);
+        s_rec_t *rec = self->head;
+        for (int l = 0; l < 2; l++) {
+            if (!rec->leg[l])
+                continue;
+            kvt_lane_report_t r = {.id = (uint64_t)(uintptr_t)rec->leg[l],
+                                   .ok = false,
+                                   .detail = KVT_DETAIL_SHUTDOWN,
+                                   .cause = KVT_LANE_CAUSE_SHUTDOWN,
+                                   .stage = KVT_LANE_PENDING};
+            s_job_report(self, &r);
+        }
     }
-    self->tail = NULL;
+    while (self->fences) {
+        kvt_lane_report_t r = {.fence = true,
+                               .id = (uint64_t)(uintptr_t)self->fences,
+                               .ok = false,
+                               .detail = KVT_DETAIL_SHUTDOWN};
+        self->fences->left = 1;
+        s_fence_report(self, &r);
+    }
+    uint64_t items = self->st.loads_ok + self->st.loads_failed + self->st.saves_ok +
+                     self->st.saves_failed - before;
     self->st.drained_at_stop += items;
     kvt_wcore_lookup_stop_(self);
     return items;
@@ -537,8 +868,11 @@ uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, bool load_drained, bool save_drai
 kvt_wcore_t *kvt_wcore_new(const kvt_wcore_cfg_t *cfg, char *err, size_t errlen)
 {
     const char *bad = NULL;
-    if (!cfg->gpu || !cfg->load_s || !cfg->save_s || !cfg->evp)
-        bad = "gpu, load_s, save_s, evp: required";
+    if (!cfg->gpu)
+        bad = "gpu: required";
+    else if (!cfg->lanes[KVT_WCORE_LANE_LOAD].runner || !cfg->lanes[KVT_WCORE_LANE_STATE].runner ||
+             !cfg->lanes[KVT_WCORE_LANE_SAVE].runner)
+        bad = "lanes: a load, a state and a save lane are required";
     else if (cfg->block_size == 0 || cfg->chunk_size == 0 || cfg->chunk_size % cfg->block_size)
         bad = "chunk_size: must be a positive multiple of block_size";
     else if (kvt_gpu_num_blocks(cfg->gpu) == 0 || kvt_gpu_block_bytes(cfg->gpu) == 0)
@@ -553,8 +887,6 @@ kvt_wcore_t *kvt_wcore_new(const kvt_wcore_cfg_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     self->c = *cfg;
-    if (self->c.poll_ns == 0)
-        self->c.poll_ns = 20000;
     if (self->c.renew_ns == 0)
         self->c.renew_ns = 1000000000ull;
     if (self->c.epoch == 0)
@@ -580,7 +912,8 @@ void kvt_wcore_destroy(kvt_wcore_t **self_p)
     if (!self_p || !*self_p)
         return;
     kvt_wcore_t *self = *self_p;
-    assert(self->head == NULL); //  kvt_wcore_shutdown settled every job
+    assert(self->head == NULL);   //  kvt_wcore_shutdown settled every record
+    assert(self->fences == NULL); //  ... and every fence
     assert(!self->lookups || kvt_wlease_count(self->lookups) == 0); //  ... and every lookup
     kvt_wcore_outbox_clear(self);
     free(self->imgs);
@@ -602,4 +935,10 @@ void kvt_wcore_stats(const kvt_wcore_t *self, kvt_wcore_stats_t *out)
     *out = self->st;
     out->pending = self->npending;
     out->lookup_leases = kvt_wlease_count(self->lookups);
+    out->quarantined = 0;
+    for (int l = 0; l < KVT_WCORE_LANES; l++) {
+        kvt_lane_stats_t ls;
+        kvt_lane_runner_stats(self->c.lanes[l].runner, &ls);
+        out->quarantined += ls.quarantined + ls.left_to_holder;
+    }
 }

@@ -1,32 +1,58 @@
-/*  kvt_wcore — the worker's core: specs in, copies queued, reports out.
+/*  kvt_wcore — the worker's core: specs in, lane jobs out, reports out.
 
-    A plain state machine over the handles it is given (the rank's device
-    streams and event pool, its storage): it validates LoadSpec / SaveSpec
-    (refuse, never clamp: rule L4), keeps the table of pending jobs and the
-    ids of the items it accepted, queues the copies, and decides every
-    report. It reads no clock (time is passed in), owns no socket or thread
-    and never waits: a job's copies are tracked by an event (or, when no
-    event could be recorded, by its stream) that kvt_wcore_poll queries.
-    The Completions it decides go to an outbox that the actor shell sends.
+    A plain state machine over the handles it is given (the rank's device,
+    its tier, three transfer lanes and the rank's fence board): it validates
+    LoadSpec / SaveSpec (refuse, never clamp: rule L4), takes the tier's
+    leases and reservations, turns each spec into lane jobs, joins the legs
+    and decides every report. It reads no clock (time is passed in), owns no
+    socket or thread and never waits. The Completions it decides go to an
+    outbox that the actor shell sends.
+
+    Lanes (kvt_lane_runner.h; one per kind, each on its own stream):
+    * load:  a load's KV leg (chunk bytes scattered into blocks);
+    * state: a load's state leg (the tier's image into the state slot);
+    * save:  a save's gathers (chunks, the image of a checkpoint unit).
+    A lane job is one leg. The lane runs its submit (device calls only: the
+    copies, the fence board's waits and the restore record), enforces its
+    deadline in every stage (rule X2), covers it with fences (X1), fails
+    stop (X3), and gives its memory back through kvt_wcore_lane_ops only
+    when no copy of it can still run (X4). Whether a lane's submit runs in
+    the calling thread (kvt_lane_core_pump: a submit that cannot block) or
+    on the runner's submitter thread is the lane runner's configuration,
+    chosen by whoever builds the rank; this core calls the same runner
+    functions either way and its timer path (kvt_wcore_poll) ticks every
+    lane, so a deadline fires while a submit is stuck.
 
     Exactly one report per dispatched item, on every path (rule L1):
 
-    * a load (report key: op, attempt, the zero key) reports once: ok after
-      every chunk was scattered into its blocks; failed when the spec is
-      refused (INVALID), a chunk is missing (MISS), the tier has no room for
-      a promotion (NO_SPACE), a copy failed (IO), a lease was reclaimed
-      under the copy (TIMEOUT) or the worker stopped first (SHUTDOWN);
-    * a save reports once per chunk key: ok after its bytes were gathered
-      into a pool reservation and committed (or at once when the pool
-      already holds the chunk); failed otherwise, with the same details and
-      DUPLICATE when another writer holds the key.
+    * a load (key: op, attempt, the zero key) reports once on `load`, ok
+      when every leg it has landed ok, after both legs' copies ended (L2):
+      failed when the spec is refused (INVALID), a chunk or the image is
+      missing (MISS), the tier has no room for a promotion (NO_SPACE), a copy
+      failed (IO), a deadline or fence timeout hit (TIMEOUT), a lease was
+      reclaimed under the copy (TIMEOUT) or the lanes shut down (SHUTDOWN);
+    * a load with a state leg also reports once on `state` (key: the state
+      hash): the leg's real verdict if it ran (ok, MISS, IO, TIMEOUT, ...),
+      NEUTRAL (ok, SKIPPED) if it did not (refused, the KV leg failed before
+      it started, shut down before it ran) — so the key always settles;
+    * a save reports once per item on `store`: per chunk key, and for an
+      image-only save once under the state hash; a chunk that carries the
+      image (object kind KV_STATE) is ok only when both were gathered and
+      committed. Reports carry fenced = true when the save's stream waited
+      on the step's producer event (rule S1). A save whose producer event is
+      missing (producer_failed, or the board has none) refuses every item
+      (IO, "producer fence missing"; rule S2);
+    * a save reports once on `source_safe` (key: its last item key) when
+      nothing reads its sources any more: ok, or failed when a copy may
+      still read them (a deadline or fence timeout under a running copy);
+    * a Fence reports once on `fence` (op {id, 1}, key zero): ok when every
+      job the named lanes held ended, TIMEOUT when a lane's fence timed out
+      (that lane then refuses every later job until it is reset).
 
-    A report never precedes the copies it covers (rule L2): a job whose
-    copies were partly queued when an error hit stays pending until its
-    event says they finished; only then do its leases go and its
-    reservations get aborted, and it reports failed, once. Nothing here
-    blocks; the shell's stop waits for the streams (rule X4) and then calls
-    kvt_wcore_shutdown.
+    A report never precedes the copies it covers (rule L2): a job reports
+    when its lane says its copies landed; a failure reported under a running
+    copy keeps that job's memory in the lane (quarantined) until the copy
+    ends.
 
     * a touch (id: prefix hash, round) reports twice, once on each touch
       channel: `touch` ok unless the object is GONE, `touch_refresh` ok only
@@ -52,36 +78,58 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "actors/common/kvt_fence_board.h"
+#include "actors/lane/kvt_lane_runner.h"
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_msg.h"
 #include "kvtier/kvt_storage.h"
 
 #define KVT_WCORE_SEEN 65536 //  accepted item ids remembered to drop a repeated spec
 
+//  The lanes, by index in kvt_wcore_cfg_t.lanes; the bit of each in a
+//  Fence's `lanes` mask is 1 << index.
+typedef enum {
+    KVT_WCORE_LANE_LOAD = 0,  //  KV legs of loads
+    KVT_WCORE_LANE_STATE = 1, //  state legs of loads
+    KVT_WCORE_LANE_SAVE = 2,  //  saves (chunks and images)
+    KVT_WCORE_LANES = 3,
+} kvt_wcore_lane_id_t;
+
+//  One lane as the core uses it.
+typedef struct {
+    kvt_lane_runner_t *runner; //  the lane (borrowed); created with ops = kvt_wcore_lane_ops
+    kvt_holder_t holder;       //  the pool holder of its leases and reservations (the lane's)
+} kvt_wcore_lane_t;
+
+//  The ops every lane of a worker core runs (ops_arg unused: each job
+//  carries what its submit needs).
+extern const kvt_lane_ops_t kvt_wcore_lane_ops;
+
 //  A log sink: level 0 error, 1 warning, 2 info; `line` has no newline.
 typedef void(kvt_wcore_log_fn)(void *arg, int level, const char *line);
 
 //  What the core works with. Every pointer is borrowed and must outlive it.
 typedef struct {
-    uint32_t rank;             //  this worker's TP rank (stamped on every report)
-    kvt_gpu_t *gpu;            //  the rank's device (geometry)
-    kvt_gpu_stream_t *load_s;  //  stream loads scatter on
-    kvt_gpu_stream_t *save_s;  //  stream saves gather on
-    kvt_gpu_event_pool_t *evp; //  events marking the end of a job's copies
-    kvt_storage_t *storage;    //  the rank's tier; NULL: every item fails MISS / NO_SPACE
-    kvt_holder_t holder;       //  pool holder the core's leases and reservations belong to
-    uint64_t ns;               //  namespace id of stored objects
-    uint32_t block_size;       //  tokens per block (>= 1)
-    uint32_t chunk_size;       //  tokens per chunk (a multiple of block_size)
-    uint64_t poll_ns;          //  re-query interval when the device cannot say when a copy
-                               //  lands (0 = 20 µs)
-    uint64_t renew_ns;         //  restart the TTL of a pending job's leases and reservations
-                               //  this often (0 = 1 s; keep it well under the pool's TTL)
-    uint64_t epoch;            //  incarnation stamped on every report (0 = 1)
-    uint64_t lookup_ttl_ns;    //  lifetime of a pinned lookup's lease when the Lookup names
-                               //  none (0 = 5 s; keep it under the pool's TTL)
-    kvt_wcore_log_fn *log;     //  log sink (NULL: none)
-    void *log_arg;             //  argument of log
+    uint32_t rank;                           //  this worker's TP rank (stamped on every report)
+    kvt_gpu_t *gpu;                          //  the rank's device (geometry, state pools)
+    kvt_wcore_lane_t lanes[KVT_WCORE_LANES]; //  load, state, save (each runner required)
+    kvt_fence_board_t *board;                //  the rank's fence board (NULL: no fencing)
+    kvt_storage_t *storage;                  //  the rank's tier; NULL: every item fails
+    kvt_holder_t holder;                     //  pool holder of pinned lookups' leases
+    uint64_t ns;                             //  namespace id of stored objects
+    uint32_t block_size;                     //  tokens per block (>= 1)
+    uint32_t chunk_size;                     //  tokens per chunk (a multiple of block_size)
+    uint64_t renew_ns;                       //  restart the TTL of a pending job's leases and
+                                             //  reservations this often (0 = 1 s; keep it well
+                                             //  under the pool's TTL)
+    uint64_t epoch;                          //  incarnation stamped on every report (0 = 1)
+    bool source_safe;                        //  report on KVT_CHAN_SOURCE_SAFE (false: no
+                                             //  such reports, for consumers that do not
+                                             //  expect them)
+    uint64_t lookup_ttl_ns;                  //  lifetime of a pinned lookup's lease when the
+                                             //  Lookup names none (0 = 5 s)
+    kvt_wcore_log_fn *log;                   //  log sink (NULL: none)
+    void *log_arg;                           //  argument of log
 } kvt_wcore_cfg_t;
 
 //  Counters (reported in Stats as worker.<name>, see docs/metrics.md).
@@ -115,6 +163,18 @@ typedef struct {
     uint64_t lookup_rel_none;   //  releases (load or LookupRelease) that found no lease
     uint64_t lookup_rel_stale;  //  leases the pool had already reclaimed when released
     uint64_t lookup_leases;     //  lookup leases held (gauge)
+    uint64_t states_ok;         //  state verdicts ok (the image landed in its slot)
+    uint64_t states_failed;     //  state verdicts failed (miss, copy, deadline, ...)
+    uint64_t states_neutral;    //  state verdicts neutral (the leg did not run)
+    uint64_t images_saved;      //  state images stored (alone or with their chunk)
+    uint64_t source_safe;       //  source_safe reports ok
+    uint64_t source_unsafe;     //  ... failed: a copy may still read the sources
+    uint64_t producer_refused;  //  save items refused: no producer event for their step
+    uint64_t fenced_saves;      //  save items whose stream waited on the producer event
+    uint64_t compute_misses;    //  loads with `after` whose compute event the board lacked
+    uint64_t lane_timeouts;     //  lane jobs ended by a deadline or a fence timeout
+    uint64_t fences_ok;         //  Fence reports ok
+    uint64_t fences_failed;     //  Fence reports failed (a lane's fence timed out)
 } kvt_wcore_stats_t;
 
 typedef struct _kvt_wcore_t kvt_wcore_t;
@@ -127,10 +187,15 @@ kvt_wcore_t *kvt_wcore_new(const kvt_wcore_cfg_t *cfg, char *err, size_t errlen)
 //  been settled by kvt_wcore_shutdown first.
 void kvt_wcore_destroy(kvt_wcore_t **self_p);
 
-//  What is wrong with a spec's shape against the geometry (off the chunk
-//  grid, key or block counts that do not match the range, a block id beyond
-//  the device's, a block named twice), or NULL when it is well formed.
+//  What is wrong with a LoadSpec / SaveSpec against the geometry, or NULL
+//  when it is well formed (rule L4: refused, never clamped). KV leg: off
+//  the chunk grid, key or block counts that do not match the range, a block
+//  id beyond the device's, a block named twice. State leg / image: the
+//  boundary off the chunk grid or not the KV leg's end, a zero state hash,
+//  a slot (unit) beyond the registered state pool, no state pool registered
+//  at all (memory never registered), no state lane. A spec with neither leg.
 const char *kvt_wcore_check_spec(kvt_wcore_t *self, const kvt_load_spec_t *sp);
+const char *kvt_wcore_check_save(kvt_wcore_t *self, const kvt_save_spec_t *sp);
 
 //  Accepts a LoadSpec / SaveSpec at time `now`: reports decided at once go
 //  to the outbox, the rest wait for their copies.
@@ -143,24 +208,32 @@ void kvt_wcore_touch(kvt_wcore_t *self, const kvt_touch_msg_t *t, uint64_t now);
 void kvt_wcore_lookup(kvt_wcore_t *self, const kvt_lookup_t *l, uint64_t now);
 void kvt_wcore_lookup_release(kvt_wcore_t *self, kvt_opid_t op);
 
-//  Settles every pending job whose copies finished (reports to the
-//  outbox), restarts the TTL of the handles of those still copying (every
-//  renew_ns) and of the pinned lookups' leases, releases the lookup leases
-//  whose TTL passed and reclaims the pool's expired leases.
+//  Fences the lanes of `f` (mask bit 1 << kvt_wcore_lane_id_t; 0 = all);
+//  reports once on KVT_CHAN_FENCE when every one of them reported its fence.
+void kvt_wcore_fence(kvt_wcore_t *self, const kvt_fence_msg_t *f, uint64_t now);
+
+//  The timer path: ticks every lane (deadlines and fence timeouts fire,
+//  landed copies settle), joins the reports the lanes made into the
+//  core's, restarts the TTL of pending jobs' handles (every renew_ns) and
+//  of pinned lookups' leases, releases the lookup leases whose TTL passed
+//  and reclaims the pool's expired leases.
 void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now);
 
-//  When kvt_wcore_poll should run next: the earliest kvt_gpu_event_wake
-//  over the pending jobs, no later than now + renew_ns, nor than the first
-//  lookup lease's TTL; UINT64_MAX when nothing is pending or pinned.
+//  When kvt_wcore_poll should run next: the earliest lane wake
+//  (kvt_lane_runner_next_wake), no later than the next renewal while jobs
+//  are pending, nor than the first lookup lease's TTL; UINT64_MAX when
+//  nothing is pending or pinned.
 uint64_t kvt_wcore_next_wake(kvt_wcore_t *self, uint64_t now);
 
-//  Shutdown, after the caller waited for both streams (drained: nothing
-//  queued on it is still running). Every pending item is reported failed
-//  with KVT_DETAIL_SHUTDOWN; its leases are released and its reservations
-//  aborted, except on a stream that did not drain, whose jobs' memory is
-//  kept (counted in quarantined). Pinned lookups' leases are released.
-//  Returns the items reported.
-uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, bool load_drained, bool save_drained);
+//  Shutdown (rule X4): shuts every lane down (each job reports: its result
+//  when its copies already ended, else failed SHUTDOWN; memory under a copy
+//  that has not ended stays quarantined in its lane) and joins their
+//  reports, so every pending item reports once; pinned lookups' leases are
+//  released. Returns the items reported. Then the caller waits for the
+//  lanes' streams and polls once (kvt_wcore_poll), which gives back the
+//  quarantined memory whose copies ended; only then may it destroy the
+//  lanes, their events and streams.
+uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, uint64_t now);
 
 //  The reports decided since the last kvt_wcore_outbox_clear, in order
 //  (*n of them; the pointer is valid until the next core call).

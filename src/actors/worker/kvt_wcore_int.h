@@ -1,10 +1,12 @@
-/*  kvt_wcore_int.h — the worker core's state, shared by its two files:
-    kvt_wcore.c (loads, saves, their jobs, the outbox, the lifecycle) and
-    kvt_wcore_probe.c (touches, lookups, lookup leases). Private to
-    src/actors/worker. */
+/*  kvt_wcore_int.h — the worker core's state, shared by its files:
+    kvt_wcore.c (loads, saves, fences, their records, the outbox, the
+    lifecycle), kvt_wcore_lane.c (the lane jobs: what a lane's submit queues
+    and how a job's memory goes back) and kvt_wcore_probe.c (touches,
+    lookups, lookup leases). Private to src/actors/worker. */
 #ifndef KVT_WCORE_INT_H_INCLUDED
 #define KVT_WCORE_INT_H_INCLUDED
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -12,7 +14,75 @@
 #include "kvt_wcore.h"
 #include "kvt_wlease.h"
 
-struct s_job;
+//  What an item of a lane job moves.
+#define KVT_WITEM_KV    1u //  a chunk's KV bytes (blocks <-> host bytes)
+#define KVT_WITEM_IMAGE 2u //  a state image (state unit <-> host bytes after the KV, if any)
+
+//  One item of a lane job: a chunk, an image, or a chunk and its image.
+typedef struct {
+    uint8_t what;      //  KVT_WITEM_* bits
+    uint32_t block0;   //  KV: index in the job's blocks of the chunk's first block
+    void *host;        //  the pool bytes: KV at host, the image after it (or at host)
+    kvt_lease_t lease; //  load: the read lease on the object (id 0: none)
+    kvt_resv_t resv;   //  save: the reservation written into
+    uint32_t fail;     //  the item's failure the submit or the commit decided (0: none)
+} kvt_witem_t;
+
+//  What a lane job's submit waits for first.
+typedef enum {
+    KVT_WWAIT_NONE = 0,     //  nothing
+    KVT_WWAIT_COMPUTE = 1,  //  load: the compute of step `wait_step` (fence board)
+    KVT_WWAIT_PRODUCER = 2, //  save: the producer event of step `wait_step`
+} kvt_wwait_t;
+
+//  One lane job (a leg of a spec). Shared by the lane (its arg until the
+//  lane gave its memory back) and the core's record (until the core took
+//  the lane's report): whichever lets go last frees it. The core writes it
+//  before the enqueue; after that the submit writes `fail`, `fenced`,
+//  `refused`, `compute_miss` (read by the core only after a report that
+//  says the submit ended: DONE or COMMIT) and give_back writes `fail`.
+typedef struct kvt_wjob {
+    atomic_uint refs;           //  holders: the lane and the core's record
+    void *rec;                  //  the core's record this job is a leg of
+    uint8_t lane;               //  kvt_wcore_lane_id_t
+    kvt_storage_t *storage;     //  the tier (commit, abort, release)
+    kvt_fence_board_t *board;   //  the fence board (NULL: none)
+    kvt_wwait_t wait;           //  what the submit waits for first
+    uint64_t wait_step;         //  the step it waits for
+    bool restore;               //  record a restore event after the copies (loads)
+    bool save;                  //  gathers into reservations (else scatters from leases)
+    kvt_gpu_state_pool_t spool; //  image items: the state pool
+    uint32_t sindex;            //  image items: the unit
+    size_t sbytes;              //  image items: bytes of one unit
+    size_t chunk_bytes;         //  KV items: bytes of one chunk
+    uint32_t bpc;               //  KV items: blocks per chunk
+    uint32_t n;                 //  items
+    kvt_witem_t *items;         //  the items (n)
+    uint32_t *blocks;           //  KV items' blocks (bpc per KV item)
+    bool fenced;                //  the producer wait was queued before any pack work
+    bool refused;               //  a copy call was refused (the device queued nothing of it)
+    bool compute_miss;          //  the board had no compute event for `after`
+    bool producer_missing;      //  the board had no producer event for the step
+} kvt_wjob_t;
+
+//  A job for n items and nblocks blocks, one reference held for the core
+//  (the enqueue adds the lane's). NULL when out of memory.
+kvt_wjob_t *kvt_wjob_new(uint32_t n, uint32_t nblocks);
+
+//  Drops one reference; the last one frees the job.
+void kvt_wjob_unref(kvt_wjob_t *job);
+
+//  Restarts the TTL of the job's leases / reservations (the core, every
+//  renew_ns while the job is pending; the handles are never written after
+//  the enqueue).
+void kvt_wjob_renew(kvt_wjob_t *job);
+
+//  Gives back the memory of a job the lane never took (the core decided
+//  it failed before the enqueue): releases leases, aborts reservations.
+void kvt_wjob_abort(kvt_wjob_t *job);
+
+struct s_rec;
+struct s_fence;
 
 struct _kvt_wcore_t {
     kvt_wcore_cfg_t c;           //  configuration (borrowed handles)
@@ -21,10 +91,12 @@ struct _kvt_wcore_t {
     uint32_t nblocks;            //  device blocks (block ids are < nblocks)
     uint64_t *marks;             //  scratch bitmap over block ids (duplicate check)
     kvt_seen_t *seen;            //  ids of the last items accepted
-    struct s_job *head;          //  oldest pending job
-    struct s_job *tail;          //  newest pending job
-    uint32_t npending;           //  jobs pending
-    uint64_t owed;               //  reports the pending jobs owe
+    struct s_rec *head;          //  oldest open record (a spec with a lane job out)
+    struct s_rec *tail;          //  newest open record
+    uint32_t npending;           //  open records
+    uint64_t renewed_at;         //  when the open records' handles were last renewed
+    struct s_fence *fences;      //  open Fences
+    uint64_t owed;               //  reports the open records and fences owe
     kvt_completion_t *out;       //  outbox
     uint32_t nout;               //  reports in the outbox
     uint32_t outcap;             //  outbox slots (>= nout + owed, so a settle never fails)
@@ -35,6 +107,7 @@ struct _kvt_wcore_t {
     uint64_t lookups_renewed_at; //  when the lookup leases' TTL was last restarted
     bool copy_failed_logged;     //  a failed copy stream was logged (once)
     bool present_logged;         //  a touch answered PRESENT was logged (once)
+    bool producer_logged;        //  a missing producer fence was logged (once)
     kvt_wcore_stats_t st;        //  counters
 };
 

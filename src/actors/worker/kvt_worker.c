@@ -14,18 +14,19 @@
 #define S_TIMER_POLL 1 //  timer tag: poll pending jobs
 
 typedef struct {
-    kvt_worker_args_t a;       //  configuration (borrowed pointers)
-    kvt_ctx_t *ctx;            //  this actor's context (the core's log sink)
-    kvt_aid_t agg;             //  aggregator id
-    kvt_holder_t holder;       //  pool holder id of this worker
-    kvt_gpu_stream_t *load_s;  //  stream for loads
-    kvt_gpu_stream_t *save_s;  //  stream for saves
-    kvt_gpu_event_pool_t *evp; //  reusable events
-    kvt_wcore_t *core;         //  jobs, seen ids, reports
-    uint64_t poll_timer;       //  armed poll timer id (0 = none)
-    uint64_t poll_at;          //  context time the armed timer fires
-    uint64_t send_errors;      //  Completions that could not be sent
-    uint64_t epoch;            //  incarnation stamped on every report
+    kvt_worker_args_t a;                        //  configuration (borrowed pointers)
+    kvt_ctx_t *ctx;                             //  this actor's context (the core's log sink)
+    kvt_aid_t agg;                              //  aggregator id
+    kvt_holder_t holder;                        //  pool holder of this worker's pinned lookups
+    kvt_holder_t lholder[KVT_WCORE_LANES];      //  each lane's pool holder
+    kvt_gpu_stream_t *stream[KVT_WCORE_LANES];  //  each lane's stream
+    kvt_gpu_event_pool_t *evp[KVT_WCORE_LANES]; //  each lane's events
+    kvt_lane_runner_t *lane[KVT_WCORE_LANES];   //  load, state, save lanes
+    kvt_wcore_t *core;                          //  records, seen ids, reports
+    uint64_t poll_timer;                        //  armed poll timer id (0 = none)
+    uint64_t poll_at;                           //  context time the armed timer fires
+    uint64_t send_errors;                       //  Completions that could not be sent
+    uint64_t epoch;                             //  incarnation stamped on every report
 } s_worker_t;
 
 static void s_log(void *arg, int level, const char *line)
@@ -105,6 +106,15 @@ static int s_on_lookup(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *m
     return 0;
 }
 
+static int s_on_fence(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_worker_t *self = selfp;
+    kvt_wcore_fence(self->core, &msg->u.fence, kvt_ctx_now(ctx));
+    s_flush_outbox(ctx, self);
+    s_arm(ctx, self);
+    return 0;
+}
+
 static int s_on_lookup_release(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
 {
     s_worker_t *self = selfp;
@@ -161,6 +171,18 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, cap, "worker.lookup_rel_none", s.lookup_rel_none);
     kvt_counter_add(c, &n, cap, "worker.lookup_rel_stale", s.lookup_rel_stale);
     kvt_counter_add(c, &n, cap, "worker.lookup_leases", s.lookup_leases);
+    kvt_counter_add(c, &n, cap, "worker.states_ok", s.states_ok);
+    kvt_counter_add(c, &n, cap, "worker.states_failed", s.states_failed);
+    kvt_counter_add(c, &n, cap, "worker.states_neutral", s.states_neutral);
+    kvt_counter_add(c, &n, cap, "worker.images_saved", s.images_saved);
+    kvt_counter_add(c, &n, cap, "worker.source_safe", s.source_safe);
+    kvt_counter_add(c, &n, cap, "worker.source_unsafe", s.source_unsafe);
+    kvt_counter_add(c, &n, cap, "worker.producer_refused", s.producer_refused);
+    kvt_counter_add(c, &n, cap, "worker.fenced_saves", s.fenced_saves);
+    kvt_counter_add(c, &n, cap, "worker.compute_misses", s.compute_misses);
+    kvt_counter_add(c, &n, cap, "worker.lane_timeouts", s.lane_timeouts);
+    kvt_counter_add(c, &n, cap, "worker.fences_ok", s.fences_ok);
+    kvt_counter_add(c, &n, cap, "worker.fences_failed", s.fences_failed);
     kvt_counter_add(c, &n, cap, "worker.epoch", self->epoch);
     kvt_counter_add(c, &n, cap, "worker.send_errors", self->send_errors);
     if (self->a.storage) {
@@ -172,15 +194,65 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
 
 // ---------------------------------------------------------- lifecycle ----
 
+//  Frees in the order rule X4 asks: the core (its records settled), the
+//  lanes (a quarantined job's memory stays with its holder), then events
+//  and streams, then the holders.
 static void s_free(s_worker_t *self)
 {
     kvt_wcore_destroy(&self->core);
-    kvt_gpu_event_pool_destroy(&self->evp);
-    kvt_gpu_stream_destroy(&self->load_s);
-    kvt_gpu_stream_destroy(&self->save_s);
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        kvt_lane_runner_destroy(&self->lane[l]);
+    for (int l = 0; l < KVT_WCORE_LANES; l++) {
+        kvt_gpu_event_pool_destroy(&self->evp[l]);
+        kvt_gpu_stream_destroy(&self->stream[l]);
+    }
+    kvt_pool_t *pool = self->a.storage ? kvt_storage_pool(self->a.storage) : NULL;
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        if (self->lholder[l])
+            kvt_pool_holder_remove(pool, self->lholder[l]);
     if (self->holder)
-        kvt_pool_holder_remove(kvt_storage_pool(self->a.storage), self->holder);
+        kvt_pool_holder_remove(pool, self->holder);
     free(self);
+}
+
+static const char *const s_lane_names[KVT_WCORE_LANES] = {"load", "state", "save"};
+
+//  One lane: its holder, stream, events and runner.
+static int s_lane_up(kvt_ctx_t *ctx, s_worker_t *self, int l)
+{
+    char name[64];
+    snprintf(name, sizeof name, "worker.%u.%s", self->a.rank, s_lane_names[l]);
+    if (self->a.storage &&
+        kvt_pool_holder_add(kvt_storage_pool(self->a.storage), name, &self->lholder[l]) != 0) {
+        kvt_ctx_log(ctx, 0, "cannot register the pool holder of lane %s", s_lane_names[l]);
+        return -1;
+    }
+    snprintf(name, sizeof name, "%s.%u", s_lane_names[l], self->a.rank);
+    self->stream[l] = kvt_gpu_stream_new(self->a.gpu, name);
+    self->evp[l] = kvt_gpu_event_pool_new(self->a.gpu);
+    if (!self->stream[l] || !self->evp[l]) {
+        kvt_ctx_log(ctx, 0, "cannot create the %s lane's stream: %s", s_lane_names[l],
+                    kvt_gpu_last_error());
+        return -1;
+    }
+    kvt_lane_cfg_t lc = {.name = name,
+                         .stream = self->stream[l],
+                         .evp = self->evp[l],
+                         .pool = self->a.storage ? kvt_storage_pool(self->a.storage) : NULL,
+                         .holder = self->lholder[l],
+                         .ops = &kvt_wcore_lane_ops,
+                         .deadline_ns = self->a.lane_deadline_ns,
+                         .fence_timeout_ns = self->a.fence_timeout_ns,
+                         .poll_ns = self->a.poll_ns,
+                         .log = s_log,
+                         .log_arg = ctx};
+    char err[128];
+    self->lane[l] = kvt_lane_runner_new(&lc, self->a.lanes_threaded, err, sizeof err);
+    if (!self->lane[l]) {
+        kvt_ctx_log(ctx, 0, "lane %s: %s", s_lane_names[l], err);
+        return -1;
+    }
+    return 0;
 }
 
 static void *s_init(kvt_ctx_t *ctx, void *args)
@@ -207,15 +279,9 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         kvt_ctx_log(ctx, 0, "cannot register a pool holder");
         goto fail;
     }
-    snprintf(name, sizeof name, "load.%u", self->a.rank);
-    self->load_s = kvt_gpu_stream_new(self->a.gpu, name);
-    snprintf(name, sizeof name, "save.%u", self->a.rank);
-    self->save_s = kvt_gpu_stream_new(self->a.gpu, name);
-    self->evp = kvt_gpu_event_pool_new(self->a.gpu);
-    if (!self->load_s || !self->save_s || !self->evp) {
-        kvt_ctx_log(ctx, 0, "cannot create streams: %s", kvt_gpu_last_error());
-        goto fail;
-    }
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        if (s_lane_up(ctx, self, l) != 0)
+            goto fail;
     //  A restarted actor runs init again with the same args. What this actor
     //  slot has handled so far (messages and timers, kept across a crash)
     //  orders the incarnations: one that reported anything handled
@@ -232,18 +298,18 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
                           .epoch = self->epoch,
                           .lookup_ttl_ns = self->a.lookup_ttl_ns,
                           .gpu = self->a.gpu,
-                          .load_s = self->load_s,
-                          .save_s = self->save_s,
-                          .evp = self->evp,
+                          .board = self->a.board,
+                          .source_safe = self->a.source_safe,
                           .storage = self->a.storage,
                           .holder = self->holder,
                           .ns = self->a.ns,
                           .block_size = self->a.block_size,
                           .chunk_size = self->a.chunk_size,
-                          .poll_ns = self->a.poll_ns,
                           .renew_ns = self->a.renew_ns,
                           .log = s_log,
                           .log_arg = ctx};
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        cc.lanes[l] = (kvt_wcore_lane_t){.runner = self->lane[l], .holder = self->lholder[l]};
     char err[128];
     self->core = kvt_wcore_new(&cc, err, sizeof err);
     if (!self->core) {
@@ -267,14 +333,20 @@ static bool s_drained(int st)
 static void s_stop(kvt_ctx_t *ctx, void *selfp)
 {
     s_worker_t *self = selfp;
-    //  Drain before freeing events or buffers (rule X4): wait for every
-    //  queued copy (the only place the worker waits), then the core
-    //  settles each pending item as failed so it still reports exactly
-    //  once. A stream that cannot drain (stalled) keeps its jobs' memory:
-    //  the copies may still touch it (quarantined, counted, logged).
-    bool load_drained = s_drained(kvt_gpu_stream_synchronize(self->load_s));
-    bool save_drained = s_drained(kvt_gpu_stream_synchronize(self->save_s));
-    uint64_t drained = kvt_wcore_shutdown(self->core, load_drained, save_drained);
+    //  Drain before freeing events or buffers (rule X4): the lanes shut
+    //  down first, so each pending item reports once (failed SHUTDOWN unless
+    //  its copies already ended), then the worker waits for every lane's
+    //  stream (the only place it waits) and polls once, so memory whose
+    //  copies ended goes back. A stream that cannot drain (stalled) keeps
+    //  its jobs' memory with the lane's holder: the copies may still touch
+    //  it (counted in quarantined, logged).
+    uint64_t now = kvt_ctx_now(ctx);
+    uint64_t drained = kvt_wcore_shutdown(self->core, now);
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        if (!s_drained(kvt_gpu_stream_synchronize(self->stream[l])))
+            kvt_ctx_log(ctx, 1, "the %s lane's stream did not drain: its jobs' memory is kept",
+                        s_lane_names[l]);
+    kvt_wcore_poll(self->core, now);
     s_flush_outbox(ctx, self);
     //  Disk writes this worker's commits queued (write-through, write-back)
     //  hold pool leases until their file is written: wait for them, so the
@@ -303,6 +375,7 @@ const kvt_actor_class_t kvt_worker_class = {
             [KVT_MSG_TOUCH] = s_on_touch,
             [KVT_MSG_LOOKUP] = s_on_lookup,
             [KVT_MSG_LOOKUP_RELEASE] = s_on_lookup_release,
+            [KVT_MSG_FENCE] = s_on_fence,
             [KVT_MSG_STATS] = s_on_stats,
         },
     .on_timer = s_on_timer,
