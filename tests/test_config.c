@@ -715,3 +715,14 @@ Test(config, the_docs_example_file_builds)
     cr_assert_eq(c.verified_window_ns, 5 * SEC);
     cr_assert_eq(c.min_tail_tokens, 2);
 }
+
+Test(config, a_bad_value_is_refused_even_where_a_higher_layer_overrides_it)
+{
+    kvt_config_t c;
+    const char *flags[] = {"cpu_pool", "1GiB", NULL};
+    REFUSED(s_build3("cpu_pool: 1XB\n", NULL, flags, &c, NULL, NULL, NULL), "file",
+            "cpu_pool = '1XB'", "cfg.yaml:1");
+    const char *env[] = {"KVTIER_TP=zero", NULL};
+    const char *tp[] = {"tp", "4", NULL};
+    REFUSED(s_build3(NULL, env, tp, &c, NULL, NULL, NULL), "env", "tp = 'zero'", "KVTIER_TP");
+}

@@ -81,7 +81,7 @@ int kvt_config_yaml_read(const char *text, size_t len, const char *name, kvt_con
             }
             break;
         case YAML_MAPPING_START_EVENT:
-            if (at == BEFORE)
+            if (at == BEFORE) //  the top level: the settings
                 at = KEY;
             else {
                 snprintf(err, errlen, "%s:%u: setting '%s': a mapping; values are scalars", name,
