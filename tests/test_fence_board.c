@@ -161,6 +161,8 @@ Test(fence_board, failed_record_answers_for_no_step_and_is_not_a_latch)
     cr_assert_eq(kvt_fence_board_record_producer(f.board, 7, f.compute), KVT_GPU_EDEVICE);
     cr_assert_eq(kvt_fence_board_wait_producer(f.board, 6, f.lane), -1);
     cr_assert_eq(kvt_fence_board_wait_producer(f.board, 7, f.lane), -1);
+    cr_assert_eq(kvt_fence_board_wait_producer(f.board, 2, f.lane), -1,
+                 "step 2 is past the depth once step 6 was recorded, failed or not");
     cr_assert_eq(kvt_fence_board_record_producer(f.board, 8, f.compute), 0,
                  "the next step records");
     cr_assert_eq(kvt_fence_board_wait_producer(f.board, 8, f.lane), 0);
@@ -168,6 +170,7 @@ Test(fence_board, failed_record_answers_for_no_step_and_is_not_a_latch)
     kvt_fence_board_stats(f.board, &st);
     cr_assert_eq(st.producer_failures, 2);
     cr_assert_eq(st.faults_injected, 2);
+    cr_assert_eq(st.producer_misses, 3);
     cr_assert_eq(st.producers_recorded, 2);
     s_close(&f);
 }

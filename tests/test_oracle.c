@@ -126,3 +126,24 @@ Test(oracle, bytes_of_another_hash_layer_plane_or_rank_fail)
     free(other);
     free(b);
 }
+
+Test(oracle, state_bytes_are_the_state_tag_of_the_hash_at_b_and_rank)
+{
+    const size_t n = 1000;
+    uint8_t *b = malloc(n);
+    cr_assert_not_null(b);
+    kvt_oracle_state_fill(b, n, s_h, 1);
+    cr_assert_eq(kvt_oracle_state_mismatch(b, n, s_h, 1), n);
+    cr_assert(kvt_oracle_check(b, n, s_h, KVT_ORACLE_STATE, 0, 1), "PRF (hash at B, state, rank)");
+    cr_assert_lt(kvt_oracle_state_mismatch(b, n, s_h, 0), n, "another rank's state differs");
+    kvt_hash_t other = {s_h.hi, s_h.lo ^ 1};
+    cr_assert_lt(kvt_oracle_state_mismatch(b, n, other, 1), n, "another boundary's state differs");
+    //  KV bytes of layer 0 for the same hash are not state bytes.
+    kvt_oracle_fill(b, n, s_h, 0, 0, 1);
+    cr_assert_lt(kvt_oracle_state_mismatch(b, n, s_h, 1), n);
+    b[n - 1] ^= 1;
+    kvt_oracle_state_fill(b, n, s_h, 1);
+    b[n - 1] ^= 1;
+    cr_assert_eq(kvt_oracle_state_mismatch(b, n, s_h, 1), n - 1, "says where");
+    free(b);
+}

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/common/kvt_fence_board.h"
+#include "kvtier/kvt_gpu.h"
 #include "replay/kvt_oracle.h"
 #include "replay/kvt_sim_engine_core.h"
 #include "replay/kvt_sim_runner_core.h"
@@ -304,6 +306,500 @@ Test(sim_runner_core, refuses_an_unusable_configuration)
     cr_assert_null(kvt_sim_runner_core_new(&c), "no layer");
     kvt_sim_runner_core_t *none = NULL;
     kvt_sim_runner_core_destroy(&none);
+}
+
+// ------------------------------------------- runner core on a SIM device
+//
+//  The forward is a host function on the compute stream landing in
+//  modelled time (manual clock): bytes change when it lands, so a copy on
+//  another stream races it unless a fence orders the two on the device.
+
+#define SLOTS   4  //  state slots (and checkpoint units)
+#define SBYTES  96 //  bytes of one state unit
+#define CKPT_IV 32 //  tokens between state checkpoints (2 blocks)
+
+typedef struct {
+    uint64_t now;              //  the manual clock
+    kvt_gpu_t *gpu;            //  PLANES planes x LAYERS x NBLOCKS x PBB, SLOTS slots + units
+    kvt_gpu_stream_t *compute; //  the runner's compute stream
+    kvt_gpu_stream_t *lane;    //  a worker lane's stream
+    kvt_fence_board_t *board;  //  the rank's fence board
+    kvt_sim_runner_core_t *r;  //  the runner core under test
+} rdev_t;
+
+static uint64_t s_dev_clock(void *arg)
+{
+    return *(uint64_t *)arg;
+}
+
+static void s_dev_quiet(void *arg, int level, const char *line)
+{
+    (void)arg;
+    (void)level;
+    (void)line;
+}
+
+static void *s_dev_block(void *gpu, uint32_t p, uint32_t l, uint32_t b)
+{
+    return kvt_gpu_plane_ptr(gpu, p, l, b);
+}
+
+static void *s_dev_state(void *gpu, kvt_gpu_state_pool_t pool, uint32_t i)
+{
+    return kvt_gpu_state_ptr(gpu, pool, i);
+}
+
+//  A device whose copies cost 1000 ns + 1 ns per byte; the forward costs
+//  forward_ns; with_state registers SLOTS slots and checkpoint units.
+static void s_dev_open(rdev_t *d, uint64_t forward_ns, bool with_state)
+{
+    memset(d, 0, sizeof *d);
+    kvt_gpu_opts_t o = {0};
+    o.host_mode = KVT_GPU_HOST_SIM;
+    o.now = s_dev_clock;
+    o.now_arg = &d->now;
+    o.sim_bandwidth_Bps = 1000000000;
+    o.sim_latency_ns = 1000;
+    o.sim_entry_ns = KVT_GPU_SIM_ZERO_LATENCY;
+    o.log = s_dev_quiet;
+    d->gpu = kvt_gpu_new(&o);
+    cr_assert_not_null(d->gpu, "%s", kvt_gpu_last_error());
+    for (int p = 0; p < PLANES; p++) {
+        kvt_gpu_plane_desc_t pd = {"P", LAYERS, NBLOCKS, PBB, NULL};
+        cr_assert_geq(kvt_gpu_plane_add(d->gpu, &pd), 0);
+    }
+    if (with_state) {
+        kvt_gpu_state_desc_t sd = {SLOTS, SBYTES, NULL};
+        cr_assert_eq(kvt_gpu_state_add(d->gpu, KVT_GPU_STATE_SLOTS, &sd), 0);
+        cr_assert_eq(kvt_gpu_state_add(d->gpu, KVT_GPU_STATE_CKPT, &sd), 0);
+    }
+    d->compute = kvt_gpu_stream_new(d->gpu, "compute");
+    d->lane = kvt_gpu_stream_new(d->gpu, "lane");
+    d->board = kvt_fence_board_new(d->gpu, 0);
+    cr_assert(d->compute && d->lane && d->board);
+    kvt_sim_runner_core_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.rank = 0;
+    c.block_size = BS;
+    c.planes = PLANES;
+    c.layers = LAYERS;
+    c.num_blocks = NBLOCKS;
+    for (int p = 0; p < PLANES; p++)
+        c.plane_block_bytes[p] = PBB;
+    c.block = s_dev_block;
+    c.block_arg = d->gpu;
+    c.gpu = d->gpu;
+    c.compute = d->compute;
+    c.board = d->board;
+    c.forward_ns = forward_ns;
+    if (with_state) {
+        c.state_slots = SLOTS;
+        c.ckpt_units = SLOTS;
+        c.state_bytes = SBYTES;
+        c.ckpt_interval = CKPT_IV;
+        c.state = s_dev_state;
+        c.state_arg = d->gpu;
+    }
+    d->r = kvt_sim_runner_core_new(&c);
+    cr_assert_not_null(d->r);
+}
+
+static void s_dev_close(rdev_t *d)
+{
+    kvt_sim_runner_core_destroy(&d->r);
+    kvt_fence_board_destroy(&d->board);
+    kvt_gpu_stream_destroy(&d->compute);
+    kvt_gpu_stream_destroy(&d->lane);
+    kvt_gpu_destroy(&d->gpu);
+}
+
+//  Moves the clock to t and lands what is due.
+static void s_dev_run_to(rdev_t *d, uint64_t t)
+{
+    d->now = t;
+    kvt_gpu_progress(d->gpu);
+}
+
+//  Writes a block's oracle bytes directly (what an earlier forward left).
+static void s_dev_fill(rdev_t *d, uint32_t block, kvt_hash_t h)
+{
+    for (uint32_t p = 0; p < PLANES; p++)
+        for (uint32_t l = 0; l < LAYERS; l++)
+            kvt_oracle_fill(kvt_gpu_plane_ptr(d->gpu, p, l, block), PBB, h, l, p, 0);
+}
+
+//  True when a chunk buffer of n blocks holds the oracle bytes of hashes.
+static bool s_chunk_holds(rdev_t *d, const uint8_t *buf, uint32_t n, const kvt_hash_t *h)
+{
+    for (uint32_t p = 0; p < PLANES; p++)
+        for (uint32_t l = 0; l < LAYERS; l++)
+            for (uint32_t i = 0; i < n; i++)
+                if (!kvt_oracle_check(buf + kvt_gpu_chunk_offset(d->gpu, p, l, n, i), PBB, h[i], l,
+                                      p, 0))
+                    return false;
+    return true;
+}
+
+//  Polls the pending step at t; true when it gave its StepDone.
+static bool s_dev_done_at(rdev_t *d, uint64_t t, kvt_sim_runner_out_t *out)
+{
+    s_dev_run_to(d, t);
+    return kvt_sim_runner_core_poll(d->r, out);
+}
+
+static kvt_save_spec_t s_save(uint64_t req, uint32_t *blocks, uint32_t n)
+{
+    kvt_save_spec_t s;
+    memset(&s, 0, sizeof s);
+    s.op.req = req;
+    s.op.gen = 1;
+    s.start = 0;
+    s.end = n * BS;
+    s.blocks = blocks;
+    s.nblocks = n;
+    return s;
+}
+
+//  Step 1 computes [0, 32) of request 5 into blocks 2 and 3 (50 µs on the
+//  device); the step's save of those blocks is gathered on the lane, after
+//  the producer wait when `wait`. Returns whether the gathered chunk holds
+//  the forward's bytes.
+static bool s_save_reads_fresh(bool wait)
+{
+    rdev_t d;
+    s_dev_open(&d, 50000, false);
+    uint32_t b[] = {2, 3};
+    kvt_hash_t h[] = {s_h(0), s_h(1)};
+    kvt_entry_t e = s_entry(5, 0, 32, 0, b, h, 2, 0);
+    kvt_save_spec_t sv = s_save(5, b, 2);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    x.saves = &sv;
+    x.nsaves = 1;
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(out.pending, "the forward runs on the device");
+    cr_assert_eq(out.nsaves, 1);
+    cr_assert_eq(out.saves[0].producer, 2, "the save waits for step 1's producer (step + 1)");
+    cr_assert(!out.saves[0].producer_failed);
+    uint8_t buf[2 * PLANES * LAYERS * PBB];
+    if (wait)
+        cr_assert_eq(kvt_fence_board_wait_producer(d.board, out.saves[0].producer - 1, d.lane), 0);
+    cr_assert_eq(kvt_gpu_gather(d.lane, b, 2, buf, sizeof buf), 0);
+    cr_assert(!s_dev_done_at(&d, 10000, &out), "the forward has not landed at 10 µs");
+    cr_assert(s_dev_done_at(&d, 200000, &out));
+    cr_assert(out.done.ok);
+    cr_assert_eq(out.done.blocks_written, 2);
+    bool fresh = s_chunk_holds(&d, buf, 2, h);
+    s_dev_close(&d);
+    return fresh;
+}
+
+Test(sim_runner_core, rule_S1_save_without_producer_wait_reads_stale_bytes)
+{
+    cr_assert(!s_save_reads_fresh(false), "an unfenced save gathers before the forward landed");
+}
+
+Test(sim_runner_core, rule_S1_save_with_producer_wait_reads_fresh_bytes)
+{
+    cr_assert(s_save_reads_fresh(true), "the fenced save gathers the forward's bytes");
+}
+
+Test(sim_runner_core, rule_S2_failed_event_record_rejects_that_steps_saves_only)
+{
+    rdev_t d;
+    s_dev_open(&d, 50000, false);
+    uint32_t b[] = {2, 3}, lb[] = {6};
+    kvt_hash_t h[] = {s_h(0), s_h(1)};
+    kvt_entry_t e = s_entry(5, 0, 32, 0, b, h, 2, 0);
+    kvt_save_spec_t sv[2] = {s_save(5, b, 1), s_save(5, b + 1, 1)};
+    kvt_load_spec_t ld = s_save(9, lb, 1);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    x.saves = sv;
+    x.nsaves = 2;
+    x.loads = &ld;
+    x.nloads = 1;
+    kvt_sim_runner_out_t out;
+    //  Step 1 records; step 2's record fails; step 3 records again.
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(!out.producer_failed);
+    cr_assert(s_dev_done_at(&d, 100000, &out));
+    kvt_fence_board_fail_next(d.board, 1);
+    e.start = 16;
+    e.first_block = 0;
+    x.step = 2;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(out.producer_failed);
+    cr_assert_eq(out.nsaves, 2, "the saves still go out (to be refused with a report each)");
+    for (uint32_t i = 0; i < 2; i++) {
+        cr_assert(out.saves[i].producer_failed, "save %u of step 2", i);
+        cr_assert_eq(out.saves[i].producer, 0);
+    }
+    cr_assert_eq(out.nloads, 1, "the step's loads still go out");
+    cr_assert(!out.loads[0].producer_failed);
+    cr_assert_eq(out.loads[0].after, 2, "waiting for step 1's compute");
+    //  No event answers for step 2's compute, so none of it is left
+    //  running: the forward already landed although its time has not come.
+    cr_assert(s_dev_done_at(&d, d.now, &out), "the unrecorded compute was drained");
+    cr_assert(out.done.ok, "the forward itself ran");
+    x.step = 3;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(!out.producer_failed, "not a latch: step 3 records again");
+    for (uint32_t i = 0; i < 2; i++) {
+        cr_assert(!out.saves[i].producer_failed);
+        cr_assert_eq(out.saves[i].producer, 4);
+    }
+    cr_assert_eq(out.loads[0].after, 2, "step 2 has no event: step 1's is the newest");
+    cr_assert(s_dev_done_at(&d, d.now + 100000, &out));
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(d.r, &st);
+    cr_assert_eq(st.producer_failures, 1);
+    cr_assert_eq(st.steps, 3);
+    kvt_fence_board_stats_t fb;
+    kvt_fence_board_stats(d.board, &fb);
+    cr_assert_eq(fb.producers_recorded, 2);
+    cr_assert_eq(fb.producer_failures, 1);
+    s_dev_close(&d);
+}
+
+//  Step 1 resumes request 7 on blocks 4, 5 (their restored bytes are
+//  right) with a 50 µs forward; meanwhile the blocks are handed to another
+//  request whose load scatters its own bytes into them (2 µs), after the
+//  compute wait when `wait`. Returns the wrong resumes the forward saw.
+static uint32_t s_load_under_compute(bool wait)
+{
+    rdev_t d;
+    s_dev_open(&d, 50000, false);
+    uint32_t b[] = {4, 5};
+    kvt_hash_t h[] = {s_h(0), s_h(1)};
+    s_dev_fill(&d, 4, h[0]);
+    s_dev_fill(&d, 5, h[1]);
+    kvt_entry_t e =
+        s_entry(7, 32, 40, 0, (uint32_t[]){4, 5, 6}, (kvt_hash_t[]){h[0], h[1], {0}}, 3, 32);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(out.pending);
+    //  The load of the next step carries after = 2 (step 1's compute).
+    if (wait)
+        cr_assert_eq(kvt_fence_board_wait_compute(d.board, 1, d.lane), 0);
+    uint8_t buf[2 * PLANES * LAYERS * PBB];
+    memset(buf, 0x5A, sizeof buf);
+    cr_assert_eq(kvt_gpu_scatter(d.lane, b, 2, buf, sizeof buf), 0);
+    cr_assert(s_dev_done_at(&d, 200000, &out));
+    uint32_t wrong = out.done.nwrong;
+    //  The next step's loads name step 1's compute.
+    kvt_load_spec_t ld = s_save(8, b, 2);
+    kvt_entry_t e2 = s_entry(7, 40, 41, 2, (uint32_t[]){6}, (kvt_hash_t[]){{0}}, 1, 0);
+    x = s_exec(2, 0, &e2, 1);
+    x.loads = &ld;
+    x.nloads = 1;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert_eq(out.loads[0].after, 2);
+    cr_assert(s_dev_done_at(&d, 400000, &out));
+    s_dev_close(&d);
+    return wrong;
+}
+
+Test(sim_runner_core, load_waits_for_compute_that_reads_its_blocks)
+{
+    cr_assert_eq(s_load_under_compute(false), 1,
+                 "unfenced, the load overwrote the forward's input");
+    cr_assert_eq(s_load_under_compute(true), 0, "fenced, the forward read the right bytes");
+}
+
+static void s_idle_fn(void *arg)
+{
+    (void)arg;
+}
+
+//  A load restores blocks 4, 5 of request 7 on the lane (behind 40 µs of
+//  other lane work) and records a restore event when `record`; step 1
+//  resumes request 7 with a 1 µs forward. Returns the wrong resumes.
+static uint32_t s_forward_after_restore(bool record)
+{
+    rdev_t d;
+    s_dev_open(&d, 1000, false);
+    uint32_t b[] = {4, 5};
+    kvt_hash_t h[] = {s_h(0), s_h(1)};
+    //  The restored chunk, made the way a save of those bytes would be.
+    s_dev_fill(&d, 4, h[0]);
+    s_dev_fill(&d, 5, h[1]);
+    uint8_t buf[2 * PLANES * LAYERS * PBB];
+    cr_assert_eq(kvt_gpu_gather(d.lane, b, 2, buf, sizeof buf), 0);
+    cr_assert_eq(kvt_gpu_stream_synchronize(d.lane), KVT_GPU_FORCED);
+    cr_assert(s_chunk_holds(&d, buf, 2, h));
+    memset(kvt_gpu_plane_ptr(d.gpu, 0, 0, 4), 0, PBB); //  blocks hold other bytes now
+    cr_assert_eq(kvt_gpu_launch_host_fn(d.lane, s_idle_fn, NULL, 40000), 0);
+    cr_assert_eq(kvt_gpu_scatter(d.lane, b, 2, buf, sizeof buf), 0);
+    if (record)
+        cr_assert_eq(kvt_fence_board_record_restore(d.board, d.lane), 0);
+    kvt_entry_t e =
+        s_entry(7, 32, 40, 0, (uint32_t[]){4, 5, 6}, (kvt_hash_t[]){h[0], h[1], {0}}, 3, 32);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(out.pending);
+    cr_assert(s_dev_done_at(&d, 200000, &out));
+    cr_assert_eq(out.done.blocks_verified, 2);
+    uint32_t wrong = out.done.nwrong;
+    s_dev_close(&d);
+    return wrong;
+}
+
+Test(sim_runner_core, compute_waits_for_restores)
+{
+    cr_assert_eq(s_forward_after_restore(false), 1, "unfenced, the forward read before the load");
+    cr_assert_eq(s_forward_after_restore(true), 0, "fenced, the forward read the restored bytes");
+}
+
+Test(sim_runner_core, a_step_while_the_forward_runs_is_refused_and_answered)
+{
+    rdev_t d;
+    s_dev_open(&d, 50000, false);
+    uint32_t b[] = {2};
+    kvt_hash_t h[] = {s_h(0)};
+    kvt_entry_t e = s_entry(5, 0, 16, 0, b, h, 1, 0);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(out.pending && kvt_sim_runner_core_busy(d.r));
+    x.step = 2;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(!out.pending && !out.done.ok);
+    cr_assert_eq(out.done.step, 2);
+    cr_assert(strstr(out.refused, "still runs") != NULL, "%s", out.refused);
+    cr_assert(s_dev_done_at(&d, 100000, &out), "step 1 still ends");
+    cr_assert(out.done.ok);
+    cr_assert_eq(out.done.step, 1);
+    cr_assert_eq(out.done.blocks_written, 1);
+    s_dev_close(&d);
+}
+
+static bool s_state_holds(rdev_t *d, kvt_gpu_state_pool_t pool, uint32_t i, kvt_hash_t h)
+{
+    return kvt_oracle_state_mismatch(kvt_gpu_state_ptr(d->gpu, pool, i), SBYTES, h, 0) == SBYTES;
+}
+
+Test(sim_runner_core, forward_writes_state_at_every_checkpoint_boundary_it_crosses)
+{
+    rdev_t d;
+    s_dev_open(&d, 1000, true);
+    uint32_t b[] = {0, 1, 2, 3, 4, 5, 6};
+    kvt_hash_t h[] = {s_h(0), s_h(1), s_h(2), s_h(3), s_h(4), s_h(5), {0}};
+    //  [0, 80): boundaries 32 and 64; the slot ends at 64's state.
+    kvt_entry_t e = s_entry(3, 0, 80, 0, b, h, 5, 0);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    uint32_t slot = kvt_sim_runner_core_slot(d.r, 3);
+    cr_assert_lt(slot, SLOTS);
+    cr_assert(!s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[3]), "not before it lands");
+    cr_assert(s_dev_done_at(&d, 10000, &out));
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[3]), "state at B = 64");
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_CKPT, slot, h[3]), "and its checkpoint unit");
+    //  [80, 100): crosses 96 = block 5's end.
+    kvt_entry_t e2 = s_entry(3, 80, 100, 5, b + 5, h + 5, 2, 0);
+    x = s_exec(2, 0, &e2, 1);
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, 20000, &out));
+    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 3), slot, "the request keeps its slot");
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[5]));
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_CKPT, slot, h[5]));
+    //  [100, 110) crosses no boundary: the state stays.
+    kvt_entry_t e3 = s_entry(3, 100, 110, 6, b + 6, h + 6, 1, 0);
+    x = s_exec(3, 0, &e3, 1);
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, 30000, &out));
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[5]));
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(d.r, &st);
+    cr_assert_eq(st.states_written, 3);
+    s_dev_close(&d);
+}
+
+Test(sim_runner_core, restored_state_slot_is_checked_against_the_oracle)
+{
+    rdev_t d;
+    s_dev_open(&d, 1000, true);
+    uint32_t b[] = {0, 1, 2, 3, 4};
+    kvt_hash_t h[] = {s_h(0), s_h(1), s_h(2), s_h(3), {0}};
+    for (uint32_t i = 0; i < 4; i++)
+        s_dev_fill(&d, b[i], h[i]);
+    //  The load's state leg puts request 4's image at B = 64 into slot 2.
+    kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 2), SBYTES, h[3], 0);
+    kvt_load_spec_t ld;
+    memset(&ld, 0, sizeof ld);
+    ld.op = (kvt_opid_t){4, 1};
+    ld.state = true;
+    ld.state_boundary = 64;
+    ld.state_hash = h[3];
+    ld.state_slot = 2;
+    kvt_entry_t e = s_entry(4, 64, 70, 0, b, h, 5, 64);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    x.loads = &ld;
+    x.nloads = 1;
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 4), 2, "the load's slot binds the request");
+    cr_assert(s_dev_done_at(&d, 10000, &out));
+    cr_assert_eq(out.done.nwrong, 0);
+    //  A slot holding another boundary's state is a wrong resume.
+    kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 2), SBYTES, h[1], 0);
+    x.step = 2;
+    x.nloads = 0;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, 20000, &out));
+    cr_assert_eq(out.done.nwrong, 1);
+    cr_assert_eq(out.done.wrong[0], 4);
+    cr_assert_eq(out.where[0].plane, KVT_RUNNER_STATE);
+    cr_assert_eq(out.where[0].block, 2, "names the slot");
+    cr_assert_eq(out.where[0].offset, 0);
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(d.r, &st);
+    cr_assert_eq(st.states_verified, 2);
+    cr_assert_eq(st.states_wrong, 1);
+    cr_assert_eq(st.blocks_wrong, 0, "the KV blocks were right");
+    s_dev_close(&d);
+}
+
+Test(sim_runner_core, slot_allocator_reclaims_the_least_recently_seen_request)
+{
+    rdev_t d;
+    s_dev_open(&d, 0, true);
+    uint32_t b[] = {0};
+    kvt_hash_t h[] = {{0}};
+    kvt_sim_runner_out_t out;
+    //  Requests 1..4 take the 4 slots in steps 1..4; request 1 is seen again
+    //  in step 5; request 6 in step 6 takes request 2's slot (the oldest).
+    uint64_t reqs[] = {1, 2, 3, 4, 1};
+    for (uint64_t s = 0; s < 5; s++) {
+        kvt_entry_t e = s_entry(reqs[s], 0, 8, 0, b, h, 1, 0);
+        kvt_step_exec_t x = s_exec(s + 1, 0, &e, 1);
+        kvt_sim_runner_core_exec(d.r, &x, &out);
+        cr_assert(s_dev_done_at(&d, d.now + 1000, &out));
+    }
+    uint32_t slot2 = kvt_sim_runner_core_slot(d.r, 2);
+    kvt_entry_t e = s_entry(6, 0, 8, 0, b, h, 1, 0);
+    kvt_step_exec_t x = s_exec(6, 0, &e, 1);
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, d.now + 1000, &out));
+    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 6), slot2);
+    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 2), UINT32_MAX);
+    cr_assert_lt(kvt_sim_runner_core_slot(d.r, 1), SLOTS, "request 1 was seen recently");
+    //  Five requests in one step: the fifth has no slot (none is free of
+    //  this step).
+    kvt_entry_t es[5];
+    uint32_t bl[5] = {0, 1, 2, 3, 4};
+    for (uint32_t i = 0; i < 5; i++)
+        es[i] = s_entry(10 + i, 0, 8, 0, &bl[i], h, 1, 0);
+    x = s_exec(7, 0, es, 5);
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, d.now + 1000, &out));
+    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 14), UINT32_MAX);
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(d.r, &st);
+    cr_assert_eq(st.slots_reclaimed, 5);
+    s_dev_close(&d);
 }
 
 // ------------------------------------------------------------- engine core

@@ -87,3 +87,13 @@ bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer
 {
     return kvt_oracle_mismatch(src, n, hash, layer, plane, rank) == n;
 }
+
+void kvt_oracle_state_fill(void *dst, size_t n, kvt_hash_t hash_at_b, uint32_t rank)
+{
+    kvt_oracle_fill(dst, n, hash_at_b, KVT_ORACLE_STATE, 0, rank);
+}
+
+size_t kvt_oracle_state_mismatch(const void *src, size_t n, kvt_hash_t hash_at_b, uint32_t rank)
+{
+    return kvt_oracle_mismatch(src, n, hash_at_b, KVT_ORACLE_STATE, 0, rank);
+}

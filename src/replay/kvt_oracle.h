@@ -31,4 +31,12 @@ size_t kvt_oracle_mismatch(const void *src, size_t n, kvt_hash_t hash, uint32_t 
 bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer, uint32_t plane,
                       uint32_t rank);
 
+//  The state bytes of a slot (or checkpoint unit) at boundary B:
+//  PRF (prefix hash at B, KVT_ORACLE_STATE, 0, rank).
+void kvt_oracle_state_fill(void *dst, size_t n, kvt_hash_t hash_at_b, uint32_t rank);
+
+//  Offset of the first byte of src[0..n) that differs from the state bytes
+//  of (hash at B, rank); n when all match.
+size_t kvt_oracle_state_mismatch(const void *src, size_t n, kvt_hash_t hash_at_b, uint32_t rank);
+
 #endif

@@ -1,21 +1,26 @@
 /*  kvt_sim_runner — the rank's model runner as the replay simulates it: a
     thin actor shell over kvt_sim_runner_core.
 
-    For each StepExec it forwards the step's LoadSpecs to the rank's worker
-    (loads start before the forward; their blocks belong to parked requests
-    that no entry of the step touches), runs the step in the core (the
-    oracle check of every resumed request's blocks, then the forward that
-    writes the oracle bytes of every block the step completes), forwards
-    the step's SaveSpecs (which read blocks completed in earlier steps),
-    logs a refused step and every wrong resume, and answers StepDone.
-    Loads and saves go to the worker even when the step is refused: each
-    owes exactly one report, and the worker drops a spec it has already
-    seen.
+    For each StepExec it runs the step in the core, which queues the
+    "forward" (the oracle check of every resumed request's blocks and state
+    slot, then the writes of every block and checkpoint the step completes)
+    on the rank's compute stream, ordered on the device after every restore
+    the worker recorded on the fence board, and records the step's producer
+    event. It then forwards the step's LoadSpecs (after = the newest
+    recorded compute) and SaveSpecs (producer = step + 1, or
+    producer_failed when the event could not be recorded) to the rank's
+    worker, and answers StepDone once the forward landed (a timer at the
+    forward's landing time, or polled every poll_ns where the device cannot
+    say), logging a refused or failed step and every wrong resume. Loads
+    and saves go to the worker even when the step is refused: each owes
+    exactly one report, and the worker drops a spec it has already seen.
 
-    The forward writes device memory directly (the host backend's plane
-    pointers), so the replay runs on the host backend; on a device whose
-    memory is not host-addressable the runner refuses to start. The testing
-    fault corrupt_resume is described in kvt_sim_runner_core.h. */
+    The forward writes device memory through the host backend's plane and
+    state pointers, so the replay runs on the host backend; on a device
+    whose memory is not host-addressable the runner refuses to start. The
+    testing fault corrupt_resume is described in kvt_sim_runner_core.h;
+    fault_producer_step = N makes the producer record of step N fail
+    (kvt_fence_board_fail_next), so that step's saves go out refused. */
 #ifndef KVT_SIM_RUNNER_H_INCLUDED
 #define KVT_SIM_RUNNER_H_INCLUDED
 
@@ -23,6 +28,7 @@
 #include <stdint.h>
 
 #include "kvtier/kvt_actor.h"
+#include "actors/common/kvt_fence_board.h"
 #include "kvtier/kvt_gpu.h"
 #include "replay/kvt_sim_runner_core.h"
 
@@ -36,6 +42,12 @@ typedef struct {
     const char *engine;                              //  name of the engine actor
     const char *worker;                              //  name of this rank's worker actor
     uint32_t corrupt_resume; //  testing fault: corrupt the Nth resume (0 = off)
+    kvt_fence_board_t
+        *board;          //  the rank's fence board (borrowed, shared with the worker); NULL: none
+    uint64_t forward_ns; //  modelled device time of one forward, ns (default 0: lands when due)
+    uint64_t poll_ns;    //  poll period where the device cannot say when it lands (default 20000)
+    uint32_t chunk_size; //  tokens per chunk: the state checkpoint interval (with state pools)
+    uint64_t fault_producer_step; //  testing fault: step whose producer record fails (0 = off)
 } kvt_sim_runner_args_t;
 
 //  The actor class.

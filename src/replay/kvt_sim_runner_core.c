@@ -7,12 +7,53 @@
 
 #include "replay/kvt_oracle.h"
 
+#define S_NO_SLOT UINT32_MAX //  a request without a state slot
+
+//  One state slot of the allocator.
+typedef struct {
+    uint64_t req;   //  the request holding it
+    uint64_t seen1; //  step + 1 of the last step that named the request (0 = free)
+} s_slot_t;
+
+//  The step's work, copied out of the StepExec (the forward may land after
+//  the message is gone), and what the forward found. Between queueing and
+//  landing only the forward touches it.
+typedef struct {
+    uint64_t step;            //  the step
+    kvt_entry_t *entries;     //  its entries (blocks / hashes point into the arrays below)
+    uint32_t *slots;          //  per entry: its state slot or S_NO_SLOT
+    uint32_t nentries;        //  entries
+    uint32_t entries_cap;     //  allocated entries (entries and slots)
+    uint32_t *blocks;         //  every entry's block ids
+    kvt_hash_t *hashes;       //  every entry's block hashes
+    size_t nb_cap;            //  allocated blocks and hashes
+    bool ok;                  //  result: the forward ran to the end
+    uint32_t written;         //  result: blocks written
+    uint32_t verified;        //  result: restored blocks checked
+    uint32_t nwrong;          //  result: requests with wrong restored bytes
+    uint64_t blocks_wrong;    //  result: restored blocks that were wrong
+    uint64_t states_written;  //  result: checkpoint boundaries written
+    uint64_t states_verified; //  result: restored slots checked
+    uint64_t states_wrong;    //  result: restored slots that were wrong
+    bool fault;               //  result: the testing fault flipped a byte
+    char why[160];            //  result: why the forward stopped (ok false)
+} s_job_t;
+
 struct kvt_sim_runner_core_t {
     kvt_sim_runner_core_cfg_t cfg; //  configuration
-    uint64_t *wrong;               //  scratch: requests with wrong restored bytes this step
-    kvt_sim_runner_wrong_t *where; //  scratch: where each one's first wrong byte is
+    uint64_t *wrong;               //  forward scratch: requests with wrong restored bytes
+    kvt_sim_runner_wrong_t *where; //  forward scratch: where each one's first wrong byte is
     uint32_t wrong_cap;            //  entries allocated in wrong and where
-    uint64_t resumes;              //  resumed entries seen in steps that ran
+    uint64_t resumes;              //  forward: resumed entries with bytes to check
+    s_job_t job;                   //  the step on the device (or the last one)
+    bool pending;                  //  a forward is queued and has not ended
+    kvt_gpu_event_t *done_ev;      //  marks the end of the pending forward (for wake)
+    uint64_t last_ok1;             //  step + 1 of the newest step with a producer event (0 none)
+    kvt_load_spec_t *loads;        //  the step's loads to forward
+    uint32_t loads_cap;            //  allocated loads
+    kvt_save_spec_t *saves;        //  the step's saves to forward
+    uint32_t saves_cap;            //  allocated saves
+    s_slot_t *slot;                //  state slot allocator, one per slot
     kvt_sim_runner_stats_t st;     //  counters
     char why[160];                 //  why the last step was refused
 };
@@ -22,19 +63,41 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
     if (!cfg->block || cfg->planes < 1 || cfg->planes > KVT_RUNNER_MAX_PLANES || cfg->layers < 1 ||
         cfg->block_size < 1)
         return NULL;
+    if (cfg->state_slots && (!cfg->state || !cfg->state_bytes || !cfg->ckpt_interval ||
+                             cfg->ckpt_interval % cfg->block_size))
+        return NULL;
+    if ((cfg->compute && !cfg->gpu) || (cfg->board && !cfg->compute))
+        return NULL;
     kvt_sim_runner_core_t *self = calloc(1, sizeof *self);
-    if (self)
-        self->cfg = *cfg;
+    if (!self)
+        return NULL;
+    self->cfg = *cfg;
+    if (cfg->state_slots && !(self->slot = calloc(cfg->state_slots, sizeof *self->slot))) {
+        free(self);
+        return NULL;
+    }
     return self;
 }
 
 void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
 {
-    if (!*self_p)
+    kvt_sim_runner_core_t *self = *self_p;
+    if (!self)
         return;
-    free((*self_p)->wrong);
-    free((*self_p)->where);
-    free(*self_p);
+    //  A queued forward reads the job: it must have run before it goes.
+    if (self->pending)
+        kvt_gpu_stream_synchronize(self->cfg.compute);
+    kvt_gpu_event_destroy(&self->done_ev);
+    free(self->job.entries);
+    free(self->job.slots);
+    free(self->job.blocks);
+    free(self->job.hashes);
+    free(self->loads);
+    free(self->saves);
+    free(self->slot);
+    free(self->wrong);
+    free(self->where);
+    free(self);
     *self_p = NULL;
 }
 
@@ -42,6 +105,13 @@ void kvt_sim_runner_core_stats(const kvt_sim_runner_core_t *self, kvt_sim_runner
 {
     *st = self->st;
 }
+
+bool kvt_sim_runner_core_busy(const kvt_sim_runner_core_t *self)
+{
+    return self->pending;
+}
+
+// ------------------------------------------------------------- the forward
 
 //  Checks one block against the oracle; false on any wrong byte (or a
 //  block the device does not have), with where the first one is.
@@ -87,27 +157,7 @@ static uint8_t *s_corrupt(kvt_sim_runner_core_t *self, uint32_t block)
         return NULL;
     ptr += c->plane_block_bytes[c->planes - 1] / 2;
     *ptr ^= 0x01;
-    self->st.faults_injected++;
     return ptr;
-}
-
-//  Checks an entry's shape against the geometry before anything is written:
-//  its blocks must cover exactly [first_block * bs, end), exist on the
-//  device, and include every block to verify. NULL or what was wrong.
-static const char *s_check_entry(const kvt_sim_runner_core_t *self, const kvt_entry_t *en)
-{
-    uint32_t bs = self->cfg.block_size;
-    uint64_t last = (en->end - 1) / bs;
-    if (en->first_block > last || en->nblocks != last - en->first_block + 1)
-        return "blocks do not cover [first_block, end)";
-    if (en->verify_end % bs)
-        return "verify_end is not on a block boundary (a partial block cannot be checked)";
-    if (en->verify_end > 0 && (en->first_block != 0 || en->verify_end / bs > en->nblocks))
-        return "verify range not covered by the blocks";
-    for (uint32_t i = 0; i < en->nblocks; i++)
-        if (en->blocks[i] >= self->cfg.num_blocks)
-            return "block id beyond the device's blocks";
-    return NULL;
 }
 
 //  Records a wrong request; false when the scratch cannot grow (the
@@ -135,19 +185,20 @@ static bool s_add_wrong(kvt_sim_runner_core_t *self, uint32_t n, const kvt_sim_r
 
 //  Checks a resumed entry's blocks [0, verify_end) (the testing fault
 //  applies here); true when all are right, else *w says where.
-static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t *verified,
-                           bool *fault, kvt_sim_runner_wrong_t *w)
+static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en,
+                           kvt_sim_runner_wrong_t *w)
 {
+    s_job_t *job = &self->job;
     uint32_t nverify = en->verify_end / self->cfg.block_size;
     uint8_t *flipped = NULL;
     //  Only a resume with bytes to check counts toward the fault's N.
     if (nverify > 0 && ++self->resumes == self->cfg.corrupt_resume) {
         flipped = s_corrupt(self, en->blocks[nverify - 1]);
-        *fault = flipped != NULL;
+        job->fault = flipped != NULL;
     }
     bool good = true;
     for (uint32_t b = 0; b < nverify; b++) {
-        (*verified)++;
+        job->verified++;
         //  A block still without a hash cannot be a restored one.
         kvt_sim_runner_wrong_t here = {en->op.req, en->blocks[b], 0, 0, 0};
         bool zero = kvt_hash_is_zero(en->hashes[b]);
@@ -155,7 +206,7 @@ static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
             if (good)
                 *w = here;
             good = false;
-            self->st.blocks_wrong++;
+            job->blocks_wrong++;
         }
     }
     if (flipped)
@@ -163,16 +214,333 @@ static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
     return good;
 }
 
+//  Checks a resumed entry's state slot at verify_end (on the checkpoint
+//  grid) against the state bytes; true when right, else *w says where.
+static bool s_verify_state(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot,
+                           kvt_sim_runner_wrong_t *w)
+{
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    uint32_t b = en->verify_end;
+    if (slot == S_NO_SLOT || b == 0 || b % c->ckpt_interval)
+        return true;
+    self->job.states_verified++;
+    kvt_hash_t h = en->hashes[b / c->block_size - 1];
+    const void *ptr = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+    size_t at = ptr ? kvt_oracle_state_mismatch(ptr, c->state_bytes, h, c->rank) : 0;
+    if (ptr && at == c->state_bytes)
+        return true;
+    *w = (kvt_sim_runner_wrong_t){en->op.req, slot, KVT_RUNNER_STATE, 0, at};
+    self->job.states_wrong++;
+    return false;
+}
+
+//  Writes the state bytes of every checkpoint boundary B with
+//  start < B <= end into the slot and its checkpoint unit.
+static void s_write_states(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot)
+{
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    if (slot == S_NO_SLOT)
+        return;
+    uint32_t iv = c->ckpt_interval;
+    for (uint32_t b = (en->start / iv + 1) * iv; b <= en->end; b += iv) {
+        uint32_t i = b / c->block_size - 1;
+        if (i < en->first_block || i - en->first_block >= en->nblocks)
+            continue;
+        kvt_hash_t h = en->hashes[i - en->first_block];
+        if (kvt_hash_is_zero(h))
+            continue;
+        void *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+        if (sp)
+            kvt_oracle_state_fill(sp, c->state_bytes, h, c->rank);
+        void *cp = slot < c->ckpt_units ? c->state(c->state_arg, KVT_GPU_STATE_CKPT, slot) : NULL;
+        if (cp)
+            kvt_oracle_state_fill(cp, c->state_bytes, h, c->rank);
+        self->job.states_written++;
+    }
+}
+
+//  The forward over the job: the oracle check of every resumed entry, then
+//  its writes. Runs inside exec, or on the compute stream when it lands.
+static void s_forward(kvt_sim_runner_core_t *self)
+{
+    s_job_t *job = &self->job;
+    uint32_t bs = self->cfg.block_size;
+    job->ok = true;
+    for (uint32_t e = 0; job->ok && e < job->nentries; e++) {
+        const kvt_entry_t *en = &job->entries[e];
+        kvt_sim_runner_wrong_t w;
+        if (en->verify_end > 0) {
+            bool good = s_verify_entry(self, en, &w);
+            if (good)
+                good = s_verify_state(self, en, job->slots[e], &w);
+            if (!good && s_add_wrong(self, job->nwrong, &w))
+                job->nwrong++;
+        }
+        //  Blocks that become full in this step get their bytes.
+        for (uint32_t i = 0; i < en->nblocks; i++) {
+            uint32_t b = en->first_block + i;
+            if (kvt_hash_is_zero(en->hashes[i]) || (b + 1) * bs <= en->start)
+                continue;
+            if (!s_write_block(self, en->blocks[i], en->hashes[i])) {
+                snprintf(job->why, sizeof job->why,
+                         "entry %u (request %llu): block %u has no device memory", e,
+                         (unsigned long long)en->op.req, en->blocks[i]);
+                job->ok = false;
+                break;
+            }
+            job->written++;
+        }
+        if (job->ok)
+            s_write_states(self, en, job->slots[e]);
+    }
+}
+
+static void s_forward_fn(void *arg)
+{
+    s_forward(arg);
+}
+
+// ------------------------------------------------------------ state slots
+
+static uint32_t s_slot_find(const kvt_sim_runner_core_t *self, uint64_t req)
+{
+    for (uint32_t i = 0; i < self->cfg.state_slots; i++)
+        if (self->slot[i].seen1 && self->slot[i].req == req)
+            return i;
+    return S_NO_SLOT;
+}
+
+uint32_t kvt_sim_runner_core_slot(const kvt_sim_runner_core_t *self, uint64_t req)
+{
+    return s_slot_find(self, req);
+}
+
+//  A load's state leg names the request's slot: it wins over the allocator.
+static void s_slot_bind(kvt_sim_runner_core_t *self, uint64_t req, uint32_t slot, uint64_t step)
+{
+    if (slot >= self->cfg.state_slots)
+        return;
+    uint32_t had = s_slot_find(self, req);
+    if (had != S_NO_SLOT)
+        self->slot[had].seen1 = 0;
+    self->slot[slot] = (s_slot_t){req, step + 1};
+}
+
+//  The request's slot, allocated when it has none: a free slot, else the
+//  one whose request was seen least recently before this step.
+static uint32_t s_slot_for(kvt_sim_runner_core_t *self, uint64_t req, uint64_t step)
+{
+    uint32_t s = s_slot_find(self, req);
+    if (s == S_NO_SLOT) {
+        for (uint32_t i = 0; i < self->cfg.state_slots; i++) {
+            const s_slot_t *c = &self->slot[i];
+            if (c->seen1 == 0) {
+                s = i;
+                break;
+            }
+            if (c->seen1 <= step && (s == S_NO_SLOT || c->seen1 < self->slot[s].seen1))
+                s = i;
+        }
+        if (s == S_NO_SLOT)
+            return S_NO_SLOT;
+        if (self->slot[s].seen1)
+            self->st.slots_reclaimed++;
+    }
+    self->slot[s] = (s_slot_t){req, step + 1};
+    return s;
+}
+
+// ------------------------------------------------------------------- exec
+
+//  Checks an entry's shape against the geometry before anything is written:
+//  its blocks must cover exactly [first_block * bs, end), exist on the
+//  device, and include every block to verify. NULL or what was wrong.
+static const char *s_check_entry(const kvt_sim_runner_core_t *self, const kvt_entry_t *en)
+{
+    uint32_t bs = self->cfg.block_size;
+    uint64_t last = (en->end - 1) / bs;
+    if (en->first_block > last || en->nblocks != last - en->first_block + 1)
+        return "blocks do not cover [first_block, end)";
+    if (en->verify_end % bs)
+        return "verify_end is not on a block boundary (a partial block cannot be checked)";
+    if (en->verify_end > 0 && (en->first_block != 0 || en->verify_end / bs > en->nblocks))
+        return "verify range not covered by the blocks";
+    for (uint32_t i = 0; i < en->nblocks; i++)
+        if (en->blocks[i] >= self->cfg.num_blocks)
+            return "block id beyond the device's blocks";
+    return NULL;
+}
+
+//  Copies the step's entries into the job (they outlive the message).
+static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
+{
+    s_job_t *job = &self->job;
+    size_t nb = 0;
+    for (uint32_t e = 0; e < x->nentries; e++)
+        nb += x->entries[e].nblocks;
+    if (x->nentries > job->entries_cap) {
+        kvt_entry_t *en = realloc(job->entries, x->nentries * sizeof *en);
+        if (en)
+            job->entries = en;
+        uint32_t *sl = realloc(job->slots, x->nentries * sizeof *sl);
+        if (sl)
+            job->slots = sl;
+        if (!en || !sl)
+            return false;
+        job->entries_cap = x->nentries;
+    }
+    if (nb > job->nb_cap) {
+        uint32_t *b = realloc(job->blocks, nb * sizeof *b);
+        if (b)
+            job->blocks = b;
+        kvt_hash_t *h = realloc(job->hashes, nb * sizeof *h);
+        if (h)
+            job->hashes = h;
+        if (!b || !h)
+            return false;
+        job->nb_cap = nb;
+    }
+    size_t at = 0;
+    for (uint32_t e = 0; e < x->nentries; e++) {
+        const kvt_entry_t *src = &x->entries[e];
+        kvt_entry_t *dst = &job->entries[e];
+        *dst = *src;
+        dst->blocks = job->blocks + at;
+        dst->hashes = job->hashes + at;
+        memcpy(dst->blocks, src->blocks, src->nblocks * sizeof *src->blocks);
+        memcpy(dst->hashes, src->hashes, src->nblocks * sizeof *src->hashes);
+        at += src->nblocks;
+        job->slots[e] = self->cfg.state_slots ? s_slot_for(self, src->op.req, x->step) : S_NO_SLOT;
+    }
+    job->nentries = x->nentries;
+    return true;
+}
+
+//  The step's loads and saves as they go out (shallow copies of the specs:
+//  their arrays stay the StepExec's).
+static bool s_specs(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
+{
+    if (x->nloads > self->loads_cap) {
+        kvt_load_spec_t *l = realloc(self->loads, x->nloads * sizeof *l);
+        if (!l)
+            return false;
+        self->loads = l;
+        self->loads_cap = x->nloads;
+    }
+    if (x->nsaves > self->saves_cap) {
+        kvt_save_spec_t *s = realloc(self->saves, x->nsaves * sizeof *s);
+        if (!s)
+            return false;
+        self->saves = s;
+        self->saves_cap = x->nsaves;
+    }
+    if (x->nloads)
+        memcpy(self->loads, x->loads, x->nloads * sizeof *self->loads);
+    if (x->nsaves)
+        memcpy(self->saves, x->saves, x->nsaves * sizeof *self->saves);
+    return true;
+}
+
+//  Sets the fences of the step's specs: loads wait for the newest recorded
+//  compute; saves for the step's producer (or are refused without one).
+static void s_fence_specs(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x,
+                          kvt_sim_runner_out_t *out, uint64_t load_after, uint64_t producer,
+                          bool failed)
+{
+    for (uint32_t i = 0; i < x->nloads; i++)
+        self->loads[i].after = load_after;
+    for (uint32_t i = 0; i < x->nsaves; i++) {
+        self->saves[i].producer = failed ? 0 : producer;
+        self->saves[i].producer_failed = failed;
+    }
+    out->loads = x->nloads ? self->loads : NULL;
+    out->nloads = x->nloads;
+    out->saves = x->nsaves ? self->saves : NULL;
+    out->nsaves = x->nsaves;
+    out->producer_failed = failed;
+    if (failed)
+        self->st.producer_failures++;
+}
+
+//  Fills the StepDone of a step that ended with `detail` (OK: it ran),
+//  folding what its forward found (job) into the counters.
+static void s_finish(kvt_sim_runner_core_t *self, const s_job_t *job, uint64_t step,
+                     uint32_t detail, const char *why, kvt_sim_runner_out_t *out)
+{
+    bool ok = detail == KVT_DETAIL_OK;
+    if (ok)
+        self->st.steps++;
+    else
+        self->st.steps_failed++;
+    self->st.blocks_written += job->written;
+    self->st.blocks_verified += job->verified;
+    self->st.blocks_wrong += job->blocks_wrong;
+    self->st.states_written += job->states_written;
+    self->st.states_verified += job->states_verified;
+    self->st.states_wrong += job->states_wrong;
+    if (job->fault)
+        self->st.faults_injected++;
+    out->pending = false;
+    out->done.step = step;
+    out->done.rank = self->cfg.rank;
+    out->done.ok = ok;
+    out->done.blocks_written = job->written;
+    out->done.blocks_verified = job->verified;
+    out->done.wrong = job->nwrong ? self->wrong : NULL;
+    out->done.nwrong = job->nwrong;
+    out->done.detail = detail;
+    out->where = job->nwrong ? self->where : NULL;
+    out->refused = ok ? NULL : why;
+    out->fault_injected = job->fault;
+}
+
+static void s_job_reset(s_job_t *job, uint64_t step)
+{
+    job->step = step;
+    job->nentries = 0;
+    job->ok = false;
+    job->written = job->verified = job->nwrong = 0;
+    job->blocks_wrong = job->states_written = job->states_verified = job->states_wrong = 0;
+    job->fault = false;
+    job->why[0] = 0;
+}
+
+//  Marks the end of the queued forward on done_ev (replaced when out of
+//  re-records); false when it cannot (wake then polls).
+static bool s_mark_done(kvt_sim_runner_core_t *self)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (!self->done_ev && !(self->done_ev = kvt_gpu_event_new(self->cfg.gpu)))
+            return false;
+        int rc = kvt_gpu_event_record(self->done_ev, self->cfg.compute);
+        if (rc == 0)
+            return true;
+        kvt_gpu_event_destroy(&self->done_ev);
+        if (rc != KVT_GPU_ELIMIT)
+            return false;
+    }
+    return false;
+}
+
 void kvt_sim_runner_core_exec(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x,
                               kvt_sim_runner_out_t *out)
 {
-    uint32_t bs = self->cfg.block_size;
-    uint32_t written = 0, verified = 0, nwrong = 0;
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    const s_job_t none = {0}; //  what a step that did not run found
     memset(out, 0, sizeof *out);
-    bool ok = x->rank == self->cfg.rank;
+    //  Loads wait for the newest recorded compute (this step's forward
+    //  touches no parked request's blocks); without a board, nothing.
+    uint64_t after = c->board ? self->last_ok1 : 0;
+    bool ok = x->rank == c->rank;
     if (!ok)
         snprintf(self->why, sizeof self->why, "StepExec for rank %u delivered to rank %u", x->rank,
-                 self->cfg.rank);
+                 c->rank);
+    if (ok && self->pending) {
+        snprintf(self->why, sizeof self->why,
+                 "StepExec for step %llu while step %llu still runs on the device",
+                 (unsigned long long)x->step, (unsigned long long)self->job.step);
+        ok = false;
+    }
     for (uint32_t e = 0; ok && e < x->nentries; e++) {
         const char *bad = s_check_entry(self, &x->entries[e]);
         if (bad) {
@@ -181,44 +549,92 @@ void kvt_sim_runner_core_exec(kvt_sim_runner_core_t *self, const kvt_step_exec_t
             ok = false;
         }
     }
-    for (uint32_t e = 0; ok && e < x->nentries; e++) {
-        const kvt_entry_t *en = &x->entries[e];
-        kvt_sim_runner_wrong_t w;
-        //  The oracle check: every block of a resumed request, before the
-        //  forward.
-        if (en->verify_end > 0 && !s_verify_entry(self, en, &verified, &out->fault_injected, &w) &&
-            s_add_wrong(self, nwrong, &w))
-            nwrong++;
-        //  The forward: blocks that become full in this step get their bytes.
-        for (uint32_t i = 0; i < en->nblocks; i++) {
-            uint32_t b = en->first_block + i;
-            if (kvt_hash_is_zero(en->hashes[i]) || (b + 1) * bs <= en->start)
-                continue;
-            if (!s_write_block(self, en->blocks[i], en->hashes[i])) {
-                snprintf(self->why, sizeof self->why,
-                         "entry %u (request %llu): block %u has no device memory", e,
-                         (unsigned long long)en->op.req, en->blocks[i]);
-                ok = false;
-                break;
-            }
-            written++;
+    if (!s_specs(self, x)) {
+        //  Out of memory for the specs: the worker sees none of them.
+        snprintf(self->why, sizeof self->why, "out of memory for the step's specs");
+        s_finish(self, &none, x->step, KVT_DETAIL_INVALID, self->why, out);
+        return;
+    }
+    if (ok) {
+        for (uint32_t i = 0; c->state_slots && i < x->nloads; i++)
+            if (x->loads[i].state)
+                s_slot_bind(self, x->loads[i].op.req, x->loads[i].state_slot, x->step);
+        s_job_reset(&self->job, x->step);
+        if (!s_job_copy(self, x)) {
+            snprintf(self->why, sizeof self->why, "out of memory for the step's work");
+            ok = false;
         }
     }
-    if (ok)
-        self->st.steps++;
-    else
-        self->st.steps_failed++;
-    self->st.blocks_written += written;
-    self->st.blocks_verified += verified;
+    if (!ok) {
+        //  Nothing ran: its saves read blocks of earlier forwards, which
+        //  the newest recorded producer covers.
+        s_fence_specs(self, x, out, after, after, false);
+        s_finish(self, &none, x->step, KVT_DETAIL_INVALID, self->why, out);
+        return;
+    }
+    if (!c->compute) {
+        s_forward(self);
+        s_fence_specs(self, x, out, 0, 0, false);
+        s_finish(self, &self->job, x->step, self->job.ok ? KVT_DETAIL_OK : KVT_DETAIL_INVALID,
+                 self->job.why, out);
+        return;
+    }
+    //  The forward reads what the loads restored: wait for them on the device.
+    int rc = c->board ? kvt_fence_board_wait_restores(c->board, c->compute) : 0;
+    if (rc == 0)
+        rc = kvt_gpu_launch_host_fn(c->compute, s_forward_fn, self, c->forward_ns);
+    if (rc != 0) {
+        snprintf(self->why, sizeof self->why, "the forward was refused on the device: %s",
+                 kvt_gpu_strerror(rc));
+        self->st.device_failures++;
+        s_fence_specs(self, x, out, after, 0, c->board != NULL);
+        s_finish(self, &none, x->step, KVT_DETAIL_IO, self->why, out);
+        return;
+    }
+    self->pending = true;
+    self->st.forwards_queued++;
+    s_mark_done(self);
+    bool failed = false;
+    if (c->board) {
+        failed = kvt_fence_board_record_producer(c->board, x->step, c->compute) != 0;
+        if (failed)
+            //  No event answers for this step's compute: let none stay
+            //  running, so the newest recorded event still covers every
+            //  compute a later load could race.
+            kvt_gpu_stream_synchronize(c->compute);
+        else
+            self->last_ok1 = x->step + 1;
+    }
+    s_fence_specs(self, x, out, after, c->board ? x->step + 1 : 0, failed);
+    out->pending = true;
+}
 
-    out->done.step = x->step;
-    out->done.rank = self->cfg.rank;
-    out->done.ok = ok;
-    out->done.blocks_written = written;
-    out->done.blocks_verified = verified;
-    out->done.wrong = nwrong ? self->wrong : NULL;
-    out->done.nwrong = nwrong;
-    out->done.detail = ok ? KVT_DETAIL_OK : KVT_DETAIL_INVALID;
-    out->where = nwrong ? self->where : NULL;
-    out->refused = ok ? NULL : self->why;
+bool kvt_sim_runner_core_poll(kvt_sim_runner_core_t *self, kvt_sim_runner_out_t *out)
+{
+    if (!self->pending)
+        return false;
+    int rc = kvt_gpu_stream_query(self->cfg.compute);
+    if (rc == KVT_GPU_NOT_READY)
+        return false;
+    self->pending = false;
+    memset(out, 0, sizeof *out);
+    s_job_t *job = &self->job;
+    uint32_t detail = job->ok ? KVT_DETAIL_OK : KVT_DETAIL_INVALID;
+    if (rc != 0) {
+        snprintf(job->why, sizeof job->why, "the forward failed on the device: %s",
+                 kvt_gpu_strerror(rc));
+        detail = KVT_DETAIL_IO;
+        self->st.device_failures++;
+    }
+    s_finish(self, job, job->step, detail, job->why, out);
+    return true;
+}
+
+uint64_t kvt_sim_runner_core_wake(kvt_sim_runner_core_t *self, uint64_t now_ns, uint64_t poll_ns)
+{
+    if (!self->pending)
+        return now_ns;
+    if (!self->done_ev)
+        return now_ns + poll_ns;
+    return kvt_gpu_event_wake(self->done_ev, now_ns, poll_ns);
 }

@@ -1,21 +1,54 @@
 /*  kvt_sim_runner_core — the simulated runner's pure core: one StepExec in,
-    the StepDone to answer out.
+    the loads and saves to forward and the StepDone to answer out.
 
     For a step it: refuses the whole step (nothing written) when it is for
-    another rank or an entry's shape does not match the geometry; for every
-    entry that resumes from a cache hit (verify_end > 0), checks each
-    block of [0, verify_end) against the content oracle before the forward
-    touches it; runs the "forward": writes the oracle bytes
-    PRF (prefix hash, layer, plane, rank) into every block the step
-    completes; and fills the StepDone with the blocks it wrote and verified
+    another rank or an entry's shape does not match the geometry; runs the
+    "forward", which for every entry that resumes from a cache hit
+    (verify_end > 0) first checks each block of [0, verify_end) (and, with
+    state, the request's state slot at verify_end) against the content
+    oracle, then writes the oracle bytes PRF (prefix hash, layer, plane,
+    rank) into every block the step completes and, with state, the state
+    bytes PRF (prefix hash at B, "state", rank) into the request's slot and
+    its HBM checkpoint unit at every checkpoint boundary B the step
+    crosses; and fills the StepDone with the blocks it wrote and verified
     and the requests whose restored bytes were wrong (each with where its
-    first wrong byte is). Every call gives exactly one StepDone, on every
+    first wrong byte is). Every step gives exactly one StepDone, on every
     path.
 
-    No context, no messages sent, no clock: the shell forwards the step's
-    loads and saves to the worker and sends the StepDone. Device memory is
-    reached through a block accessor (the host backend's plane pointers in
-    the replay, plain memory in tests).
+    The forward is device work. With a compute stream (cfg.compute) it is a
+    host function queued on that stream (kvt_gpu_launch_host_fn, costing
+    cfg.forward_ns of modelled time): under the SIM landing model its reads
+    and writes happen when it lands, so anything not ordered against it on
+    the device races it. The fences (cfg.board, the rank's fence board):
+    * before the forward, the compute stream waits for every restore the
+      worker recorded (wait_restores): the forward reads restored bytes;
+    * after it, the step's producer event is recorded (record_producer);
+      the step's saves go out with producer = step + 1, or, when the record
+      failed, with producer_failed (that step's saves only: its loads still
+      go out, and the next step records again; after a failed record the
+      compute stream is synchronized, so no unrecorded compute is left
+      running);
+    * the step's loads go out with after = step + 1 of the newest step whose
+      producer event was recorded (the compute that may still read blocks
+      a load overwrites: the step's own forward touches no parked request).
+    Without a compute stream (tests without a device) the forward runs
+    inside exec and the step is answered at once.
+
+    With a compute stream exec leaves the StepDone pending until the
+    forward landed: the shell arms a timer at kvt_sim_runner_core_wake and
+    calls kvt_sim_runner_core_poll until it gives the StepDone. One step at
+    a time: a StepExec while one is pending is refused (its loads and saves
+    still go out).
+
+    State slots. The StepExec has no slot field yet: the core keeps a table
+    request -> slot. A load with a state leg binds its request to the
+    load's state_slot; a request seen without a binding gets a slot from a
+    small allocator (a free slot, else the one seen least recently by a
+    step before this one). A request without a slot has no state bytes.
+
+    No context, no messages sent, no clock: device memory is reached
+    through accessors (the host backend's plane / state pointers in the
+    replay, plain memory in tests).
 
     Testing fault (corrupt_resume = N > 0): after the Nth resumed entry's
     restore landed and before that entry is checked, one byte of its last
@@ -30,12 +63,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "actors/common/kvt_fence_board.h"
+#include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_msg.h"
 
-#define KVT_RUNNER_MAX_PLANES 8 //  planes a replay model may have
+#define KVT_RUNNER_MAX_PLANES 8          //  planes a replay model may have
+#define KVT_RUNNER_STATE      UINT32_MAX //  kvt_sim_runner_wrong_t.plane of a wrong state slot
 
 //  Bytes of one block in one (plane, layer); NULL when there are none.
 typedef void *(kvt_sim_runner_block_fn)(void *arg, uint32_t plane, uint32_t layer, uint32_t block);
+
+//  Bytes of one state unit (pool KVT_GPU_STATE_SLOTS or _CKPT); NULL when none.
+typedef void *(kvt_sim_runner_state_fn)(void *arg, kvt_gpu_state_pool_t pool, uint32_t index);
 
 typedef struct {
     uint32_t rank;                                   //  this runner's TP rank
@@ -47,46 +86,91 @@ typedef struct {
     kvt_sim_runner_block_fn *block;                  //  block accessor
     void *block_arg;                                 //  its argument
     uint32_t corrupt_resume;                         //  testing fault: the Nth resume (0 = off)
+    kvt_gpu_t *gpu;                 //  the rank's device (borrowed; required with compute)
+    kvt_gpu_stream_t *compute;      //  the rank's compute stream (borrowed); NULL: forward in exec
+    kvt_fence_board_t *board;       //  the rank's fence board (borrowed); NULL: no fencing
+    uint64_t forward_ns;            //  modelled device time of one forward (SIM), ns
+    uint32_t state_slots;           //  state slots (0: the model has no recurrent state)
+    uint32_t ckpt_units;            //  HBM checkpoint units (unit = slot when slot < ckpt_units)
+    size_t state_bytes;             //  bytes of one slot / checkpoint unit
+    uint32_t ckpt_interval;         //  tokens between state checkpoints (the chunk size)
+    kvt_sim_runner_state_fn *state; //  state accessor (required with state_slots)
+    void *state_arg;                //  its argument
 } kvt_sim_runner_core_cfg_t;
 
 //  Where a wrong request's restored bytes first differ from the oracle's.
 typedef struct {
     uint64_t req;   //  request
-    uint32_t block; //  device block
-    uint32_t plane; //  plane
+    uint32_t block; //  device block (the state slot when plane is KVT_RUNNER_STATE)
+    uint32_t plane; //  plane, or KVT_RUNNER_STATE for the state slot
     uint32_t layer; //  layer
-    size_t offset;  //  first wrong byte within the block's bytes of (plane, layer)
+    size_t offset;  //  first wrong byte within the block's bytes of (plane, layer) / the slot
 } kvt_sim_runner_wrong_t;
 
-//  What one step gives. Pointers stay valid until the next call.
+//  What one call gives. Pointers stay valid until the next exec / poll;
+//  loads and saves borrow the StepExec's arrays.
 typedef struct {
+    bool pending;                        //  exec: the forward runs on the device; poll later
     kvt_step_done_t done;                //  the StepDone to send (done.wrong owned by the core)
     const kvt_sim_runner_wrong_t *where; //  per done.wrong[i], where its first wrong byte is
-    const char *refused;                 //  why the step did not run (NULL when it ran)
+    const char *refused;                 //  why the step did not run / failed (NULL when ok)
     bool fault_injected;                 //  the testing fault flipped a byte in this step
+    const kvt_load_spec_t *loads;        //  exec: the step's loads to forward (after set)
+    uint32_t nloads;                     //  exec: how many
+    const kvt_save_spec_t *saves;        //  exec: the step's saves (producer / producer_failed)
+    uint32_t nsaves;                     //  exec: how many
+    bool producer_failed;                //  exec: the step's producer event is missing
 } kvt_sim_runner_out_t;
 
 //  Counters.
 typedef struct {
-    uint64_t steps;           //  steps run
-    uint64_t steps_failed;    //  steps refused
-    uint64_t blocks_written;  //  blocks written by forwards
-    uint64_t blocks_verified; //  restored blocks checked
-    uint64_t blocks_wrong;    //  restored blocks whose bytes were wrong
-    uint64_t faults_injected; //  testing faults applied
+    uint64_t steps;             //  steps run
+    uint64_t steps_failed;      //  steps refused or failed on the device
+    uint64_t blocks_written;    //  blocks written by forwards
+    uint64_t blocks_verified;   //  restored blocks checked
+    uint64_t blocks_wrong;      //  restored blocks whose bytes were wrong
+    uint64_t faults_injected;   //  testing faults applied
+    uint64_t forwards_queued;   //  forwards queued on the compute stream
+    uint64_t producer_failures; //  steps whose saves went out producer_failed
+    uint64_t device_failures;   //  forwards the device refused or failed
+    uint64_t states_written;    //  checkpoint boundaries whose state bytes a forward wrote
+    uint64_t states_verified;   //  restored state slots checked
+    uint64_t states_wrong;      //  restored state slots whose bytes were wrong
+    uint64_t slots_reclaimed;   //  slots taken from a request not seen in the step
 } kvt_sim_runner_stats_t;
 
 typedef struct kvt_sim_runner_core_t kvt_sim_runner_core_t;
 
 //  NULL when the configuration is unusable (too many planes, no layer, no
-//  accessor, zero block size) or out of memory.
+//  accessor, zero block size; state slots without state accessor, bytes or
+//  checkpoint interval; a compute stream without its device, a board
+//  without a compute stream) or out of memory.
 kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *cfg);
 
+//  Lands a pending forward (synchronizing the compute stream) and frees.
 void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p);
 
-//  Runs one StepExec (borrowed for the call) and fills *out.
+//  Runs one StepExec (borrowed for the call and for *out's loads / saves)
+//  and fills *out: the StepDone at once (pending false), or pending true
+//  when the forward was queued on the compute stream.
 void kvt_sim_runner_core_exec(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x,
                               kvt_sim_runner_out_t *out);
+
+//  True when the pending step's forward ended (landed, or failed on the
+//  device): *out then holds its StepDone. False while it runs (or when
+//  nothing is pending).
+bool kvt_sim_runner_core_poll(kvt_sim_runner_core_t *self, kvt_sim_runner_out_t *out);
+
+//  When to poll again, on the clock of now_ns (kvt_gpu_event_wake over the
+//  forward's end; poll_ns when the backend cannot say). now_ns when
+//  nothing is pending.
+uint64_t kvt_sim_runner_core_wake(kvt_sim_runner_core_t *self, uint64_t now_ns, uint64_t poll_ns);
+
+//  True while a forward is pending.
+bool kvt_sim_runner_core_busy(const kvt_sim_runner_core_t *self);
+
+//  The state slot the core holds for a request; UINT32_MAX when none.
+uint32_t kvt_sim_runner_core_slot(const kvt_sim_runner_core_t *self, uint64_t req);
 
 void kvt_sim_runner_core_stats(const kvt_sim_runner_core_t *self, kvt_sim_runner_stats_t *st);
 
