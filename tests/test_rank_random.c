@@ -493,7 +493,7 @@ static void rig_up(uint64_t seed)
                                       .chunk_size = CS,
                                       .aggregator = "aggregator",
                                       .lookup_ttl_ns = 3000000ull};
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "worker.%u", r);
         R.w[r] = kvt_system_add(R.sys, name, &kvt_worker_class, &R.wa[r], NULL);
     }

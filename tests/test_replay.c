@@ -289,3 +289,298 @@ Test(replay, disk_tier_restores_what_the_cpu_pool_evicted, .timeout = 240)
     free(r);
     s_rmdir_tree(dir);
 }
+
+// ------------------------------------------- the engine under its peers ----
+//  The engine actor with a stand-in scheduler and stand-in counter sources
+//  under the SIM driver: what it does when a send fails, with repeated
+//  FINISH events and with Stats replies it did not ask for.
+
+#include "replay/kvt_sim_engine.h"
+#include "replay/kvt_sim_engine_core.h"
+
+typedef struct {
+    uint32_t finish_repeats; //  FINISH events sent per arrival (1 = correct)
+    bool finish_unknown;     //  also a FINISH for a request that does not exist
+} s_stub_sched_args_t;
+
+//  Answers every Schedule with an idle plan that rejects its arrivals.
+static int s_stub_on_schedule(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *msg)
+{
+    const s_stub_sched_args_t *a = self;
+    const kvt_schedule_t *s = &msg->u.schedule;
+    kvt_event_t ev[16];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->narrivals; i++)
+        for (uint32_t k = 0; k < a->finish_repeats && n < 15; k++)
+            ev[n++] = (kvt_event_t){.op = {s->arrivals[i].req, 1}, .type = KVT_EV_FINISH, .c = 1};
+    if (a->finish_unknown && s->narrivals)
+        ev[n++] = (kvt_event_t){.op = {777, 1}, .type = KVT_EV_FINISH, .c = 1};
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_STEP_PLAN;
+    m.u.step_plan.step = s->step;
+    m.u.step_plan.events = ev;
+    m.u.step_plan.nevents = n;
+    m.u.step_plan.idle = true;
+    return kvt_ctx_send(ctx, from, &m);
+}
+
+static void *s_stub_init(kvt_ctx_t *ctx, void *args)
+{
+    (void)ctx;
+    return args;
+}
+
+static void s_stub_stop(kvt_ctx_t *ctx, void *self)
+{
+    (void)ctx;
+    (void)self;
+}
+
+static const kvt_actor_class_t s_stub_sched_class = {
+    .type = "stub-scheduler",
+    .init = s_stub_init,
+    .stop = s_stub_stop,
+    .on = {[KVT_MSG_SCHEDULE] = s_stub_on_schedule},
+};
+
+typedef struct {
+    const char *spoof; //  also send a second reply naming this actor (NULL = no)
+} s_stub_stats_args_t;
+
+//  Replies to a Stats request with one counter "<name>.real" = 1 (and, when
+//  asked to, a second reply pretending to be another actor).
+static int s_stub_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *msg)
+{
+    const s_stub_stats_args_t *a = self;
+    if (!msg->u.stats.request)
+        return 0;
+    const char *me = kvt_ctx_name(ctx, kvt_ctx_self(ctx));
+    kvt_counter_t c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s.real", me);
+    c.value = 1;
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_STATS;
+    snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", me);
+    m.u.stats.counters = &c;
+    m.u.stats.ncounters = 1;
+    int rc = kvt_ctx_send(ctx, from, &m);
+    if (a->spoof) {
+        snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", a->spoof);
+        snprintf(c.name, sizeof c.name, "spoofed");
+        rc |= kvt_ctx_send(ctx, from, &m);
+    }
+    return rc;
+}
+
+static const kvt_actor_class_t s_stub_stats_class = {
+    .type = "stub-stats",
+    .init = s_stub_init,
+    .stop = s_stub_stop,
+    .on = {[KVT_MSG_STATS] = s_stub_on_stats},
+};
+
+//  A one-request workload of `len` prompt tokens (freed with s_wl_free).
+static kvt_workload_t *s_wl_one(uint32_t len)
+{
+    kvt_workload_t *wl = calloc(1, sizeof *wl);
+    cr_assert_not_null(wl);
+    wl->n = 1;
+    wl->reqs = calloc(1, sizeof *wl->reqs);
+    cr_assert_not_null(wl->reqs);
+    wl->reqs[0].input_len = len;
+    wl->reqs[0].output_len = 1;
+    wl->reqs[0].nids = (len + KVT_WL_BLOCK_TOKENS - 1) / KVT_WL_BLOCK_TOKENS;
+    wl->reqs[0].ids = calloc(wl->reqs[0].nids ? wl->reqs[0].nids : 1, sizeof(uint32_t));
+    wl->input_tokens = len;
+    return wl;
+}
+
+static void s_wl_free(kvt_workload_t *wl)
+{
+    free(wl->reqs[0].ids);
+    free(wl->reqs);
+    free(wl);
+}
+
+typedef struct {
+    kvt_system_t *sys;
+    kvt_sim_engine_args_t ea;
+    s_stub_sched_args_t sa;
+    s_stub_stats_args_t a, b;
+    kvt_sim_engine_result_t res;
+    const char *stats_from[3];
+} s_eng_t;
+
+//  engine, scheduler (stub), runner.0 (a stand-in that is never sent to
+//  by these workloads), a, b (counter sources) under SIM with `seed`.
+static void s_eng_build(s_eng_t *t, const kvt_workload_t *wl, uint64_t seed)
+{
+    kvt_system_opts_t so;
+    memset(&so, 0, sizeof so);
+    so.driver = KVT_DRIVER_SIM;
+    so.seed = seed;
+    so.name = "eng";
+    so.log_level = 0;
+    t->sys = kvt_system_new(&so);
+    cr_assert_not_null(t->sys);
+    t->stats_from[0] = "a";
+    t->stats_from[1] = "b";
+    t->stats_from[2] = NULL;
+    t->ea.wl = wl;
+    t->ea.tp = 1;
+    t->ea.scheduler = "scheduler";
+    t->ea.stats_from = t->stats_from;
+    t->ea.out = &t->res;
+    cr_assert_neq(kvt_system_add(t->sys, "engine", &kvt_sim_engine_class, &t->ea, NULL),
+                  KVT_AID_NONE);
+    cr_assert_neq(kvt_system_add(t->sys, "scheduler", &s_stub_sched_class, &t->sa, NULL),
+                  KVT_AID_NONE);
+    cr_assert_neq(kvt_system_add(t->sys, "runner.0", &s_stub_stats_class, &t->b, NULL),
+                  KVT_AID_NONE);
+    cr_assert_neq(kvt_system_add(t->sys, "a", &s_stub_stats_class, &t->a, NULL), KVT_AID_NONE);
+    cr_assert_neq(kvt_system_add(t->sys, "b", &s_stub_stats_class, &t->b, NULL), KVT_AID_NONE);
+    cr_assert_eq(kvt_system_start(t->sys), 0);
+}
+
+static void s_eng_free(s_eng_t *t)
+{
+    kvt_system_destroy(&t->sys);
+    kvt_sim_engine_result_clear(&t->res);
+}
+
+//  A Schedule that does not encode (a request with no prompt token) is a
+//  send failure: the engine ends the run saying why instead of leaving it
+//  to wait forever (under LIVE nothing else would ever end it).
+Test(sim_engine, a_failed_send_stops_the_run_and_says_why)
+{
+    kvt_workload_t *wl = s_wl_one(0);
+    s_eng_t t;
+    memset(&t, 0, sizeof t);
+    t.sa.finish_repeats = 1;
+    s_eng_build(&t, wl, 1);
+    int rc = kvt_system_run(t.sys, 0, 0);
+    cr_assert_eq(rc, KVT_SIM_ENGINE_EXIT_FAILED, "run returned %d", rc);
+    cr_assert(!t.res.done);
+    cr_assert(strstr(t.res.error, "cannot send Schedule for step 1") != NULL, "error '%s'",
+              t.res.error);
+    s_eng_free(&t);
+    s_wl_free(wl);
+}
+
+//  A request ends once: a repeated FINISH and one for no request are
+//  dropped and counted, and a replay that saw one fails.
+Test(sim_engine, repeated_and_unknown_finish_events_are_dropped_and_counted)
+{
+    kvt_workload_t *wl = s_wl_one(16);
+    s_eng_t t;
+    memset(&t, 0, sizeof t);
+    t.sa.finish_repeats = 2;
+    t.sa.finish_unknown = true;
+    s_eng_build(&t, wl, 1);
+    cr_assert_eq(kvt_system_run(t.sys, 0, 0), 0);
+    cr_assert(t.res.done);
+    cr_assert_eq(t.res.rejected, 1, "the request ended %llu times",
+                 (unsigned long long)t.res.rejected);
+    cr_assert_eq(t.res.finish_dropped, 2);
+    s_eng_free(&t);
+    s_wl_free(wl);
+}
+
+//  Only the actors asked answer, once each, under their own names: "a"
+//  sends a second reply pretending to be "b". Whatever the delivery order
+//  (20 seeds), the engine waits for b's own reply, files b's counter
+//  under b and drops the impostor (counted when it comes before the end).
+Test(sim_engine, a_stats_reply_counts_only_from_the_actor_asked_once)
+{
+    kvt_workload_t *wl = s_wl_one(16);
+    uint64_t dropped = 0;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        s_eng_t t;
+        memset(&t, 0, sizeof t);
+        t.sa.finish_repeats = 1;
+        t.a.spoof = "b";
+        s_eng_build(&t, wl, seed);
+        cr_assert_eq(kvt_system_run(t.sys, 0, 0), 0);
+        cr_assert(t.res.done);
+        bool a_real = false, b_real = false, spoofed = false;
+        for (uint32_t i = 0; i < t.res.ncounters; i++) {
+            const kvt_sim_engine_counter_t *c = &t.res.counters[i];
+            a_real |= !strcmp(c->actor, "a") && !strcmp(c->c.name, "a.real");
+            b_real |= !strcmp(c->actor, "b") && !strcmp(c->c.name, "b.real");
+            spoofed |= !strcmp(c->c.name, "spoofed");
+        }
+        cr_assert(a_real && b_real, "seed %llu: a %d b %d", (unsigned long long)seed, a_real,
+                  b_real);
+        cr_assert(!spoofed, "seed %llu: the impostor's counters were taken",
+                  (unsigned long long)seed);
+        //  The impostor is counted when it arrives before the run ends.
+        cr_assert_leq(t.res.stats_unexpected, 1, "seed %llu", (unsigned long long)seed);
+        dropped += t.res.stats_unexpected;
+        s_eng_free(&t);
+    }
+    cr_assert_gt(dropped, 0, "no seed delivered the impostor before b's reply");
+    s_wl_free(wl);
+}
+
+//  A StepDone naming a request that does not exist as wrong is a wrong
+//  report: counted (the replay fails on it), never silently ignored.
+Test(sim_engine, a_wrong_id_naming_no_request_is_counted)
+{
+    kvt_workload_t *wl = s_wl_one(16);
+    kvt_sim_engine_result_t res;
+    memset(&res, 0, sizeof res);
+    kvt_sim_engine_core_cfg_t cc;
+    memset(&cc, 0, sizeof cc);
+    cc.wl = wl;
+    cc.tp = 1;
+    kvt_sim_engine_core_t *core = kvt_sim_engine_core_new(&cc, &res);
+    cr_assert_not_null(core);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(core, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_SCHEDULE);
+    kvt_entry_t e;
+    memset(&e, 0, sizeof e);
+    e.op = (kvt_opid_t){0, 1};
+    e.end = 16;
+    kvt_step_plan_t p;
+    memset(&p, 0, sizeof p);
+    p.step = 1;
+    p.entries = &e;
+    p.nentries = 1;
+    cr_assert_eq(kvt_sim_engine_core_plan(core, &p, &out), 0);
+    cr_assert_eq(out.what, KVT_SIM_ENGINE_EXEC);
+    uint64_t wrong[2] = {0, 5};
+    kvt_step_done_t d;
+    memset(&d, 0, sizeof d);
+    d.step = 1;
+    d.ok = true;
+    d.wrong = wrong;
+    d.nwrong = 2;
+    cr_assert_eq(kvt_sim_engine_core_done(core, &d, &out), 0);
+    cr_assert_eq(res.wrong_resumes, 1);
+    cr_assert_eq(res.bad_wrong_ids, 1);
+    cr_assert(strstr(out.note, "request 5") != NULL, "note '%s'", out.note);
+    kvt_sim_engine_core_destroy(&core);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+//  A live run that cannot end in time fails with a clear error instead of
+//  running (or hanging) on.
+Test(replay, live_run_past_its_wall_limit_fails_naming_the_limit, .timeout = 60)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.driver = KVT_DRIVER_LIVE;
+    c.wall_limit_ms = 1;
+    kvt_replay_report_t *r = s_run(&c);
+    cr_assert(r->failed);
+    cr_assert_eq(r->exit_code, KVT_RUN_TIME_LIMIT);
+    cr_assert(strstr(r->failures, "wall-clock limit of 1 ms") != NULL, "failures: %s", r->failures);
+    cr_assert(r->wall_s < 5.0, "took %.2f s", r->wall_s);
+    kvt_replay_report_clear(r);
+    free(r);
+}

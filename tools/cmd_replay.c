@@ -21,7 +21,12 @@ static void s_usage(FILE *out)
         "usage: kvtier replay [options]\n"
         "  --trace FILE       Mooncake jsonl trace (default: built-in synthetic workload)\n"
         "  --limit N          replay the first N requests (default: all)\n"
-        "  --driver sim|live  actor driver (default sim)\n"
+        "  --driver sim|live  actor driver (default sim; live with --ranks-as-processes)\n"
+        "  --ranks-as-processes  live: run every rank as its own process (kvtier rank), over\n"
+        "                     ipc:// in a private temporary directory; a rank process that\n"
+        "                     exits fails the run naming the rank\n"
+        "  --wall-limit SEC   live: fail the run when it has not ended after SEC seconds\n"
+        "                     (default 600; 0 = no limit)\n"
         "  --seed S           seed of the SIM driver and the synthetic workload (default 1)\n"
         "  --tp N             tensor-parallel ranks (default 2)\n"
         "  --hbm-pool SIZE    device KV memory per rank (default 16MiB)\n"
@@ -291,7 +296,7 @@ int kvt_cmd_replay(int argc, char **argv)
     kvt_replay_cfg_t cfg;
     kvt_replay_defaults(&cfg);
     const char *json = NULL;
-    bool quiet = false, disk_pool_set = false, disk_write_set = false;
+    bool quiet = false, disk_pool_set = false, disk_write_set = false, driver_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -304,6 +309,10 @@ int kvt_cmd_replay(int argc, char **argv)
         }
         if (!strcmp(a, "--mem-overcommit")) {
             cfg.mem_overcommit = true;
+            continue;
+        }
+        if (!strcmp(a, "--ranks-as-processes")) {
+            cfg.ranks_as_processes = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -326,7 +335,11 @@ int kvt_cmd_replay(int argc, char **argv)
                 rc = -1;
             else
                 cfg.fault_corrupt_resume = (uint32_t)n;
+        } else if (!strcmp(a, "--wall-limit")) {
+            if ((rc = kvt_cli_uint(v, 0, UINT32_MAX / 1000, &n)) == 0)
+                cfg.wall_limit_ms = (uint32_t)n * 1000u;
         } else if (!strcmp(a, "--driver")) {
+            driver_set = true;
             if (!strcmp(v, "sim"))
                 cfg.driver = KVT_DRIVER_SIM;
             else if (!strcmp(v, "live"))
@@ -386,6 +399,8 @@ int kvt_cmd_replay(int argc, char **argv)
         }
     }
     char err[512];
+    if (cfg.ranks_as_processes && !driver_set)
+        cfg.driver = KVT_DRIVER_LIVE;
     if (cfg.record && cfg.driver != KVT_DRIVER_SIM) {
         fprintf(stderr, "kvtier replay: --record needs --driver sim\n");
         return 2;

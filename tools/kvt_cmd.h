@@ -9,5 +9,6 @@ int kvt_cmd_version(int argc, char **argv);
 int kvt_cmd_inspect(int argc, char **argv);
 int kvt_cmd_bench_gather(int argc, char **argv);
 int kvt_cmd_bench_store(int argc, char **argv);
+int kvt_cmd_bench_rank(int argc, char **argv);
 
 #endif

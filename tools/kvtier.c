@@ -13,6 +13,8 @@ static void s_usage(FILE *out)
                  "                              seeded synthetic workload); --help for options\n"
                  "  bench gather [--json PATH]  device gather/scatter throughput vs memcpy\n"
                  "  bench store [--json PATH]   tier store put/get/lookup/touch and disk\n"
+                 "  bench rank [--json PATH]    per-item cost of the worker and aggregator\n"
+                 "                              actors vs a raw ZeroMQ relay\n"
                  "  inspect FILE                print a recorded simulator trace\n"
                  "  version                     version and device backends\n");
 }
@@ -32,14 +34,16 @@ int main(int argc, char **argv)
         return kvt_cmd_inspect(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) {
         if (argc < 3) {
-            fprintf(stderr, "kvtier bench: expected 'gather' or 'store'\n");
+            fprintf(stderr, "kvtier bench: expected 'gather', 'store' or 'rank'\n");
             return 2;
         }
         if (strcmp(argv[2], "gather") == 0)
             return kvt_cmd_bench_gather(argc - 2, argv + 2);
         if (strcmp(argv[2], "store") == 0)
             return kvt_cmd_bench_store(argc - 2, argv + 2);
-        fprintf(stderr, "kvtier bench: unknown benchmark '%s' (expected gather or store)\n",
+        if (strcmp(argv[2], "rank") == 0)
+            return kvt_cmd_bench_rank(argc - 2, argv + 2);
+        fprintf(stderr, "kvtier bench: unknown benchmark '%s' (expected gather, store or rank)\n",
                 argv[2]);
         return 2;
     }

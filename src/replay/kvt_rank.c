@@ -1,9 +1,17 @@
 /*  kvt_rank — see kvt_rank.h. */
 #include "kvt_rank.h"
 
+#include <czmq.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "actors/common/kvt_prefix.h"
 #include "actors/worker/kvt_worker.h"
@@ -244,4 +252,334 @@ void kvt_rank_destroy(kvt_rank_t **rank_p)
     kvt_gpu_destroy(&rk->gpu);
     free(rk);
     *rank_p = NULL;
+}
+
+// ------------------------------------------------------ ranks as processes
+
+int kvt_rank_endpoint(const char *base, uint32_t index, const char *name, char *out, size_t len)
+{
+    if (strncmp(base, "ipc://", 6) == 0) {
+        //  The socket path's own bound (sun_path) is 108 bytes.
+        if (strlen(base) + 1 + strlen(name) > 100)
+            return -1;
+        int n = snprintf(out, len, "%s/%s", base, name);
+        return n > 0 && (size_t)n < len ? 0 : -1;
+    }
+    if (strncmp(base, "tcp://", 6) == 0) {
+        const char *colon = strrchr(base + 6, ':');
+        if (!colon || colon == base + 6)
+            return -1;
+        char *end = NULL;
+        errno = 0;
+        unsigned long port = strtoul(colon + 1, &end, 10);
+        if (errno || !end || *end || colon[1] < '0' || colon[1] > '9' || port == 0 ||
+            port + index > 65535)
+            return -1;
+        int n = snprintf(out, len, "%.*s:%lu", (int)(colon - base), base, port + index);
+        return n > 0 && (size_t)n < len ? 0 : -1;
+    }
+    return -1;
+}
+
+void kvt_rank_describe_status(int status, char *out, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(out, len, "ended with wait status 0x%x", (unsigned)status);
+}
+
+int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, const char *base,
+                   char *err, size_t errlen)
+{
+    //  Every value as a plain decimal: what `kvtier rank` reads back.
+    char v[16][448];
+    char *argv[48];
+    int n = 0, k = 0;
+#define S_ARG(s)   (argv[n++] = (char *)(s))
+#define S_VAL(...) (snprintf(v[k], sizeof v[k], __VA_ARGS__), argv[n++] = v[k++])
+    S_ARG(exe);
+    S_ARG("rank");
+    S_ARG("--rank");
+    S_VAL("%u", r);
+    S_ARG("--world");
+    S_VAL("%u", cfg->tp);
+    S_ARG("--engine");
+    S_VAL("%s", base);
+    S_ARG("--engine-pid");
+    S_VAL("%d", (int)getpid());
+    S_ARG("--seed");
+    S_VAL("%llu", (unsigned long long)cfg->seed);
+    S_ARG("--log-level");
+    S_VAL("%d", cfg->log_level);
+    S_ARG("--hbm-pool");
+    S_VAL("%llu", (unsigned long long)cfg->hbm_pool_bytes);
+    S_ARG("--cpu-pool");
+    S_VAL("%llu", (unsigned long long)cfg->cpu_pool_bytes);
+    S_ARG("--layers");
+    S_VAL("%u", cfg->layers);
+    S_ARG("--planes");
+    S_VAL("%u", cfg->planes);
+    S_ARG("--token-bytes");
+    S_VAL("%u", cfg->token_bytes);
+    S_ARG("--block-size");
+    S_VAL("%u", cfg->block_size);
+    S_ARG("--chunk-size");
+    S_VAL("%u", cfg->chunk_size);
+    if (cfg->disk_dir) {
+        S_ARG("--disk-dir");
+        S_VAL("%s", cfg->disk_dir);
+        S_ARG("--disk-pool");
+        S_VAL("%llu", (unsigned long long)cfg->disk_pool_bytes);
+        S_ARG("--disk-write");
+        S_ARG(cfg->disk_write_on_evict ? "evict" : "always");
+    }
+    if (r == 0 && cfg->fault_corrupt_resume) {
+        S_ARG("--fault");
+        S_VAL("corrupt-resume=%u", cfg->fault_corrupt_resume);
+    }
+    argv[n] = NULL;
+#undef S_ARG
+#undef S_VAL
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "rank %u: cannot start a process: %s", r, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        //  Only async-signal-safe calls until exec (the parent has threads).
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(KVT_RANK_EXIT_NO_ENGINE);
+        execv(exe, argv);
+        _exit(127);
+    }
+    return (int)pid;
+}
+
+static uint64_t s_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+//  A connection to the engine's inbox that never carries a message, under
+//  a ZeroMQ socket monitor: CONNECTED once the engine's end is up,
+//  DISCONNECTED when it closes (the engine stopped or its process died;
+//  the kernel closes the socket either way).
+typedef struct {
+    zsock_t *push;  //  connected to the engine's inbox, never sent on
+    zsock_t *mon;   //  the monitor's events
+    bool connected; //  the connection came up
+    bool lost;      //  ... and went down again
+} s_watch_t;
+
+static int s_watch_open(s_watch_t *w, const char *ep, uint32_t rank)
+{
+    memset(w, 0, sizeof *w);
+    char mep[80];
+    snprintf(mep, sizeof mep, "inproc://kvt-rank-watch-%u-%d", rank, (int)getpid());
+    w->push = zsock_new(ZMQ_PUSH);
+    w->mon = zsock_new(ZMQ_PAIR);
+    if (!w->push || !w->mon)
+        return -1;
+    zsock_set_linger(w->push, 0);
+    if (zmq_socket_monitor(zsock_resolve(w->push), mep,
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+        return -1;
+    if (zsock_connect(w->mon, "%s", mep) != 0 || zsock_connect(w->push, "%s", ep) != 0)
+        return -1;
+    return 0;
+}
+
+static void s_watch_poll(s_watch_t *w)
+{
+    void *mon = zsock_resolve(w->mon);
+    while (true) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        uint16_t ev = 0;
+        if (zmq_msg_size(&m) >= sizeof ev)
+            memcpy(&ev, zmq_msg_data(&m), sizeof ev);
+        bool more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        while (more) { //  the event's address frame
+            zmq_msg_init(&m);
+            more = zmq_msg_recv(&m, mon, 0) >= 0 && zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        if (ev == ZMQ_EVENT_CONNECTED)
+            w->connected = true;
+        else if (ev == ZMQ_EVENT_DISCONNECTED && w->connected)
+            w->lost = true;
+    }
+}
+
+static void s_watch_close(s_watch_t *w)
+{
+    if (w->push)
+        zmq_socket_monitor(zsock_resolve(w->push), NULL, 0);
+    zsock_destroy(&w->mon);
+    zsock_destroy(&w->push);
+}
+
+//  Runtime errors of a local actor after the stop: 0, or -1 naming them.
+static int s_actor_errors(kvt_system_t *sys, const char *name, char *err, size_t errlen)
+{
+    kvt_actor_stats_t st;
+    if (kvt_system_actor_stats(sys, kvt_system_lookup(sys, name), &st) != 0)
+        return 0;
+    uint64_t n = st.send_errors + st.decode_errors + st.unhandled + st.handler_errors;
+    if (n == 0)
+        return 0;
+    snprintf(err, errlen,
+             "%s: %llu runtime errors (send %llu, decode %llu, unhandled %llu, handler %llu)", name,
+             (unsigned long long)n, (unsigned long long)st.send_errors,
+             (unsigned long long)st.decode_errors, (unsigned long long)st.unhandled,
+             (unsigned long long)st.handler_errors);
+    return -1;
+}
+
+int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen)
+{
+    const kvt_replay_cfg_t *cfg = &pc->cfg;
+    if (cfg->driver != KVT_DRIVER_LIVE) {
+        snprintf(err, errlen, "driver: a rank process runs the live driver");
+        return KVT_RANK_EXIT_SETUP;
+    }
+    if (kvt_replay_validate(cfg, err, errlen) != 0)
+        return KVT_RANK_EXIT_SETUP;
+    if (pc->rank >= cfg->tp) {
+        snprintf(err, errlen, "rank: %u is not below the world size %u", pc->rank, cfg->tp);
+        return KVT_RANK_EXIT_SETUP;
+    }
+    if (pc->engine_pid > 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != pc->engine_pid) {
+            snprintf(err, errlen, "engine-pid: process %d is not this process's parent (gone?)",
+                     pc->engine_pid);
+            return KVT_RANK_EXIT_NO_ENGINE;
+        }
+    }
+    char ep[2 * KVT_MSG_MAX_RANKS + 3][128];
+    static const char *fixed[] = {"engine", "scheduler", "aggregator"};
+    char runner[32], worker[32];
+    for (uint32_t i = 0; i < 3 + 2 * cfg->tp; i++) {
+        const char *name = fixed[i < 3 ? i : 0];
+        if (i >= 3) {
+            kvt_rank_names((i - 3) / 2, runner, worker, sizeof runner);
+            name = (i - 3) % 2 ? worker : runner;
+        }
+        if (kvt_rank_endpoint(pc->engine, i, name, ep[i], sizeof ep[i]) != 0) {
+            snprintf(err, errlen,
+                     "engine: '%s' is not ipc://DIR (DIR under 80 bytes) or tcp://HOST:PORT with "
+                     "room for %u ports",
+                     pc->engine, 3 + 2 * cfg->tp);
+            return KVT_RANK_EXIT_SETUP;
+        }
+    }
+    if (cfg->disk_dir && mkdir(cfg->disk_dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "disk-dir: cannot create %s: %s", cfg->disk_dir, strerror(errno));
+        return KVT_RANK_EXIT_SETUP;
+    }
+    kvt_system_opts_t so;
+    memset(&so, 0, sizeof so);
+    so.driver = KVT_DRIVER_LIVE;
+    so.seed = cfg->seed;
+    so.name = "rank";
+    so.log_level = cfg->log_level;
+    kvt_system_t *sys = kvt_system_new(&so);
+    kvt_rank_t *rk = NULL;
+    s_watch_t watch;
+    memset(&watch, 0, sizeof watch);
+    int status = KVT_RANK_EXIT_SETUP;
+    if (!sys) {
+        snprintf(err, errlen, "cannot create the actor system");
+        goto done;
+    }
+    bool added = true;
+    for (uint32_t i = 0; added && i < 3; i++)
+        added = kvt_system_add_remote(sys, fixed[i], ep[i]) != KVT_AID_NONE;
+    for (uint32_t q = 0; added && q < cfg->tp; q++) {
+        uint32_t ir = KVT_RANK_TOPO_RUNNER(q), iw = KVT_RANK_TOPO_WORKER(q);
+        if (q == pc->rank) {
+            rk = kvt_rank_new(cfg, q, sys, err, errlen);
+            if (!rk)
+                goto done;
+            added = kvt_rank_add_actors(rk, sys, ep[ir], ep[iw]) == 0;
+        } else {
+            kvt_rank_names(q, runner, worker, sizeof runner);
+            added = kvt_system_add_remote(sys, runner, ep[ir]) != KVT_AID_NONE &&
+                    kvt_system_add_remote(sys, worker, ep[iw]) != KVT_AID_NONE;
+        }
+    }
+    if (!added) {
+        snprintf(err, errlen, "cannot build the actor topology (endpoint in use?)");
+        goto done;
+    }
+    if (s_watch_open(&watch, ep[0], pc->rank) != 0) {
+        snprintf(err, errlen, "cannot watch the engine at %s: %s", ep[0],
+                 zmq_strerror(zmq_errno()));
+        goto done;
+    }
+    if (kvt_system_start(sys) != 0) {
+        snprintf(err, errlen, "an actor failed to start (see the log)");
+        goto done;
+    }
+    uint32_t poll_ms = pc->poll_ms ? pc->poll_ms : 50;
+    uint32_t connect_ms = pc->connect_timeout_ms ? pc->connect_timeout_ms : 10000;
+    uint64_t t0 = s_mono_ms();
+    status = KVT_RANK_EXIT_OK;
+    while (true) {
+        int rc = kvt_system_run(sys, (uint64_t)poll_ms * 1000000u, 0);
+        s_watch_poll(&watch);
+        //  The engine's loss first: a dying parent's PR_SET_PDEATHSIG is a
+        //  SIGTERM too, and must not read as the end of the run.
+        if (pc->engine_pid > 0 && getppid() != pc->engine_pid) {
+            snprintf(err, errlen, "the engine process %d is gone", pc->engine_pid);
+            status = KVT_RANK_EXIT_NO_ENGINE;
+            break;
+        }
+        if (watch.lost) {
+            snprintf(err, errlen, "the engine closed its connection (%s)", ep[0]);
+            status = KVT_RANK_EXIT_NO_ENGINE;
+            break;
+        }
+        if (rc != KVT_RUN_TIME_LIMIT)
+            break; //  SIGTERM / SIGINT: the end of the run
+        if (!watch.connected && s_mono_ms() - t0 > connect_ms) {
+            snprintf(err, errlen, "could not reach the engine at %s within %u ms", ep[0],
+                     connect_ms);
+            status = KVT_RANK_EXIT_NO_ENGINE;
+            break;
+        }
+    }
+    kvt_system_stop(sys);
+    //  Its inboxes' socket files go with it (ZeroMQ leaves them behind when
+    //  the process ends before its I/O thread closed the listener).
+    for (uint32_t i = KVT_RANK_TOPO_RUNNER(pc->rank); i <= KVT_RANK_TOPO_WORKER(pc->rank); i++)
+        if (strncmp(ep[i], "ipc://", 6) == 0)
+            unlink(ep[i] + 6);
+    if (status == KVT_RANK_EXIT_OK) {
+        kvt_rank_names(pc->rank, runner, worker, sizeof runner);
+        if (kvt_rank_check_quiescent(rk, err, errlen) != 0 ||
+            s_actor_errors(sys, runner, err, errlen) != 0 ||
+            s_actor_errors(sys, worker, err, errlen) != 0)
+            status = KVT_RANK_EXIT_UNCLEAN;
+    }
+done:
+    s_watch_close(&watch);
+    kvt_system_destroy(&sys);
+    kvt_rank_destroy(&rk);
+    return status;
 }

@@ -56,4 +56,53 @@ kvt_storage_t *kvt_rank_storage(const kvt_rank_t *rank);
 //  rank's actors was stopped (or destroyed). Safe on NULL.
 void kvt_rank_destroy(kvt_rank_t **rank_p);
 
+// ------------------------------------------------------ ranks as processes
+
+//  Index of an actor in the shared topology: engine 0, scheduler 1,
+//  aggregator 2, runner.r 3 + 2r, worker.r 4 + 2r.
+#define KVT_RANK_TOPO_RUNNER(r) (3u + 2u * (r))
+#define KVT_RANK_TOPO_WORKER(r) (4u + 2u * (r))
+
+//  The endpoint of topology actor `index` named `name` under `base`:
+//  ipc://DIR gives ipc://DIR/NAME, tcp://HOST:PORT gives tcp://HOST:(PORT +
+//  index) (every process of the run on HOST). Returns 0, or -1 when base is
+//  neither or the result does not fit (an ipc path over 100 bytes).
+int kvt_rank_endpoint(const char *base, uint32_t index, const char *name, char *out, size_t len);
+
+//  Exit statuses of a rank process (kvt_rank_process_run).
+#define KVT_RANK_EXIT_OK        0 //  stopped by SIGTERM / SIGINT, quiescent, no runtime error
+#define KVT_RANK_EXIT_SETUP     1 //  could not be built or started
+#define KVT_RANK_EXIT_UNCLEAN   3 //  stopped, but its pool was not quiescent or an actor erred
+#define KVT_RANK_EXIT_NO_ENGINE 4 //  the engine went away (or was never reached)
+
+typedef struct {
+    kvt_replay_cfg_t cfg;        //  geometry, tiers, log level, seed (driver: LIVE; tp = world)
+    uint32_t rank;               //  this process's rank (< cfg.tp)
+    const char *engine;          //  base endpoint of the run (ipc://DIR or tcp://HOST:PORT)
+    int engine_pid;              //  the engine's process (its parent), 0 = not known
+    uint32_t connect_timeout_ms; //  the engine must be reached within this (default 10000)
+    uint32_t poll_ms;            //  how often the engine's liveness is checked (default 50)
+} kvt_rank_proc_cfg_t;
+
+//  Runs one rank (runner.r, worker.r and its tier) as this process's only
+//  local actors, every other actor of the topology remote under `engine`.
+//  Returns when the process gets SIGTERM / SIGINT (the engine's end of the
+//  run) or when the engine goes away: its connection closed (a ZeroMQ
+//  socket monitor on a connection to the engine's inbox), its process
+//  exited (engine_pid is no longer the parent) or it was not reached within
+//  connect_timeout_ms. Returns a KVT_RANK_EXIT_* status; err says why for
+//  any but OK.
+int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen);
+
+//  Starts rank r of the run as a process: `exe rank --rank r --world tp
+//  --engine base --engine-pid <this process> ...` with every setting of cfg
+//  the rank needs. The child asks for SIGTERM when this thread exits
+//  (PR_SET_PDEATHSIG). Returns the child's pid, or -1 with err.
+int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, const char *base,
+                   char *err, size_t errlen);
+
+//  A waitpid status in words: "exited with status 2", "was killed by
+//  signal 9 (Killed)".
+void kvt_rank_describe_status(int status, char *out, size_t len);
+
 #endif

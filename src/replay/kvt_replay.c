@@ -5,9 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <czmq.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "actors/aggregator/kvt_aggregator.h"
 #include "actors/common/kvt_prefix.h"
@@ -17,7 +22,9 @@
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_storage.h"
 
-#define S_MAX_TP 64 //  ranks a replay may simulate in one process
+#define S_MAX_TP   64          //  ranks a replay may simulate in one process
+#define S_SLICE_NS 50000000ull //  LIVE: how often the run loop checks ranks, signals, the limit
+#define S_REAP_MS  5000        //  a rank process gets this long to stop after SIGTERM, then SIGKILL
 
 void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
 {
@@ -38,6 +45,7 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     cfg->sim_bw_Bps = 25000000000ull;
     cfg->sim_lat_ns = 5000;
     cfg->log_level = 1;
+    cfg->wall_limit_ms = 600000;
 }
 
 static size_t s_block_bytes(const kvt_replay_cfg_t *c)
@@ -68,6 +76,8 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "step_tokens: must be at least max_running";
     else if (c->sim_bw_Bps == 0)
         bad = "sim_bw: must be positive";
+    else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
+        bad = "ranks-as-processes: needs the live driver (--driver live)";
     if (bad) {
         snprintf(err, errlen, "%s", bad);
         return -1;
@@ -162,7 +172,10 @@ uint64_t kvt_replay_counter(const kvt_replay_report_t *r, const char *actor, con
 typedef struct {
     kvt_workload_t *wl;                       //  requests
     kvt_system_t *sys;                        //  actors and driver
-    kvt_rank_t *rank[S_MAX_TP];               //  device, tier and actor args per rank
+    kvt_rank_t *rank[S_MAX_TP];               //  device, tier and actor args per rank (threads)
+    int pid[S_MAX_TP];                        //  rank processes (0: none or reaped)
+    int status[S_MAX_TP];                     //  their wait status once reaped
+    char dir[256];                            //  their sockets' private directory ("" = none)
     char names[2 * S_MAX_TP + 4][32];         //  actor names
     const char *stats_from[2 * S_MAX_TP + 4]; //  actors asked for counters
     kvt_scheduler_args_t sched;               //  scheduler args
@@ -178,9 +191,92 @@ static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
     return (uint32_t)(aid - 3) < 2 * S_MAX_TP ? run->names[aid - 3] : "?";
 }
 
+static uint64_t s_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+//  Rank processes that exited by themselves (waitpid, no blocking): each is
+//  reaped, its status kept. Returns the first such rank, or -1.
+static int s_procs_poll(s_run_t *run, uint32_t tp)
+{
+    int first = -1;
+    for (uint32_t r = 0; r < tp; r++) {
+        if (run->pid[r] <= 0)
+            continue;
+        int st;
+        pid_t got = waitpid(run->pid[r], &st, WNOHANG);
+        if (got == run->pid[r] || (got < 0 && errno == ECHILD)) {
+            run->status[r] = got == run->pid[r] ? st : 0;
+            run->pid[r] = -run->pid[r]; //  reaped (its pid kept for the report)
+            if (first < 0)
+                first = (int)r;
+        }
+    }
+    return first;
+}
+
+//  Stops every rank process still running: SIGTERM, S_REAP_MS to exit,
+//  then SIGKILL; every one is reaped before this returns.
+static void s_procs_stop(s_run_t *run, uint32_t tp)
+{
+    for (uint32_t r = 0; r < tp; r++)
+        if (run->pid[r] > 0)
+            kill(run->pid[r], SIGTERM);
+    uint64_t end = s_mono_ms() + S_REAP_MS;
+    while (true) {
+        s_procs_poll(run, tp);
+        bool left = false;
+        for (uint32_t r = 0; r < tp; r++)
+            left |= run->pid[r] > 0;
+        if (!left)
+            return;
+        if (s_mono_ms() >= end)
+            break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    for (uint32_t r = 0; r < tp; r++) {
+        if (run->pid[r] <= 0)
+            continue;
+        kill(run->pid[r], SIGKILL);
+        int st = 0;
+        while (waitpid(run->pid[r], &st, 0) < 0 && errno == EINTR)
+            ;
+        run->status[r] = st;
+        run->pid[r] = -run->pid[r];
+    }
+}
+
+//  Removes the rank processes' directory and whatever a killed process's
+//  sockets left in it.
+static void s_dir_remove(s_run_t *run)
+{
+    if (!run->dir[0])
+        return;
+    DIR *d = opendir(run->dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", run->dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(run->dir);
+    run->dir[0] = 0;
+}
+
 static void s_run_free(s_run_t *run, uint32_t tp)
 {
+    s_procs_stop(run, tp);
     kvt_system_destroy(&run->sys);
+    s_dir_remove(run);
     for (uint32_t r = 0; r < tp; r++)
         kvt_rank_destroy(&run->rank[r]);
     kvt_workload_destroy(&run->wl);
@@ -255,6 +351,70 @@ static void s_judge(kvt_replay_report_t *rep)
     if (rep->runtime_errors > 0 || e->steps_failed > 0)
         s_fail(rep, "%llu runtime errors, %llu failed steps (see the rt.* and runner.* counters)",
                (unsigned long long)rep->runtime_errors, (unsigned long long)e->steps_failed);
+    if (e->error[0])
+        s_fail(rep, "the engine stopped the run: %s", e->error);
+    if (e->bad_wrong_ids > 0)
+        s_fail(rep, "%llu wrong-resume reports named no request (a wrong StepDone)",
+               (unsigned long long)e->bad_wrong_ids);
+    if (e->finish_dropped > 0)
+        s_fail(rep, "%llu FINISH events dropped (repeated, or for no request)",
+               (unsigned long long)e->finish_dropped);
+    if (e->stats_unexpected > 0)
+        s_fail(rep, "%llu Stats replies dropped (not asked, repeated, or naming another actor)",
+               (unsigned long long)e->stats_unexpected);
+}
+
+//  LIVE: runs until the engine exits, a signal, a rank process's exit or
+//  the wall limit, checking the last three every S_SLICE_NS.
+static int s_run_live(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep)
+{
+    uint64_t t0 = s_mono_ms();
+    while (true) {
+        int rc = kvt_system_run(run->sys, S_SLICE_NS, 0);
+        if (rc == KVT_RUN_INTERRUPTED)
+            s_fail(rep, "interrupted by a signal before the end (SIGINT / SIGTERM)");
+        if (rc != KVT_RUN_TIME_LIMIT)
+            return rc;
+        int lost = s_procs_poll(run, cfg->tp);
+        if (lost >= 0) {
+            char how[96];
+            kvt_rank_describe_status(run->status[lost], how, sizeof how);
+            s_fail(rep, "rank %d (process %d) %s before the end of the run", lost, -run->pid[lost],
+                   how);
+            if (cfg->log_level >= 0)
+                fprintf(stderr,
+                        "kvtier replay: rank %d (process %d) %s before the end of the run\n", lost,
+                        -run->pid[lost], how);
+            return KVT_REPLAY_RANK_LOST;
+        }
+        if (zsys_interrupted) {
+            s_fail(rep, "interrupted by a signal before the end (SIGINT / SIGTERM)");
+            return KVT_RUN_INTERRUPTED;
+        }
+        if (cfg->wall_limit_ms && s_mono_ms() - t0 >= cfg->wall_limit_ms) {
+            s_fail(rep,
+                   "the live run did not end within its wall-clock limit of %u ms (%llu steps "
+                   "done; --wall-limit)",
+                   cfg->wall_limit_ms, (unsigned long long)rep->engine.steps);
+            return KVT_RUN_TIME_LIMIT;
+        }
+    }
+}
+
+//  Ranks as processes: the private directory of every socket of the run.
+static int s_procs_dir(s_run_t *run, char *err, size_t errlen)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp || strlen(tmp) > 60)
+        tmp = "/tmp";
+    snprintf(run->dir, sizeof run->dir, "%s/kvt-ranks-XXXXXX", tmp);
+    if (!mkdtemp(run->dir)) {
+        snprintf(err, errlen, "ranks-as-processes: cannot create a directory under %s: %s", tmp,
+                 strerror(errno));
+        run->dir[0] = 0;
+        return -1;
+    }
+    return 0;
 }
 
 //  Appends every actor's runtime counters (rt.*) to the report, so a lost
@@ -264,8 +424,11 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
     kvt_sim_engine_result_t *e = &rep->engine;
     for (kvt_aid_t aid = 0; aid < KVT_MAX_ACTORS; aid++) {
         kvt_actor_stats_t st;
-        if (kvt_system_actor_stats(run->sys, aid, &st) != 0)
-            break;
+        if (kvt_system_actor_stats(run->sys, aid, &st) != 0) {
+            if (!kvt_system_endpoint(run->sys, aid))
+                break;
+            continue; //  a rank process's actor: that process checks its own
+        }
         const char *names[] = {"rt.delivered",     "rt.sent",           "rt.send_errors",
                                "rt.decode_errors", "rt.unhandled",      "rt.handler_errors",
                                "rt.timers_fired",  "rt.dropped_at_stop"};
@@ -328,7 +491,9 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         snprintf(err, errlen, "disk-dir: cannot create %s: %s", cfg->disk_dir, strerror(errno));
         goto fail;
     }
-    for (uint32_t r = 0; r < cfg->tp; r++) {
+    if (cfg->ranks_as_processes && s_procs_dir(run, err, errlen) != 0)
+        goto fail;
+    for (uint32_t r = 0; !cfg->ranks_as_processes && r < cfg->tp; r++) {
         run->rank[r] = kvt_rank_new(cfg, r, run->sys, err, errlen);
         if (!run->rank[r])
             goto fail;
@@ -368,14 +533,35 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
 
-    bool added = kvt_system_add(run->sys, "engine", &kvt_sim_engine_class, &run->engine, NULL) !=
-                     KVT_AID_NONE &&
-                 kvt_system_add(run->sys, "scheduler", &kvt_scheduler_class, &run->sched, NULL) !=
-                     KVT_AID_NONE &&
-                 kvt_system_add(run->sys, "aggregator", &kvt_aggregator_class, &run->agg, NULL) !=
-                     KVT_AID_NONE;
-    for (uint32_t r = 0; added && r < cfg->tp; r++)
-        added = kvt_rank_add_actors(run->rank[r], run->sys, NULL, NULL) == 0;
+    //  Ranks as processes: every actor at ipc://DIR/NAME.
+    char base[300] = "", ep[3 + 2 * S_MAX_TP][128];
+    const char *fixed[] = {"engine", "scheduler", "aggregator"};
+    if (cfg->ranks_as_processes) {
+        snprintf(base, sizeof base, "ipc://%s", run->dir);
+        for (uint32_t i = 0; i < 3 + 2 * cfg->tp; i++)
+            if (kvt_rank_endpoint(base, i, i < 3 ? fixed[i] : run->names[i - 3], ep[i],
+                                  sizeof ep[i]) != 0) {
+                snprintf(err, errlen, "ranks-as-processes: socket path under %s too long",
+                         run->dir);
+                goto fail;
+            }
+    }
+    bool procs = cfg->ranks_as_processes;
+    bool added = kvt_system_add(run->sys, "engine", &kvt_sim_engine_class, &run->engine,
+                                procs ? ep[0] : NULL) != KVT_AID_NONE &&
+                 kvt_system_add(run->sys, "scheduler", &kvt_scheduler_class, &run->sched,
+                                procs ? ep[1] : NULL) != KVT_AID_NONE &&
+                 kvt_system_add(run->sys, "aggregator", &kvt_aggregator_class, &run->agg,
+                                procs ? ep[2] : NULL) != KVT_AID_NONE;
+    for (uint32_t r = 0; added && r < cfg->tp; r++) {
+        if (procs)
+            added = kvt_system_add_remote(run->sys, run->names[2 * r],
+                                          ep[KVT_RANK_TOPO_RUNNER(r)]) != KVT_AID_NONE &&
+                    kvt_system_add_remote(run->sys, run->names[2 * r + 1],
+                                          ep[KVT_RANK_TOPO_WORKER(r)]) != KVT_AID_NONE;
+        else
+            added = kvt_rank_add_actors(run->rank[r], run->sys, NULL, NULL) == 0;
+    }
     if (!added) {
         snprintf(err, errlen, "cannot build the actor topology");
         goto fail;
@@ -387,7 +573,38 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         snprintf(err, errlen, "an actor failed to start (see the log)");
         goto fail;
     }
-    rep->exit_code = kvt_system_run(run->sys, 0, 0);
+    const char *exe = cfg->rank_exe ? cfg->rank_exe : "/proc/self/exe";
+    for (uint32_t r = 0; procs && r < cfg->tp; r++) {
+        run->pid[r] = kvt_rank_spawn(exe, cfg, r, base, err, errlen);
+        if (run->pid[r] < 0) {
+            run->pid[r] = 0;
+            goto fail;
+        }
+    }
+    if (cfg->driver == KVT_DRIVER_SIM)
+        rep->exit_code = kvt_system_run(run->sys, 0, 0);
+    else
+        rep->exit_code = s_run_live(run, cfg, rep);
+    if (procs) {
+        //  The end of the run for every rank process (their exit is
+        //  theirs to judge: quiescent pool, no runtime error); the
+        //  engine's actors are still up, so none sees it go away first.
+        bool lost = rep->exit_code == KVT_REPLAY_RANK_LOST;
+        s_procs_stop(run, cfg->tp);
+        for (uint32_t r = 0; r < cfg->tp; r++) {
+            int st = run->status[r];
+            if (WIFEXITED(st) && WEXITSTATUS(st) == KVT_RANK_EXIT_OK)
+                continue;
+            char how[96];
+            kvt_rank_describe_status(st, how, sizeof how);
+            if (!lost && rep->exit_code == 0)
+                s_fail(rep, "rank %u (process %d) %s at the end of the run (see its log)", r,
+                       -run->pid[r], how);
+            else if (cfg->log_level >= 1)
+                fprintf(stderr, "kvtier replay: rank %u (process %d) %s when stopped\n", r,
+                        -run->pid[r], how);
+        }
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     rep->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     if (cfg->driver == KVT_DRIVER_SIM) {

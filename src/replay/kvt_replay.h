@@ -1,6 +1,8 @@
 /*  kvt_replay — builds a replay: the workload, one device and one tier per
     rank, and the actors (engine, scheduler, aggregator, runner.r, worker.r)
-    under the chosen driver; runs it to the end of the workload; checks that
+    under the chosen driver (ranks as threads of this process or, under
+    LIVE, as processes of their own); runs it to the end of the workload
+    or a wall-clock limit (LIVE); checks that
     the system is quiescent (no outstanding load or save, no lease, pin or
     reservation left in any pool) and reports what it measured. */
 #ifndef KVT_REPLAY_H_INCLUDED
@@ -42,6 +44,12 @@ typedef struct {
     bool mem_overcommit;           //  start even when the memory asked for exceeds the limit
     kvt_mem_limit_fn *mem_limit;   //  the limit's source; NULL: kvt_mem_limit_system
     void *mem_limit_arg;           //  its argument
+    uint32_t wall_limit_ms;        //  LIVE: the run fails when it has not ended after this
+                                   //  much wall time (default 600000 = 10 min; 0 = none)
+    bool ranks_as_processes;       //  LIVE: every rank runs as its own process (`kvtier rank`),
+                                   //  over ipc:// in a private temporary directory
+    const char *rank_exe;          //  the kvtier binary those processes run (NULL:
+                                   //  /proc/self/exe, so the caller must be kvtier itself)
 } kvt_replay_cfg_t;
 
 typedef struct {
@@ -64,6 +72,10 @@ typedef struct {
                                     //  that never ended, runtime errors or failed steps
     char failures[1024];            //  why, one reason per line ("" when it passed)
 } kvt_replay_report_t;
+
+//  kvt_replay_report_t.exit_code when a rank process exited before the end
+//  (failures names the rank and its exit status).
+#define KVT_REPLAY_RANK_LOST (-110)
 
 //  Fills *cfg with the defaults.
 void kvt_replay_defaults(kvt_replay_cfg_t *cfg);

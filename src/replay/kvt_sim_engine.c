@@ -12,7 +12,24 @@ typedef struct {
     kvt_sim_engine_core_t *core; //  the engine's state machine
     kvt_aid_t sched;             //  scheduler id
     kvt_aid_t *runners;          //  runner ids, one per rank
+    kvt_aid_t *asked;            //  actors asked for counters (nasked of them)
+    uint8_t *answered;           //  per asked actor: its reply was taken
+    uint32_t nasked;             //  entries in asked
+    bool stopped;                //  the engine gave up (the result says why)
 } s_engine_t;
+
+//  The replay cannot go on (a send failed, out of memory): says why in the
+//  result and ends the run, under either driver, instead of waiting forever.
+static int s_abort(kvt_ctx_t *ctx, s_engine_t *self, const char *why)
+{
+    if (self->stopped)
+        return -1;
+    self->stopped = true;
+    snprintf(self->a.out->error, sizeof self->a.out->error, "%s", why);
+    kvt_ctx_log(ctx, 0, "engine stops the replay: %s", why);
+    kvt_ctx_exit(ctx, KVT_SIM_ENGINE_EXIT_FAILED);
+    return -1;
+}
 
 //  Asks every actor of stats_from for its counters; returns how many were asked.
 static uint32_t s_request_stats(kvt_ctx_t *ctx, s_engine_t *self)
@@ -22,13 +39,22 @@ static uint32_t s_request_stats(kvt_ctx_t *ctx, s_engine_t *self)
     m.kind = KVT_MSG_STATS;
     m.u.stats.request = true;
     snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", kvt_ctx_name(ctx, kvt_ctx_self(ctx)));
-    uint32_t asked = 0;
+    uint32_t n = 0;
+    for (const char *const *name = self->a.stats_from; name && *name; name++)
+        n++;
+    free(self->asked);
+    free(self->answered);
+    self->asked = calloc(n ? n : 1, sizeof *self->asked);
+    self->answered = calloc(n ? n : 1, 1);
+    self->nasked = 0;
+    if (!self->asked || !self->answered)
+        return 0; //  nothing recorded as asked: the result is final without counters
     for (const char *const *name = self->a.stats_from; name && *name; name++) {
         kvt_aid_t aid = kvt_ctx_lookup(ctx, *name);
         if (aid != KVT_AID_NONE && kvt_ctx_send(ctx, aid, &m) == 0)
-            asked++;
+            self->asked[self->nasked++] = aid;
     }
-    return asked;
+    return self->nasked;
 }
 
 //  Carries out what a core call returned (rc: the call's result).
@@ -37,7 +63,7 @@ static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t 
     if (out->note[0])
         kvt_ctx_log(ctx, out->note_level, "%s", out->note);
     if (rc != 0)
-        return rc;
+        return out->fatal ? s_abort(ctx, self, out->note) : rc;
     kvt_msg_t m;
     memset(&m, 0, sizeof m);
     switch (out->what) {
@@ -47,9 +73,10 @@ static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t 
         m.kind = KVT_MSG_SCHEDULE;
         m.u.schedule = out->schedule;
         if (kvt_ctx_send(ctx, self->sched, &m) != 0) {
-            kvt_ctx_log(ctx, 0, "cannot send Schedule for step %llu",
-                        (unsigned long long)out->schedule.step);
-            return -1;
+            char why[96];
+            snprintf(why, sizeof why, "cannot send Schedule for step %llu",
+                     (unsigned long long)out->schedule.step);
+            return s_abort(ctx, self, why);
         }
         return 0;
     case KVT_SIM_ENGINE_EXEC:
@@ -58,8 +85,10 @@ static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t 
         for (uint32_t r = 0; r < self->a.tp; r++) {
             m.u.step_exec.rank = r;
             if (kvt_ctx_send(ctx, self->runners[r], &m) != 0) {
-                kvt_ctx_log(ctx, 0, "cannot send StepExec to rank %u", r);
-                return -1;
+                char why[96];
+                snprintf(why, sizeof why, "cannot send StepExec for step %llu to rank %u",
+                         (unsigned long long)out->exec.step, r);
+                return s_abort(ctx, self, why);
             }
         }
         return 0;
@@ -100,8 +129,27 @@ static int s_on_done(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
 static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
 {
     s_engine_t *self = selfp;
+    const kvt_stats_t *st = &msg->u.stats;
+    if (st->request)
+        return 0; //  the engine is not asked for counters
+    //  Only a reply from an actor that was asked, once, under its own name:
+    //  anything else would end the collection early or file counters
+    //  under the wrong actor.
+    uint32_t i = 0;
+    while (i < self->nasked && self->asked[i] != from)
+        i++;
+    if (i == self->nasked || self->answered[i] || strcmp(st->from, kvt_ctx_name(ctx, from)) != 0) {
+        self->a.out->stats_unexpected++;
+        kvt_ctx_log(ctx, 1, "dropped a Stats reply from %s (naming '%s'): %s",
+                    kvt_ctx_name(ctx, from), st->from,
+                    i == self->nasked   ? "it was not asked"
+                    : self->answered[i] ? "it already answered"
+                                        : "the reply names another actor");
+        return 0;
+    }
+    self->answered[i] = 1;
     kvt_sim_engine_out_t out;
-    int rc = kvt_sim_engine_core_stats(self->core, &msg->u.stats, &out);
+    int rc = kvt_sim_engine_core_stats(self->core, st, &out);
     return s_act(ctx, self, rc, &out);
 }
 
@@ -119,6 +167,8 @@ static void s_free(s_engine_t *self)
 {
     kvt_sim_engine_core_destroy(&self->core);
     free(self->runners);
+    free(self->asked);
+    free(self->answered);
     free(self);
 }
 

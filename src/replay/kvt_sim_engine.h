@@ -5,7 +5,12 @@
     the scheduler, StepExec to every rank's runner, Stats requests to every
     actor in stats_from), feeds it every StepPlan, StepDone (after checking
     that it came from that rank's runner) and Stats reply, logs its notes,
-    and exits the system when the core says the replay is over. The
+    and exits the system when the core says the replay is over. When it
+    cannot go on (a send fails, the core runs out of memory) it writes why
+    into the result and exits with KVT_SIM_ENGINE_EXIT_FAILED rather than
+    wait for a message that will never come. It takes a Stats reply only
+    from an actor it asked, once, under that actor's own name (others are
+    dropped and counted). The
     modelled clock, admission on it, the cost model and the TTFT percentiles
     are the core's (see kvt_sim_engine_core.h); they are the same under both
     drivers and independent of how fast the replay itself runs. */
@@ -28,6 +33,10 @@ typedef struct {
     uint32_t max_arrival_bytes;    //  token bytes per Schedule message (default 4 MiB)
     kvt_sim_engine_result_t *out;  //  where results go (owned by the caller)
 } kvt_sim_engine_args_t;
+
+//  Exit code of a run the engine stopped because it could not go on (a send
+//  failed, out of memory; the result's error says why).
+#define KVT_SIM_ENGINE_EXIT_FAILED 3
 
 //  The actor class.
 extern const kvt_actor_class_t kvt_sim_engine_class;

@@ -21,6 +21,7 @@ struct kvt_sim_engine_core_t {
     uint64_t step_us;             //  modelled cost of the running step
     uint64_t *first_token_us;     //  per request: modelled time of the first token (0 = not yet)
     uint8_t *wrong;               //  per request: a rank reported wrong restored bytes
+    uint8_t *finished;            //  per request: its FINISH event was counted
     uint32_t ended;               //  requests finished or rejected
     uint32_t stats_expected;      //  Stats replies awaited
     uint32_t stats_received;      //  Stats replies received
@@ -81,8 +82,9 @@ kvt_sim_engine_core_t *kvt_sim_engine_core_new(const kvt_sim_engine_core_cfg_t *
     uint32_t n = cfg->wl->n ? cfg->wl->n : 1;
     self->first_token_us = calloc(n, sizeof(uint64_t));
     self->wrong = calloc(n, 1);
+    self->finished = calloc(n, 1);
     self->step_answered = calloc(cfg->tp, 1);
-    if (!self->first_token_us || !self->wrong || !self->step_answered) {
+    if (!self->first_token_us || !self->wrong || !self->finished || !self->step_answered) {
         kvt_sim_engine_core_destroy(&self);
         return NULL;
     }
@@ -99,6 +101,7 @@ void kvt_sim_engine_core_destroy(kvt_sim_engine_core_t **self_p)
     s_free_arrivals(self);
     free(self->first_token_us);
     free(self->wrong);
+    free(self->finished);
     free(self->step_answered);
     free(self);
     *self_p = NULL;
@@ -172,6 +175,7 @@ oom:
     s_free_arrivals(self);
     s_note(out, 0, "cannot build the Schedule for step %llu: out of memory",
            (unsigned long long)self->step + 1);
+    out->fatal = true;
     return -1;
 }
 
@@ -241,6 +245,13 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
             o->hbm_hit_tokens -= ev->c < o->hbm_hit_tokens ? ev->c : o->hbm_hit_tokens;
             break;
         case KVT_EV_FINISH:
+            //  A request ends once: a repeated FINISH (or one for no
+            //  request) is dropped and counted, never counted twice.
+            if (ev->op.req >= self->a.wl->n || self->finished[ev->op.req]) {
+                o->finish_dropped++;
+                break;
+            }
+            self->finished[ev->op.req] = 1;
             self->ended++;
             if (ev->c == 1)
                 o->rejected++;
@@ -331,11 +342,20 @@ int kvt_sim_engine_core_done(kvt_sim_engine_core_t *self, const kvt_step_done_t 
             self->out->steps_failed++;
         self->step_failed = true;
     }
-    for (uint32_t i = 0; i < d->nwrong; i++)
-        if (d->wrong[i] < self->a.wl->n && !self->wrong[d->wrong[i]]) {
+    for (uint32_t i = 0; i < d->nwrong; i++) {
+        if (d->wrong[i] >= self->a.wl->n) {
+            self->out->bad_wrong_ids++;
+            s_note(
+                out, 0,
+                "StepDone for step %llu from rank %u names request %llu as wrong: no such request",
+                (unsigned long long)d->step, d->rank, (unsigned long long)d->wrong[i]);
+            continue;
+        }
+        if (!self->wrong[d->wrong[i]]) {
             self->wrong[d->wrong[i]] = 1;
             self->out->wrong_resumes++;
         }
+    }
     if (--self->step_pending > 0)
         return 0;
     self->clock_us += self->step_us;

@@ -30,23 +30,28 @@ typedef struct {
 
 //  What a replay measured. Filled by the engine before it exits.
 typedef struct {
-    uint64_t requests;        //  requests in the workload
-    uint64_t finished;        //  requests that generated all their tokens
-    uint64_t rejected;        //  requests the scheduler refused
-    uint64_t input_tokens;    //  prompt tokens of finished requests
-    uint64_t hbm_hit_tokens;  //  prompt tokens served from HBM
-    uint64_t tier_hit_tokens; //  prompt tokens restored from the tier (verdict ok)
-    uint64_t disk_hit_tokens; //  ... of them, tokens some rank read from its disk tier
-    uint64_t loads_ok;        //  load verdicts ok
-    uint64_t loads_failed;    //  load verdicts failed (retreats)
-    uint64_t wrong_resumes;   //  requests whose restored bytes differed from a recompute
-    uint64_t steps;           //  steps run
-    uint64_t steps_failed;    //  step reports with ok = false
-    uint64_t model_time_us;   //  modelled clock at the end
-    double ttft_p50_ms;       //  time to first token, modelled (ms)
-    double ttft_p90_ms;       //  ...
-    double ttft_p99_ms;       //  ...
-    bool done;                //  the engine reached the end of the workload
+    uint64_t requests;         //  requests in the workload
+    uint64_t finished;         //  requests that generated all their tokens
+    uint64_t rejected;         //  requests the scheduler refused
+    uint64_t input_tokens;     //  prompt tokens of finished requests
+    uint64_t hbm_hit_tokens;   //  prompt tokens served from HBM
+    uint64_t tier_hit_tokens;  //  prompt tokens restored from the tier (verdict ok)
+    uint64_t disk_hit_tokens;  //  ... of them, tokens some rank read from its disk tier
+    uint64_t loads_ok;         //  load verdicts ok
+    uint64_t loads_failed;     //  load verdicts failed (retreats)
+    uint64_t wrong_resumes;    //  requests whose restored bytes differed from a recompute
+    uint64_t steps;            //  steps run
+    uint64_t steps_failed;     //  step reports with ok = false
+    uint64_t model_time_us;    //  modelled clock at the end
+    double ttft_p50_ms;        //  time to first token, modelled (ms)
+    double ttft_p90_ms;        //  ...
+    double ttft_p99_ms;        //  ...
+    bool done;                 //  the engine reached the end of the workload
+    uint64_t bad_wrong_ids;    //  StepDone wrong[] ids naming no request (a wrong report)
+    uint64_t finish_dropped;   //  FINISH events dropped: the request had ended, or no such request
+    uint64_t stats_unexpected; //  Stats replies dropped: not asked, answered twice, or a
+                               //  body naming another actor than the sender
+    char error[160];           //  why the engine stopped before the end ("" if it did not)
     kvt_sim_engine_counter_t
         *counters;         //  every actor's counters (owned; kvt_sim_engine_result_clear)
     uint32_t ncounters;    //  entries in counters
@@ -84,6 +89,7 @@ typedef struct {
     kvt_schedule_t schedule;  //  SCHEDULE: the message
     kvt_step_exec_t exec;     //  EXEC: the message (rank left 0)
     int note_level;           //  log level of note
+    bool fatal;               //  with -1: the replay cannot go on (out of memory); stop it
     char note[160];           //  a line to log ("" = none); with -1 from a call, why
 } kvt_sim_engine_out_t;
 
@@ -108,7 +114,8 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
 
 //  A rank's StepDone (the shell has checked that it came from that rank's
 //  runner). -1 when no step runs, it is for another step or rank, or that
-//  rank already answered.
+//  rank already answered. Ids in wrong[] that name no request are counted
+//  (bad_wrong_ids) and noted: a wrong report fails the run.
 int kvt_sim_engine_core_done(kvt_sim_engine_core_t *self, const kvt_step_done_t *done,
                              kvt_sim_engine_out_t *out);
 

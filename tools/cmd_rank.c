@@ -1,0 +1,142 @@
+/*  kvtier rank — runs one rank of a replay (runner, worker, its tier) as
+    this process, talking to the engine's actors at ENDPOINT: ipc://DIR
+    (same host; actor NAME at ipc://DIR/NAME) or tcp://HOST:PORT (topology
+    actor i at HOST:PORT+i). `kvtier replay --ranks-as-processes` starts
+    these itself; the settings must match the engine's (geometry, tiers,
+    world size), since both sides derive the namespace and the topology
+    from them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay/kvt_rank.h"
+#include "kvt_cli.h"
+#include "kvt_cmd.h"
+
+static void s_usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: kvtier rank --rank R --world N --engine ENDPOINT [options]\n"
+        "  --rank R           this process's rank, 0..N-1\n"
+        "  --world N          ranks of the run (the replay's --tp)\n"
+        "  --engine ENDPOINT  ipc://DIR (actor NAME at ipc://DIR/NAME) or tcp://HOST:PORT\n"
+        "                     (topology actor i at HOST:PORT+i: engine, scheduler,\n"
+        "                     aggregator, runner.0, worker.0, runner.1, ...)\n"
+        "  --engine-pid PID   the engine's process, this one's parent: exit when it is gone\n"
+        "  --connect-timeout MS  exit when the engine is not reached within MS (default 10000)\n"
+        "  --seed S, --log-level N, --hbm-pool SIZE, --cpu-pool SIZE, --disk-dir DIR,\n"
+        "  --disk-pool SIZE, --disk-write always|evict, --layers N, --planes N,\n"
+        "  --token-bytes N, --block-size N, --chunk-size N, --fault corrupt-resume=N\n"
+        "                     as for kvtier replay (they must match the engine's)\n"
+        "Exit status: 0 stopped by SIGTERM/SIGINT with a quiescent pool; 1 set-up failed;\n"
+        "2 bad usage; 3 stopped but not quiescent or an actor erred; 4 the engine went\n"
+        "away (its connection closed, its process exited, or it was never reached).\n");
+}
+
+int kvt_cmd_rank(int argc, char **argv)
+{
+    kvt_rank_proc_cfg_t pc;
+    memset(&pc, 0, sizeof pc);
+    kvt_replay_defaults(&pc.cfg);
+    pc.cfg.driver = KVT_DRIVER_LIVE;
+    bool have_rank = false, have_world = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            s_usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kvtier rank: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        uint64_t n = 0;
+        int rc = 0;
+        if (!strcmp(a, "--rank")) {
+            if ((rc = kvt_cli_uint(v, 0, 63, &n)) == 0)
+                pc.rank = (uint32_t)n, have_rank = true;
+        } else if (!strcmp(a, "--world")) {
+            if ((rc = kvt_cli_uint(v, 1, 64, &n)) == 0)
+                pc.cfg.tp = (uint32_t)n, have_world = true;
+        } else if (!strcmp(a, "--engine"))
+            pc.engine = v;
+        else if (!strcmp(a, "--engine-pid")) {
+            if ((rc = kvt_cli_uint(v, 1, INT32_MAX, &n)) == 0)
+                pc.engine_pid = (int)n;
+        } else if (!strcmp(a, "--connect-timeout")) {
+            if ((rc = kvt_cli_uint(v, 1, UINT32_MAX, &n)) == 0)
+                pc.connect_timeout_ms = (uint32_t)n;
+        } else if (!strcmp(a, "--seed"))
+            rc = kvt_cli_uint(v, 0, UINT64_MAX, &pc.cfg.seed);
+        else if (!strcmp(a, "--log-level")) {
+            if ((rc = kvt_cli_uint(v, 0, 3, &n)) == 0)
+                pc.cfg.log_level = (int)n;
+        } else if (!strcmp(a, "--hbm-pool"))
+            rc = kvt_cli_size(v, &pc.cfg.hbm_pool_bytes);
+        else if (!strcmp(a, "--cpu-pool"))
+            rc = kvt_cli_size(v, &pc.cfg.cpu_pool_bytes);
+        else if (!strcmp(a, "--disk-dir"))
+            pc.cfg.disk_dir = v;
+        else if (!strcmp(a, "--disk-pool"))
+            rc = kvt_cli_size(v, &pc.cfg.disk_pool_bytes);
+        else if (!strcmp(a, "--disk-write")) {
+            if (!strcmp(v, "always"))
+                pc.cfg.disk_write_on_evict = false;
+            else if (!strcmp(v, "evict"))
+                pc.cfg.disk_write_on_evict = true;
+            else
+                rc = -1;
+        } else if (!strcmp(a, "--layers")) {
+            if ((rc = kvt_cli_uint(v, 1, 1024, &n)) == 0)
+                pc.cfg.layers = (uint32_t)n;
+        } else if (!strcmp(a, "--planes")) {
+            if ((rc = kvt_cli_uint(v, 1, 8, &n)) == 0)
+                pc.cfg.planes = (uint32_t)n;
+        } else if (!strcmp(a, "--token-bytes")) {
+            if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
+                pc.cfg.token_bytes = (uint32_t)n;
+        } else if (!strcmp(a, "--block-size")) {
+            if ((rc = kvt_cli_uint(v, 1, 1024, &n)) == 0)
+                pc.cfg.block_size = (uint32_t)n;
+        } else if (!strcmp(a, "--chunk-size")) {
+            if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
+                pc.cfg.chunk_size = (uint32_t)n;
+        } else if (!strcmp(a, "--fault")) {
+            const char *key = "corrupt-resume=";
+            if (strncmp(v, key, strlen(key)) != 0 ||
+                kvt_cli_uint(v + strlen(key), 1, UINT32_MAX, &n) != 0)
+                rc = -1;
+            else
+                pc.cfg.fault_corrupt_resume = (uint32_t)n;
+        } else {
+            fprintf(stderr, "kvtier rank: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (rc != 0) {
+            fprintf(stderr, "kvtier rank: %s: bad value '%s'\n", a, v);
+            return 2;
+        }
+    }
+    if (!have_rank || !have_world || !pc.engine) {
+        fprintf(stderr, "kvtier rank: %s is required (see --help)\n",
+                !have_rank    ? "--rank"
+                : !have_world ? "--world"
+                              : "--engine");
+        return 2;
+    }
+    if (pc.rank >= pc.cfg.tp) {
+        fprintf(stderr, "kvtier rank: --rank %u is not below --world %u\n", pc.rank, pc.cfg.tp);
+        return 2;
+    }
+    char err[512] = "";
+    if (kvt_replay_validate(&pc.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "kvtier rank: %s\n", err);
+        return 2;
+    }
+    int status = kvt_rank_process_run(&pc, err, sizeof err);
+    if (status != KVT_RANK_EXIT_OK)
+        fprintf(stderr, "kvtier rank %u: %s\n", pc.rank, err);
+    return status;
+}
