@@ -174,6 +174,11 @@ typedef struct {
     uint32_t retreats;           //  RETREAT events
     uint32_t finished;           //  FINISH events
     uint32_t max_attempt;        //  highest save attempt seen
+    bool fail_state;             //  make state-leg verdicts fail (MISS)
+    uint32_t takes[64];          //  boundaries of the checkpoints planned (first 64)
+    uint32_t ntakes;             //  TAKE ops seen
+    uint32_t restores;           //  RESTORE ops seen
+    uint32_t state_loads;        //  LOAD (state leg) ops seen
 } rig_t;
 
 static void rig_init(rig_t *r, uint32_t hbm_blocks, uint32_t tier_chunks)
@@ -230,6 +235,24 @@ static int rig_step(rig_t *r)
     }
     for (uint32_t i = 0; i < p->nentries; i++)
         r->verify_entries += p->entries[i].verify_end > 0;
+    const kvt_sched_state_op_t *ops;
+    uint32_t nops;
+    kvt_sched_plan_state(r->s, &ops, &nops);
+    for (uint32_t i = 0; i < nops; i++) {
+        if (ops[i].kind == KVT_SCHED_STATE_TAKE && r->ntakes < 64)
+            r->takes[r->ntakes++] = ops[i].at;
+        r->restores += ops[i].kind == KVT_SCHED_STATE_RESTORE;
+        if (ops[i].kind != KVT_SCHED_STATE_LOAD)
+            continue;
+        r->state_loads++;
+        kvt_verdict_t *v = &r->pending[r->npending++];
+        memset(v, 0, sizeof *v);
+        v->chan = KVT_CHAN_STATE;
+        v->op = ops[i].op;
+        v->key = ops[i].key;
+        v->ok = !r->fail_state;
+        v->detail = r->fail_state ? KVT_DETAIL_MISS : 0;
+    }
     for (uint32_t i = 0; i < p->nloads; i++) {
         kvt_verdict_t *v = &r->pending[r->npending++];
         memset(v, 0, sizeof *v);
@@ -794,5 +817,406 @@ Test(sched, rule_S5_a_loaded_prefix_is_not_saved_again)
     cr_assert_eq(r.saves_seen, 4, "request 3 saved %u chunks the tier already held",
                  r.saves_seen - 4);
     cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+// ------------------------------------------------------ hybrid models ----
+
+static void rig_init_cfg(rig_t *r, const kvt_sched_cfg_t *cfg)
+{
+    memset(r, 0, sizeof *r);
+    char err[128];
+    r->s = kvt_sched_new(cfg, err, sizeof err);
+    cr_assert_not_null(r->s, "%s", err);
+}
+
+static kvt_sched_cfg_t hybrid_cfg(uint32_t bs, uint32_t cs, uint32_t interval, uint32_t hbm_blocks,
+                                  uint32_t tier_chunks)
+{
+    kvt_sched_cfg_t cfg = {.block_size = bs,
+                           .chunk_size = cs,
+                           .hbm_blocks = hbm_blocks,
+                           .tier_chunks = tier_chunks,
+                           .max_running = 4,
+                           .step_tokens = 256,
+                           .save_retries = 1,
+                           .ns = kvt_namespace_hash("hybrid"),
+                           .state_bytes = 1u << 20,
+                           .checkpoint_interval = interval,
+                           .hbm_checkpoints = 16};
+    return cfg;
+}
+
+//  The token at position i of request id's fed stream (prompt base + i,
+//  then the core's predetermined outputs).
+static uint32_t fed_token(uint64_t id, uint32_t nprompt, uint32_t base, uint32_t i)
+{
+    if (i < nprompt)
+        return base + i;
+    uint64_t x = (id + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    return (uint32_t)(x % 100000u) + 1000u;
+}
+
+static void rig_arrive_tokens(rig_t *r, uint64_t id, const uint32_t *t, uint32_t n,
+                              uint32_t max_new)
+{
+    kvt_arrival_t a = {.req = id, .tokens = (uint32_t *)t, .ntokens = n, .max_new_tokens = max_new};
+    cr_assert_eq(kvt_sched_arrive(r->s, &a), 0);
+}
+
+static bool took(const rig_t *r, uint32_t at)
+{
+    for (uint32_t i = 0; i < r->ntakes && i < 64; i++)
+        if (r->takes[i] == at)
+            return true;
+    return false;
+}
+
+//  (a) the interval grid, (b) the prompt's last chunk boundary and its end
+//  on the block grid, (c) the last chunk boundary the decode reaches;
+//  prefill chunks end on them.
+Test(sched, checkpoints_are_taken_on_the_interval_at_the_prompt_end_and_at_the_decode_keep)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 256, 64, 0);
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 210, 100, 120); //  fed: 210 + 119 = 329 tokens
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].end, 192, "the prefill is clipped to the prompt's last chunk");
+    rig_deliver(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].end, 208, "then to the prompt's end on the block grid");
+    rig_deliver(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].end, 210);
+    rig_deliver(&r);
+    rig_run(&r, 400);
+    cr_assert(took(&r, 192), "(b) the last chunk boundary of the prompt");
+    cr_assert(took(&r, 208), "(b) the prompt's end on the block grid");
+    cr_assert(took(&r, 256), "(a) the interval grid, reached while decoding");
+    cr_assert(took(&r, 320), "(c) the decode keep");
+    cr_assert_eq(r.ntakes, 4, "%u checkpoints taken", r.ntakes);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, a_dense_model_takes_no_checkpoints_and_is_not_clipped)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 256, 64, 0);
+    cfg.state_bytes = 0;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 210, 100, 120);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].end, 210);
+    rig_deliver(&r);
+    rig_run(&r, 400);
+    cr_assert_eq(r.ntakes, 0);
+    kvt_sched_destroy(&r.s);
+}
+
+//  Request 1 leaves KV up to 320 (its fed tokens) and checkpoints at 192,
+//  208, 256 and 320; request 2's prompt is the first `n` fed tokens of 1.
+static void gated_setup(rig_t *r, uint32_t spec, uint32_t n, uint32_t *prompt)
+{
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 256, 64, 0);
+    cfg.spec_tokens = spec;
+    rig_init_cfg(r, &cfg);
+    rig_arrive(r, 1, 210, 100, 120);
+    rig_run(r, 400);
+    for (uint32_t i = 0; i < n; i++)
+        prompt[i] = fed_token(1, 210, 100, i);
+    r->admit_hbm = 0;
+    r->restores = 0;
+}
+
+Test(sched, the_hbm_hit_is_gated_to_the_newest_checkpoint_at_or_below_the_block_hit)
+{
+    rig_t r;
+    uint32_t prompt[300];
+    gated_setup(&r, 0, 300, prompt);
+    rig_arrive_tokens(&r, 2, prompt, 300, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 2, &info), 0);
+    cr_assert_eq(info.block_hit, 288, "KV is resident up to 288 (299 / 16 blocks)");
+    cr_assert_eq(info.hbm_hit, 256, "but the newest checkpoint below it is at 256");
+    cr_assert_eq(r.plan.entries[0].start, 256);
+    cr_assert_eq(r.restores, 1, "the slot is restored from the checkpoint at 256");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.gate_lost_tokens, 32);
+    cr_assert_eq(r.admit_hbm, 256);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, a_hit_leaves_one_token_and_two_with_speculative_decoding)
+{
+    rig_t r;
+    uint32_t prompt[257];
+    gated_setup(&r, 0, 257, prompt);
+    rig_arrive_tokens(&r, 2, prompt, 257, 1);
+    rig_step(&r);
+    kvt_sched_req_info_t info;
+    kvt_sched_req_info(r.s, 2, &info);
+    cr_assert_eq(info.hbm_hit, 256, "one token left to compute");
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    kvt_sched_destroy(&r.s);
+
+    gated_setup(&r, 3, 257, prompt);
+    rig_arrive_tokens(&r, 2, prompt, 257, 1);
+    rig_step(&r);
+    kvt_sched_req_info(r.s, 2, &info);
+    cr_assert_eq(info.hbm_hit, 208, "hit %u: two tokens left, so the hit is gated below 255",
+                 info.hbm_hit);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    kvt_sched_destroy(&r.s);
+}
+
+//  Seed 002 on the scheduler, block 4 / chunk 16: request C leaves chunks
+//  [0, 32) with images at 16 and 32 in the tier, X (x_len tokens) evicts C
+//  from HBM past its first chunk, A (the first 20 tokens) leaves a 20-token
+//  HBM hit with its checkpoint.
+#define P_BASE 500
+static void joint_setup(rig_t *r, uint32_t hbm_blocks, uint32_t x_len)
+{
+    kvt_sched_cfg_t cfg = hybrid_cfg(4, 16, 16, hbm_blocks, 64);
+    cfg.hbm_checkpoints = 2;
+    rig_init_cfg(r, &cfg);
+    rig_arrive(r, 10, 40, P_BASE, 1);
+    rig_run(r, 100);
+    rig_arrive(r, 11, x_len, 90000, 1);
+    rig_run(r, 100);
+    rig_arrive(r, 12, 20, P_BASE, 1);
+    rig_run(r, 100);
+    r->loads_seen = r->state_loads = r->restores = 0;
+    r->admit_hbm = r->admit_tier = 0;
+}
+
+Test(sched, the_twenty_token_hit_with_a_rung_at_32_loads_16_to_32_into_private_blocks)
+{
+    rig_t r;
+    joint_setup(&r, 12, 44);
+    kvt_sched_stats_t st0, st;
+    kvt_sched_stats(r.s, &st0);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.hbm_hit, 20);
+    cr_assert_eq(info.state, 2, "loading");
+    cr_assert_eq(info.load_floor, 16);
+    cr_assert_eq(info.load_end, 32);
+    cr_assert_eq(info.joint_src, 2, "the state from the tier");
+    cr_assert_eq(r.plan.nloads, 1);
+    cr_assert_eq(r.plan.loads[0].start, 16);
+    cr_assert_eq(r.plan.loads[0].end, 32);
+    cr_assert_eq(r.plan.loads[0].nblocks, 4);
+    //  Block 4 ([16, 20)) is written by the load: it is the request's own
+    //  fresh block, not the shared one the hit found.
+    cr_assert_eq(r.plan.loads[0].blocks[0], info.blocks[4]);
+    cr_assert_eq(r.state_loads, 1, "the state at 32 comes from the tier");
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.joint_state_tier - st0.joint_state_tier, 1);
+    cr_assert_eq(st.hbm_hit_tokens - st0.hbm_hit_tokens, 20, "rule B3: the hit, not the floor");
+    rig_audit(&r);
+    rig_deliver(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].start, 32);
+    cr_assert_eq(r.plan.entries[0].verify_end, 32);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  Seed 002's exact-fit pool on the scheduler: a running request holds
+//  three blocks, so the pool fits the admission at the HBM hit exactly but
+//  not the joint's private refill of [16, 20). The joint is skipped, the
+//  request keeps its 20-token hit and computes from there (no crash).
+Test(sched, the_exact_fit_pool_skips_the_joint_instead_of_crashing)
+{
+    rig_t r;
+    joint_setup(&r, 12, 44);
+    kvt_sched_stats_t st0, st;
+    kvt_sched_stats(r.s, &st0);
+    rig_arrive(&r, 20, 4, 70000, 8); //  3 blocks, decodes while 13 is admitted
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 3, "running at the HBM hit, not loading");
+    cr_assert_eq(info.hbm_hit, 20);
+    cr_assert_eq(info.computed, 20);
+    cr_assert_eq(r.plan.nloads, 0);
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.partial_chunk_no_room - st0.partial_chunk_no_room, 1);
+    cr_assert_eq(st.joint_state_tier - st0.joint_state_tier, 0, "the skip is not a boundary");
+    cr_assert_eq(st.blocks_in_use, 12, "the pool is used exactly");
+    rig_audit(&r);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, rule_B2_a_failed_state_leg_retreats_to_the_gated_hbm_hit_on_its_blocks)
+{
+    rig_t r;
+    joint_setup(&r, 12, 44);
+    r.fail_state = true;
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1);
+    kvt_sched_req_info_t before;
+    kvt_sched_req_info(r.s, 13, &before);
+    uint32_t fresh4 = before.blocks[4];
+    rig_deliver(&r); //  the KV leg lands, the state leg misses
+    r.fail_state = false;
+    r.restores = 0;
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    kvt_sched_req_info(r.s, 13, &info);
+    cr_assert_eq(r.retreats, 1);
+    cr_assert_eq(info.state, 3);
+    cr_assert_eq(r.plan.entries[0].start, 20, "prefill resumes at the hit, not at 16 or 0");
+    cr_assert_eq(r.plan.entries[0].verify_end, 20);
+    cr_assert_neq(info.blocks[4], fresh4, "the shared hit block [16, 20) is back in the table");
+    cr_assert_eq(r.restores, 1, "the hit's checkpoint is restored into the slot");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.retreats_to_hbm, 1);
+    cr_assert_eq(st.retreats_to_zero, 0);
+    cr_assert_eq(st.hbm_lost_tokens, 0);
+    rig_audit(&r);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, rule_B2_a_failed_joint_without_an_hbm_hit_retreats_to_token_zero)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(4, 16, 16, 12, 64);
+    cfg.hbm_checkpoints = 2;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 10, 40, P_BASE, 1);
+    rig_run(&r, 100);
+    rig_arrive(&r, 11, 44, 90000, 1);
+    rig_run(&r, 100);
+    r.fail_loads = true;
+    rig_arrive(&r, 12, 20, P_BASE, 1); //  no HBM checkpoint left: the hit gates to 0
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    kvt_sched_req_info(r.s, 12, &info);
+    cr_assert_eq(info.hbm_hit, 0);
+    cr_assert_eq(info.load_end, 16);
+    rig_deliver(&r);
+    r.fail_loads = false;
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].start, 0);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.retreats_to_zero, 1);
+    cr_assert_eq(st.retreats_to_hbm, 0);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, rule_B1_a_refused_reprobe_carries_no_demand)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 16, 0);
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 200, 100, 1);  //  13 blocks
+    rig_arrive(&r, 2, 100, 5000, 1); //  7 blocks
+    kvt_sched_probe_t p;
+    cr_assert_eq(kvt_sched_probe(r.s, 2, &p), 0);
+    cr_assert(p.has_demand, "an empty pool fits request 2");
+    cr_assert_eq(p.num_new_blocks, 7);
+    cr_assert_eq(rig_step(&r), 1); //  admits 1; 2 no longer fits
+    cr_assert_eq(kvt_sched_probe(r.s, 2, &p), 0);
+    cr_assert_not(p.has_demand, "the refused re-probe must not carry the earlier demand");
+    cr_assert_eq(p.num_new_blocks, 0);
+    cr_assert_eq(p.req, 2);
+    cr_assert_eq(kvt_sched_probe(r.s, 1, &p), -1, "request 1 is no longer waiting");
+    rig_deliver(&r);
+    rig_run(&r, 200);
+    kvt_sched_destroy(&r.s);
+}
+
+//  Two requests needing the same tier chunks in the same pass: the second
+//  waits for the first's load (convoy_waits) and then resumes from the
+//  KV it brought into HBM, loading only the state.
+Test(sched, no_load_convoys_a_second_request_waits_for_the_chunks_being_loaded)
+{
+    rig_t r;
+    joint_setup(&r, 24, 80);
+    uint32_t p1[36], p2[36];
+    for (uint32_t i = 0; i < 36; i++)
+        p1[i] = p2[i] = P_BASE + i;
+    p2[35] = 1; //  a different last token: same chunks [0, 32)
+    rig_arrive_tokens(&r, 13, p1, 36, 1);
+    rig_arrive_tokens(&r, 14, p2, 36, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1, "one KV load of [16, 32), not two");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.convoy_waits, 1);
+    kvt_sched_req_info_t info;
+    kvt_sched_req_info(r.s, 14, &info);
+    cr_assert_eq(info.state, 1, "request 14 waits");
+    rig_deliver(&r);
+    r.loads_seen = 0;
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info(r.s, 14, &info);
+    cr_assert_eq(info.block_hit, 32, "the KV request 13 loaded is shared");
+    cr_assert_eq(r.loads_seen, 0, "no KV leg: only the state at 32 is loaded");
+    cr_assert_eq(r.state_loads, 2);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.convoy_waits, 1, "counted once per wait");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, abort_and_preempt_release_slots_and_checkpoint_pins_through_the_finish_path)
+{
+    rig_t r;
+    joint_setup(&r, 24, 80);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    rig_arrive(&r, 14, 30, 40000, 20);
+    cr_assert_eq(rig_step(&r), 1); //  13 loads, 14 computes its prompt
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
+    cr_assert_eq(kvt_sched_abort(r.s, 13), -1, "aborted once");
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0, "kept until its load settles");
+    rig_audit(&r);
+    rig_deliver(&r);
+    cr_assert_neq(kvt_sched_req_info(r.s, 13, &info), 0, "released by the load's verdicts");
+    cr_assert_eq(rig_step(&r), 1);
+    rig_deliver(&r);
+    cr_assert_eq(kvt_sched_preempt(r.s, 14), 0);
+    kvt_sched_req_info(r.s, 14, &info);
+    cr_assert_eq(info.state, 1, "waiting again");
+    cr_assert_eq(info.slot, UINT32_MAX, "its state slot went back");
+    cr_assert_eq(info.nblocks, 0);
+    rig_audit(&r);
+    rig_run(&r, 200);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.aborted, 1);
+    cr_assert_eq(st.preempted, 1);
+    cr_assert(kvt_sched_quiescent(r.s), "no slot, pin or block left");
     kvt_sched_destroy(&r.s);
 }
