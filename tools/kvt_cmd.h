@@ -5,6 +5,7 @@
 #define KVT_CMD_H_INCLUDED
 
 int kvt_cmd_replay(int argc, char **argv);
+int kvt_cmd_rank(int argc, char **argv);
 int kvt_cmd_version(int argc, char **argv);
 int kvt_cmd_inspect(int argc, char **argv);
 int kvt_cmd_bench_gather(int argc, char **argv);

@@ -11,6 +11,8 @@ static void s_usage(FILE *out)
                  "commands:\n"
                  "  replay [--trace FILE] ...   replay a trace through the cache (default: a\n"
                  "                              seeded synthetic workload); --help for options\n"
+                 "  rank --rank R --world N --engine ENDPOINT ...  one rank of a replay as\n"
+                 "                              its own process (--help for options)\n"
                  "  bench gather [--json PATH]  device gather/scatter throughput vs memcpy\n"
                  "  bench store [--json PATH]   tier store put/get/lookup/touch and disk\n"
                  "  bench rank [--json PATH]    per-item cost of the worker and aggregator\n"
@@ -28,6 +30,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0)
         return kvt_cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "rank") == 0)
+        return kvt_cmd_rank(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
         return kvt_cmd_version(argc - 1, argv + 1);
     if (strcmp(cmd, "inspect") == 0)
