@@ -151,8 +151,7 @@ static void s_confirm(kvt_stidx_t *self, s_image_t *img, uint64_t now_us)
         self->stats.holds_released++;
     img->verified = true;
     img->verified_us = now_us;
-    img->holding = false;
-    img->hold_spent = false;
+    img->holding = img->hold_spent = false;
 }
 
 //  Indexes h at the young end (refreshing it when present); NULL when the
