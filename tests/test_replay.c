@@ -348,8 +348,8 @@ typedef struct {
     const char *spoof; //  also send a second reply naming this actor (NULL = no)
 } s_stub_stats_args_t;
 
-//  Replies to a Stats request with one counter "<name>.real" = 1 (and, when
-//  asked to, a second reply pretending to be another actor).
+//  Replies to a Stats request with one counter "<name>.real" = 1; with
+//  spoof set, first a reply naming that actor and after its own a repeat.
 static int s_stub_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *msg)
 {
     const s_stub_stats_args_t *a = self;
@@ -366,12 +366,19 @@ static int s_stub_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t
     snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", me);
     m.u.stats.counters = &c;
     m.u.stats.ncounters = 1;
-    int rc = kvt_ctx_send(ctx, from, &m);
-    if (a->spoof) {
+    int rc = 0;
+    if (a->spoof) { //  first a reply naming another actor
+        kvt_counter_t fake = c;
+        snprintf(fake.name, sizeof fake.name, "spoofed");
         snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", a->spoof);
-        snprintf(c.name, sizeof c.name, "spoofed");
+        m.u.stats.counters = &fake;
         rc |= kvt_ctx_send(ctx, from, &m);
+        snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", me);
+        m.u.stats.counters = &c;
     }
+    rc |= kvt_ctx_send(ctx, from, &m);
+    if (a->spoof) //  then its own reply once more
+        rc |= kvt_ctx_send(ctx, from, &m);
     return rc;
 }
 
@@ -490,9 +497,10 @@ Test(sim_engine, repeated_and_unknown_finish_events_are_dropped_and_counted)
 }
 
 //  Only the actors asked answer, once each, under their own names: "a"
-//  sends a second reply pretending to be "b". Whatever the delivery order
-//  (20 seeds), the engine waits for b's own reply, files b's counter
-//  under b and drops the impostor (counted when it comes before the end).
+//  first sends a reply naming "b", then its own, then its own again.
+//  Whatever the delivery order (20 seeds), the engine waits for b's own
+//  reply, files b's counter under b and drops the impostor and the repeat
+//  (counted when they come before the end).
 Test(sim_engine, a_stats_reply_counts_only_from_the_actor_asked_once)
 {
     kvt_workload_t *wl = s_wl_one(16);
@@ -516,8 +524,7 @@ Test(sim_engine, a_stats_reply_counts_only_from_the_actor_asked_once)
                   b_real);
         cr_assert(!spoofed, "seed %llu: the impostor's counters were taken",
                   (unsigned long long)seed);
-        //  The impostor is counted when it arrives before the run ends.
-        cr_assert_leq(t.res.stats_unexpected, 1, "seed %llu", (unsigned long long)seed);
+        cr_assert_leq(t.res.stats_unexpected, 2, "seed %llu", (unsigned long long)seed);
         dropped += t.res.stats_unexpected;
         s_eng_free(&t);
     }

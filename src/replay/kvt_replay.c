@@ -371,8 +371,10 @@ static int s_run_live(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_replay_repo
     uint64_t t0 = s_mono_ms();
     while (true) {
         int rc = kvt_system_run(run->sys, S_SLICE_NS, 0);
-        if (rc == KVT_RUN_INTERRUPTED)
+        if (rc == KVT_RUN_INTERRUPTED || (rc == KVT_RUN_TIME_LIMIT && zsys_interrupted)) {
             s_fail(rep, "interrupted by a signal before the end (SIGINT / SIGTERM)");
+            return KVT_RUN_INTERRUPTED;
+        }
         if (rc != KVT_RUN_TIME_LIMIT)
             return rc;
         int lost = s_procs_poll(run, cfg->tp);
@@ -386,10 +388,6 @@ static int s_run_live(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_replay_repo
                         "kvtier replay: rank %d (process %d) %s before the end of the run\n", lost,
                         -run->pid[lost], how);
             return KVT_REPLAY_RANK_LOST;
-        }
-        if (zsys_interrupted) {
-            s_fail(rep, "interrupted by a signal before the end (SIGINT / SIGTERM)");
-            return KVT_RUN_INTERRUPTED;
         }
         if (cfg->wall_limit_ms && s_mono_ms() - t0 >= cfg->wall_limit_ms) {
             s_fail(rep,
