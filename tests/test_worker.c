@@ -2,6 +2,8 @@
     refusals, leases of failed loads, repeated specs) and the seen-ids ring
     it remembers accepted items in. */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "actors/common/kvt_fence_board.h"
@@ -116,6 +118,9 @@ typedef struct {
     uint64_t lane_deadline_ns;                  //  lanes' deadline (0: default), set before w_up
     uint64_t fence_timeout_ns;                  //  lanes' fence timeout (0: default)
     bool with_board;                            //  w_up adds a fence board
+    bool no_state;                              //  w_up registers no state pools
+    bool threaded[KVT_WCORE_LANES];             //  lanes that submit on their own thread
+    const kvt_lane_ops_t *ops[KVT_WCORE_LANES]; //  lanes' ops (NULL: kvt_wcore_lane_ops)
 } wrig_t;
 
 static wrig_t W;
@@ -134,7 +139,11 @@ static void s_mute(void *arg, int level, const char *line)
 static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint64_t renew_ns)
 {
     uint64_t dl = W.lane_deadline_ns, ft = W.fence_timeout_ns;
-    bool board = W.with_board;
+    bool board = W.with_board, no_state = W.no_state;
+    bool threaded[KVT_WCORE_LANES];
+    const kvt_lane_ops_t *ops[KVT_WCORE_LANES];
+    memcpy(threaded, W.threaded, sizeof threaded);
+    memcpy(ops, W.ops, sizeof ops);
     memset(&W, 0, sizeof W);
     W.now = 1000;
     kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
@@ -150,8 +159,10 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
         cr_assert_geq(kvt_gpu_plane_add(W.gpu, &pd), 0);
     }
     kvt_gpu_state_desc_t sd = {.count = SLOTS, .state_bytes = SB};
-    cr_assert_eq(kvt_gpu_state_add(W.gpu, KVT_GPU_STATE_SLOTS, &sd), 0);
-    cr_assert_eq(kvt_gpu_state_add(W.gpu, KVT_GPU_STATE_CKPT, &sd), 0);
+    if (!no_state) {
+        cr_assert_eq(kvt_gpu_state_add(W.gpu, KVT_GPU_STATE_SLOTS, &sd), 0);
+        cr_assert_eq(kvt_gpu_state_add(W.gpu, KVT_GPU_STATE_CKPT, &sd), 0);
+    }
     W.ls = kvt_gpu_stream_new(W.gpu, "load");
     W.ts = kvt_gpu_stream_new(W.gpu, "state");
     W.ss = kvt_gpu_stream_new(W.gpu, "save");
@@ -184,12 +195,12 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
                              .evp = W.evp[l],
                              .pool = W.st ? kvt_storage_pool(W.st) : NULL,
                              .holder = W.lholder[l],
-                             .ops = &kvt_wcore_lane_ops,
+                             .ops = ops[l] ? ops[l] : &kvt_wcore_lane_ops,
                              .deadline_ns = dl,
                              .fence_timeout_ns = ft,
                              .log = s_mute};
         char lerr[128];
-        W.lane[l] = kvt_lane_runner_new(&lc, false, lerr, sizeof lerr);
+        W.lane[l] = kvt_lane_runner_new(&lc, threaded[l], lerr, sizeof lerr);
         cr_assert_not_null(W.lane[l], "%s", lerr);
     }
     kvt_wcore_cfg_t cc = {.rank = 1,
@@ -213,7 +224,7 @@ static void w_up(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint
 
 static void w_down(void)
 {
-    cr_assert_eq(kvt_wcore_pending(W.core), 0, "a test left a job pending");
+    cr_assert(!W.core || kvt_wcore_pending(W.core) == 0, "a test left a job pending");
     kvt_wcore_destroy(&W.core);
     for (int l = 0; l < KVT_WCORE_LANES; l++) {
         kvt_lane_runner_destroy(&W.lane[l]);
@@ -629,6 +640,12 @@ Test(wcore, rule_X4_an_undrained_stream_keeps_its_memory_and_still_reports)
     w_load_once(2, false, KVT_DETAIL_SHUTDOWN);
     cr_assert_eq(w_stats().quarantined, 1, "the lease a running copy reads is kept");
     cr_assert_eq(w_pool().leases_active, 1);
+    //  The drain's poll and the lanes' destruction leave it to the holder.
+    kvt_wcore_poll(W.core, W.now);
+    kvt_wcore_destroy(&W.core);
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        kvt_lane_runner_destroy(&W.lane[l]);
+    cr_assert_eq(w_pool().leases_active, 1, "nothing is freed under a copy that never ended");
     cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_NONE, 0), 0);
     w_down();
 }
@@ -1042,5 +1059,621 @@ Test(wcore, every_report_carries_the_configured_epoch)
     for (uint32_t i = 0; i < W.ngot; i++)
         cr_assert_eq(W.got[i].c.epoch, 9, "report %u epoch %llu", i,
                      (unsigned long long)W.got[i].c.epoch);
+    w_down();
+}
+
+// ------------------------------------------------- hybrid loads (L1-L4) ----
+
+static const kvt_hash_t ST = {0x5151, 0xA0A0}; //  the state hash of the tests' checkpoint
+
+//  Polls at every wake the core asks for until `until` (for a rig whose
+//  stalled stream never lets the core settle).
+static void w_run_until(uint64_t until)
+{
+    for (;;) {
+        w_drain();
+        uint64_t at = kvt_wcore_next_wake(W.core, W.now);
+        if (at > until) {
+            W.now = until;
+            kvt_wcore_poll(W.core, W.now);
+            w_drain();
+            return;
+        }
+        W.now = at > W.now ? at : W.now + 1;
+        kvt_wcore_poll(W.core, W.now);
+    }
+}
+
+static void *w_unit(kvt_gpu_state_pool_t pool, uint32_t i)
+{
+    return kvt_gpu_state_ptr(W.gpu, pool, i);
+}
+
+//  Stores the image of checkpoint `hash` (its oracle bytes) in the tier.
+static void w_put_image(kvt_hash_t hash)
+{
+    static uint8_t img[SB];
+    kvt_oracle_state_fill(img, SB, hash, 1);
+    cr_assert_eq(kvt_storage_put(W.st, 7, hash, KVT_OBJ_STATE, img, SB), 0);
+}
+
+//  Adds a state leg restoring `hash` into `slot` at boundary `b`.
+static void w_state(wspec_t *s, kvt_hash_t hash, uint32_t slot, uint32_t b)
+{
+    s->sp.state = true;
+    s->sp.state_hash = hash;
+    s->sp.state_slot = slot;
+    s->sp.state_boundary = b;
+}
+
+//  A state-only load (rule L3: no KV leg, no token ids, no block table).
+static void w_state_only(wspec_t *s, uint64_t req, kvt_hash_t hash, uint32_t slot, uint32_t b)
+{
+    memset(s, 0, sizeof *s);
+    s->sp.op = (kvt_opid_t){req, 1};
+    w_state(s, hash, slot, b);
+}
+
+//  Exactly one state verdict for `req`; ran false: the neutral one.
+static const got_t *w_state_once(uint64_t req, bool ran, bool ok, uint32_t detail)
+{
+    cr_assert_eq(w_count(KVT_CHAN_STATE, req, ST), 1, "load %llu: %u state reports",
+                 (unsigned long long)req, w_count(KVT_CHAN_STATE, req, ST));
+    const got_t *g = w_find(KVT_CHAN_STATE, req, ST);
+    if (!ran) {
+        cr_assert(g->c.ok, "a neutral verdict is ok");
+        cr_assert_eq(g->c.detail, KVT_DETAIL_SKIPPED, "load %llu: state detail %u, not neutral",
+                     (unsigned long long)req, g->c.detail);
+        return g;
+    }
+    cr_assert_eq(g->c.ok, ok, "load %llu: state ok=%d detail %u", (unsigned long long)req, g->c.ok,
+                 g->c.detail);
+    cr_assert_eq(g->c.detail, detail, "load %llu: state detail %u, expected %u",
+                 (unsigned long long)req, g->c.detail, detail);
+    return g;
+}
+
+Test(wcore, rule_L1_a_fused_load_reports_once_on_every_path)
+{
+    W.lane_deadline_ns = 50000000ull; //  50 ms
+    W.fence_timeout_ns = 5000000ull;  //  5 ms
+    uint64_t step = 100000000ull;     //  100 ms: past every deadline
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 2000);
+    w_put_image(ST);
+    wspec_t s;
+    //  Refusal: the state boundary is off the chunk grid.
+    w_spec(&s, 10, 0, 1, DST, 2000);
+    w_state(&s, ST, 0, CS / 2);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    w_load_once(10, false, KVT_DETAIL_INVALID);
+    w_state_once(10, false, true, 0);
+    //  Tier miss on the KV leg: the state leg never started (neutral).
+    w_spec(&s, 11, 0, 1, DST, 2999);
+    w_state(&s, ST, 0, CS);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    w_load_once(11, false, KVT_DETAIL_MISS);
+    w_state_once(11, false, true, 0);
+    //  Tier miss on the state leg: a real verdict (MISS).
+    w_spec(&s, 12, 0, 1, DST, 2000);
+    w_state(&s, (kvt_hash_t){9, 9}, 0, CS);
+    s.sp.state_hash = (kvt_hash_t){9, 9};
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    w_load_once(12, false, KVT_DETAIL_MISS);
+    cr_assert_eq(w_count(KVT_CHAN_STATE, 12, ((kvt_hash_t){9, 9})), 1);
+    cr_assert_eq(w_find(KVT_CHAN_STATE, 12, ((kvt_hash_t){9, 9}))->c.detail, KVT_DETAIL_MISS);
+    //  Deadline: the KV leg's copy never lands (a stalled stream).
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_STALL, 0), 0);
+    w_spec(&s, 13, 0, 1, DST, 2000);
+    w_state(&s, ST, 1, CS);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_run_until(W.now + step);
+    w_load_once(13, false, KVT_DETAIL_TIMEOUT);
+    w_state_once(13, true, true, 0);
+    cr_assert_eq(w_stats().lane_timeouts, 1);
+    //  Lane failure: a fence over the stalled lane times out; the next
+    //  load's KV leg is refused by the failed lane.
+    kvt_fence_msg_t f = {.id = 77, .lanes = 1u << KVT_WCORE_LANE_LOAD};
+    w_spec(&s, 14, 0, 1, DST + 4, 2000);
+    w_state(&s, ST, 2, CS);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    kvt_wcore_fence(W.core, &f, W.now);
+    w_run_until(W.now + step);
+    w_load_once(14, false, KVT_DETAIL_TIMEOUT);
+    w_spec(&s, 15, 0, 1, DST, 2000);
+    w_state(&s, ST, 3, CS);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_run_until(W.now + step);
+    w_load_once(15, false, KVT_DETAIL_IO);
+    w_state_once(15, true, true, 0);
+    //  Shutdown: a load whose state leg is still copying.
+    cr_assert_eq(kvt_gpu_stream_inject(W.ts, KVT_GPU_FAULT_STALL, 0), 0);
+    w_state_only(&s, 16, ST, 4, CS);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    cr_assert_eq(kvt_wcore_shutdown(W.core, W.now), 1);
+    w_drain();
+    w_load_once(16, false, KVT_DETAIL_SHUTDOWN);
+    cr_assert_eq(w_count(KVT_CHAN_STATE, 16, ST), 1);
+    cr_assert_eq(w_stats().duplicates, 0);
+    cr_assert_eq(kvt_wcore_pending(W.core), 0);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_NONE, 0), 0);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ts, KVT_GPU_FAULT_NONE, 0), 0);
+    w_down();
+}
+
+Test(wcore, rule_L2_fused_load_costs_max_not_sum)
+{
+    //  1 MB/s: the KV leg (one 2 KiB chunk) and the state leg (a 4 KiB
+    //  image) cost about 2 ms and 4 ms of virtual time.
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 2100);
+    w_put_image(ST);
+    uint64_t kv = kvt_gpu_sim_cost_ns(W.gpu, BPC * kvt_gpu_block_bytes(W.gpu));
+    uint64_t st = kvt_gpu_sim_cost_ns(W.gpu, SB);
+    wspec_t s;
+    w_spec(&s, 2, 0, 1, DST, 2100);
+    w_state(&s, ST, 5, CS);
+    uint64_t t0 = W.now;
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    const got_t *g = w_load_once(2, true, KVT_DETAIL_OK);
+    w_state_once(2, true, true, 0);
+    uint64_t took = g->at - t0, max = kv > st ? kv : st;
+    cr_assert_geq(took, max, "the report preceded a leg's copy (%llu < %llu ns)",
+                  (unsigned long long)took, (unsigned long long)max);
+    cr_assert_lt(took, kv + st, "the legs ran one after the other: %llu ns, max %llu, sum %llu",
+                 (unsigned long long)took, (unsigned long long)max, (unsigned long long)(kv + st));
+    cr_assert(w_check(DST, BPC, 2100), "the KV leg's bytes");
+    cr_assert_eq(kvt_oracle_state_mismatch(w_unit(KVT_GPU_STATE_SLOTS, 5), SB, ST, 1), SB,
+                 "the state leg's bytes");
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, rule_L2_a_rank_whose_kv_leg_fails_still_reports_on_the_state_key)
+{
+    w_up(1000000ull, 16, 0, 0);
+    w_put_image(ST);
+    //  The KV leg's chunk is not in the tier.
+    wspec_t s;
+    w_spec(&s, 3, 0, 1, DST, 2200);
+    w_state(&s, ST, 0, CS);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    w_load_once(3, false, KVT_DETAIL_MISS);
+    w_state_once(3, false, true, 0);
+    //  The KV leg's copy fails on the device while the state leg lands.
+    w_store(4, SRC, 1, 2300);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_FAIL, 1), 0);
+    w_spec(&s, 5, 0, 1, DST, 2300);
+    w_state(&s, ST, 1, CS);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_settle();
+    w_load_once(5, false, KVT_DETAIL_IO);
+    w_state_once(5, true, true, 0);
+    cr_assert_eq(w_stats().states_neutral, 1);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, rule_L3_state_only_load)
+{
+    w_up(1000000ull, 16, 0, 0);
+    w_put_image(ST);
+    wspec_t s;
+    w_state_only(&s, 6, ST, 7, 2 * CS);
+    cr_assert_null(kvt_wcore_check_spec(W.core, &s.sp), "%s", kvt_wcore_check_spec(W.core, &s.sp));
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 0, "the report waits for the image's copy");
+    w_settle();
+    w_load_once(6, true, KVT_DETAIL_OK);
+    w_state_once(6, true, true, 0);
+    cr_assert_eq(kvt_oracle_state_mismatch(w_unit(KVT_GPU_STATE_SLOTS, 7), SB, ST, 1), SB);
+    kvt_gpu_stats_t gs;
+    kvt_gpu_stats(W.gpu, &gs);
+    cr_assert_eq(gs.scatters, 0, "no KV leg");
+    cr_assert_eq(gs.state_copies, 1);
+    //  A spec with neither leg is refused.
+    memset(&s, 0, sizeof s);
+    s.sp.op = (kvt_opid_t){7, 1};
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_drain();
+    w_load_once(7, false, KVT_DETAIL_INVALID);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, rule_L4_state_legs_are_refused_not_clamped)
+{
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 2400);
+    w_put_image(ST);
+    struct {
+        uint32_t slot, boundary; //  the state leg
+        bool kv;                 //  with the KV leg [0, CS)
+        const char *why;         //  expected reason (substring)
+    } cases[] = {
+        {0, CS + 16, false, "chunk grid"}, {0, 0, false, "chunk grid"},
+        {SLOTS, CS, false, "beyond"},      {0, 2 * CS, true, "end of the KV leg"},
+        {UINT32_MAX, CS, true, "beyond"},
+    };
+    uint64_t req = 20;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++, req++) {
+        wspec_t s;
+        if (cases[i].kv) {
+            w_spec(&s, req, 0, 1, DST, 2400);
+            w_state(&s, ST, cases[i].slot, cases[i].boundary);
+        } else {
+            w_state_only(&s, req, ST, cases[i].slot, cases[i].boundary);
+        }
+        const char *why = kvt_wcore_check_spec(W.core, &s.sp);
+        cr_assert_not_null(why, "case %zu accepted", i);
+        cr_assert(strstr(why, cases[i].why), "case %zu: '%s'", i, why);
+        kvt_wcore_load(W.core, &s.sp, W.now);
+        cr_assert_eq(w_drain(), 2, "case %zu: a refusal reports at once, the state key too", i);
+        w_load_once(req, false, KVT_DETAIL_INVALID);
+        w_state_once(req, false, true, 0);
+    }
+    //  A zero state hash.
+    wspec_t s;
+    w_state_only(&s, 40, (kvt_hash_t){0, 0}, 0, CS);
+    cr_assert(strstr(kvt_wcore_check_spec(W.core, &s.sp), "hash"));
+    kvt_gpu_stats_t gs;
+    kvt_gpu_stats(W.gpu, &gs);
+    cr_assert_eq(gs.state_copies, 0, "a refused state leg copies nothing");
+    cr_assert_eq(gs.scatters, 0, "nor its KV leg");
+    cr_assert_eq(w_stats().loads_refused, 5);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, rule_L4_state_memory_never_registered_is_refused)
+{
+    W.no_state = true;
+    w_up(1000000ull, 16, 0, 0);
+    wspec_t s;
+    w_state_only(&s, 8, ST, 0, CS);
+    const char *why = kvt_wcore_check_spec(W.core, &s.sp);
+    cr_assert(why && strstr(why, "registered"), "%s", why ? why : "accepted");
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_drain();
+    w_load_once(8, false, KVT_DETAIL_INVALID);
+    w_state_once(8, false, true, 0);
+    //  An image save on that device is refused too, each item once.
+    memset(&s, 0, sizeof s);
+    s.sp.op = (kvt_opid_t){9, 1};
+    s.sp.image = true;
+    s.sp.state_hash = ST;
+    s.sp.state_boundary = CS;
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_drain();
+    cr_assert_eq(w_count(KVT_CHAN_SAVE, 9, ST), 1);
+    cr_assert_eq(w_find(KVT_CHAN_SAVE, 9, ST)->c.detail, KVT_DETAIL_INVALID);
+    cr_assert_eq(w_count(KVT_CHAN_SOURCE_SAFE, 9, ST), 1);
+    w_down();
+}
+
+// ---------------------------------------------- saves with images (S) ----
+
+//  What a simulated forward writes when it lands: fresh oracle bytes for
+//  the chunks K(key0 ..) into blocks (pointers taken before, as a host
+//  function may not call the device layer).
+typedef struct {
+    void *ptr[8][PLANES]; //  plane pointers of each block
+    uint32_t n;           //  blocks
+    uint64_t key0;        //  the chunks' first key
+} fwd_t;
+
+static void s_forward(void *arg)
+{
+    fwd_t *f = arg;
+    for (uint32_t b = 0; b < f->n; b++)
+        for (uint32_t p = 0; p < PLANES; p++)
+            kvt_oracle_fill(f->ptr[b][p], BS * TOKB, K(f->key0 + b / BPC), b % BPC, p, 1);
+}
+
+//  Queues a forward of `cost` ns on `cs` writing K(key0 ..) into blocks and
+//  records its step's producer event.
+static void w_forward(kvt_gpu_stream_t *cs, fwd_t *f, const uint32_t *blocks, uint32_t n,
+                      uint64_t key0, uint64_t cost, uint64_t step, int expect)
+{
+    f->n = n;
+    f->key0 = key0;
+    for (uint32_t b = 0; b < n; b++)
+        for (uint32_t p = 0; p < PLANES; p++)
+            f->ptr[b][p] = kvt_gpu_plane_ptr(W.gpu, p, 0, blocks[b]);
+    cr_assert_eq(kvt_gpu_launch_host_fn(cs, s_forward, f, cost), 0);
+    cr_assert_eq(kvt_fence_board_record_producer(W.board, step, cs), expect);
+}
+
+//  The stored chunk K(key) holds the oracle bytes of K(key).
+static bool w_stored_fresh(uint64_t key)
+{
+    kvt_lease_t l;
+    kvt_obj_view_t v;
+    if (kvt_storage_get(W.st, 7, K(key), KVT_OBJ_KV, W.holder, &l, &v) != 0)
+        return false;
+    bool ok = true;
+    size_t bb = BS * TOKB;
+    //  Chunk layout: plane-major runs of BPC blocks (kvt_gpu.h).
+    for (uint32_t p = 0; p < PLANES && ok; p++)
+        for (uint32_t b = 0; b < BPC && ok; b++)
+            ok = kvt_oracle_check((const char *)v.ptr + ((size_t)p * BPC + b) * bb, bb, K(key), b,
+                                  p, 1);
+    kvt_storage_release(W.st, &l);
+    return ok;
+}
+
+Test(wcore, rule_S1_save_waits_for_producer_and_reports_fenced)
+{
+    W.with_board = true;
+    w_up(25000000000ull, 16, 0, 0);
+    kvt_gpu_stream_t *cs = kvt_gpu_stream_new(W.gpu, "compute");
+    //  The blocks hold stale bytes; the forward of step 5 (10 ms) writes the
+    //  chunk's real bytes when it lands.
+    w_fill(SRC, BPC, 3999);
+    static fwd_t f;
+    w_forward(cs, &f, SRC, BPC, 4000, 10000000ull, 5, 0);
+    wspec_t s;
+    w_spec(&s, 1, 0, 1, SRC, 4000);
+    s.sp.producer = 6;
+    uint64_t t0 = W.now;
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    w_save_once(1, 4000, 1, true, KVT_DETAIL_OK);
+    const got_t *g = w_find(KVT_CHAN_SAVE, 1, K(4000));
+    cr_assert(g->c.fenced, "the store report says the save waited on its producer");
+    cr_assert_geq(g->at - t0, 10000000ull, "the gather ran before the forward landed");
+    cr_assert(w_stored_fresh(4000), "the save read the bytes from before the forward");
+    cr_assert_eq(w_stats().fenced_saves, 1);
+    //  Without a producer the save does not wait and does not say it did.
+    w_fill(SRC + 4, BPC, 4100);
+    w_spec(&s, 2, 0, 1, SRC + 4, 4100);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    cr_assert_not(w_find(KVT_CHAN_SAVE, 2, K(4100))->c.fenced);
+    w_pool_clean();
+    kvt_gpu_stream_destroy(&cs);
+    w_down();
+}
+
+Test(wcore, rule_S2_failed_event_rejects_that_steps_saves_and_its_loads_finish)
+{
+    W.with_board = true;
+    w_up(25000000000ull, 16, 0, 0);
+    kvt_gpu_stream_t *cs = kvt_gpu_stream_new(W.gpu, "compute");
+    w_store(1, SRC, 1, 4200);
+    static fwd_t f;
+    //  Step 5's producer event cannot be recorded.
+    kvt_fence_board_fail_next(W.board, 1);
+    w_forward(cs, &f, SRC + 4, BPC, 4300, 1000000ull, 5, KVT_GPU_EDEVICE);
+    wspec_t sv, ld;
+    //  The runner knew (producer_failed): refused at once, every item.
+    w_spec(&sv, 2, 0, 1, SRC + 4, 4300);
+    sv.sp.producer = 6;
+    sv.sp.producer_failed = true;
+    kvt_wcore_save(W.core, &sv.sp, W.now);
+    cr_assert_eq(w_drain(), 2, "the chunk and its source_safe, at once");
+    w_save_once(2, 4300, 1, false, KVT_DETAIL_IO);
+    //  The runner did not know: the board has no event, the lane refuses it.
+    w_spec(&sv, 3, 0, 1, SRC + 4, 4300);
+    sv.sp.producer = 6;
+    kvt_wcore_save(W.core, &sv.sp, W.now);
+    //  The step's load still goes out and finishes.
+    w_spec(&ld, 4, 0, 1, DST, 4200);
+    ld.sp.after = 6;
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    w_settle();
+    w_save_once(3, 4300, 1, false, KVT_DETAIL_IO);
+    cr_assert(w_find(KVT_CHAN_SOURCE_SAFE, 3, K(4300))->c.ok, "nothing read the sources");
+    w_load_once(4, true, KVT_DETAIL_OK);
+    cr_assert(w_check(DST, BPC, 4200));
+    cr_assert_eq(w_stats().producer_refused, 2);
+    cr_assert_not(kvt_pool_contains(kvt_storage_pool(W.st), 7, K(4300), KVT_OBJ_KV));
+    //  Not a latch: the next step's event is recorded and its save goes out.
+    w_forward(cs, &f, SRC + 4, BPC, 4300, 1000000ull, 6, 0);
+    w_spec(&sv, 5, 0, 1, SRC + 4, 4300);
+    sv.sp.producer = 7;
+    kvt_wcore_save(W.core, &sv.sp, W.now);
+    w_settle();
+    w_save_once(5, 4300, 1, true, KVT_DETAIL_OK);
+    cr_assert(w_find(KVT_CHAN_SAVE, 5, K(4300))->c.fenced);
+    cr_assert(w_stored_fresh(4300));
+    w_pool_clean();
+    kvt_gpu_stream_destroy(&cs);
+    w_down();
+}
+
+Test(wcore, saves_store_a_chunk_with_its_image_and_an_image_alone)
+{
+    w_up(1000000ull, 16, 0, 0);
+    //  Checkpoint unit 3 holds the image of the checkpoint at the chunk's
+    //  end; the save stores chunk + image as one KV_STATE object.
+    kvt_hash_t at_end = K(4501);
+    kvt_oracle_state_fill(w_unit(KVT_GPU_STATE_CKPT, 3), SB, at_end, 1);
+    w_fill(SRC, 2 * BPC, 4500);
+    wspec_t s;
+    w_spec(&s, 1, 0, 2, SRC, 4500);
+    s.sp.image = true;
+    s.sp.state_slot = 3;
+    s.sp.state_hash = at_end;
+    s.sp.state_boundary = 2 * CS;
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    w_save_once(1, 4500, 2, true, KVT_DETAIL_OK);
+    cr_assert_eq(w_count(KVT_CHAN_SOURCE_SAFE, 1, at_end), 1);
+    kvt_pool_t *pool = kvt_storage_pool(W.st);
+    cr_assert(kvt_pool_contains(pool, 7, K(4501), KVT_OBJ_KV_STATE),
+              "the last chunk has the image");
+    cr_assert(kvt_pool_contains(pool, 7, K(4500), KVT_OBJ_KV), "the first is KV only");
+    cr_assert_not(kvt_pool_contains(pool, 7, K(4500), KVT_OBJ_KV_STATE));
+    cr_assert_eq(w_stats().images_saved, 1);
+    //  A state-only load restores the image from the combined object.
+    wspec_t ld;
+    memset(&ld, 0, sizeof ld);
+    ld.sp.op = (kvt_opid_t){2, 1};
+    ld.sp.state = true;
+    ld.sp.state_hash = at_end;
+    ld.sp.state_slot = 6;
+    ld.sp.state_boundary = 2 * CS;
+    kvt_wcore_load(W.core, &ld.sp, W.now);
+    w_settle();
+    w_load_once(2, true, KVT_DETAIL_OK);
+    cr_assert_eq(kvt_oracle_state_mismatch(w_unit(KVT_GPU_STATE_SLOTS, 6), SB, at_end, 1), SB);
+    //  An image-only save, keyed by its state hash.
+    kvt_oracle_state_fill(w_unit(KVT_GPU_STATE_CKPT, 4), SB, ST, 1);
+    memset(&s, 0, sizeof s);
+    s.sp.op = (kvt_opid_t){3, 1};
+    s.sp.image = true;
+    s.sp.state_slot = 4;
+    s.sp.state_hash = ST;
+    s.sp.state_boundary = 3 * CS;
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    cr_assert_eq(w_count(KVT_CHAN_SAVE, 3, ST), 1);
+    cr_assert(w_find(KVT_CHAN_SAVE, 3, ST)->c.ok);
+    cr_assert_eq(w_count(KVT_CHAN_SOURCE_SAFE, 3, ST), 1);
+    cr_assert(kvt_pool_contains(pool, 7, ST, KVT_OBJ_STATE));
+    w_pool_clean();
+    w_down();
+}
+
+// ------------------------------------------------- lanes (X1-X4) ----
+
+Test(wcore, rule_X1_a_fence_covers_a_pending_leg_and_reports_once_when_it_lands)
+{
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 4600);
+    uint64_t cost = kvt_gpu_sim_cost_ns(W.gpu, BPC * kvt_gpu_block_bytes(W.gpu));
+    wspec_t s;
+    w_spec(&s, 2, 0, 1, DST, 4600);
+    uint64_t t0 = W.now;
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    kvt_fence_msg_t f = {.id = 5, .lanes = 0};
+    kvt_wcore_fence(W.core, &f, W.now);
+    kvt_wcore_poll(W.core, W.now);
+    cr_assert_eq(w_drain(), 0, "the fence waits for the pending leg");
+    w_settle();
+    kvt_hash_t zero = {0, 0};
+    cr_assert_eq(w_count(KVT_CHAN_FENCE, 5, zero), 1);
+    const got_t *g = w_find(KVT_CHAN_FENCE, 5, zero);
+    cr_assert(g->c.ok);
+    cr_assert_eq(g->c.op.gen, 1);
+    cr_assert_geq(g->at - t0, cost, "the fence reported before the copy landed");
+    w_load_once(2, true, KVT_DETAIL_OK);
+    //  A repeated Fence message is dropped; a fence over idle lanes is at once.
+    kvt_wcore_fence(W.core, &f, W.now);
+    f.id = 6;
+    kvt_wcore_fence(W.core, &f, W.now);
+    w_settle();
+    cr_assert_eq(w_count(KVT_CHAN_FENCE, 5, zero), 1);
+    cr_assert_eq(w_count(KVT_CHAN_FENCE, 6, zero), 1);
+    cr_assert_eq(w_stats().fences_ok, 2);
+    w_pool_clean();
+    w_down();
+}
+
+Test(wcore, rule_X3_a_fence_timeout_fails_the_lane_and_every_later_job)
+{
+    W.fence_timeout_ns = 5000000ull; //  5 ms
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 4700);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_STALL, 0), 0);
+    wspec_t s;
+    w_spec(&s, 2, 0, 1, DST, 4700);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    kvt_fence_msg_t f = {.id = 9, .lanes = 1u << KVT_WCORE_LANE_LOAD};
+    kvt_wcore_fence(W.core, &f, W.now);
+    w_run_until(W.now + 20000000ull);
+    kvt_hash_t zero = {0, 0};
+    cr_assert_eq(w_count(KVT_CHAN_FENCE, 9, zero), 1);
+    const got_t *g = w_find(KVT_CHAN_FENCE, 9, zero);
+    cr_assert_not(g->c.ok, "a fence timeout is a failure");
+    cr_assert_eq(g->c.detail, KVT_DETAIL_TIMEOUT);
+    w_load_once(2, false, KVT_DETAIL_TIMEOUT);
+    //  Fail-stop: every later load on that lane fails, the save lane works.
+    for (uint64_t req = 3; req < 6; req++) {
+        w_spec(&s, req, 0, 1, DST + 4, 4700);
+        kvt_wcore_load(W.core, &s.sp, W.now);
+        w_run_until(W.now + 1000000ull);
+        w_load_once(req, false, KVT_DETAIL_IO);
+    }
+    w_fill(SRC + 4, BPC, 4800);
+    w_spec(&s, 6, 0, 1, SRC + 4, 4800);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_run_until(W.now + 20000000ull);
+    w_save_once(6, 4800, 1, true, KVT_DETAIL_OK);
+    cr_assert_eq(w_stats().fences_failed, 1);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_NONE, 0), 0);
+    w_settle();
+    w_pool_clean();
+    w_down();
+}
+
+//  A submit that blocks until the test releases it, then queues the
+//  worker's copies (a device call that does not return for a while).
+static struct {
+    pthread_mutex_t mu; //  guards the flags
+    pthread_cond_t cv;  //  signals a change
+    bool inside;        //  the submitter is blocked in it
+    bool release;       //  let it go on
+} B = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+
+static int s_stuck_submit(void *arg, kvt_gpu_stream_t *s, const kvt_lane_job_t *job)
+{
+    pthread_mutex_lock(&B.mu);
+    B.inside = true;
+    pthread_cond_broadcast(&B.cv);
+    while (!B.release)
+        pthread_cond_wait(&B.cv, &B.mu);
+    pthread_mutex_unlock(&B.mu);
+    return kvt_wcore_lane_ops.submit(arg, s, job);
+}
+
+Test(wcore, rule_X2_stuck_submit_hits_its_deadline)
+{
+    static kvt_lane_ops_t stuck;
+    stuck.submit = s_stuck_submit;
+    stuck.give_back = kvt_wcore_lane_ops.give_back;
+    W.ops[KVT_WCORE_LANE_LOAD] = &stuck;
+    W.threaded[KVT_WCORE_LANE_LOAD] = true;
+    W.lane_deadline_ns = 5000000ull; //  5 ms
+    w_up(25000000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 4900);
+    wspec_t s;
+    w_spec(&s, 2, 0, 1, DST, 4900);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    pthread_mutex_lock(&B.mu);
+    while (!B.inside)
+        pthread_cond_wait(&B.cv, &B.mu);
+    pthread_mutex_unlock(&B.mu);
+    //  The submit is stuck on the lane's thread; the worker's timer path
+    //  still fires the deadline.
+    uint64_t t0 = W.now;
+    for (int i = 0; i < 1000 && w_count(KVT_CHAN_LOAD, 2, ZERO) == 0; i++) {
+        W.now = kvt_wcore_next_wake(W.core, W.now);
+        cr_assert_leq(W.now - t0, 5000000ull, "the worker slept past the deadline");
+        kvt_wcore_poll(W.core, W.now);
+        w_drain();
+    }
+    w_load_once(2, false, KVT_DETAIL_TIMEOUT);
+    cr_assert(kvt_lane_runner_submitting(W.lane[KVT_WCORE_LANE_LOAD]), "still stuck");
+    cr_assert_eq(w_pool().leases_active, 1, "the lease the stuck copy will read is kept");
+    pthread_mutex_lock(&B.mu);
+    B.release = true;
+    pthread_cond_broadcast(&B.cv);
+    pthread_mutex_unlock(&B.mu);
+    while (kvt_lane_runner_submitting(W.lane[KVT_WCORE_LANE_LOAD]))
+        sched_yield();
+    //  Its late copy lands; only then does the lease go back.
+    for (int i = 0; i < 1000 && w_pool().leases_active; i++) {
+        W.now += 1000000ull;
+        kvt_wcore_poll(W.core, W.now);
+    }
+    cr_assert_eq(w_drain(), 0, "the late return reports nothing");
+    w_pool_clean();
     w_down();
 }
