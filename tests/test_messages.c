@@ -359,6 +359,22 @@ Test(kvt_msg, min_shape_omits_optional_fields_and_encodes_empty_arrays)
     cr_assert_eq(len, sizeof exec);
     cr_assert(memcmp(buf, exec, len) == 0);
     free(buf);
+    //  A KV-only LoadSpec sends none of the state leg's keys (9..13), the
+    //  zero state_hash included: {1: 0, 2: 1, 3: 0, 4: 1, 5: bin0, 6: bin0}
+    s_sample(KVT_MSG_LOAD_SPEC, KVT_SAMPLE_MIN, &msg);
+    s_encode(&msg, &buf, &len);
+    static const uint8_t load[] = {0x93, 0x01, 0x06, 0x86, 0x01, 0x00, 0x02, 0x01, 0x03,
+                                   0x00, 0x04, 0x01, 0x05, 0xc4, 0x00, 0x06, 0xc4, 0x00};
+    cr_assert_eq(len, sizeof load);
+    cr_assert(memcmp(buf, load, len) == 0);
+    free(buf);
+    //  Fence {1: 0}: lanes 0 (every lane) is omitted.
+    s_sample(KVT_MSG_FENCE, KVT_SAMPLE_MIN, &msg);
+    s_encode(&msg, &buf, &len);
+    static const uint8_t fence[] = {0x93, 0x01, 0x0f, 0x81, 0x01, 0x00};
+    cr_assert_eq(len, sizeof fence);
+    cr_assert(memcmp(buf, fence, len) == 0);
+    free(buf);
 }
 
 Test(kvt_msg, u32_and_hash_arrays_travel_as_little_endian_bin)

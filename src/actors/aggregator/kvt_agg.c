@@ -170,8 +170,8 @@ static uint32_t s_open(kvt_agg_t *self, const kvt_completion_t *c, kvt_hash_t id
 //  O(held / 8) per report, not the whole bitmap.
 static void s_fold_images(s_open_t *o, const kvt_completion_t *c, bool first)
 {
-    uint32_t n = (o->held + 7) / 8;
-    for (uint32_t i = 0; i < n; i++) {
+    uint32_t bytes = (o->held + 7) / 8;
+    for (uint32_t i = 0; i < bytes; i++) {
         uint8_t b = i < c->nimages ? c->images[i] : 0;
         o->images[i] = first ? b : (uint8_t)(o->images[i] & b);
     }
@@ -252,10 +252,11 @@ static void s_retire(kvt_agg_t *self, uint32_t slot, bool ok)
     //  Touch ids have their own ring, settled or timed out: a late report
     //  on one is dropped, yet touch traffic never evicts a store, source,
     //  load or lookup tombstone (A2).
-    if (s_tombstoned(chan))
+    if (s_tombstoned(chan)) {
         kvt_seen_add(self->tomb, id);
-    else
+    } else {
         kvt_seen_add(self->touched, id);
+    }
 }
 
 int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt_verdict_t *verdict)
