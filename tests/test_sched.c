@@ -1220,3 +1220,66 @@ Test(sched, abort_and_preempt_release_slots_and_checkpoint_pins_through_the_fini
     cr_assert(kvt_sched_quiescent(r.s), "no slot, pin or block left");
     kvt_sched_destroy(&r.s);
 }
+
+// -------------------------------------------------- embeddable API ----
+
+Test(sched, an_explicit_apply_replaces_the_plans_prev_failed)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 100, 1, 2);
+    kvt_step_plan_t p;
+    cr_assert_eq(kvt_sched_plan(r.s, 1, false, &p), 1);
+    cr_assert_eq(kvt_sched_apply(r.s, 2, true), -1, "step 2 was not planned");
+    cr_assert_eq(kvt_sched_apply(r.s, 1, false), 0);
+    cr_assert_eq(kvt_sched_apply(r.s, 1, true), -1, "applied once");
+    cr_assert_eq(kvt_sched_plan(r.s, 2, false, &p), 1);
+    cr_assert_eq(p.entries[0].start, 0, "step 1 was rolled back by the apply");
+    cr_assert_eq(kvt_sched_apply(r.s, 2, true), 0);
+    cr_assert_eq(kvt_sched_plan(r.s, 3, true, &p), 1);
+    cr_assert_eq(p.entries[0].start, 100, "an applied step is not rolled back by the plan");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.steps_failed, 1);
+    kvt_sched_destroy(&r.s);
+}
+
+//  A request that finished in the applied step saves its last chunk in the
+//  next plan: the apply's saves survive into it.
+Test(sched, the_saves_an_apply_emits_go_out_with_the_next_plan)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 64, 1, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(kvt_sched_apply(r.s, 1, true), 0);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nsaves, 1, "the finished request's chunk save is in the plan");
+    rig_deliver(&r);
+    rig_audit(&r);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, a_request_finished_early_retires_at_the_next_apply_with_its_saves)
+{
+    rig_t r;
+    rig_init(&r, 64, 64);
+    rig_arrive(&r, 1, 100, 1, 200);
+    for (int i = 0; i < 30; i++) {
+        rig_step(&r);
+        rig_deliver(&r);
+    }
+    cr_assert_eq(kvt_sched_finish(r.s, 1), 0);
+    cr_assert_eq(kvt_sched_finish(r.s, 1), -1, "once");
+    r.finished = 0;
+    rig_run(&r, 50);
+    cr_assert_eq(r.finished, 1);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.finished, 1);
+    //  100 prompt tokens + 29 decoded: chunks [0, 128) saved.
+    cr_assert_eq(st.saves_ok, 2, "saves_ok %llu", (unsigned long long)st.saves_ok);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}

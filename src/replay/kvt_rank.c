@@ -23,6 +23,7 @@ struct kvt_rank_t {
     uint32_t r;                   //  this rank
     kvt_gpu_t *gpu;               //  its device
     kvt_storage_t *storage;       //  its tier (NULL without a CPU pool)
+    kvt_fence_board_t *board;     //  the device events its runner and worker share
     char disk_dir[512];           //  its disk directory
     char disk_name[32];           //  its disk tier's name in logs ("disk.r")
     char runner_name[32];         //  "runner.r"
@@ -181,6 +182,16 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     }
     if (cfg->cpu_pool_bytes && s_storage(rk, sys, err, errlen) != 0)
         goto fail;
+    //  TODO(lead): once the replay configuration has state bytes, register
+    //  KVT_GPU_STATE_SLOTS (one slot per running request) and
+    //  KVT_GPU_STATE_CKPT (the HBM checkpoint pool, same unit size) here;
+    //  the runner then writes and checks state (it reads the pools from the
+    //  device) and needs nothing else.
+    rk->board = kvt_fence_board_new(rk->gpu, 0);
+    if (!rk->board) {
+        snprintf(err, errlen, "rank %u: out of memory for the fence board", r);
+        goto fail;
+    }
 
     kvt_sim_runner_args_t *ra = &rk->runner;
     ra->rank = r;
@@ -191,6 +202,8 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     ra->engine = "engine";
     ra->worker = rk->worker_name;
     ra->corrupt_resume = r == 0 ? cfg->fault_corrupt_resume : 0;
+    ra->board = rk->board;
+    ra->chunk_size = cfg->chunk_size;
     kvt_worker_args_t *wa = &rk->worker;
     wa->rank = r;
     wa->gpu = rk->gpu;
@@ -199,6 +212,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     wa->block_size = cfg->block_size;
     wa->chunk_size = cfg->chunk_size;
     wa->aggregator = "aggregator";
+    wa->board = rk->board;
     return rk;
 fail:
     kvt_rank_destroy(&rk);
@@ -249,6 +263,7 @@ void kvt_rank_destroy(kvt_rank_t **rank_p)
     if (!rk)
         return;
     kvt_storage_destroy(&rk->storage);
+    kvt_fence_board_destroy(&rk->board);
     kvt_gpu_destroy(&rk->gpu);
     free(rk);
     *rank_p = NULL;

@@ -158,6 +158,7 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->cfg = *cfg;
     self->bpc = cfg->chunk_size / cfg->block_size;
     self->next_step = 1;
+    self->applied = true; //  no step ran before the first plan
     self->bm = kvt_blockmgr_new(cfg->hbm_blocks, cfg->block_size);
     self->tier = kvt_tierindex_new(cfg->tier_chunks);
     self->by_id = kvt_hmap_new(256, false);
@@ -403,23 +404,23 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
         kvt_sreq_t *r = &self->reqs[slot];
         if (r->state == R_RUNNING && r->planned_end > 0) {
             s_apply_state(self, r, failed);
-            if (failed) {
-                r->planned_end = 0;
-                slot = next;
-                continue;
+            if (!failed) {
+                r->computed = r->planned_end;
+                kvt_sched_index_blocks(self, r, r->computed);
             }
-            r->computed = r->planned_end;
             r->planned_end = 0;
-            kvt_sched_index_blocks(self, r, r->computed);
-            if (r->computed >= r->nfeed) {
-                r->state = R_DONE;
-                kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
-                self->stats.running--;
-                self->stats.finished++;
-                kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, r->max_new, 0);
-                kvt_sched_emit_saves(self, slot);
-                kvt_sched_retire(self, slot);
-            }
+        }
+        if (r->state == R_RUNNING && (r->computed >= r->nfeed || r->stop)) {
+            uint32_t generated = r->computed >= r->nfeed     ? r->max_new
+                                 : r->computed >= r->nprompt ? r->computed - r->nprompt + 1
+                                                             : 0;
+            r->state = R_DONE;
+            kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+            self->stats.running--;
+            self->stats.finished++;
+            kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, generated, 0);
+            kvt_sched_emit_saves(self, slot);
+            kvt_sched_retire(self, slot);
         }
         slot = next;
     }
@@ -526,17 +527,52 @@ static void s_finish_plan(kvt_sched_t *self, uint64_t step, kvt_step_plan_t *pla
     plan->nevents = nev;
 }
 
+//  Starts the plan scratch afresh once per plan (kvt_sched_apply may have
+//  put the saves of finished requests into it already).
+static void s_open_plan(kvt_sched_t *self)
+{
+    if (self->p_open)
+        return;
+    self->p_nentries = self->p_nloads = self->p_nsaves = self->p_nstate = 0;
+    self->p_nu32 = self->p_nh = 0;
+    self->p_bytes = 64u * self->nevents + 256u;
+    self->p_open = true;
+}
+
+int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
+{
+    if (self->applied || step + 1 != self->next_step)
+        return -1;
+    s_open_plan(self);
+    s_apply_last_step(self, !ok);
+    self->applied = true;
+    return 0;
+}
+
+int kvt_sched_finish(kvt_sched_t *self, uint64_t req)
+{
+    uint32_t slot;
+    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(req), &slot))
+        return -1;
+    kvt_sreq_t *r = &self->reqs[slot];
+    if (r->state != R_RUNNING || r->stop)
+        return -1;
+    r->stop = true;
+    return 0;
+}
+
 int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_plan_t *plan)
 {
     if (step != self->next_step) {
         self->stats.stale_schedules++;
         return KVT_SCHED_REFUSED;
     }
-    self->p_nentries = self->p_nloads = self->p_nsaves = self->p_nstate = 0;
-    self->p_nu32 = self->p_nh = 0;
-    self->p_bytes = 64u * self->nevents + 256u;
-    //  Applying is idempotent: a held step's second call finds nothing planned.
-    s_apply_last_step(self, prev_failed);
+    s_open_plan(self);
+    //  A held step's second call (or a plan after kvt_sched_apply) finds
+    //  the last step applied already.
+    if (!self->applied)
+        s_apply_last_step(self, prev_failed);
+    self->applied = true;
 
     //  Saves for chunks completed by the step that just ran.
     for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE;
@@ -556,7 +592,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
         for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE && budget > 0;
              slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot)) {
             kvt_sreq_t *r = &self->reqs[slot];
-            if (r->state != R_RUNNING)
+            if (r->state != R_RUNNING || r->stop)
                 continue;
             bool decoding = r->computed >= r->nprompt;
             if (decoding != (pass == 0))
@@ -578,10 +614,14 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     }
     bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate;
     bool outstanding = self->stats.loading > 0 || self->stats.saves_outstanding > 0;
-    if (!work && outstanding)
+    if (!work && outstanding) {
+        self->p_open = false; //  nothing was added: the next call starts afresh
         return KVT_SCHED_HOLD;
+    }
     self->stats.steps++;
     self->next_step = step + 1;
+    self->applied = false;
+    self->p_open = false;
     s_finish_plan(self, step, plan);
     plan->idle = !work && !outstanding && self->stats.waiting == 0 && self->nevents == 0;
     return work ? 1 : 0;

@@ -69,6 +69,7 @@ typedef struct {
     uint32_t kv_detail;   //  detail of a failed KV leg
     uint32_t st_detail;   //  detail of a failed state leg
     bool aborted;         //  aborted while loading: released when the load settles
+    bool stop;            //  the engine finished it early: retires at the next apply
     bool convoy;          //  its KV leg's keys are counted in loading_keys
     bool convoy_waited;   //  counted once in convoy_waits for this wait
     uint32_t kv_lower;    //  chunks the KV leg read from below the CPU pool
@@ -89,6 +90,8 @@ struct _kvt_sched_t {
     kvt_sched_cfg_t cfg;           //  configuration
     uint32_t bpc;                  //  blocks per chunk
     uint64_t next_step;            //  the step number the next plan must carry
+    bool applied;                  //  the last planned step was applied (apply or plan did it)
+    bool p_open;                   //  the plan scratch holds the plan being built
     kvt_blockmgr_t *bm;            //  HBM blocks
     kvt_tierindex_t *tier;         //  tier view
     kvt_sreq_t *reqs;              //  request records

@@ -8,7 +8,7 @@
 #ifndef KVT_SCHEDULER_H_INCLUDED
 #define KVT_SCHEDULER_H_INCLUDED
 
-#include "kvt_sched.h"
+#include "kvtier/kvt_sched.h"
 #include "kvtier/kvt_actor.h"
 
 typedef struct {

@@ -1,0 +1,258 @@
+/*  kvt_sched — the scheduler core as a C API an engine embeds directly:
+    requests, their block tables, admission with HBM and tier hits, loads on
+    the chunk grid, saves with leases, and the step plan. Pure: no I/O, no
+    clock, no threads. The scheduler actor (src/actors/scheduler) is a shell
+    that decodes messages, calls these functions and sends what they
+    return; an engine that wants a library instead calls them itself (see
+    docs/api.md).
+
+    Ownership: the core copies what it is given (arrivals' tokens, verdicts,
+    configuration); what it returns (plans, state ops, probes' chains,
+    request info) is borrowed from the core and valid until the next call
+    that changes it, as each function says. The core is not thread-safe:
+    one caller at a time.
+
+    The calls an engine makes, in order:
+      kvt_sched_new            once (validates the configuration)
+      kvt_sched_arrive         per new request (queued for admission)
+      kvt_sched_probe          optional: what an admission would find now
+      kvt_sched_apply          after step N ran (or failed) on every rank
+      kvt_sched_plan           step N + 1: admissions, loads, saves, entries
+      kvt_sched_plan_state     its state work (hybrid models)
+      kvt_sched_verdict        per quorum result of a load leg or a save
+      kvt_sched_finish         a request stopped early (end of sequence)
+      kvt_sched_abort / _preempt
+      kvt_sched_stats / _counters / _audit
+      kvt_sched_destroy
+
+    Lifecycle of a request:
+      WAITING  → admitted when its blocks fit (FIFO)
+      LOADING  → its tier load is out; parked until the load verdict
+      RUNNING  → computes prefill chunks, then one token per step
+      DONE     → generated max_new_tokens; blocks released; the record is
+                 freed once its last save verdict arrived
+
+    A step: kvt_sched_plan (step N) is called once step N-1 ran on every rank.
+    It first applies step N-1 (tokens computed, full blocks indexed, finished
+    requests retired with their last saves), then emits saves for chunks that
+    are now complete, admits waiting requests, and lists the tokens each
+    running request computes in step N. Saves are built one step after the
+    forward that completed their chunk, so they only read written KV.
+
+    Hybrid models (state_bytes > 0): every admitted request holds a state
+    slot; HBM checkpoints are taken (a) every checkpoint_interval tokens,
+    (b) at the last chunk boundary of every prompt and at the prompt's end
+    when it lies on the block grid (HBM only: no chunk ends there), (c) at
+    the last chunk boundary a decode reaches before the request finishes
+    (a decode keep); prefill chunks are clipped to end on those boundaries.
+    A chunk save whose end holds an HBM checkpoint carries its image. The
+    HBM hit is gated to the newest HBM checkpoint at or below the block hit
+    and the joint planner chooses the resume point above it (design §4). A
+    dense model (state_bytes == 0) has no slots, checkpoints or joints. */
+#ifndef KVTIER_KVT_SCHED_H_INCLUDED
+#define KVTIER_KVT_SCHED_H_INCLUDED
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvt_msg.h"
+
+typedef struct _kvt_sched_t kvt_sched_t;
+
+typedef struct {
+    uint32_t block_size;   //  tokens per block (default 16)
+    uint32_t chunk_size;   //  tokens per chunk (default 256, multiple of block_size)
+    uint32_t hbm_blocks;   //  device blocks per rank
+    uint32_t tier_chunks;  //  chunks the tier view holds (0 = no tier)
+    uint32_t max_running;  //  requests admitted at once (running + loading)
+    uint32_t step_tokens;  //  token budget per step
+    uint32_t save_retries; //  re-emits of a failed chunk save per request
+    kvt_hash_t ns;         //  namespace: seeds the prefix hash chain
+    //  Hybrid models (state_bytes > 0); a dense model ignores the rest.
+    uint64_t state_bytes;         //  recurrent state per request per rank (0 = dense model)
+    uint32_t checkpoint_interval; //  tokens between grid checkpoints (multiple of chunk_size)
+    uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running)
+    uint32_t spec_tokens;         //  speculative tokens per step (> 0: a hit leaves 2 tokens)
+    uint32_t min_load_tokens;     //  a joint gaining fewer tokens than this recomputes
+} kvt_sched_cfg_t;
+
+typedef struct {
+    uint64_t arrivals;         //  requests received
+    uint64_t rejected;         //  requests refused at arrival (too long for the pool, duplicate id)
+    uint64_t admitted;         //  requests admitted
+    uint64_t finished;         //  requests that generated all their tokens
+    uint64_t hbm_hit_tokens;   //  prompt tokens served from HBM blocks
+    uint64_t tier_hit_tokens;  //  prompt tokens restored from the tier (verdict ok)
+    uint64_t lower_hit_tokens; //  ... of which some rank read from below the CPU pool (disk)
+    uint64_t loads_dispatched; //  loads sent to the ranks
+    uint64_t loads_ok;         //  load verdicts ok
+    uint64_t loads_failed;     //  load verdicts failed (request retreated)
+    uint64_t saves_dispatched; //  chunk saves sent to the ranks
+    uint64_t saves_ok;         //  chunk save verdicts ok (indexed)
+    uint64_t saves_failed;     //  chunk save verdicts failed
+    uint64_t saves_reemitted;  //  failed chunk saves emitted again
+    uint64_t saves_skipped;    //  complete chunks not saved because the tier holds them
+    uint64_t stale_verdicts;   //  verdicts for an unknown or superseded operation
+    uint64_t stale_schedules;  //  Schedules for a step already planned or not next (refused)
+    uint64_t steps_failed;     //  steps that did not run on every rank (rolled back)
+    uint64_t saves_stopped;    //  requests that stopped saving after a failure with no retry left
+    uint64_t hbm_lost_tokens;  //  HBM hit tokens lost when a failed load retreated below the hit
+    uint64_t plan_deferred;  //  entries / admissions / saves left for the next step (message size)
+    uint64_t steps;          //  plans built
+    uint64_t tokens_planned; //  tokens listed in plans
+    uint32_t waiting;        //  gauge: requests waiting for admission
+    uint32_t running;        //  gauge: requests running
+    uint32_t loading;        //  gauge: requests parked on a load
+    uint32_t saves_outstanding; //  gauge: chunk saves without a verdict
+    uint32_t leased_blocks;     //  gauge: block references held by saves
+    uint32_t blocks_in_use;     //  gauge: blocks with a reference
+    uint32_t records;           //  gauge: request records alive (incl. DONE with saves out)
+    uint64_t aborted;           //  requests aborted by the engine
+    uint64_t preempted;         //  requests preempted (back to waiting, recomputed)
+    //  Hybrid admissions (design §4); all zero for a dense model.
+    uint64_t gate_lost_tokens;      //  block-hit tokens above the gated HBM hit (no checkpoint)
+    uint64_t joint_state_hbm;       //  joint boundaries whose state comes from HBM
+    uint64_t joint_state_tier;      //  joint boundaries whose state comes from the tier
+    uint64_t tier_within_hbm;       //  no joint: no KV reaches past the HBM hit
+    uint64_t no_rung_above_hbm;     //  no joint: no checkpoint above the HBM hit
+    uint64_t partial_chunk_no_room; //  joint skipped, HBM hit kept: its extra blocks did not fit
+    uint64_t no_probe_demand;       //  joint skipped: the probe carried no demand
+    uint64_t below_min_load;        //  joint skipped: gain below min_load_tokens
+    uint64_t retreats_to_hbm;       //  failed joints resumed at the gated HBM hit
+    uint64_t retreats_to_zero;      //  failed joints resumed at token 0 (no HBM hit)
+    uint64_t convoy_waits;          //  admissions that waited for another request's load
+    uint64_t state_restores;        //  HBM checkpoints restored into a slot
+    uint64_t state_loads;           //  state legs dispatched (tier image → slot)
+    uint64_t ckpt_takes;            //  checkpoints planned (interval, prompt end, decode keep)
+} kvt_sched_stats_t;
+
+//  The admission probe of one request (rule B1): the hit, the chain it
+//  walked and, only when the fit passed, the demand. Every probe starts
+//  from a reset probe, so a refused re-probe never carries an earlier
+//  demand.
+typedef struct {
+    uint64_t req;            //  the request probed
+    uint32_t block_hit;      //  ungated HBM block hit (tokens)
+    uint32_t hbm;            //  HBM hit gated to a checkpoint (hybrid; = block_hit when dense)
+    const kvt_hash_t *chain; //  the prefix hashes walked (borrowed from the request)
+    uint32_t nchain;         //  blocks walked
+    bool has_demand;         //  the fit passed
+    uint32_t num_new_blocks; //  blocks an admission at hbm takes (valid with has_demand)
+} kvt_sched_probe_t;
+
+//  State work of a plan (hybrid models): what the runner does to state
+//  slots and HBM checkpoints in that step.
+typedef enum {
+    KVT_SCHED_STATE_RESTORE = 1, //  before the forward: checkpoint `entry` → `slot`
+    KVT_SCHED_STATE_LOAD = 2,    //  the state leg of a load: tier image `key` → `slot`
+                                 //  (reported on the state channel, op and key)
+    KVT_SCHED_STATE_TAKE = 3,    //  after the forward: `slot` → checkpoint `entry`
+} kvt_sched_state_kind_t;
+
+typedef struct {
+    kvt_opid_t op;  //  request and generation
+    uint8_t kind;   //  kvt_sched_state_kind_t
+    uint32_t slot;  //  the request's state slot
+    uint32_t entry; //  checkpoint entry (RESTORE, TAKE; UINT32_MAX for LOAD)
+    uint32_t at;    //  boundary (tokens) the state belongs to
+    kvt_hash_t key; //  prefix hash at `at`
+} kvt_sched_state_op_t;
+
+//  A request as the core sees it (tests, the embedding engine).
+typedef struct {
+    uint8_t state;          //  1 waiting, 2 loading, 3 running, 4 done (saves out)
+    uint32_t gen;           //  generation of the current admission
+    uint32_t computed;      //  tokens whose KV (and state) is valid
+    uint32_t hbm_hit;       //  HBM hit at admission (gated for a hybrid request)
+    uint32_t block_hit;     //  ungated HBM block hit at admission
+    uint32_t load_floor;    //  first token of the load (claim), when loading
+    uint32_t load_end;      //  resume point B of the load, when loading
+    uint8_t joint_src;      //  0 none, 1 state from HBM, 2 state from the tier
+    uint32_t slot;          //  state slot (UINT32_MAX: none)
+    uint32_t nblocks;       //  block table entries
+    const uint32_t *blocks; //  the block table (borrowed, valid until the next call)
+} kvt_sched_req_info_t;
+
+//  Validates cfg; on error returns NULL and writes a message naming the
+//  setting into err.
+kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen);
+void kvt_sched_destroy(kvt_sched_t **self_p);
+
+//  Adds a request to the admission queue (admission happens in a plan,
+//  FIFO). Copies the tokens; the caller keeps `arrival`. Returns 0, or -1
+//  when the request is refused (duplicate id, longer than the block pool can ever hold): then a
+//  FINISH event with b = 0 is queued so the engine still hears about it.
+int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *arrival);
+
+//  Applies the results of the last planned step `step`: `ok` when it ran on
+//  every rank (its tokens count, full blocks become shareable, checkpoints
+//  it took become valid, finished requests retire), else it is rolled back
+//  and planned again. Optional: kvt_sched_plan (step + 1, !ok) does the same
+//  when it was not called. Returns 0, or -1 when `step` is not the last
+//  planned step or was already applied (nothing changes).
+int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok);
+
+//  A request stops before max_new_tokens (end of sequence): it finishes at
+//  the next apply with what it computed, saving its complete chunks. 0, or
+//  -1 when it is not running.
+int kvt_sched_finish(kvt_sched_t *self, uint64_t req);
+
+//  Builds the plan for `step` (see above). Steps are numbered 1, 2, ...; a
+//  plan is built once per step, so a repeated or out-of-order Schedule is
+//  refused (-2) and changes nothing. `prev_failed`: step - 1 did not run on
+//  every rank, so none of its tokens count (they are planned again). *plan
+//  is filled with arrays the core owns: valid until the next kvt_sched_plan
+//  (the caller frees nothing). Returns 1 when the plan
+//  carries work (entries, loads or saves), 0 when it is empty (plan->idle
+//  when nothing is waiting or outstanding either), -1 when it is empty but
+//  loads or saves are outstanding — the caller should hold its reply until a
+//  verdict arrives and call again with the same step.
+#define KVT_SCHED_HOLD    (-1)
+#define KVT_SCHED_REFUSED (-2)
+int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_plan_t *plan);
+
+//  Applies a verdict: a load's KV leg (load channel), a load's state leg
+//  (state channel, key = the prefix hash at B), a chunk save. A load settles
+//  once every leg it dispatched reported; any failed leg retreats it (B2).
+//  Returns 0, or -1 when it was stale (counted).
+int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *verdict);
+
+//  True when no request, load or save is left (every block free).
+bool kvt_sched_quiescent(const kvt_sched_t *self);
+
+//  The step number the next plan must carry.
+uint64_t kvt_sched_next_step(const kvt_sched_t *self);
+
+void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out);
+
+//  Appends every counter (scheduler, block manager, tier view) as named
+//  counters to c[*n..cap) for a Stats reply.
+void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, uint32_t cap);
+
+//  Probes the waiting request `req` without side effects (rule B1): fills
+//  *out from a reset probe. 0, or -1 when req is not waiting.
+int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out);
+
+//  The state work of the last plan (hybrid models; none for a dense one).
+//  Valid until the next plan.
+void kvt_sched_plan_state(const kvt_sched_t *self, const kvt_sched_state_op_t **ops, uint32_t *n);
+
+//  Aborts a request: its blocks, state slot and checkpoint pins go back
+//  through the same path as a finish (a load in flight is waited for: the
+//  record is released when its verdict arrives). 0, or -1 when unknown.
+int kvt_sched_abort(kvt_sched_t *self, uint64_t req);
+
+//  Preempts a running request: blocks, slot and pins released as on a
+//  finish, the request waits again at the head of the queue and recomputes.
+//  0, or -1 when it is not running.
+int kvt_sched_preempt(kvt_sched_t *self, uint64_t req);
+
+//  What the core holds for request `req`. 0, or -1 when unknown.
+int kvt_sched_req_info(const kvt_sched_t *self, uint64_t req, kvt_sched_req_info_t *out);
+
+//  Checks internal invariants (block references = request blocks + leases,
+//  gauges match the records). Returns 0, or -1 with a message in err. O(all
+//  records): for tests and the end of a replay, not for every event.
+int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen);
+
+#endif
