@@ -70,6 +70,17 @@ Test(cli, bad_flags_and_values_exit_2_naming_them)
     s_bad("bench", "gather");
     s_bad("bench teleport", "teleport");
     s_bad("inspect", "usage");
+    s_bad("replay --ranks-as-processes --driver sim", "ranks-as-processes");
+    s_bad("replay --rank-endpoint tcp://127.0.0.1:5000", "rank-endpoint");
+    s_bad("replay --ranks-as-processes --rank-endpoint udp://x:1", "rank-endpoint");
+    s_bad("replay --wall-limit soon", "--wall-limit");
+    s_bad("rank", "--rank");
+    s_bad("rank --rank 0 --world 2", "--engine");
+    s_bad("rank --rank 2 --world 2 --engine ipc:///tmp/x", "--rank 2");
+    s_bad("rank --rank 0 --world 1 --engine udp://x:1", "--engine");
+    s_bad("rank --rank 0 --world 1 --engine tcp://127.0.0.1:65534", "--engine");
+    s_bad("rank --rank 0 --world 1 --engine ipc:///tmp/x --hbm-pool 1KiB", "hbm-pool");
+    s_bad("rank --rank 0 --world 1 --engine ipc:///tmp/x --frobnicate 1", "--frobnicate");
 }
 
 Test(cli, bad_trace_line_exits_2_naming_line_and_field)

@@ -286,6 +286,48 @@ Test(rank_procs, two_rank_replay_as_processes_matches_threads, .timeout = 120)
     s_rm(tmp);
 }
 
+//  The same over tcp:// on the loopback (topology actor i at PORT + i):
+//  again the threads' recomputed share. The port range is picked from the
+//  pid, so two test runs at once do not collide.
+Test(rank_procs, two_rank_replay_over_tcp_matches_threads, .timeout = 120)
+{
+    char tmp[128], out[200], err[200], jt[200], jp[200], args[1024], buf[8192];
+    s_tmpdir(tmp, sizeof tmp, "tcp");
+    snprintf(out, sizeof out, "%s.out", tmp);
+    snprintf(err, sizeof err, "%s.err", tmp);
+    snprintf(jt, sizeof jt, "%s-threads.json", tmp);
+    snprintf(jp, sizeof jp, "%s-procs.json", tmp);
+    snprintf(args, sizeof args, "replay --driver live --tp 2 " SMALL " --quiet --json %s", jt);
+    int st = s_wait(s_start(tmp, args, out, err), 60000);
+    s_slurp(err, buf, sizeof buf);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "threads: status %d: %s", st, buf);
+    int port = 20000 + (int)(getpid() % 400) * 100;
+    snprintf(args, sizeof args,
+             "replay --ranks-as-processes --rank-endpoint tcp://127.0.0.1:%d --tp 2 " SMALL
+             " --quiet --json %s",
+             port, jp);
+    st = s_wait(s_start(tmp, args, out, err), 60000);
+    s_slurp(err, buf, sizeof buf);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "tcp: status %d: %s", st, buf);
+    double share_t, share_p;
+    long long wrong_t, wrong_p, cpu_t, cpu_p;
+    s_report(jt, &share_t, &wrong_t, &cpu_t);
+    s_report(jp, &share_p, &wrong_p, &cpu_p);
+    cr_assert_eq(wrong_p, 0);
+    cr_assert(fabs(share_p - share_t) < 1e-9, "recomputed share: tcp %f, threads %f", share_p,
+              share_t);
+    char needle[64];
+    snprintf(needle, sizeof needle, "tcp://127.0.0.1:%d", port);
+    int pid;
+    cr_assert_eq(s_procs_naming(needle, &pid), 0, "a rank process (pid %d) is left", pid);
+    s_assert_nothing_left(tmp);
+    unlink(out);
+    unlink(err);
+    unlink(jt);
+    unlink(jp);
+    s_rm(tmp);
+}
+
 //  Starts a long replay with ranks as processes, waits until both rank
 //  processes run; returns the replay's pid and the ranks' pids.
 static int s_start_long(const char *tmp, const char *out, const char *err, int rank_pid[2])

@@ -130,7 +130,15 @@ int kvt_cmd_rank(int argc, char **argv)
         fprintf(stderr, "kvtier rank: --rank %u is not below --world %u\n", pc.rank, pc.cfg.tp);
         return 2;
     }
-    char err[512] = "";
+    char err[512] = "", ep[128];
+    if (kvt_rank_endpoint(pc.engine, KVT_RANK_TOPO_WORKER(pc.cfg.tp - 1), "scheduler", ep,
+                          sizeof ep) != 0) {
+        fprintf(stderr,
+                "kvtier rank: --engine '%s': expected ipc://DIR (under 80 bytes) or "
+                "tcp://HOST:PORT with room for %u ports\n",
+                pc.engine, 3 + 2 * pc.cfg.tp);
+        return 2;
+    }
     if (kvt_replay_validate(&pc.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "kvtier rank: %s\n", err);
         return 2;

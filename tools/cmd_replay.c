@@ -25,6 +25,9 @@ static void s_usage(FILE *out)
         "  --ranks-as-processes  live: run every rank as its own process (kvtier rank), over\n"
         "                     ipc:// in a private temporary directory; a rank process that\n"
         "                     exits fails the run naming the rank\n"
+        "  --rank-endpoint E  with --ranks-as-processes: tcp://HOST:PORT (actor i of the\n"
+        "                     topology at HOST:PORT+i) or ipc://DIR instead of a private\n"
+        "                     temporary directory\n"
         "  --wall-limit SEC   live: fail the run when it has not ended after SEC seconds\n"
         "                     (default 600; 0 = no limit)\n"
         "  --seed S           seed of the SIM driver and the synthetic workload (default 1)\n"
@@ -326,6 +329,8 @@ int kvt_cmd_replay(int argc, char **argv)
             cfg.trace = v;
         else if (!strcmp(a, "--json"))
             json = v;
+        else if (!strcmp(a, "--rank-endpoint"))
+            cfg.rank_endpoint = v;
         else if (!strcmp(a, "--record"))
             cfg.record = v;
         else if (!strcmp(a, "--fault")) {

@@ -311,7 +311,7 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
                    char *err, size_t errlen)
 {
     //  Every value as a plain decimal: what `kvtier rank` reads back.
-    char v[16][448];
+    char v[20][448];
     char *argv[48];
     int n = 0, k = 0;
 #define S_ARG(s)   (argv[n++] = (char *)(s))

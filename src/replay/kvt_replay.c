@@ -78,6 +78,11 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "sim_bw: must be positive";
     else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
+    else if (c->rank_endpoint && !c->ranks_as_processes)
+        bad = "rank-endpoint: needs --ranks-as-processes";
+    else if (c->rank_endpoint && strncmp(c->rank_endpoint, "tcp://", 6) != 0 &&
+             strncmp(c->rank_endpoint, "ipc://", 6) != 0)
+        bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
     if (bad) {
         snprintf(err, errlen, "%s", bad);
         return -1;
@@ -489,7 +494,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         snprintf(err, errlen, "disk-dir: cannot create %s: %s", cfg->disk_dir, strerror(errno));
         goto fail;
     }
-    if (cfg->ranks_as_processes && s_procs_dir(run, err, errlen) != 0)
+    if (cfg->ranks_as_processes && !cfg->rank_endpoint && s_procs_dir(run, err, errlen) != 0)
         goto fail;
     for (uint32_t r = 0; !cfg->ranks_as_processes && r < cfg->tp; r++) {
         run->rank[r] = kvt_rank_new(cfg, r, run->sys, err, errlen);
@@ -535,12 +540,17 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     char base[300] = "", ep[3 + 2 * S_MAX_TP][128];
     const char *fixed[] = {"engine", "scheduler", "aggregator"};
     if (cfg->ranks_as_processes) {
-        snprintf(base, sizeof base, "ipc://%s", run->dir);
+        if (cfg->rank_endpoint)
+            snprintf(base, sizeof base, "%s", cfg->rank_endpoint);
+        else
+            snprintf(base, sizeof base, "ipc://%s", run->dir);
         for (uint32_t i = 0; i < 3 + 2 * cfg->tp; i++)
             if (kvt_rank_endpoint(base, i, i < 3 ? fixed[i] : run->names[i - 3], ep[i],
                                   sizeof ep[i]) != 0) {
-                snprintf(err, errlen, "ranks-as-processes: socket path under %s too long",
-                         run->dir);
+                snprintf(err, errlen,
+                         "rank-endpoint: '%s' is not ipc://DIR (under 80 bytes) or "
+                         "tcp://HOST:PORT with room for %u ports",
+                         base, 3 + 2 * cfg->tp);
                 goto fail;
             }
     }

@@ -50,6 +50,9 @@ typedef struct {
                                    //  over ipc:// in a private temporary directory
     const char *rank_exe;          //  the kvtier binary those processes run (NULL:
                                    //  /proc/self/exe, so the caller must be kvtier itself)
+    const char *rank_endpoint;     //  their base endpoint: NULL = ipc:// in a private
+                                   //  temporary directory, or tcp://HOST:PORT (actor i of
+                                   //  the topology at HOST:PORT+i, see kvt_rank.h)
 } kvt_replay_cfg_t;
 
 typedef struct {
