@@ -686,8 +686,9 @@ Test(sim_runner_core, forward_writes_state_at_every_checkpoint_boundary_it_cross
     s_dev_open(&d, 1000, true);
     uint32_t b[] = {0, 1, 2, 3, 4, 5, 6};
     kvt_hash_t h[] = {s_h(0), s_h(1), s_h(2), s_h(3), s_h(4), s_h(5), {0}};
-    //  [0, 80): boundaries 32 and 64; the slot ends at 64's state.
-    kvt_entry_t e = s_entry(3, 0, 80, 0, b, h, 5, 0);
+    //  [0, 64): boundaries 32 and 64 (the step's end); the slot ends at
+    //  64's state.
+    kvt_entry_t e = s_entry(3, 0, 64, 0, b, h, 4, 0);
     kvt_step_exec_t x = s_exec(1, 0, &e, 1);
     kvt_sim_runner_out_t out;
     kvt_sim_runner_core_exec(d.r, &x, &out);
@@ -697,8 +698,8 @@ Test(sim_runner_core, forward_writes_state_at_every_checkpoint_boundary_it_cross
     cr_assert(s_dev_done_at(&d, 10000, &out));
     cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[3]), "state at B = 64");
     cr_assert(s_state_holds(&d, KVT_GPU_STATE_CKPT, slot, h[3]), "and its checkpoint unit");
-    //  [80, 100): crosses 96 = block 5's end.
-    kvt_entry_t e2 = s_entry(3, 80, 100, 5, b + 5, h + 5, 2, 0);
+    //  [64, 100): crosses 96 = block 5's end.
+    kvt_entry_t e2 = s_entry(3, 64, 100, 4, b + 4, h + 4, 3, 0);
     x = s_exec(2, 0, &e2, 1);
     kvt_sim_runner_core_exec(d.r, &x, &out);
     cr_assert(s_dev_done_at(&d, 20000, &out));
