@@ -9,6 +9,7 @@
 #include "actors/common/kvt_fence_board.h"
 #include "actors/lane/kvt_lane_runner.h"
 #include "actors/worker/kvt_wcore.h"
+#include "actors/worker/kvt_wlease.h"
 #include "base/kvt_seen.h"
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_storage.h"
@@ -76,6 +77,50 @@ Test(seen, capacity_one_remembers_the_last_id)
     cr_assert_not(kvt_seen_contains(s, H(1)));
     cr_assert(kvt_seen_contains(s, H(2)));
     kvt_seen_destroy(&s);
+}
+
+Test(wlease, due_leases_come_out_in_deadline_order_and_take_finds_any)
+{
+    kvt_wlease_t *t = kvt_wlease_new();
+    cr_assert_not_null(t);
+    //  Deadlines 1000 * ((i * 7) % 50): a permutation of 0..49.
+    for (uint64_t i = 0; i < 50; i++) {
+        kvt_lease_t l = {.id = 100 + i};
+        cr_assert_eq(kvt_wlease_put(t, (kvt_opid_t){i, 1}, l, 1000 * ((i * 7) % 50)), 0);
+    }
+    cr_assert_eq(kvt_wlease_put(t, (kvt_opid_t){3, 1}, (kvt_lease_t){.id = 1}, 0), -1,
+                 "one lease per lookup");
+    cr_assert_eq(kvt_wlease_next_deadline(t), 0);
+    //  Take a few out of the middle by op.
+    kvt_lease_t l;
+    for (uint64_t i = 10; i < 20; i++) {
+        cr_assert(kvt_wlease_take(t, (kvt_opid_t){i, 1}, &l));
+        cr_assert_eq(l.id, 100 + i);
+        cr_assert_not(kvt_wlease_take(t, (kvt_opid_t){i, 1}, &l), "taken once");
+    }
+    uint64_t last = 0;
+    uint32_t n = 0;
+    kvt_opid_t op;
+    while (kvt_wlease_take_due(t, 30000, &op, &l)) {
+        uint64_t d = 1000 * ((op.req * 7) % 50);
+        cr_assert_leq(d, 30000, "lease %llu is not due", (unsigned long long)op.req);
+        cr_assert_geq(d, last, "out of deadline order");
+        cr_assert_eq(l.id, 100 + op.req);
+        last = d;
+        n++;
+    }
+    //  31 deadlines in 0..30000 ms, minus those among the ten taken (i = 10..19).
+    uint32_t taken_due = 0;
+    for (uint64_t i = 10; i < 20; i++)
+        taken_due += (i * 7) % 50 <= 30;
+    cr_assert_eq(n, 31 - taken_due);
+    cr_assert_eq(kvt_wlease_count(t), 40 - n);
+    cr_assert_geq(kvt_wlease_next_deadline(t), 31000);
+    while (kvt_wlease_take_any(t, &op, &l))
+        ;
+    cr_assert_eq(kvt_wlease_count(t), 0);
+    cr_assert_eq(kvt_wlease_next_deadline(t), UINT64_MAX);
+    kvt_wlease_destroy(&t);
 }
 
 // ---------------------------------------------------------------- core ----

@@ -6,10 +6,8 @@
     the lookup's id (req, gen) to its lease and deadline; taking an entry
     out is the only way to get the lease back, so whichever path comes
     first releases it and the others find nothing (exactly once). Plain
-    data: no clock (deadlines are passed in), no storage calls. O(1) put /
-    take; the expiry scan and the earliest deadline are O(n) over the
-    pinned lookups outstanding, which the scheduler keeps to the requests it
-    is admitting. */
+    data: no clock (deadlines are passed in), no storage calls. Put, take
+    and the take of a due lease are O(log n), the earliest deadline O(1). */
 #ifndef KVT_WLEASE_H_INCLUDED
 #define KVT_WLEASE_H_INCLUDED
 
