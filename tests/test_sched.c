@@ -254,6 +254,8 @@ static int rig_step(rig_t *r)
         v->detail = r->fail_state ? KVT_DETAIL_MISS : 0;
     }
     for (uint32_t i = 0; i < p->nloads; i++) {
+        if (p->loads[i].nkeys == 0)
+            continue; //  a state-only load: its verdict comes on the state channel
         kvt_verdict_t *v = &r->pending[r->npending++];
         memset(v, 0, sizeof *v);
         v->chan = KVT_CHAN_LOAD;
@@ -822,6 +824,26 @@ Test(sched, rule_S5_a_loaded_prefix_is_not_saved_again)
 
 // ------------------------------------------------------ hybrid models ----
 
+//  The plan goes out as a StepPlan message: it must encode and decode back.
+static void plan_round_trips(const kvt_step_plan_t *plan)
+{
+    kvt_msg_t m = {.kind = KVT_MSG_STEP_PLAN};
+    m.u.step_plan = *plan;
+    uint8_t *buf;
+    size_t len;
+    kvt_msg_err_t err;
+    char e[256];
+    cr_assert_eq(kvt_msg_check(&m, &err), 0, "%s", kvt_msg_err_str(&err, e, sizeof e));
+    cr_assert_eq(kvt_msg_encode(&m, &buf, &len), 0, "the plan must encode");
+    kvt_msg_t back;
+    cr_assert_eq(kvt_msg_decode(buf, len, &back, &err), 0, "%s",
+                 kvt_msg_err_str(&err, e, sizeof e));
+    cr_assert_eq(back.u.step_plan.nloads, plan->nloads);
+    cr_assert_eq(back.u.step_plan.nsaves, plan->nsaves);
+    kvt_msg_clear(&back);
+    free(buf);
+}
+
 static void rig_init_cfg(rig_t *r, const kvt_sched_cfg_t *cfg)
 {
     memset(r, 0, sizeof *r);
@@ -1022,6 +1044,11 @@ Test(sched, the_twenty_token_hit_with_a_rung_at_32_loads_16_to_32_into_private_b
     //  fresh block, not the shared one the hit found.
     cr_assert_eq(r.plan.loads[0].blocks[0], info.blocks[4]);
     cr_assert_eq(r.state_loads, 1, "the state at 32 comes from the tier");
+    //  The state leg rides in the same LoadSpec (one completion per rank).
+    cr_assert(r.plan.loads[0].state);
+    cr_assert_eq(r.plan.loads[0].state_boundary, 32);
+    cr_assert_eq(r.plan.loads[0].state_slot, info.slot);
+    cr_assert_neq(info.slot, UINT32_MAX);
     kvt_sched_stats(r.s, &st);
     cr_assert_eq(st.joint_state_tier - st0.joint_state_tier, 1);
     cr_assert_eq(st.hbm_hit_tokens - st0.hbm_hit_tokens, 20, "rule B3: the hit, not the floor");
@@ -1190,6 +1217,10 @@ Test(sched, no_load_convoys_a_second_request_waits_for_the_chunks_being_loaded)
     kvt_sched_req_info(r.s, 14, &info);
     cr_assert_eq(info.block_hit, 32, "the KV request 13 loaded is shared");
     cr_assert_eq(r.loads_seen, 0, "no KV leg: only the state at 32 is loaded");
+    cr_assert_eq(r.plan.nloads, 1);
+    cr_assert_eq(r.plan.loads[0].nkeys, 0, "a state-only LoadSpec (rule L3)");
+    cr_assert(r.plan.loads[0].state);
+    plan_round_trips(&r.plan);
     cr_assert_eq(r.state_loads, 2);
     rig_deliver(&r);
     rig_run(&r, 100);
@@ -1290,5 +1321,36 @@ Test(sched, a_request_finished_early_retires_at_the_next_apply_with_its_saves)
     //  100 prompt tokens + 29 decoded: chunks [0, 128) saved.
     cr_assert_eq(st.saves_ok, 2, "saves_ok %llu", (unsigned long long)st.saves_ok);
     cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched, a_chunk_save_carries_the_image_of_the_checkpoint_at_its_end)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 128, 64, 64);
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 200, 100, 1); //  checkpoints at 128 (interval) and 192 (prompt)
+    uint32_t images = 0, specs = 0;
+    for (int i = 0; i < 20; i++) {
+        int rc = rig_step(&r);
+        for (uint32_t k = 0; k < r.plan.nsaves; k++) {
+            const kvt_save_spec_t *sp = &r.plan.saves[k];
+            specs++;
+            plan_round_trips(&r.plan);
+            if (!sp->image)
+                continue;
+            images++;
+            cr_assert_eq(sp->state_boundary, sp->end, "the image goes with the last chunk");
+            cr_assert(kvt_hash_eq(sp->state_hash, sp->keys[sp->nkeys - 1]));
+            cr_assert(sp->end == 128 || sp->end == 192, "image at %u", sp->end);
+        }
+        rig_deliver(&r);
+        rig_audit(&r);
+        if (rc == 0 && r.plan.idle)
+            break;
+    }
+    cr_assert_eq(images, 2);
+    cr_assert_eq(specs, 2, "[0, 128) with the image at 128, [128, 192) with the one at 192");
+    cr_assert(kvt_sched_quiescent(r.s), "the saves' checkpoint pins went back");
     kvt_sched_destroy(&r.s);
 }

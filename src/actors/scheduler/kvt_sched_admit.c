@@ -301,7 +301,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
     uint32_t kv_tokens = kv_leg ? d.b - d.claim : 0;
     size_t bytes = KVT_SCHED_ENTRY_BYTES(need) +
-                   (kv_leg ? KVT_SCHED_SPEC_BYTES(kv_tokens / bs, kv_tokens / cs) : 0);
+                   (joint ? KVT_SCHED_SPEC_BYTES(kv_tokens / bs, kv_tokens / cs) : 0);
     if (!kvt_sched_plan_fits(self, bytes) || self->p_nloads >= KVT_MSG_MAX_ENTRIES) {
         self->stats.plan_deferred++;
         return 0;
@@ -404,6 +404,23 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         r->legs |= S_LEG_KV;
         s_plan_load(self, r, d.claim, d.b);
         kvt_sched_convoy_mark(self, r, +1);
+    } else if (d.src == KVT_JOINT_STATE_TIER) {
+        //  A state-only load (rule L3): no KV leg, no keys, no blocks.
+        kvt_load_spec_t *l = &self->p_loads[self->p_nloads++];
+        memset(l, 0, sizeof(*l));
+        l->op.req = r->id;
+        l->op.gen = r->gen;
+        l->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
+        l->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
+        self->p_bytes += KVT_SCHED_SPEC_BYTES(0, 0);
+    }
+    if (d.src == KVT_JOINT_STATE_TIER) {
+        //  The state leg rides in the same LoadSpec (one completion per rank).
+        kvt_load_spec_t *l = &self->p_loads[self->p_nloads - 1];
+        l->state = true;
+        l->state_boundary = d.b;
+        l->state_hash = kvt_sched_hash_at(self, r, d.b / bs - 1);
+        l->state_slot = r->sslot;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
     r->state = R_LOADING;

@@ -39,16 +39,18 @@ static int s_grow_saves(kvt_sched_t *self)
 
 //  Appends a SaveSpec for [start, end) of request r. The scratch was
 //  reserved by the caller, so this cannot fail.
-static void s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end)
+static kvt_save_spec_t *s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end)
 {
     kvt_save_spec_t *sp = &self->p_saves[self->p_nsaves++];
     kvt_sched_fill_spec(self, r, start, end, sp);
     sp->attempt = r->save_attempt;
+    return sp;
 }
 
 //  Records an outstanding chunk save and leases its source blocks. Returns
 //  0, or -1 when out of memory (nothing recorded).
-static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_hash_t key)
+static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_hash_t key,
+                        uint32_t *si_out)
 {
     kvt_sreq_t *r = &self->reqs[slot];
     if (self->nsave_free == 0 && s_grow_saves(self) != 0)
@@ -81,6 +83,7 @@ static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_ha
     r->saves_inflight++;
     self->stats.saves_dispatched++;
     self->stats.saves_outstanding++;
+    *si_out = si;
     return 0;
 }
 
@@ -120,16 +123,29 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
                       (!kvt_sched_hybrid(self) || kvt_tierindex_contains(self->images, key) ||
                        !kvt_ckpt_has(self->ck, key));
         bool skip = stored || kvt_hmap_get(self->inflight, key, NULL);
+        uint32_t si = 0;
         if (skip)
             self->stats.saves_skipped++;
-        else if (s_track_save(self, slot, t / cs, key) != 0)
+        else if (s_track_save(self, slot, t / cs, key, &si) != 0)
             break; //  out of memory: stop here, the frontier stays at t
         if (skip) {
             if (run_start != UINT32_MAX)
                 s_plan_save(self, r, run_start, t);
             run_start = UINT32_MAX;
-        } else if (run_start == UINT32_MAX)
+            continue;
+        }
+        if (run_start == UINT32_MAX)
             run_start = t;
+        if (self->save_ck && self->save_ck[si] != KVT_CKPT_NONE) {
+            //  The image rides with the chunk that ends at its checkpoint,
+            //  the last chunk of its spec (object kind "KV chunk + image").
+            kvt_save_spec_t *sp = s_plan_save(self, r, run_start, t + cs);
+            sp->image = true;
+            sp->state_boundary = t + cs;
+            sp->state_hash = key;
+            sp->state_slot = self->save_ck[si];
+            run_start = UINT32_MAX;
+        }
     }
     if (run_start != UINT32_MAX)
         s_plan_save(self, r, run_start, t);
