@@ -945,3 +945,62 @@ Test(lane_runner, inline_mode_submits_in_the_calling_thread)
     kvt_lane_runner_destroy(&r);
     down();
 }
+
+// ------------------------------------------------------- timer path ----
+
+Test(lane, rule_X2_deadlines_fire_in_deadline_order_not_enqueue_order)
+{
+    up(100 * MS, 0, 0);
+    cr_assert_eq(kvt_gpu_stream_inject(R.s, KVT_GPU_FAULT_STALL, 0), 0);
+    uint64_t t0 = R.now;
+    job(1, 1, 10 * MS);
+    job(2, 2, 1 * MS); //  enqueued later, due first
+    job(3, 3, 0);      //  the lane's 100 ms
+    kvt_lane_core_pump(R.lane, R.now);
+    tick(t0 + 1 * MS);
+    cr_assert_eq(one(false, 2)->cause, KVT_LANE_CAUSE_DEADLINE);
+    cr_assert_eq(count(false, 1), 0, "job 1 is not due yet");
+    tick(t0 + 10 * MS);
+    cr_assert_eq(one(false, 1)->cause, KVT_LANE_CAUSE_DEADLINE);
+    cr_assert_eq(count(false, 3), 0);
+    cr_assert_eq(kvt_lane_core_next_wake(R.lane, R.now) <= t0 + 100 * MS, true);
+    tick(t0 + 100 * MS);
+    cr_assert_eq(one(false, 3)->cause, KVT_LANE_CAUSE_DEADLINE);
+    cr_assert_eq(lstats().quarantined, 3, "their copies never ran: memory kept");
+    //  The stream resumes: the copies land in order and the memory goes back.
+    cr_assert_eq(kvt_gpu_stream_inject(R.s, KVT_GPU_FAULT_NONE, 0), 0);
+    for (int i = 0; i < 100 && lstats().held; i++)
+        tick(R.now + MS);
+    cr_assert_eq(lstats().held, 0);
+    cr_assert_eq(lstats().quarantine_freed, 3);
+    cr_assert_eq(pstats().objects_writing, 0);
+    cr_assert_eq(R.ngot, 3, "one report per job");
+    down();
+}
+
+Test(lane, landed_copies_settle_in_stream_order_behind_a_slow_head)
+{
+    up(0, 0, 0);
+    //  Five jobs on one stream: each lands 2 µs after the one before it. A
+    //  tick before the first landed settles nothing; one after the third
+    //  settles exactly the first three, in order.
+    uint64_t t0 = R.now;
+    for (uint64_t id = 1; id <= 5; id++)
+        job(id, (uint32_t)id, 0);
+    kvt_lane_core_pump(R.lane, R.now);
+    tick(t0 + 1000);
+    cr_assert_eq(R.ngot, 0);
+    uint64_t w = kvt_lane_core_next_wake(R.lane, R.now);
+    cr_assert_gt(w, R.now, "nothing landed yet");
+    tick(t0 + 6500);
+    cr_assert_eq(R.ngot, 3, "the copies that landed, no more: %u", R.ngot);
+    for (uint64_t id = 1; id <= 3; id++) {
+        cr_assert(one(false, id)->ok);
+        cr_assert_eq(pos(false, id), id - 1, "stream order");
+        cr_assert(stored(id, (uint32_t)id));
+    }
+    tick(t0 + 20000);
+    cr_assert(one(false, 4)->ok && one(false, 5)->ok);
+    cr_assert_eq(lstats().held, 0);
+    down();
+}

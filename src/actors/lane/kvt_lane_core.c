@@ -4,7 +4,18 @@
     any stage; a job that already reported but whose copies may still run
     (quarantined) stays on it until they end. So the oldest job still held
     is the list's head, and a fence issued when the newest seq was S is done
-    exactly when the head's seq is > S (or nothing is held). */
+    exactly when the head's seq is > S (or nothing is held).
+
+    The timer path does O(1) work per event, not a walk over every job:
+    * copies on one stream land in order, and jobs are submitted in seq
+      order, so the pass that settles landed copies walks from the head and
+      stops at the first job whose copies have not ended on the lane's
+      current stream (jobs a reset left on an older stream are stepped over)
+      or that is not submitted yet;
+    * the deadlines of the jobs that have not reported are a min-heap
+      (kvt_heap) by (deadline, seq); a job leaves it when it reports;
+    * fences are issued in time order with one timeout, so the oldest open
+      fence has the earliest deadline. */
 #include "kvt_lane_core.h"
 
 #include <assert.h>
@@ -13,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kvt_heap.h"
 #include "kvtier/kvt_msg.h"
 
 typedef struct s_job {
@@ -25,6 +37,7 @@ typedef struct s_job {
     kvt_gpu_stream_t *stream;  //  the stream its submit queued on (NULL: not submitted, or
                                //  its submit queued nothing)
     kvt_gpu_event_t *event;    //  marks the end of its copies; NULL: the stream is queried
+    uint32_t hpos;             //  index in the deadline heap (UINT32_MAX: not in it)
     struct s_job *prev, *next; //  the held list, in seq order
 } s_job_t;
 
@@ -51,11 +64,41 @@ struct _kvt_lane_core_t {
     kvt_lane_report_t *out; //  outbox
     uint32_t nout, outcap;  //  reports in it, slots
     uint64_t reports;       //  reports made, ever
+    s_job_t **dl;           //  deadline heap: jobs that have not reported, by (deadline, seq)
+    uint32_t ndl, dlcap;    //  entries in it, slots
     kvt_lane_stats_t st;    //  counters
 };
 
 static void s_log(kvt_lane_core_t *self, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+// ------------------------------------------------------ deadline heap ----
+
+static bool s_dl_less(const void *a, const void *b, void *ctx)
+{
+    (void)ctx;
+    const s_job_t *x = *(s_job_t *const *)a, *y = *(s_job_t *const *)b;
+    if (x->deadline_at != y->deadline_at)
+        return x->deadline_at < y->deadline_at;
+    return x->seq < y->seq;
+}
+
+static void s_dl_moved(void *elem, uint32_t pos, void *ctx)
+{
+    (void)ctx;
+    (*(s_job_t **)elem)->hpos = pos;
+}
+
+static const kvt_heap_ops_t s_dl_ops = {
+    .size = sizeof(s_job_t *), .less = s_dl_less, .moved = s_dl_moved};
+
+static void s_dl_remove(kvt_lane_core_t *self, s_job_t *job)
+{
+    if (job->hpos == UINT32_MAX)
+        return;
+    kvt_heap_remove(self->dl, &self->ndl, &s_dl_ops, NULL, job->hpos, NULL);
+    job->hpos = UINT32_MAX;
+}
 
 static void s_log(kvt_lane_core_t *self, int level, const char *fmt, ...)
 {
@@ -116,6 +159,7 @@ static void s_report_job(kvt_lane_core_t *self, s_job_t *job, kvt_lane_cause_t c
 {
     assert(!job->reported);
     job->reported = true;
+    s_dl_remove(self, job);
     self->nquar++; //  until it is unlinked: quarantined if it stays held
     if (job->stage != KVT_LANE_PENDING)
         self->nwait--;
@@ -312,7 +356,16 @@ void kvt_lane_core_enqueue(kvt_lane_core_t *self, const kvt_lane_job_t *j, uint6
         self->st.refused++;
         return;
     }
-    s_job_t *job = self->nheld < self->c.max_jobs ? calloc(1, sizeof *job) : NULL;
+    if (self->ndl == self->dlcap && self->nheld < self->c.max_jobs) {
+        uint32_t cap = self->dlcap ? self->dlcap * 2 : 64;
+        s_job_t **dl = realloc(self->dl, (size_t)cap * sizeof *dl);
+        if (dl) {
+            self->dl = dl;
+            self->dlcap = cap;
+        }
+    }
+    s_job_t *job =
+        self->nheld < self->c.max_jobs && self->ndl < self->dlcap ? calloc(1, sizeof *job) : NULL;
     if (!job) {
         s_refuse(self, j, KVT_LANE_CAUSE_FULL);
         return;
@@ -322,6 +375,7 @@ void kvt_lane_core_enqueue(kvt_lane_core_t *self, const kvt_lane_job_t *j, uint6
     uint64_t d = j->deadline_ns ? j->deadline_ns : self->c.deadline_ns;
     job->deadline_at = now + d < now ? UINT64_MAX : now + d;
     job->stage = KVT_LANE_QUEUED;
+    kvt_heap_push(self->dl, &self->ndl, &s_dl_ops, NULL, &job);
     job->prev = self->tail;
     if (self->tail)
         self->tail->next = job;
@@ -525,39 +579,79 @@ static bool s_settle_landed(kvt_lane_core_t *self, s_job_t *job, bool log)
     return true;
 }
 
-void kvt_lane_core_tick(kvt_lane_core_t *self, uint64_t now)
+//  The jobs whose copies may have ended, oldest first: from the head, up
+//  to the first job not submitted yet (nothing after it is) or whose copies
+//  have not ended on the lane's current stream (nothing after it on that
+//  stream has landed either). `visit` is called for each; it may free the
+//  job, and returns false to stop. Returns the job the walk stopped at
+//  (NULL: the end).
+typedef bool(s_visit_fn)(kvt_lane_core_t *self, s_job_t *job, void *arg);
+
+static s_job_t *s_walk_landed(kvt_lane_core_t *self, s_visit_fn *visit, void *arg)
 {
     for (s_job_t *job = self->head, *next; job; job = next) {
         next = job->next;
-        if (s_settle_landed(self, job, true))
-            continue;
-        //  Every stage, a submit that has not returned included (rule X2).
-        if (now >= job->deadline_at)
-            s_finish_fail(self, job, KVT_LANE_CAUSE_DEADLINE, 0);
+        if (job == self->inflight || (!job->reported && job->stage != KVT_LANE_PENDING))
+            return job;
+        if (s_copies(job) == KVT_GPU_NOT_READY) {
+            if (job->stream == self->c.stream)
+                return job;
+            continue; //  left on an older stream by a reset
+        }
+        if (!visit(self, job, arg))
+            return job;
     }
+    return NULL;
+}
+
+static bool s_visit_settle(kvt_lane_core_t *self, s_job_t *job, void *arg)
+{
+    (void)arg;
+    s_settle_landed(self, job, true);
+    return true;
+}
+
+void kvt_lane_core_tick(kvt_lane_core_t *self, uint64_t now)
+{
+    s_walk_landed(self, s_visit_settle, NULL);
+    //  Every stage, a submit that has not returned included (rule X2).
+    while (self->ndl && now >= self->dl[0]->deadline_at)
+        s_finish_fail(self, self->dl[0], KVT_LANE_CAUSE_DEADLINE, 0);
     s_check_fences(self);
     if (self->fences && now >= self->fences->deadline_at)
         s_fail_lane(self, self->fences->id);
 }
 
+//  A job whose copies ended was found: the caller should tick now.
+static bool s_visit_found(kvt_lane_core_t *self, s_job_t *job, void *arg)
+{
+    (void)self;
+    (void)job;
+    *(bool *)arg = true;
+    return false;
+}
+
 uint64_t kvt_lane_core_next_wake(kvt_lane_core_t *self, uint64_t now)
 {
     uint64_t at = UINT64_MAX;
-    for (s_job_t *job = self->head; job; job = job->next) {
-        if (!job->reported && job->deadline_at < at)
-            at = job->deadline_at;
-        if (job->stream && job->stage == KVT_LANE_PENDING) {
-            uint64_t w = job->event ? kvt_gpu_event_wake(job->event, now, self->c.poll_ns)
-                         : kvt_gpu_stream_query(job->stream) != KVT_GPU_NOT_READY
-                             ? now
-                             : now + self->c.poll_ns;
-            if (w < at)
-                at = w;
-        }
+    bool landed = false;
+    s_job_t *job = s_walk_landed(self, s_visit_found, &landed);
+    if (landed)
+        return now;
+    //  Copies a reset left on an older stream are polled.
+    for (s_job_t *q = self->head; q && q != job; q = q->next)
+        if (q->stream && q->stream != self->c.stream && now + self->c.poll_ns < at)
+            at = now + self->c.poll_ns;
+    if (job && job->stream && job->stage == KVT_LANE_PENDING && job != self->inflight) {
+        uint64_t w = job->event ? kvt_gpu_event_wake(job->event, now, self->c.poll_ns)
+                                : now + self->c.poll_ns;
+        if (w < at)
+            at = w;
     }
-    for (s_fence_t *f = self->fences; f; f = f->next)
-        if (f->deadline_at < at)
-            at = f->deadline_at;
+    if (self->ndl && self->dl[0]->deadline_at < at)
+        at = self->dl[0]->deadline_at;
+    if (self->fences && self->fences->deadline_at < at)
+        at = self->fences->deadline_at;
     return at == UINT64_MAX || at >= now ? at : now;
 }
 
@@ -665,6 +759,7 @@ void kvt_lane_core_destroy(kvt_lane_core_t **self_p)
         free(f);
     }
     free(self->out);
+    free(self->dl);
     free(self);
     *self_p = NULL;
 }
