@@ -361,6 +361,29 @@ Test(savetrack, rule_S4_a_finished_tail_the_next_plan_builds_hands_its_lease_to_
     kvt_savetrack_destroy(&t);
 }
 
+Test(savetrack, rule_S4_a_readmission_retires_the_earlier_tail)
+{
+    s_pool_t p;
+    kvt_savetrack_t *t = s_new(&p, 1);
+    uint32_t table[16];
+    for (uint32_t i = 0; i < 16; i++)
+        table[i] = i;
+    kvt_savetrack_admit(t, OP(1, 1), 0);
+    kvt_savetrack_forwarded(t, OP(1, 1), 128);
+    cr_assert_eq(kvt_savetrack_finish(t, 1, table, 8, 2), 0);
+    cr_assert_eq(s_refs(&p), 9);
+    //  Admitted again before a plan built the tail: that tail is never built.
+    cr_assert_eq(kvt_savetrack_admit(t, OP(1, 2), 0), 0);
+    cr_assert_eq(s_refs(&p), 0);
+    cr_assert_eq(kvt_savetrack_end_plan(t), 0);
+    kvt_savetrack_stats_t st = s_stats(t);
+    cr_assert_eq(st.tails_retired, 1);
+    cr_assert_eq(st.chunks_retired, 2);
+    cr_assert_eq(st.leases_outstanding, 0);
+    s_check(t);
+    kvt_savetrack_destroy(&t);
+}
+
 // ---------------------------------------------------------------- S5 ----
 
 Test(savetrack, rule_S5_save_floor_recorded_once_and_a_lost_hit_reopens_it)

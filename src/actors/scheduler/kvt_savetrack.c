@@ -173,6 +173,13 @@ static s_rec_t *s_rec_op(const kvt_savetrack_t *self, kvt_opid_t op)
     return r && r->op.gen == op.gen ? r : NULL;
 }
 
+//  Chunks of r forwarded but never to be saved.
+static void s_count_retired(kvt_savetrack_t *self, const s_rec_t *r, uint32_t upto)
+{
+    if (upto > r->frontier)
+        self->stats.chunks_retired += (upto - r->frontier) / self->cfg.chunk_size;
+}
+
 //  Frees a retired record once nothing of it is left.
 static void s_maybe_free(kvt_savetrack_t *self, s_rec_t *r)
 {
@@ -216,8 +223,11 @@ int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier)
         r = &self->recs[i];
         r->live = true;
         self->stats.records++;
-    } else
+    } else if (r->has_tail) {
+        s_count_retired(self, r, r->tail_end);
+        self->stats.tails_retired++;
         s_release_tail(self, r); //  a re-admission's earlier tail is never built
+    }
     uint32_t cs = self->cfg.chunk_size;
     r->op = op;
     r->frontier = frontier / cs * cs;
@@ -457,13 +467,6 @@ int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, u
 }
 
 // ------------------------------------------------------------ retiring --
-
-//  Chunks of r forwarded but never to be saved.
-static void s_count_retired(kvt_savetrack_t *self, const s_rec_t *r, uint32_t upto)
-{
-    if (upto > r->frontier)
-        self->stats.chunks_retired += (upto - r->frontier) / self->cfg.chunk_size;
-}
 
 int kvt_savetrack_finish(kvt_savetrack_t *self, uint64_t req, const uint32_t *blocks,
                          uint32_t nblocks, int32_t slot)
