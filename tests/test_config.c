@@ -726,3 +726,33 @@ Test(config, a_bad_value_is_refused_even_where_a_higher_layer_overrides_it)
     const char *tp[] = {"tp", "4", NULL};
     REFUSED(s_build3(NULL, env, tp, &c, NULL, NULL, NULL), "env", "tp = 'zero'", "KVTIER_TP");
 }
+
+Test(config, rule_C3_a_tier_recorded_with_another_layout_is_refused)
+{
+    kvt_config_t q, k, q2, d;
+    cr_assert_eq(s_yaml("model: qwen3-next-like\n", &q), 0, "%s", s_err);
+    cr_assert_eq(s_yaml("model: kimi-linear-like\nplanes: 2\ntoken_bytes: 16\n"
+                        "state_bytes: 205824\n",
+                        &k),
+                 0, "%s", s_err);
+    cr_assert_eq(s_yaml("model: qwen3-next-like\nstate_bytes: 201KiB\ncpu_pool: 1GiB\n", &q2), 0,
+                 "%s", s_err);
+    cr_assert_eq(s_yaml("", &d), 0, "%s", s_err);
+    uint64_t qid = kvt_config_layout_id(&q);
+    cr_assert_eq(qid, kvt_config_layout_id(&q2), "spelling and pool size moved the layout id");
+    cr_assert_neq(qid, kvt_config_layout_id(&k), "same geometry, another layout: same id");
+    cr_assert_eq(kvt_config_check_tier_layout(&q, qid, "dir", s_err, sizeof s_err), 0);
+    REFUSED(
+        kvt_config_check_tier_layout(&q, kvt_config_layout_id(&k), "/d/rank0", s_err, sizeof s_err),
+        "kda tier under gdn", "/d/rank0", "gdn", "rule C3");
+    REFUSED(kvt_config_check_tier_layout(&k, qid, "dir", s_err, sizeof s_err), "gdn under kda",
+            "kda", "rule C3");
+    //  The dense layout owns no state: another layout's objects are misses.
+    cr_assert_eq(kvt_config_check_tier_layout(&d, qid, "dir", s_err, sizeof s_err), 1);
+    cr_assert_eq(
+        kvt_config_check_tier_layout(&d, kvt_config_layout_id(&d), "dir", s_err, sizeof s_err), 0);
+    //  The state geometry is part of it.
+    kvt_config_t q3;
+    cr_assert_eq(s_yaml("model: qwen3-next-like\nstate_bytes: 202KiB\n", &q3), 0, "%s", s_err);
+    cr_assert_neq(qid, kvt_config_layout_id(&q3));
+}

@@ -148,6 +148,20 @@ void kvt_config_defaults(kvt_config_t *cfg);
 int kvt_config_resolve(kvt_config_t *cfg, kvt_config_log_fn *log, void *log_arg, char *err,
                        size_t errlen);
 
+//  The id a tier records for the bytes it holds (what a disk tier keeps as
+//  its layout_id): XXH3-64 of the layout and one rank's object geometry
+//  (block bytes, layers, planes, chunk, state bytes, dtype). Of a resolved
+//  configuration.
+uint64_t kvt_config_layout_id(const kvt_config_t *cfg);
+
+//  Rule C3 for a tier that recorded recorded_id (what names it in err: a
+//  directory): 0 when it holds this configuration's layout; for a
+//  state-owning layout any other id is refused (-1, err naming both ids);
+//  for the dense layout another id is 1 (its objects are misses, not a
+//  refusal).
+int kvt_config_check_tier_layout(const kvt_config_t *cfg, uint64_t recorded_id, const char *what,
+                                 char *err, size_t errlen);
+
 //  Whether name (`cpu_pool`, `cpu-pool`, `--cpu-pool`) is a setting;
 //  *is_bool tells whether it is a boolean (a flag that may stand alone).
 bool kvt_config_has_key(const char *name, bool *is_bool);

@@ -691,50 +691,50 @@ int kvt_config_loader_file(kvt_config_loader_t *self, const char *path, char *er
     return rc;
 }
 
-int kvt_config_loader_env(kvt_config_loader_t *self, char *const *envp, char *err, size_t errlen)
+//  The setting a KVTIER_<NAME>=VALUE entry names (-1: none; -2: not such
+//  an entry at all).
+static int s_env_key(const char *entry)
 {
     static const char prefix[] = "KVTIER_";
     const size_t plen = sizeof prefix - 1;
+    const char *eq = strchr(entry, '=');
+    if (strncmp(entry, prefix, plen) != 0 || !eq)
+        return -2;
+    char key[64];
+    size_t n = (size_t)(eq - entry) - plen;
+    if (n == 0 || n >= sizeof key)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char c = entry[plen + i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+            return -1;
+        key[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    key[n] = 0;
+    return s_key_index(key);
+}
+
+int kvt_config_loader_env(kvt_config_loader_t *self, char *const *envp, char *err, size_t errlen)
+{
     if (!envp)
         envp = environ;
     //  Checked before anything is kept: all or nothing, like the file.
-    for (char *const *e = envp; e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        if (strncmp(*e, prefix, plen) != 0 || !eq)
-            continue;
-        char key[64];
-        size_t n = (size_t)(eq - *e) - plen;
-        bool ok = n > 0 && n < sizeof key;
-        for (size_t i = 0; ok && i < n; i++) {
-            char c = (*e)[plen + i];
-            ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-            key[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-        }
-        if (ok) {
-            key[n] = 0;
-            ok = s_key_index(key) >= 0;
-        }
-        if (!ok) {
+    for (char *const *e = envp; e && *e; e++)
+        if (s_env_key(*e) == -1) {
             snprintf(err, errlen,
-                     "%.*s: unknown setting (KVTIER_ variables name settings: "
-                     "KVTIER_CPU_POOL for cpu_pool)",
-                     (int)(eq - *e), *e);
+                     "%.*s: unknown setting (KVTIER_ variables name settings: KVTIER_CPU_POOL "
+                     "for cpu_pool)",
+                     (int)(strchr(*e, '=') - *e), *e);
             return -1;
         }
-    }
     for (char *const *e = envp; e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        if (strncmp(*e, prefix, plen) != 0 || !eq)
+        int k = s_env_key(*e);
+        if (k < 0)
             continue;
-        char key[64], origin[96];
-        size_t n = (size_t)(eq - *e) - plen;
-        for (size_t i = 0; i < n; i++)
-            key[i] =
-                (char)((*e)[plen + i] >= 'A' && (*e)[plen + i] <= 'Z' ? (*e)[plen + i] - 'A' + 'a'
-                                                                      : (*e)[plen + i]);
-        key[n] = 0;
+        const char *eq = strchr(*e, '=');
+        char origin[96];
         snprintf(origin, sizeof origin, "%.*s", (int)(eq - *e), *e);
-        if (s_put(self, L_ENV, s_key_index(key), eq + 1, origin) != 0) {
+        if (s_put(self, L_ENV, k, eq + 1, origin) != 0) {
             s_forget(self, L_ENV);
             snprintf(err, errlen, "%s: out of memory", origin);
             return -1;

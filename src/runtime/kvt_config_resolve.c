@@ -271,3 +271,29 @@ int kvt_config_resolve(kvt_config_t *cfg, kvt_config_log_fn *log, void *log_arg,
 {
     return kvt_config_resolve_from(cfg, NULL, NULL, log, log_arg, err, errlen);
 }
+
+uint64_t kvt_config_layout_id(const kvt_config_t *cfg)
+{
+    char text[256];
+    snprintf(text, sizeof text,
+             "kvtier-layout/1 layout=%s block_bytes=%" PRIu64 " layers=%u planes=%u chunk=%u "
+             "state_bytes=%" PRIu64 " dtype=%s",
+             kvt_config_layout_name(cfg->layout), cfg->block_bytes, cfg->layers, cfg->planes,
+             cfg->chunk_size, cfg->state_bytes, kvt_config_dtype_name(cfg->dtype));
+    return XXH3_64bits(text, strlen(text));
+}
+
+int kvt_config_check_tier_layout(const kvt_config_t *cfg, uint64_t recorded_id, const char *what,
+                                 char *err, size_t errlen)
+{
+    uint64_t own = kvt_config_layout_id(cfg);
+    if (recorded_id == own)
+        return 0;
+    if (!s_owns_state(cfg->layout))
+        return 1;
+    snprintf(err, errlen,
+             "%s: recorded layout id %016" PRIx64 ", but layout %s here is %016" PRIx64
+             ": a state-owning layout accepts only its own layout (rule C3)",
+             what, recorded_id, kvt_config_layout_name(cfg->layout), own);
+    return -1;
+}
