@@ -6,13 +6,14 @@
     forward wrote past the frontier; build records the save of the chunk at
     the frontier (skip passes over one that needs none) and moves it on.
 
-    Leases (S4). A built save leases its source blocks and the state slot
-    its image is read from until every rank reported source_safe, or its
-    store verdict came (whichever is first); a finished request's forwarded
-    tail not yet built keeps a lease on its blocks and slot until the next
-    plan builds it or end_plan retires it. Every lease is taken through the
-    acquire callback and released exactly once through the release
-    callback: the one path.
+    Leases (S4). A built save leases its source blocks and the state
+    resource its image is read from (a state slot or an HBM checkpoint
+    unit: the `slot` of the calls, opaque here) until every rank reported
+    source_safe or its store verdict came, whichever is first; a finished
+    request's forwarded tail not yet built keeps a lease on its blocks and
+    slot until the next plan builds it or end_plan retires it. Every lease
+    is taken through the acquire callback and released exactly once through
+    the release callback: the one path.
 
     Failures (S3). A failed save leaves the frontier at the failed chunk
     (never past it) and is re-emitted with a new attempt number once every

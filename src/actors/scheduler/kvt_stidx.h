@@ -7,9 +7,10 @@
     or the index's own LRU (hash_cap). could_serve is pure (I4); want_touch
     is the separate call that registers a hit and says whether to send a
     touch now (one per hash per touch interval). Touch verdicts (I5): GONE
-    forgets the hash (unless a store landed after that touch was sent: the
-    touch looked before those bytes were there), PRESENT counts
-    touches_unrefreshed, REFRESHED and PRESENT confirm it.
+    forgets the hash (unless newer evidence — a store, a lookup, a later
+    touch's verdict — arrived after that touch was sent: it looked before
+    those bytes were there), PRESENT counts touches_unrefreshed, REFRESHED
+    and PRESENT confirm it.
 
     Verify hold (I6). hold (h, now) says whether an admission about to load
     the image at h must wait a pass for a touch verdict: it must when h was
@@ -122,8 +123,8 @@ void kvt_stidx_destroy(kvt_stidx_t **self_p);
 
 // ---------------------------------------------------------------- images --
 
-//  Store quorum for h: indexes it (young end) and confirms it. Any touch
-//  sent before now can no longer retract it.
+//  Store quorum for h: indexes it (young end) and confirms it. A GONE
+//  verdict of any touch sent before now can no longer retract it.
 void kvt_stidx_note_stored(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us);
 
 //  Every rank's lookup found the image at h: indexes and confirms it.
