@@ -141,7 +141,10 @@ typedef struct {
 } kvt_sched_probe_t;
 
 //  State work of a plan (hybrid models): what the runner does to state
-//  slots and HBM checkpoints in that step.
+//  slots and HBM checkpoints in that step. A LOAD op duplicates the state
+//  leg its LoadSpec carries (state, state_boundary, state_hash,
+//  state_slot); RESTORE and TAKE are device copies within the rank. An
+//  entry that starts at token 0 starts from a zero state.
 typedef enum {
     KVT_SCHED_STATE_RESTORE = 1, //  before the forward: checkpoint `entry` → `slot`
     KVT_SCHED_STATE_LOAD = 2,    //  the state leg of a load: tier image `key` → `slot`
@@ -193,8 +196,9 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *arrival);
 int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok);
 
 //  A request stops before max_new_tokens (end of sequence): it finishes at
-//  the next apply with what it computed, saving its complete chunks. 0, or
-//  -1 when it is not running.
+//  the next apply with what it computed, saving its complete chunks (the
+//  decode keep is placed from max_new_tokens, so an early stop has none).
+//  0, or -1 when it is not running.
 int kvt_sched_finish(kvt_sched_t *self, uint64_t req);
 
 //  Builds the plan for `step` (see above). Steps are numbered 1, 2, ...; a
