@@ -62,6 +62,8 @@ Test(bench_rank, writes_its_json_with_every_field_positive, .timeout = 120)
     cr_assert_eq(s_num(doc, "ranks"), 2);
     cr_assert_eq(s_num(doc, "messages_per_item"), 5, "two specs, two completions, one verdict");
     cr_assert_gt(s_num(doc, "items_per_s"), 0);
+    cr_assert_gt(s_num(doc, "cpu_us_per_item"), 0);
+    cr_assert_gt(s_num(doc, "baseline_cpu_us_per_item"), 0);
     json_t *bytes = json_object_get(doc, "message_bytes");
     cr_assert(json_is_object(bytes));
     for (const char **k = (const char *[]){"load_spec", "completion", "verdict", NULL}; *k; k++)

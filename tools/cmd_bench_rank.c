@@ -83,11 +83,22 @@ static kvt_hash_t s_key(uint32_t i)
     return (kvt_hash_t){.hi = 0xBE7C4000ull + i, .lo = i * 2654435761ull + 1};
 }
 
-static double s_now(void)
+static double s_clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double s_now(void)
+{
+    return s_clock_s(CLOCK_MONOTONIC);
+}
+
+//  CPU time of the whole process (every thread), seconds.
+static double s_cpu_now(void)
+{
+    return s_clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 // ----------------------------------------------------- the rank path ----
@@ -260,9 +271,11 @@ cleanup:
     return rc;
 }
 
-//  One round through the actors: seconds from the first spec to the last verdict.
-static int s_rank_round(s_rig_t *g, double *secs)
+//  One round through the actors: seconds from the first spec to the last
+//  verdict, and the process's CPU seconds over the round.
+static int s_rank_round(s_rig_t *g, double *secs, double *cpu)
 {
+    double cpu0 = s_cpu_now();
     kvt_msg_t m;
     memset(&m, 0, sizeof m);
     m.kind = KVT_MSG_PING;
@@ -274,6 +287,7 @@ static int s_rank_round(s_rig_t *g, double *secs)
         return -1;
     }
     *secs = (double)(s_b.t1 - s_b.t0) * 1e-9;
+    *cpu = s_cpu_now() - cpu0;
     return 0;
 }
 
@@ -348,9 +362,11 @@ cleanup:
     return NULL;
 }
 
-//  One baseline round: seconds from the first frame to the last verdict frame.
-static int s_base_round(s_base_t *b, double *secs)
+//  One baseline round: seconds from the first frame to the last verdict
+//  frame, and the process's CPU seconds over the round.
+static int s_base_round(s_base_t *b, double *secs, double *cpu)
 {
+    double c0 = s_cpu_now();
     const s_opts_t *o = b->o;
     uint64_t items = (uint64_t)o->items * o->steps;
     int rc = -1;
@@ -395,6 +411,7 @@ join:
         zmq_ctx_shutdown(b->zctx); //  unblocks the threads; the run fails
     for (uint32_t r = 0; r < started; r++)
         pthread_join(th[r], NULL);
+    *cpu = s_cpu_now() - c0;
 cleanup:
     free(buf);
     if (up)
@@ -574,6 +591,7 @@ int kvt_cmd_bench_rank(int argc, char **argv)
     s_base_t b = {.o = &o};
     json_t *doc = NULL;
     double us[S_MAXROUNDS], base[S_MAXROUNDS], ratio[S_MAXROUNDS];
+    double cpus[S_MAXROUNDS], base_cpu[S_MAXROUNDS];
     b.zctx = zmq_ctx_new();
     if (!b.zctx || s_sizes(&b) != 0) {
         fprintf(stderr, "kvtier bench rank: cannot set up the baseline\n");
@@ -585,10 +603,10 @@ int kvt_cmd_bench_rank(int argc, char **argv)
     }
     //  Round 0 warms both sides up and is not counted.
     for (uint32_t r = 0; r <= o.rounds; r++) {
-        double ts = 0, tb = 0;
+        double ts = 0, tb = 0, cs = 0, cb = 0;
         bool base_first = r % 2 == 0;
-        if ((base_first && s_base_round(&b, &tb) != 0) || s_rank_round(&g, &ts) != 0 ||
-            (!base_first && s_base_round(&b, &tb) != 0)) {
+        if ((base_first && s_base_round(&b, &tb, &cb) != 0) || s_rank_round(&g, &ts, &cs) != 0 ||
+            (!base_first && s_base_round(&b, &tb, &cb) != 0)) {
             fprintf(stderr, "kvtier bench rank: round %u failed\n", r);
             goto cleanup_rig;
         }
@@ -597,6 +615,8 @@ int kvt_cmd_bench_rank(int argc, char **argv)
         us[r - 1] = ts * 1e6 / (double)items;
         base[r - 1] = tb * 1e6 / (double)items;
         ratio[r - 1] = base[r - 1] > 0 ? us[r - 1] / base[r - 1] : 0;
+        cpus[r - 1] = cs * 1e6 / (double)items;
+        base_cpu[r - 1] = cb * 1e6 / (double)items;
     }
     if (s_b.failed) {
         fprintf(stderr, "kvtier bench rank: %llu loads did not verdict ok\n",
@@ -605,6 +625,7 @@ int kvt_cmd_bench_rank(int argc, char **argv)
     }
     double us_med = s_median(us, o.rounds), base_med = s_median(base, o.rounds);
     double ratio_med = s_median(ratio, o.rounds);
+    double cpu_med = s_median(cpus, o.rounds), base_cpu_med = s_median(base_cpu, o.rounds);
     double added = us_med - base_med;
     double load1 = s_loadavg();
     printf("through the actors: %.2f us per item (%.0f items/s); raw ZeroMQ inproc relay of the "
@@ -613,11 +634,13 @@ int kvt_cmd_bench_rank(int argc, char **argv)
     printf("ratio %.2f (median of per-round ratios); the actors add %.2f us per item (target <= "
            "%.1f: %s)\n",
            ratio_med, added, S_TARGET_US, added <= S_TARGET_US ? "met" : "NOT met");
+    printf("CPU time per item (all threads): %.2f us through the actors, %.2f us for the relay\n",
+           cpu_med, base_cpu_med);
     printf("load average (1 min): %.2f at start, %.2f at end\n", load0, load1);
     if (o.json) {
         doc = json_pack(
             "{s:s, s:{s:i, s:s, s:f, s:f}, s:i, s:i, s:i, s:i, s:I, s:i, s:{s:I, s:I, "
-            "s:I}, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s}",
+            "s:I}, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:f, s:f, s:s}",
             "bench", "rank", "machine", "nproc", (int)ncpu, "cpu", cpu, "load_avg_1min_start",
             load0, "load_avg_1min_end", load1, "ranks", (int)o.ranks, "items_per_step",
             (int)o.items, "steps", (int)o.steps, "rounds", (int)o.rounds, "items",
@@ -626,7 +649,8 @@ int kvt_cmd_bench_rank(int argc, char **argv)
             (json_int_t)b.verdict_len, "us_per_item", us_med, "items_per_s", 1e6 / us_med,
             "baseline_us_per_item", base_med, "rank_overhead_ratio", ratio_med, "added_us_per_item",
             added, "target_added_us_max", S_TARGET_US, "ratio_of_medians",
-            base_med > 0 ? us_med / base_med : 0.0, "target_met", added <= S_TARGET_US, "method",
+            base_med > 0 ? us_med / base_med : 0.0, "target_met", added <= S_TARGET_US,
+            "cpu_us_per_item", cpu_med, "baseline_cpu_us_per_item", base_cpu_med, "method",
             "median over rounds; one warm-up round of each side not counted; "
             "baseline and rank rounds alternate which goes first");
         if (!doc || s_write_json(o.json, doc) != 0)
