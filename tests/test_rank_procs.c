@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -403,6 +404,39 @@ Test(rank_procs, a_replay_stopped_by_sigterm_leaves_nothing, .timeout = 120)
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st, buf);
     cr_assert(strstr(buf, "interrupted by a signal") != NULL, "%s", buf);
     s_assert_nothing_left(tmp);
+    unlink(out);
+    unlink(err);
+    s_rm(tmp);
+}
+
+//  The replay itself SIGKILLed (nothing of it can clean up): its rank
+//  processes still exit, status 4, saying the engine process is gone, in
+//  bounded time. This test process adopts them (a child subreaper) to see
+//  how they end; the socket directory is the one thing left (removed here).
+Test(rank_procs, rank_processes_exit_when_the_replay_is_killed, .timeout = 120)
+{
+    char tmp[128], out[200], err[200], buf[8192];
+    s_tmpdir(tmp, sizeof tmp, "k9");
+    snprintf(out, sizeof out, "%s.out", tmp);
+    snprintf(err, sizeof err, "%s.err", tmp);
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+    int ranks[2];
+    int pid = s_start_long(tmp, out, err, ranks);
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    for (int r = 0; r < 2; r++) {
+        st = s_wait(ranks[r], 5000);
+        cr_assert_neq(st, -1, "rank %d (pid %d) did not exit within 5 s of the replay's death", r,
+                      ranks[r]);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 4, "rank %d: status %d", r, st);
+    }
+    s_slurp(err, buf, sizeof buf);
+    char want[96];
+    snprintf(want, sizeof want, "the engine process %d is gone", pid);
+    cr_assert(strstr(buf, want) != NULL, "stderr does not say '%s': %s", want, buf);
+    int left;
+    cr_assert_eq(s_procs_naming(tmp, &left), 0, "pid %d is left", left);
     unlink(out);
     unlink(err);
     s_rm(tmp);

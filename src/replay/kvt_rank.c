@@ -368,13 +368,23 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     }
     if (pid == 0) {
         //  Only async-signal-safe calls until exec (the parent has threads).
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        //  Until the rank installs its own (kvt_rank_process_run), the
+        //  parent's death kills it outright.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(KVT_RANK_EXIT_NO_ENGINE);
         execv(exe, argv);
         _exit(127);
     }
     return (int)pid;
+}
+
+static volatile sig_atomic_t s_parent_died; //  SIGUSR2: the parent (engine) died
+
+static void s_on_parent_death(int sig)
+{
+    (void)sig;
+    s_parent_died = 1;
 }
 
 static uint64_t s_mono_ms(void)
@@ -479,7 +489,16 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
         return KVT_RANK_EXIT_SETUP;
     }
     if (pc->engine_pid > 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        //  The parent's death arrives as SIGUSR2, told apart from the
+        //  SIGTERM that ends a run: when the thread that forked this
+        //  process dies first, getppid() still names its process for a
+        //  moment, so the signal itself must say it.
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = s_on_parent_death;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR2, &sa, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGUSR2);
         if (getppid() != pc->engine_pid) {
             snprintf(err, errlen, "engine-pid: process %d is not this process's parent (gone?)",
                      pc->engine_pid);
@@ -558,9 +577,8 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
     while (true) {
         int rc = kvt_system_run(sys, (uint64_t)poll_ms * 1000000u, 0);
         s_watch_poll(&watch);
-        //  The engine's loss first: a dying parent's PR_SET_PDEATHSIG is a
-        //  SIGTERM too, and must not read as the end of the run.
-        if (pc->engine_pid > 0 && getppid() != pc->engine_pid) {
+        //  The engine's loss first: it must not read as the end of the run.
+        if (pc->engine_pid > 0 && (s_parent_died || getppid() != pc->engine_pid)) {
             snprintf(err, errlen, "the engine process %d is gone", pc->engine_pid);
             status = KVT_RANK_EXIT_NO_ENGINE;
             break;

@@ -96,8 +96,9 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
 
 //  Starts rank r of the run as a process: `exe rank --rank r --world tp
 //  --engine base --engine-pid <this process> ...` with every setting of cfg
-//  the rank needs. The child asks for SIGTERM when this thread exits
-//  (PR_SET_PDEATHSIG). Returns the child's pid, or -1 with err.
+//  the rank needs. The child dies with this thread (PR_SET_PDEATHSIG:
+//  SIGKILL until kvt_rank_process_run makes it SIGUSR2, which it reads as
+//  the engine gone). Returns the child's pid, or -1 with err.
 int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, const char *base,
                    char *err, size_t errlen);
 
