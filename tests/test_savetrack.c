@@ -3,6 +3,7 @@
     tails, the save floor (rules S3–S5), driven directly against a fake
     block and slot pool that counts references. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -557,4 +558,35 @@ Test(savetrack, property_random_sequences_keep_leases_and_saves_balanced)
         cr_assert(!p.negative);
         kvt_savetrack_destroy(&t);
     }
+}
+
+// ---------------------------------------------------------------- docs ----
+
+Test(savetrack, every_counter_is_documented)
+{
+    s_pool_t p;
+    kvt_savetrack_t *t = s_new(&p, 0);
+    kvt_counter_t c[64];
+    uint32_t n = 0;
+    kvt_savetrack_counters(t, c, &n, 64);
+    cr_assert_eq(n, 20);
+    FILE *f = fopen(KVT_SOURCE_DIR "/docs/metrics.md", "rb");
+    cr_assert_not_null(f);
+    static char buf[1 << 17];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    char *doc = strstr(buf, "## Save tracker (`savetrack.*`");
+    cr_assert_not_null(doc);
+    char *end = strstr(doc + 1, "\n## ");
+    if (end)
+        *end = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        char full[96], part[96];
+        snprintf(full, sizeof full, "`%s`", c[i].name);
+        snprintf(part, sizeof part, "`%s`", c[i].name + strlen("savetrack."));
+        cr_assert(strstr(doc, full) || strstr(doc, part), "%s is not in docs/metrics.md",
+                  c[i].name);
+    }
+    kvt_savetrack_destroy(&t);
 }

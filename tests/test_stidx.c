@@ -750,3 +750,44 @@ Test(stidx, property_random_sequences_keep_the_invariant)
         kvt_stidx_destroy(&x);
     }
 }
+
+// ---------------------------------------------------------------- docs ----
+
+//  The text of docs/metrics.md from the heading starting with `title` to
+//  the next heading; the caller frees it.
+static char *s_doc_section(const char *title)
+{
+    FILE *f = fopen(KVT_SOURCE_DIR "/docs/metrics.md", "rb");
+    cr_assert_not_null(f);
+    static char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *start = strstr(buf, title);
+    cr_assert_not_null(start, "no section %s", title);
+    char *end = strstr(start + 1, "\n## ");
+    size_t len = end ? (size_t)(end - start) : strlen(start);
+    char *out = malloc(len + 1);
+    memcpy(out, start, len);
+    out[len] = 0;
+    return out;
+}
+
+Test(stidx, every_counter_is_documented)
+{
+    kvt_stidx_t *x = s_new(4, NULL);
+    kvt_counter_t c[64];
+    uint32_t n = 0;
+    kvt_stidx_counters(x, c, &n, 64);
+    cr_assert_eq(n, 27);
+    char *doc = s_doc_section("## State-offload index (`stidx.*`");
+    for (uint32_t i = 0; i < n; i++) {
+        char full[96], part[96];
+        snprintf(full, sizeof full, "`%s`", c[i].name);
+        snprintf(part, sizeof part, "`%s`", c[i].name + strlen("stidx."));
+        cr_assert(strstr(doc, full) || strstr(doc, part), "%s is not in docs/metrics.md",
+                  c[i].name);
+    }
+    free(doc);
+    kvt_stidx_destroy(&x);
+}
