@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,17 +64,19 @@ typedef struct {
     uint32_t ranks;   //  --ranks
 } s_opts_t;
 
-//  Shared between the main thread and the bench driver actor; the driver
-//  writes it only inside a round, the main thread reads it after the round
-//  ended (kvt_system_run returned on the driver's exit).
+//  Set up by the main thread before the system starts; in a round only the
+//  bench driver actor touches it; the main thread reads the results after
+//  the round ended (kvt_system_run returned on the driver's exit), through
+//  atomics, since that exit is not a synchronisation a race checker sees.
 typedef struct {
-    const s_opts_t *o;   //  options
-    kvt_aid_t w[S_MAXR]; //  workers
-    uint64_t next_req;   //  next request id
-    uint32_t step;       //  steps done in this round
-    uint32_t verdicts;   //  verdicts of this step
-    uint64_t failed;     //  verdicts that were not ok (all rounds)
-    uint64_t t0, t1;     //  round start and end (driver clock, ns)
+    const s_opts_t *o;       //  options
+    kvt_aid_t w[S_MAXR];     //  workers
+    uint64_t next_req;       //  next request id
+    uint32_t step;           //  steps done in this round
+    uint32_t verdicts;       //  verdicts of this step
+    _Atomic uint64_t failed; //  verdicts that were not ok (all rounds)
+    _Atomic uint64_t t0;     //  round start (driver clock, ns)
+    _Atomic uint64_t t1;     //  round end
 } s_bench_t;
 
 static s_bench_t s_b;
@@ -149,7 +152,8 @@ static int s_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
 
 static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
 {
-    s_b.failed += !m->u.verdict.ok;
+    if (!m->u.verdict.ok)
+        atomic_fetch_add(&s_b.failed, 1);
     if (++s_b.verdicts < s_b.o->items)
         return 0;
     if (++s_b.step < s_b.o->steps)
@@ -286,7 +290,7 @@ static int s_rank_round(s_rig_t *g, double *secs, double *cpu)
         fprintf(stderr, "kvtier bench rank: the round ended with %d\n", rc);
         return -1;
     }
-    *secs = (double)(s_b.t1 - s_b.t0) * 1e-9;
+    *secs = (double)(atomic_load(&s_b.t1) - atomic_load(&s_b.t0)) * 1e-9;
     *cpu = s_cpu_now() - cpu0;
     return 0;
 }
@@ -584,9 +588,9 @@ int kvt_cmd_bench_rank(int argc, char **argv)
            ncpu, cpu, o.ranks, o.items, o.steps, o.rounds);
 
     int rc = 1;
-    memset(&s_b, 0, sizeof s_b);
     s_b.o = &o;
     s_b.next_req = 1;
+    atomic_store(&s_b.failed, 0);
     s_rig_t g;
     s_base_t b = {.o = &o};
     json_t *doc = NULL;
@@ -618,9 +622,9 @@ int kvt_cmd_bench_rank(int argc, char **argv)
         cpus[r - 1] = cs * 1e6 / (double)items;
         base_cpu[r - 1] = cb * 1e6 / (double)items;
     }
-    if (s_b.failed) {
+    if (atomic_load(&s_b.failed)) {
         fprintf(stderr, "kvtier bench rank: %llu loads did not verdict ok\n",
-                (unsigned long long)s_b.failed);
+                (unsigned long long)atomic_load(&s_b.failed));
         goto cleanup_rig;
     }
     double us_med = s_median(us, o.rounds), base_med = s_median(base, o.rounds);
