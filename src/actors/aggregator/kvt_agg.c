@@ -171,10 +171,10 @@ static uint32_t s_open(kvt_agg_t *self, const kvt_completion_t *c, kvt_hash_t id
 static void s_fold_images(s_open_t *o, const kvt_completion_t *c, bool first)
 {
     uint32_t bytes = (o->held + 7) / 8;
-    for (uint32_t i = 0; i < bytes; i++) {
-        uint8_t b = i < c->nimages ? c->images[i] : 0;
-        o->images[i] = first ? b : (uint8_t)(o->images[i] & b);
-    }
+    if (first)
+        memset(o->images, 0xff, bytes);
+    for (uint32_t i = 0; i < bytes; i++)
+        o->images[i] &= i < c->nimages ? c->images[i] : 0;
 }
 
 //  A state-channel report from a rank whose state leg did not run: it does
