@@ -316,9 +316,8 @@ Test(fence_board, a_failed_restore_does_not_fail_the_compute)
     cr_assert_eq(kvt_fence_board_record_restore(f.board, f.lane), 0);
     s_run_to(&f, 100000);
     cr_assert_eq(kvt_fence_board_wait_restores(f.board, f.compute), 0);
-    cr_assert_eq(kvt_gpu_launch_host_fn(f.compute, s_fill_fn,
-                                        &(fill_t){kvt_gpu_plane_ptr(f.gpu, 0, 0, 4), 0x44}, 1000),
-                 0);
+    fill_t w = {kvt_gpu_plane_ptr(f.gpu, 0, 0, 4), 0x44};
+    cr_assert_eq(kvt_gpu_launch_host_fn(f.compute, s_fill_fn, &w, 1000), 0);
     s_run_to(&f, 200000);
     cr_assert_eq(kvt_gpu_stream_query(f.compute), 0, "the compute stream is still good");
     cr_assert(s_all(kvt_gpu_plane_ptr(f.gpu, 0, 0, 4), 0x44));
