@@ -824,6 +824,18 @@ Test(sched, rule_S5_a_loaded_prefix_is_not_saved_again)
 
 // ------------------------------------------------------ hybrid models ----
 
+//  A named counter of the core (kvt_sched_counters), or UINT64_MAX.
+static uint64_t counter(const rig_t *r, const char *name)
+{
+    static kvt_counter_t c[256];
+    uint32_t n = 0;
+    kvt_sched_counters(r->s, c, &n, 256);
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return c[i].value;
+    return UINT64_MAX;
+}
+
 //  The plan goes out as a StepPlan message: it must encode and decode back.
 static void plan_round_trips(const kvt_step_plan_t *plan)
 {
@@ -1027,6 +1039,7 @@ Test(sched, the_twenty_token_hit_with_a_rung_at_32_loads_16_to_32_into_private_b
     joint_setup(&r, 12, 44);
     kvt_sched_stats_t st0, st;
     kvt_sched_stats(r.s, &st0);
+    uint64_t disp0 = counter(&r, "stidx.dispatched"), done0 = counter(&r, "stidx.completed");
     rig_arrive(&r, 13, 36, P_BASE, 1);
     cr_assert_eq(rig_step(&r), 1);
     kvt_sched_req_info_t info;
@@ -1066,6 +1079,10 @@ Test(sched, the_twenty_token_hit_with_a_rung_at_32_loads_16_to_32_into_private_b
     cr_assert_eq(rig_step(&r), 1);
     cr_assert_eq(r.plan.entries[0].start, 32);
     cr_assert_eq(r.plan.entries[0].verify_end, 32);
+    //  The state index owned the state load and settled it (I1).
+    cr_assert_eq(counter(&r, "stidx.dispatched") - disp0, 1);
+    cr_assert_eq(counter(&r, "stidx.completed") - done0, 1);
+    cr_assert_eq(counter(&r, "stidx.outstanding"), 0);
     rig_deliver(&r);
     rig_run(&r, 100);
     cr_assert(kvt_sched_quiescent(r.s));
@@ -1130,6 +1147,9 @@ Test(sched, rule_B2_a_failed_state_leg_retreats_to_the_gated_hbm_hit_on_its_bloc
     cr_assert_eq(st.retreats_to_hbm, 1);
     cr_assert_eq(st.retreats_to_zero, 0);
     cr_assert_eq(st.hbm_lost_tokens, 0);
+    //  The state leg's own miss retracts the image at 32 (I3).
+    cr_assert_eq(counter(&r, "stidx.failed"), 1, "the only failed state load");
+    cr_assert_eq(counter(&r, "stidx.forgotten_miss"), 1);
     rig_audit(&r);
     rig_deliver(&r);
     rig_run(&r, 100);

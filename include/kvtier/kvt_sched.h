@@ -14,6 +14,7 @@
 
     The calls an engine makes, in order:
       kvt_sched_new            once (validates the configuration)
+      kvt_sched_set_now        per step: the engine's clock (µs)
       kvt_sched_arrive         per new request (queued for admission)
       kvt_sched_probe          optional: what an admission would find now
       kvt_sched_apply          after step N ran (or failed) on every rank
@@ -186,6 +187,11 @@ void kvt_sched_destroy(kvt_sched_t **self_p);
 //  when the request is refused (duplicate id, longer than the block pool can ever hold): then a
 //  FINISH event with b = 0 is queued so the engine still hears about it.
 int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *arrival);
+
+//  Advances the core's clock (µs on the caller's clock; a smaller value is
+//  ignored). The state index times its evidence with it; nothing else in
+//  the core reads time.
+void kvt_sched_set_now(kvt_sched_t *self, uint64_t now_us);
 
 //  Applies the results of the last planned step `step`: `ok` when it ran on
 //  every rank (its tokens count, full blocks become shareable, checkpoints

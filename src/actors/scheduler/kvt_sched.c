@@ -172,9 +172,10 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
         self->ck = kvt_ckpt_new(cfg->max_running, nck);
-        self->images = kvt_tierindex_new(cfg->tier_chunks);
+        kvt_stidx_cfg_t sc = {.hash_cap = cfg->tier_chunks, .can_load = true};
+        self->stidx = kvt_stidx_new(&sc);
         self->loading_keys = kvt_hmap_new(256, false);
-        if (!self->ck || !self->images || !self->loading_keys)
+        if (!self->ck || !self->stidx || !self->loading_keys)
             goto oom;
     }
     kvt_ilist_init(&self->waiting);
@@ -208,7 +209,7 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     free(self->scratch_blocks);
     free(self->save_ck);
     kvt_ckpt_destroy(&self->ck);
-    kvt_tierindex_destroy(&self->images);
+    kvt_stidx_destroy(&self->stidx);
     kvt_hmap_destroy(&self->loading_keys);
     free(self->scratch_unref);
     free(self->p_state);
@@ -512,9 +513,12 @@ static void s_finish_plan(kvt_sched_t *self, uint64_t step, kvt_step_plan_t *pla
     if (kvt_vec_reserve((void **)&self->p_events, &self->p_events_cap, nev ? nev : 1,
                         sizeof(kvt_event_t)) != 0)
         nev = 0;
-    memcpy(self->p_events, self->events, (size_t)nev * sizeof(kvt_event_t));
-    memmove(self->events, self->events + nev, (size_t)(self->nevents - nev) * sizeof(kvt_event_t));
-    self->nevents -= nev;
+    if (nev > 0) {
+        memcpy(self->p_events, self->events, (size_t)nev * sizeof(kvt_event_t));
+        memmove(self->events, self->events + nev,
+                (size_t)(self->nevents - nev) * sizeof(kvt_event_t));
+        self->nevents -= nev;
+    }
     memset(plan, 0, sizeof(*plan));
     plan->step = step;
     plan->entries = self->p_entries;
@@ -537,6 +541,12 @@ static void s_open_plan(kvt_sched_t *self)
     self->p_nu32 = self->p_nh = 0;
     self->p_bytes = 64u * self->nevents + 256u;
     self->p_open = true;
+}
+
+void kvt_sched_set_now(kvt_sched_t *self, uint64_t now_us)
+{
+    if (now_us > self->now_us)
+        self->now_us = now_us;
 }
 
 int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
@@ -723,7 +733,8 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
     r->verify_end = 0;
     r->probe_demand = 0;
     free(r->blocks);
-    r->blocks = NULL;
+    free(r->hit_pins); //  empty while running; the next admission allocates its own
+    r->blocks = r->hit_pins = NULL;
     return 0;
 }
 

@@ -223,7 +223,7 @@ static bool s_ckpt_tier(void *ctx, uint32_t boundary)
 {
     s_joint_ctx_t *c = ctx;
     kvt_hash_t h = kvt_sched_hash_at(c->self, c->r, boundary / c->self->cfg.block_size - 1);
-    return kvt_tierindex_contains(c->self->images, h);
+    return kvt_stidx_could_serve(c->self->stidx, h);
 }
 
 //  Leading chunks of r's prompt (at most max_chunks) the tier view holds.
@@ -322,6 +322,21 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         r->blocks = r->hit_pins = NULL;
         return 0;
     }
+    //  The state index owns the state load's lifecycle (I1): recorded
+    //  before anything is committed, carried by this plan's LoadSpec.
+    r->sslot = kvt_ckpt_slot_take(self->ck);
+    assert(r->sslot != KVT_CKPT_NONE); //  checked by the probe
+    if (d.src == KVT_JOINT_STATE_TIER &&
+        kvt_stidx_request_load(self->stidx, (kvt_opid_t){r->id, r->gen + 1},
+                               kvt_sched_hash_at(self, r, d.b / bs - 1), r->sslot,
+                               self->now_us) != 0) {
+        kvt_ckpt_slot_give(self->ck, r->sslot);
+        r->sslot = KVT_CKPT_NONE;
+        free(r->blocks);
+        free(r->hit_pins);
+        r->blocks = r->hit_pins = NULL;
+        return 0;
+    }
     //  Blocks below the claim are shared. A retreat must find the hit
     //  again: below it the hit's own blocks stay pinned (the table gets
     //  fresh copies), above it fresh spares wait (the table shares).
@@ -345,8 +360,6 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     r->probe_demand = 0;
     r->convoy_waited = false;
     r->gen++;
-    r->sslot = kvt_ckpt_slot_take(self->ck);
-    assert(r->sslot != KVT_CKPT_NONE); //  checked by the probe
     r->hbm_hit = p->hbm;
     r->block_hit = p->block_hit;
     r->joint_src = (uint8_t)d.src;
@@ -421,6 +434,9 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         l->state_boundary = d.b;
         l->state_hash = kvt_sched_hash_at(self, r, d.b / bs - 1);
         l->state_slot = r->sslot;
+        int rc_c = kvt_stidx_carried(self->stidx, l->op);
+        assert(rc_c == 0); //  recorded above, armed until now
+        (void)rc_c;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
     r->state = R_LOADING;

@@ -11,6 +11,7 @@
 #include "kvt_blockmgr.h"
 #include "kvt_ckpt.h"
 #include "kvt_sched.h"
+#include "kvt_stidx.h"
 #include "kvt_tierindex.h"
 
 enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
@@ -111,7 +112,8 @@ struct _kvt_sched_t {
     uint32_t leased;               //  block references held by saves
     uint32_t *save_ck;             //  per save slot: checkpoint whose image it carries (pinned)
     kvt_ckpt_t *ck;                //  state slots and HBM checkpoints (hybrid; NULL when dense)
-    kvt_tierindex_t *images;       //  tier view of stored state images (hybrid; NULL when dense)
+    kvt_stidx_t *stidx;            //  state images and state loads (hybrid; NULL when dense)
+    uint64_t now_us;               //  the caller's clock (kvt_sched_set_now)
     kvt_hmap_t *loading_keys;      //  chunk key → loads in flight covering it (hybrid convoys)
     uint32_t *scratch_unref;       //  unreferenced-block prefix counts of the match
     kvt_sched_probe_t probe;       //  the last admission probe (rule B1)

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "actors/common/kvt_counters.h"
+#include "kvt_joint.h"
 #include "kvt_sched_int.h"
 
 static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
@@ -120,7 +121,7 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
         kvt_hash_t key = kvt_sched_chunk_key(self, r, t / cs);
         //  A stored chunk is saved again only to add the image it lacks.
         bool stored = kvt_tierindex_contains(self->tier, key) &&
-                      (!kvt_sched_hybrid(self) || kvt_tierindex_contains(self->images, key) ||
+                      (!kvt_sched_hybrid(self) || kvt_stidx_could_serve(self->stidx, key) ||
                        !kvt_ckpt_has(self->ck, key));
         bool skip = stored || kvt_hmap_get(self->inflight, key, NULL);
         uint32_t si = 0;
@@ -223,6 +224,10 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         !kvt_hash_eq(v->key, kvt_sched_hash_at(self, r, r->load_end / self->cfg.block_size - 1)))
         return -1;
     r->legs &= (uint8_t)~leg;
+    //  A state verdict speaks for its image whatever step the load settles
+    //  in: only a real miss retracts it (I3).
+    if (leg == S_LEG_STATE)
+        kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
     if (!v->ok) {
         r->legs_failed |= leg;
         if (leg == S_LEG_KV)
@@ -235,6 +240,16 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         return 0;
     bool ok = r->legs_failed == 0;
     self->stats.loading--;
+    if (r->joint_src == KVT_JOINT_STATE_TIER) {
+        //  The request keeps its slot (its record holds it until released).
+        uint32_t unused;
+        kvt_opid_t op = {r->id, r->gen};
+        bool miss = (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS;
+        int rc = ok ? kvt_stidx_complete(self->stidx, op, self->now_us, &unused)
+                    : kvt_stidx_fail(self->stidx, op, miss, &unused);
+        assert(rc == KVT_STIDX_LIVE); //  every state leg's load was recorded and carried
+        (void)rc;
+    }
     if (r->convoy)
         kvt_sched_convoy_mark(self, r, -1);
     if (r->aborted) {
@@ -273,8 +288,6 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     if ((r->legs_failed & S_LEG_KV) && r->kv_detail == KVT_DETAIL_MISS)
         for (uint32_t t = r->load_floor; t < r->load_end; t += cs)
             kvt_tierindex_retract(self->tier, kvt_sched_chunk_key(self, r, t / cs));
-    if ((r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS)
-        kvt_tierindex_retract(self->images, kvt_sched_chunk_key(self, r, r->load_end / cs - 1));
     uint32_t detail = (r->legs_failed & S_LEG_KV) ? r->kv_detail : r->st_detail;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_RETREAT, resume, detail, lost);
     return 0;
@@ -294,7 +307,7 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     if (self->save_ck[si] != KVT_CKPT_NONE) {
         kvt_ckpt_unpin(self->ck, self->save_ck[si]);
         if (v->ok)
-            kvt_tierindex_insert(self->images, s->key);
+            kvt_stidx_note_stored(self->stidx, s->key, self->now_us);
     }
     self->save_ck[si] = KVT_CKPT_NONE;
     self->stats.saves_outstanding--;
@@ -434,7 +447,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
         S_C("ckpt.", k, slots_in_use);
         S_C("ckpt.", k, valid);
         S_C("ckpt.", k, pinned_entries);
-        kvt_counter_add(c, n, cap, "imageview.size", kvt_tierindex_size(self->images));
+        kvt_stidx_counters(self->stidx, c, n, cap);
     }
 #undef S_C
 }
@@ -559,7 +572,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
                  live_saves, inflight, st->saves_outstanding);
         goto done;
     }
-    if (kvt_sched_hybrid(self) && s_audit_state(self, err, errlen) != 0)
+    if (kvt_sched_hybrid(self) && (s_audit_state(self, err, errlen) != 0 ||
+                                   kvt_stidx_check(self->stidx, true, err, errlen) != 0))
         goto done;
     rc = 0;
 done:

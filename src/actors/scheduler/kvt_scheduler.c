@@ -58,6 +58,7 @@ static int s_on_schedule(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t 
         self->schedules_refused++;
         return 0;
     }
+    kvt_sched_set_now(self->core, sc->now_us);
     for (uint32_t i = 0; i < sc->narrivals; i++)
         if (kvt_sched_arrive(self->core, &sc->arrivals[i]) != 0) {
             self->arrivals_refused++;
@@ -83,18 +84,18 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     s_scheduler_t *self = selfp;
     if (!msg->u.stats.request)
         return 0;
-    kvt_counter_t c[128];
+    kvt_counter_t c[160];
     uint32_t n = 0;
-    kvt_sched_counters(self->core, c, &n, 128);
+    kvt_sched_counters(self->core, c, &n, 160);
     char err[256];
     int audit = kvt_sched_audit(self->core, err, sizeof err);
     if (audit != 0)
         kvt_ctx_log(ctx, 0, "%s", err);
-    kvt_counter_add(c, &n, 128, "sched.audit_ok", audit == 0);
-    kvt_counter_add(c, &n, 128, "sched.quiescent", kvt_sched_quiescent(self->core));
-    kvt_counter_add(c, &n, 128, "sched.holds", self->holds);
-    kvt_counter_add(c, &n, 128, "sched.arrivals_refused", self->arrivals_refused);
-    kvt_counter_add(c, &n, 128, "sched.schedules_refused", self->schedules_refused);
+    kvt_counter_add(c, &n, 160, "sched.audit_ok", audit == 0);
+    kvt_counter_add(c, &n, 160, "sched.quiescent", kvt_sched_quiescent(self->core));
+    kvt_counter_add(c, &n, 160, "sched.holds", self->holds);
+    kvt_counter_add(c, &n, 160, "sched.arrivals_refused", self->arrivals_refused);
+    kvt_counter_add(c, &n, 160, "sched.schedules_refused", self->schedules_refused);
     return kvt_counters_reply(ctx, from, c, n);
 }
 
