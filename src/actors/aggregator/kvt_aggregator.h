@@ -1,11 +1,13 @@
 /*  kvt_aggregator — the aggregator actor: the shell around kvt_agg.
 
     Receives a Completion from every rank for every dispatched item and sends
-    one Verdict per key to the scheduler when all ranks reported (A1), drops
-    late duplicates through its tombstone ring (A2) and reports of a
-    restarted rank's older epoch, and settles every key some rank never
-    reported on within `timeout_ns` as a failed Verdict with detail TIMEOUT
-    (A4): counted, and warned about once per channel. One timer, armed for
+    one Verdict per key to the scheduler when all ranks reported (A1; on the
+    state channel neutral reports do not vote, the store channel's fenced is
+    an AND), drops late duplicates through its tombstone ring and, for touch
+    keys, a ring of their own (A2), and reports of a restarted rank's older
+    epoch, and settles every key some rank never reported on within
+    `timeout_ns` as a failed Verdict with detail TIMEOUT (A4): counted, and
+    warned about once per channel. One timer, armed for
     the oldest open key's expiry only while a key is open, drives it. */
 #ifndef KVT_AGGREGATOR_H_INCLUDED
 #define KVT_AGGREGATOR_H_INCLUDED
