@@ -84,9 +84,13 @@ void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
     kvt_sim_runner_core_t *self = *self_p;
     if (!self)
         return;
-    //  A queued forward reads the job: it must have run before it goes.
-    if (self->pending)
-        kvt_gpu_stream_synchronize(self->cfg.compute);
+    //  A queued forward reads the job: it must have run before it goes. One
+    //  that waits behind a stalled stream still holds the core: it is left
+    //  to it rather than freed under it.
+    if (self->pending && kvt_gpu_stream_synchronize(self->cfg.compute) == KVT_GPU_NOT_READY) {
+        *self_p = NULL;
+        return;
+    }
     kvt_gpu_event_destroy(&self->done_ev);
     free(self->job.entries);
     free(self->job.slots);

@@ -147,7 +147,8 @@ typedef struct kvt_sim_runner_core_t kvt_sim_runner_core_t;
 //  without a compute stream) or out of memory.
 kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *cfg);
 
-//  Lands a pending forward (synchronizing the compute stream) and frees.
+//  Lands a pending forward (synchronizing the compute stream) and frees;
+//  a forward stuck behind a stalled stream keeps the core (not freed).
 void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p);
 
 //  Runs one StepExec (borrowed for the call and for *out's loads / saves)
