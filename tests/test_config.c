@@ -196,6 +196,14 @@ Test(config, flags_take_every_spelling_and_the_last_one_wins)
     cr_assert_eq(c.cpu_pool_bytes, 4 * GiB);
     cr_assert(c.mem_overcommit, "a boolean flag standing alone is true");
     REFUSED(s_flag("--tp", NULL, &c), "no value", "--tp", "needs a value");
+    const char *eq[] = {"--lookup-pin=false", NULL, "--tp=4", NULL, "--speculative=", NULL, NULL};
+    cr_assert_eq(s_build3(NULL, NULL, eq, &c, NULL, NULL, NULL), 0, "%s", s_err);
+    cr_assert_not(c.lookup_pin, "--lookup-pin=false");
+    cr_assert_eq(c.tp, 4, "--tp=4");
+    cr_assert_str_eq(c.speculative, "off");
+    REFUSED(s_flag("--tp=x", NULL, &c), "carried", "tp = 'x'", "--tp");
+    bool carried = false;
+    cr_assert(kvt_config_has_key("--lookup-pin=false", &carried) && carried);
     bool is_bool = true;
     cr_assert(kvt_config_has_key("--disk-dir", &is_bool));
     cr_assert_not(is_bool);

@@ -162,7 +162,7 @@ uint64_t kvt_config_layout_id(const kvt_config_t *cfg);
 int kvt_config_check_tier_layout(const kvt_config_t *cfg, uint64_t recorded_id, const char *what,
                                  char *err, size_t errlen);
 
-//  Whether name (`cpu_pool`, `cpu-pool`, `--cpu-pool`) is a setting;
+//  Whether name (`cpu_pool`, `cpu-pool`, `--cpu-pool`, `--cpu-pool=8GiB`) is a setting;
 //  *is_bool tells whether it is a boolean (a flag that may stand alone).
 bool kvt_config_has_key(const char *name, bool *is_bool);
 
@@ -194,8 +194,10 @@ int kvt_config_loader_yaml(kvt_config_loader_t *self, const char *text, size_t l
 //  process's environment). An unknown KVTIER_ variable is refused, naming it.
 int kvt_config_loader_env(kvt_config_loader_t *self, char *const *envp, char *err, size_t errlen);
 
-//  The flag layer: one setting from the command line. value NULL means
-//  "true" (a boolean flag standing alone). A flag given twice: the last wins.
+//  The flag layer: one setting from the command line. A name may carry its
+//  value (`--tp=4`, `--lookup-pin=false`; value then NULL); otherwise value
+//  NULL means "true" (a boolean flag standing alone). A flag given twice:
+//  the last wins.
 int kvt_config_loader_flag(kvt_config_loader_t *self, const char *name, const char *value,
                            char *err, size_t errlen);
 

@@ -137,11 +137,13 @@ static int s_key_index(const char *name)
     if (name[0] == '-' && name[1] == '-')
         name += 2;
     char norm[64];
-    size_t n = strlen(name);
+    const char *eq = strchr(name, '='); //  a flag that carries its value: --tp=4
+    size_t n = eq ? (size_t)(eq - name) : strlen(name);
     if (n == 0 || n >= sizeof norm)
         return -1;
-    for (size_t i = 0; i <= n; i++)
+    for (size_t i = 0; i < n; i++)
         norm[i] = name[i] == '-' ? '_' : name[i];
+    norm[n] = 0;
     for (size_t i = 0; i < S_NKEYS; i++)
         if (strcmp(s_keys[i].key, norm) == 0)
             return (int)i;
@@ -752,6 +754,9 @@ int kvt_config_loader_flag(kvt_config_loader_t *self, const char *name, const ch
                  name ? name : "(null)");
         return -1;
     }
+    const char *eq = strchr(name, '=');
+    if (eq && !value)
+        value = eq + 1;
     char origin[96];
     snprintf(origin, sizeof origin, "--");
     for (size_t i = 0; s_keys[k].key[i] && i + 3 < sizeof origin; i++) {
