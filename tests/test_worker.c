@@ -1696,8 +1696,11 @@ Test(wcore, rule_X2_stuck_submit_hits_its_deadline)
         pthread_cond_wait(&B.cv, &B.mu);
     pthread_mutex_unlock(&B.mu);
     //  The submit is stuck on the lane's thread; the worker's timer path
-    //  still fires the deadline.
+    //  still fires the deadline. Meanwhile it looks again within the poll
+    //  interval, so a submit that returns is noticed at once.
     uint64_t t0 = W.now;
+    cr_assert_leq(kvt_wcore_next_wake(W.core, W.now), W.now + KVT_LANE_POLL_NS,
+                  "a threaded lane with a submit out is polled, not left to its deadline");
     for (int i = 0; i < 1000 && w_count(KVT_CHAN_LOAD, 2, ZERO) == 0; i++) {
         W.now = kvt_wcore_next_wake(W.core, W.now);
         cr_assert_leq(W.now - t0, 5000000ull, "the worker slept past the deadline");

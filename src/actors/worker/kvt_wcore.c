@@ -1,12 +1,8 @@
-/*  kvt_wcore — see kvt_wcore.h. Loads, saves and fences: validation, the
-    records that join a spec's lane jobs, the outbox, the lifecycle. What a
-    lane job queues is in kvt_wcore_lane.c; touches and lookups in
-    kvt_wcore_probe.c.
-
-    A record is a spec with a lane job out. Each lane job reports exactly
-    once (the lane's rule); its id is the job's address, which stays valid
-    until the core took that report (the core holds a reference), so a
-    report finds its record in O(1). */
+/*  kvt_wcore — see kvt_wcore.h. Loads and saves: validation, the tier's
+    leases and reservations, the records and lane jobs of each spec, the
+    outbox, the lifecycle. Joining the lanes' reports, fences and the timer
+    path are in kvt_wcore_join.c, what a lane job queues in
+    kvt_wcore_lane.c, touches and lookups in kvt_wcore_probe.c. */
 #include "kvt_wcore.h"
 
 #include <assert.h>
@@ -18,39 +14,6 @@
 
 #include "actors/common/kvt_detail.h"
 #include "kvt_wcore_int.h"
-
-typedef enum { R_LOAD = 1, R_SAVE = 2 } s_rkind_t;
-
-//  The legs of a load (index in s_rec_t.leg).
-#define LEG_KV    0
-#define LEG_STATE 1
-
-typedef struct s_rec {
-    s_rkind_t kind;        //  load or save
-    kvt_opid_t op;         //  operation id
-    uint32_t attempt;      //  the spec's attempt (part of every report key)
-    kvt_wjob_t *leg[2];    //  load: KV, state leg; save: leg[0] (NULL: absent or reported)
-    uint32_t legs;         //  lane jobs that have not reported
-    uint32_t items;        //  reports it owes
-    bool has_state;        //  load: carries a state leg (reports on `state`)
-    kvt_hash_t state_hash; //  load: the state verdict's key
-    uint32_t detail[2];    //  load: each leg's failure (0: none)
-    bool state_ran;        //  load: the state leg ran (a real verdict)
-    uint32_t nkv;          //  load: chunks of the KV leg
-    uint32_t ndisk;        //  load: chunks that came from the disk
-    kvt_hash_t *keys;      //  save: the store key of each job item
-    kvt_hash_t safe_key;   //  save: the source_safe key (its last item key)
-    bool image;            //  save: the last job item carries an image
-    struct s_rec *prev;    //  open records, oldest first
-    struct s_rec *next;    //  ...
-} s_rec_t;
-
-typedef struct s_fence {
-    uint64_t id;          //  the Fence's id
-    uint32_t left;        //  lanes that have not reported it
-    uint32_t detail;      //  the first failure a lane reported (0: none)
-    struct s_fence *next; //  open fences
-} s_fence_t;
 
 static const kvt_hash_t ZERO = {0, 0};
 
@@ -109,8 +72,8 @@ kvt_completion_t *kvt_wcore_out_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op,
     return c;
 }
 
-static void s_load_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bool ok,
-                          uint32_t detail, uint32_t lower)
+void kvt_wcore_load_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bool ok,
+                            uint32_t detail, uint32_t lower)
 {
     if (ok)
         self->st.loads_ok++;
@@ -121,8 +84,8 @@ static void s_load_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bo
 
 //  The state verdict of a load: `ran` false is the neutral report (ok,
 //  SKIPPED) of a rank whose state leg did not run.
-static void s_state_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
-                           bool ran, uint32_t detail)
+void kvt_wcore_state_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                             bool ran, uint32_t detail)
 {
     if (!ran) {
         self->st.states_neutral++;
@@ -137,8 +100,8 @@ static void s_state_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, k
     kvt_wcore_out_(self, KVT_CHAN_STATE, op, attempt, key, detail == 0, detail, 0);
 }
 
-static void s_save_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
-                          bool ok, uint32_t detail, bool fenced)
+void kvt_wcore_save_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                            bool ok, uint32_t detail, bool fenced)
 {
     if (ok)
         self->st.saves_ok++;
@@ -148,8 +111,8 @@ static void s_save_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kv
     c->fenced = fenced;
 }
 
-static void s_safe_report(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
-                          bool ok)
+void kvt_wcore_safe_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                            bool ok)
 {
     if (!self->c.source_safe)
         return;
@@ -277,9 +240,9 @@ const char *kvt_wcore_check_save(kvt_wcore_t *self, const kvt_save_spec_t *sp)
 
 // ------------------------------------------------------------ records ----
 
-static s_rec_t *s_rec_new(s_rkind_t kind, const kvt_load_spec_t *sp, uint32_t nkeys)
+static kvt_wrec_t *s_rec_new(kvt_wrec_kind_t kind, const kvt_load_spec_t *sp, uint32_t nkeys)
 {
-    s_rec_t *rec = calloc(1, sizeof *rec);
+    kvt_wrec_t *rec = calloc(1, sizeof *rec);
     if (!rec)
         return NULL;
     if (nkeys && !(rec->keys = calloc(nkeys, sizeof *rec->keys))) {
@@ -292,13 +255,13 @@ static s_rec_t *s_rec_new(s_rkind_t kind, const kvt_load_spec_t *sp, uint32_t nk
     return rec;
 }
 
-static void s_rec_free(s_rec_t *rec)
+void kvt_wcore_rec_free_(kvt_wrec_t *rec)
 {
     free(rec->keys);
     free(rec);
 }
 
-static void s_link(kvt_wcore_t *self, s_rec_t *rec, uint64_t now)
+static void s_link(kvt_wcore_t *self, kvt_wrec_t *rec, uint64_t now)
 {
     if (!self->head)
         self->renewed_at = now; //  the renewal clock starts with the first open record
@@ -313,7 +276,7 @@ static void s_link(kvt_wcore_t *self, s_rec_t *rec, uint64_t now)
     self->owed += rec->items;
 }
 
-static void s_unlink(kvt_wcore_t *self, s_rec_t *rec)
+void kvt_wcore_unlink_(kvt_wcore_t *self, kvt_wrec_t *rec)
 {
     if (rec->prev)
         rec->prev->next = rec->next;
@@ -329,7 +292,7 @@ static void s_unlink(kvt_wcore_t *self, s_rec_t *rec)
 
 //  Hands a job to its lane: the lane takes a reference; its report names
 //  the job by address.
-static void s_enqueue(kvt_wcore_t *self, s_rec_t *rec, kvt_wjob_t *job, uint64_t now)
+static void s_enqueue(kvt_wcore_t *self, kvt_wrec_t *rec, kvt_wjob_t *job, uint64_t now)
 {
     job->rec = rec;
     atomic_fetch_add(&job->refs, 1);
@@ -432,9 +395,9 @@ void kvt_wcore_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 static void s_load_now(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint32_t detail,
                        bool state_ran)
 {
-    s_load_report(self, sp->op, sp->attempt, false, detail, 0);
+    kvt_wcore_load_report_(self, sp->op, sp->attempt, false, detail, 0);
     if (sp->state)
-        s_state_report(self, sp->op, sp->attempt, sp->state_hash, state_ran, detail);
+        kvt_wcore_state_report_(self, sp->op, sp->attempt, sp->state_hash, state_ran, detail);
 }
 
 static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
@@ -453,11 +416,11 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
         s_load_now(self, sp, KVT_DETAIL_MISS, !kv);
         return;
     }
-    s_rec_t *rec = s_rec_new(R_LOAD, sp, 0);
+    kvt_wrec_t *rec = s_rec_new(KVT_WREC_LOAD, sp, 0);
     kvt_wjob_t *kj = kv ? s_job(self, KVT_WCORE_LANE_LOAD, sp->nkeys, sp->nblocks) : NULL;
     kvt_wjob_t *sj = sp->state ? s_job(self, KVT_WCORE_LANE_STATE, 1, 0) : NULL;
     if (!rec || (kv && !kj) || (sp->state && !sj)) {
-        s_rec_free(rec);
+        kvt_wcore_rec_free_(rec);
         kvt_wjob_unref(kj);
         kvt_wjob_unref(sj);
         s_load_now(self, sp, KVT_DETAIL_NO_SPACE, false);
@@ -479,7 +442,7 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
             kvt_wjob_abort(sj);
         kvt_wjob_unref(kj);
         kvt_wjob_unref(sj);
-        s_rec_free(rec);
+        kvt_wcore_rec_free_(rec);
         s_load_now(self, sp, detail, state_ran);
         return;
     }
@@ -489,8 +452,8 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
     rec->state_hash = sp->state_hash;
     rec->nkv = sp->nkeys;
     rec->items = sp->state ? 2 : 1;
-    rec->leg[LEG_KV] = kj;
-    rec->leg[LEG_STATE] = sj;
+    rec->leg[KVT_WLEG_KV] = kj;
+    rec->leg[KVT_WLEG_STATE] = sj;
     rec->legs = (kj != NULL) + (sj != NULL);
     s_link(self, rec, now);
     for (int l = 0; l < 2; l++) {
@@ -506,21 +469,6 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
     }
 }
 
-//  Both legs reported: the load's one report and its state verdict.
-static void s_load_done(kvt_wcore_t *self, s_rec_t *rec)
-{
-    uint32_t detail = rec->detail[LEG_KV] ? rec->detail[LEG_KV] : rec->detail[LEG_STATE];
-    bool ok = detail == 0;
-    if (ok) {
-        self->st.load_chunks += rec->nkv;
-        self->st.load_chunks_disk += rec->ndisk;
-    }
-    s_load_report(self, rec->op, rec->attempt, ok, detail, rec->ndisk);
-    if (rec->has_state)
-        s_state_report(self, rec->op, rec->attempt, rec->state_hash, rec->state_ran,
-                       rec->detail[LEG_STATE]);
-}
-
 // -------------------------------------------------------------- saves ----
 
 //  Every item of a save that goes no further reports now, and its
@@ -532,11 +480,11 @@ static void s_save_refuse(kvt_wcore_t *self, const kvt_save_spec_t *sp, const kv
     for (uint32_t i = 0; i < n; i++)
         if (kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, keys[i])) {
             fresh++;
-            s_save_report(self, sp->op, sp->attempt, keys[i], false, detail, false);
+            kvt_wcore_save_report_(self, sp->op, sp->attempt, keys[i], false, detail, false);
         }
     //  A repeated spec (no item new) reports nothing, source_safe included.
     if (fresh || n == 0)
-        s_safe_report(self, sp->op, sp->attempt, safe_key, true);
+        kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true);
 }
 
 void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
@@ -575,10 +523,10 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         s_save_refuse(self, sp, keys, n, safe_key, KVT_DETAIL_NO_SPACE);
         return;
     }
-    s_rec_t *rec = s_rec_new(R_SAVE, sp, n);
+    kvt_wrec_t *rec = s_rec_new(KVT_WREC_SAVE, sp, n);
     kvt_wjob_t *job = rec ? s_job(self, KVT_WCORE_LANE_SAVE, n, sp->nblocks) : NULL;
     if (!job) {
-        s_rec_free(rec);
+        kvt_wcore_rec_free_(rec);
         s_save_refuse(self, sp, keys, n, safe_key, KVT_DETAIL_NO_SPACE);
         return;
     }
@@ -606,11 +554,12 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
             kvt_storage_reserve(self->c.storage, self->c.ns, key, kind, size, holder, &resv, &ptr);
         if (rc == KVT_STORE_SKIPPED) {
             self->st.saves_present++;
-            s_save_report(self, sp->op, sp->attempt, key, true, KVT_DETAIL_OK, false);
+            kvt_wcore_save_report_(self, sp->op, sp->attempt, key, true, KVT_DETAIL_OK, false);
             continue;
         }
         if (rc != KVT_STORE_OK) {
-            s_save_report(self, sp->op, sp->attempt, key, false, kvt_detail_of_store(rc), false);
+            kvt_wcore_save_report_(self, sp->op, sp->attempt, key, false, kvt_detail_of_store(rc),
+                                   false);
             continue;
         }
         kvt_witem_t *it = &job->items[j];
@@ -626,9 +575,9 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         //  Nothing to gather: nothing reads the sources. A repeated spec
         //  (no item new) reports nothing at all.
         kvt_wjob_unref(job);
-        s_rec_free(rec);
+        kvt_wcore_rec_free_(rec);
         if (fresh)
-            s_safe_report(self, sp->op, sp->attempt, safe_key, true);
+            kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true);
         else
             kvt_wcore_log_(self, 1, "dropping a repeated save %llu/%u (attempt %u)",
                            (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);
@@ -644,223 +593,6 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
     rec->legs = 1;
     s_link(self, rec, now);
     s_enqueue(self, rec, job, now);
-}
-
-// ------------------------------------------------------------- fences ----
-
-void kvt_wcore_fence(kvt_wcore_t *self, const kvt_fence_msg_t *f, uint64_t now)
-{
-    kvt_opid_t op = {f->id, 1};
-    if (kvt_wcore_reserve_(self, 1, op) != 0)
-        return;
-    if (!kvt_wcore_first_time_(self, KVT_CHAN_FENCE, op, 0, ZERO))
-        return;
-    uint32_t mask = f->lanes ? f->lanes : (1u << KVT_WCORE_LANES) - 1;
-    s_fence_t *fe = calloc(1, sizeof *fe);
-    if (!fe) {
-        self->st.fences_failed++;
-        kvt_wcore_out_(self, KVT_CHAN_FENCE, op, 0, ZERO, false, KVT_DETAIL_NO_SPACE, 0);
-        return;
-    }
-    fe->id = f->id;
-    for (int l = 0; l < KVT_WCORE_LANES; l++)
-        fe->left += (mask >> l) & 1;
-    if (fe->left == 0) {
-        free(fe);
-        self->st.fences_ok++;
-        kvt_wcore_out_(self, KVT_CHAN_FENCE, op, 0, ZERO, true, 0, 0);
-        return;
-    }
-    fe->next = self->fences;
-    self->fences = fe;
-    self->owed++;
-    for (int l = 0; l < KVT_WCORE_LANES; l++)
-        if ((mask >> l) & 1)
-            kvt_lane_runner_fence(self->c.lanes[l].runner, (uint64_t)(uintptr_t)fe, now);
-}
-
-static void s_fence_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
-{
-    s_fence_t *fe = (s_fence_t *)(uintptr_t)r->id;
-    if (!r->ok && fe->detail == 0)
-        fe->detail = r->detail ? r->detail : KVT_DETAIL_IO;
-    if (--fe->left > 0)
-        return;
-    s_fence_t **pp = &self->fences;
-    while (*pp != fe)
-        pp = &(*pp)->next;
-    *pp = fe->next;
-    self->owed--;
-    kvt_opid_t op = {fe->id, 1};
-    if (fe->detail == 0)
-        self->st.fences_ok++;
-    else
-        self->st.fences_failed++;
-    kvt_wcore_out_(self, KVT_CHAN_FENCE, op, 0, ZERO, fe->detail == 0, fe->detail, 0);
-    free(fe);
-}
-
-// ------------------------------------------------------- lane reports ----
-
-//  True when a report says a job's copies may still run (it reported
-//  under a running submit or a pending copy).
-static bool s_may_run(const kvt_lane_report_t *r)
-{
-    bool stopped = r->cause == KVT_LANE_CAUSE_DEADLINE || r->cause == KVT_LANE_CAUSE_FENCE ||
-                   r->cause == KVT_LANE_CAUSE_SHUTDOWN;
-    return stopped && (r->stage == KVT_LANE_SUBMITTING || r->stage == KVT_LANE_PENDING);
-}
-
-static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
-{
-    kvt_wjob_t *job = (kvt_wjob_t *)(uintptr_t)r->id;
-    s_rec_t *rec = job->rec;
-    //  DONE and COMMIT come after the submit returned and the memory went
-    //  back: only then are the fields the submit writes read.
-    bool ended = r->cause == KVT_LANE_CAUSE_DONE || r->cause == KVT_LANE_CAUSE_COMMIT ||
-                 r->cause == KVT_LANE_CAUSE_SUBMIT;
-    if (r->cause == KVT_LANE_CAUSE_DEADLINE || r->cause == KVT_LANE_CAUSE_FENCE)
-        self->st.lane_timeouts++;
-    if (r->cause == KVT_LANE_CAUSE_COPY || (ended && job->refused)) {
-        self->st.copy_errors++;
-        if (!self->copy_failed_logged) {
-            self->copy_failed_logged = true;
-            kvt_wcore_log_(self, 0, "a copy failed on lane %u: its items fail (logged once)",
-                           job->lane);
-        }
-    }
-    if (ended && job->compute_miss)
-        self->st.compute_misses++;
-    if (rec->kind == R_LOAD) {
-        int leg = rec->leg[LEG_KV] == job ? LEG_KV : LEG_STATE;
-        uint32_t detail = r->ok ? 0 : r->detail;
-        for (uint32_t i = 0; r->ok && i < job->n && !detail; i++)
-            detail = job->items[i].fail;
-        rec->detail[leg] = detail;
-        if (leg == LEG_STATE)
-            //  A state leg the lanes shut down before it ran is neutral.
-            rec->state_ran = !(r->cause == KVT_LANE_CAUSE_SHUTDOWN && r->stage == KVT_LANE_QUEUED);
-        rec->leg[leg] = NULL;
-    } else {
-        bool producer_missing = r->cause == KVT_LANE_CAUSE_SUBMIT && job->producer_missing;
-        if (producer_missing) {
-            self->st.producer_refused += job->n;
-            if (!self->producer_logged) {
-                self->producer_logged = true;
-                kvt_wcore_log_(self, 1,
-                               "save %llu/%u refused: producer fence missing (counted in "
-                               "worker.producer_refused; logged once)",
-                               (unsigned long long)rec->op.req, rec->op.gen);
-            }
-        }
-        bool fenced = r->ok && job->fenced;
-        for (uint32_t i = 0; i < job->n; i++) {
-            uint32_t detail = r->ok ? job->items[i].fail : r->detail;
-            if (fenced)
-                self->st.fenced_saves++;
-            if (detail == 0 && (job->items[i].what & KVT_WITEM_IMAGE))
-                self->st.images_saved++;
-            s_save_report(self, rec->op, rec->attempt, rec->keys[i], detail == 0, detail, fenced);
-        }
-        s_safe_report(self, rec->op, rec->attempt, rec->safe_key, !s_may_run(r));
-        rec->leg[0] = NULL;
-    }
-    kvt_wjob_unref(job); //  the core's reference
-    if (--rec->legs > 0)
-        return;
-    s_unlink(self, rec);
-    if (rec->kind == R_LOAD)
-        s_load_done(self, rec);
-    s_rec_free(rec);
-}
-
-//  Joins every report the lanes made so far.
-static void s_take(kvt_wcore_t *self)
-{
-    kvt_lane_report_t box[32];
-    for (int l = 0; l < KVT_WCORE_LANES; l++) {
-        uint32_t k;
-        while ((k = kvt_lane_runner_take(self->c.lanes[l].runner, box, 32)) > 0)
-            for (uint32_t i = 0; i < k; i++) {
-                if (box[i].fence)
-                    s_fence_report(self, &box[i]);
-                else
-                    s_job_report(self, &box[i]);
-            }
-    }
-}
-
-// ----------------------------------------------------------- progress ----
-
-void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
-{
-    for (int l = 0; l < KVT_WCORE_LANES; l++)
-        kvt_lane_runner_tick(self->c.lanes[l].runner, now);
-    s_take(self);
-    //  Still copying: keep their leases and reservations alive, so the TTL
-    //  never takes memory a copy uses.
-    if (self->head && now - self->renewed_at >= self->c.renew_ns) {
-        self->renewed_at = now;
-        for (s_rec_t *rec = self->head; rec; rec = rec->next)
-            for (int l = 0; l < 2; l++)
-                if (rec->leg[l])
-                    kvt_wjob_renew(rec->leg[l]);
-    }
-    kvt_wcore_lookup_poll_(self, now);
-    if (self->c.storage)
-        kvt_storage_reclaim(self->c.storage);
-}
-
-uint64_t kvt_wcore_next_wake(kvt_wcore_t *self, uint64_t now)
-{
-    uint64_t at = UINT64_MAX;
-    for (int l = 0; l < KVT_WCORE_LANES; l++) {
-        uint64_t w = kvt_lane_runner_next_wake(self->c.lanes[l].runner, now);
-        if (w < at)
-            at = w;
-    }
-    //  Wake in time to renew the handles of a long copy.
-    if (self->head && self->renewed_at + self->c.renew_ns < at)
-        at = self->renewed_at + self->c.renew_ns;
-    at = kvt_wcore_lookup_wake_(self, at);
-    return at == UINT64_MAX || at >= now ? at : now;
-}
-
-uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, uint64_t now)
-{
-    uint64_t before =
-        self->st.loads_ok + self->st.loads_failed + self->st.saves_ok + self->st.saves_failed;
-    for (int l = 0; l < KVT_WCORE_LANES; l++)
-        kvt_lane_runner_shutdown(self->c.lanes[l].runner, now);
-    s_take(self);
-    //  Every lane job reported at its lane's shutdown; a report the lane
-    //  could not hold (out of memory) leaves its record: it reports here.
-    while (self->head) {
-        s_rec_t *rec = self->head;
-        for (int l = 0; l < 2; l++) {
-            if (!rec->leg[l])
-                continue;
-            kvt_lane_report_t r = {.id = (uint64_t)(uintptr_t)rec->leg[l],
-                                   .ok = false,
-                                   .detail = KVT_DETAIL_SHUTDOWN,
-                                   .cause = KVT_LANE_CAUSE_SHUTDOWN,
-                                   .stage = KVT_LANE_PENDING};
-            s_job_report(self, &r);
-        }
-    }
-    while (self->fences) {
-        kvt_lane_report_t r = {.fence = true,
-                               .id = (uint64_t)(uintptr_t)self->fences,
-                               .ok = false,
-                               .detail = KVT_DETAIL_SHUTDOWN};
-        self->fences->left = 1;
-        s_fence_report(self, &r);
-    }
-    uint64_t items = self->st.loads_ok + self->st.loads_failed + self->st.saves_ok +
-                     self->st.saves_failed - before;
-    self->st.drained_at_stop += items;
-    kvt_wcore_lookup_stop_(self);
-    return items;
 }
 
 // ---------------------------------------------------------- lifecycle ----

@@ -1,8 +1,9 @@
 /*  kvt_wcore_int.h — the worker core's state, shared by its files:
-    kvt_wcore.c (loads, saves, fences, their records, the outbox, the
-    lifecycle), kvt_wcore_lane.c (the lane jobs: what a lane's submit queues
-    and how a job's memory goes back) and kvt_wcore_probe.c (touches,
-    lookups, lookup leases). Private to src/actors/worker. */
+    kvt_wcore.c (loads, saves, their records, the outbox, the lifecycle),
+    kvt_wcore_join.c (the lanes' reports joined into records, fences, the
+    timer path, shutdown), kvt_wcore_lane.c (the lane jobs: what a lane's
+    submit queues and how a job's memory goes back) and kvt_wcore_probe.c
+    (touches, lookups, lookup leases). Private to src/actors/worker. */
 #ifndef KVT_WCORE_INT_H_INCLUDED
 #define KVT_WCORE_INT_H_INCLUDED
 
@@ -81,8 +82,41 @@ void kvt_wjob_renew(kvt_wjob_t *job);
 //  it failed before the enqueue): releases leases, aborts reservations.
 void kvt_wjob_abort(kvt_wjob_t *job);
 
-struct s_rec;
-struct s_fence;
+//  What a record is the report side of.
+typedef enum { KVT_WREC_LOAD = 1, KVT_WREC_SAVE = 2 } kvt_wrec_kind_t;
+
+//  The legs of a load (index in kvt_wrec_t.leg).
+#define KVT_WLEG_KV    0
+#define KVT_WLEG_STATE 1
+
+//  A spec with a lane job out: what its reports need once its legs ended.
+typedef struct kvt_wrec {
+    kvt_wrec_kind_t kind;  //  load or save
+    kvt_opid_t op;         //  operation id
+    uint32_t attempt;      //  the spec's attempt (part of every report key)
+    kvt_wjob_t *leg[2];    //  load: KV, state leg; save: leg[0] (NULL: absent or reported)
+    uint32_t legs;         //  lane jobs that have not reported
+    uint32_t items;        //  reports it owes
+    bool has_state;        //  load: carries a state leg (reports on `state`)
+    kvt_hash_t state_hash; //  load: the state verdict's key
+    uint32_t detail[2];    //  load: each leg's failure (0: none)
+    bool state_ran;        //  load: the state leg ran (a real verdict)
+    uint32_t nkv;          //  load: chunks of the KV leg
+    uint32_t ndisk;        //  load: chunks that came from the disk
+    kvt_hash_t *keys;      //  save: the store key of each job item
+    kvt_hash_t safe_key;   //  save: the source_safe key (its last item key)
+    bool image;            //  save: the last job item carries an image
+    struct kvt_wrec *prev; //  open records, oldest first
+    struct kvt_wrec *next; //  ...
+} kvt_wrec_t;
+
+//  A Fence waiting for the lanes it named.
+typedef struct kvt_wfence {
+    uint64_t id;             //  the Fence's id
+    uint32_t left;           //  lanes that have not reported it
+    uint32_t detail;         //  the first failure a lane reported (0: none)
+    struct kvt_wfence *next; //  open fences
+} kvt_wfence_t;
 
 struct _kvt_wcore_t {
     kvt_wcore_cfg_t c;           //  configuration (borrowed handles)
@@ -91,11 +125,11 @@ struct _kvt_wcore_t {
     uint32_t nblocks;            //  device blocks (block ids are < nblocks)
     uint64_t *marks;             //  scratch bitmap over block ids (duplicate check)
     kvt_seen_t *seen;            //  ids of the last items accepted
-    struct s_rec *head;          //  oldest open record (a spec with a lane job out)
-    struct s_rec *tail;          //  newest open record
+    struct kvt_wrec *head;       //  oldest open record (a spec with a lane job out)
+    struct kvt_wrec *tail;       //  newest open record
     uint32_t npending;           //  open records
     uint64_t renewed_at;         //  when the open records' handles were last renewed
-    struct s_fence *fences;      //  open Fences
+    struct kvt_wfence *fences;   //  open Fences
     uint64_t owed;               //  reports the open records and fences owe
     kvt_completion_t *out;       //  outbox
     uint32_t nout;               //  reports in the outbox
@@ -128,6 +162,22 @@ kvt_completion_t *kvt_wcore_out_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op,
 //  a repeat is counted in duplicates.
 bool kvt_wcore_first_time_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint32_t attempt,
                            kvt_hash_t key);
+
+//  The reports of each channel (counted; room reserved): a load, its state
+//  verdict (`ran` false: the neutral one), a store item, a save's
+//  source_safe (nothing when the switch is off).
+void kvt_wcore_load_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bool ok,
+                            uint32_t detail, uint32_t lower);
+void kvt_wcore_state_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                             bool ran, uint32_t detail);
+void kvt_wcore_save_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                            bool ok, uint32_t detail, bool fenced);
+void kvt_wcore_safe_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
+                            bool ok);
+
+//  Takes an open record off the list (what it owes leaves `owed`), frees one.
+void kvt_wcore_unlink_(kvt_wcore_t *self, kvt_wrec_t *rec);
+void kvt_wcore_rec_free_(kvt_wrec_t *rec);
 
 //  Lookup leases, for the job side: the load that named lookup `op` took
 //  its own leases; a poll at `now` (TTL releases, renewals); the earliest
