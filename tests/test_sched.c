@@ -1467,3 +1467,27 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
         kvt_sched_destroy(&r.s);
     }
 }
+
+//  B3: the 20-token hit loads from its chunk floor (16), but the HBM hit
+//  recorded (the counter and the admission event) is the 20 found.
+Test(sched, rule_B3_the_hbm_hit_counts_the_gated_hit_found_not_the_chunk_floor)
+{
+    rig_t r;
+    joint_setup(&r, 12, 44);
+    kvt_sched_stats_t st0, st;
+    kvt_sched_stats(r.s, &st0);
+    r.admit_hbm = r.admit_tier = 0;
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.loads[0].start, 16, "the KV leg starts at the floor");
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.hbm_hit_tokens - st0.hbm_hit_tokens, 20);
+    cr_assert_eq(r.admit_hbm, 20, "the admission event carries the hit");
+    cr_assert_eq(r.admit_tier, 12, "the tier is credited with [20, 32) only");
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.tier_hit_tokens - st0.tier_hit_tokens, 12);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
