@@ -21,6 +21,17 @@ static void s_usage(FILE *out)
                  "  version                     version and device backends\n");
 }
 
+#if defined(__SANITIZE_THREAD__)
+//  libzmq is not instrumented: its internal hand-offs between threads look
+//  like races to ThreadSanitizer (the same suppression as the TSan test
+//  runner, tests/tsan/kvt_tsan_main.c; see docs/runtime.md §4.6).
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+    return "called_from_lib:libzmq.so\n";
+}
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
