@@ -1491,3 +1491,19 @@ Test(sched, rule_B3_the_hbm_hit_counts_the_gated_hit_found_not_the_chunk_floor)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+Test(sched, a_dense_hit_leaves_two_tokens_with_speculative_decoding)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 256, 64, 0);
+    cfg.state_bytes = 0;
+    cfg.spec_tokens = 3;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 256, 100, 2);
+    rig_run(&r, 50);
+    r.admit_hbm = 0;
+    rig_arrive(&r, 2, 257, 100, 1);
+    rig_run(&r, 50);
+    cr_assert_eq(r.admit_hbm, 240, "hit %u: 257 - 2 tokens, on the block grid", r.admit_hbm);
+    kvt_sched_destroy(&r.s);
+}

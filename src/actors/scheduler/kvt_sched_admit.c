@@ -12,6 +12,8 @@
 #include "kvt_joint.h"
 #include "kvt_sched_int.h"
 
+static uint32_t s_tail(const kvt_sched_t *self);
+
 static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uint32_t end_tok)
 {
     uint32_t nchunks = (end_tok - floor_tok) / self->cfg.chunk_size;
@@ -38,15 +40,16 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  free up), so skip the probe (rule B1: the demand travels with it).
     if (r->probe_demand > kvt_blockmgr_available(self->bm))
         return 0;
-    //  A hit always leaves at least one prompt token to compute.
-    uint32_t max_hit_blocks = (r->nprompt - 1) / bs;
+    //  A hit always leaves a prefill tail: one token, two with speculation.
+    uint32_t tail = s_tail(self);
+    uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
     for (uint32_t b = 0; b < max_hit_blocks; b++)
         kvt_sched_hash_at(self, r, b);
     uint32_t m =
         kvt_blockmgr_match(self->bm, r->hashes, r->tokens, max_hit_blocks, self->scratch_blocks);
     uint32_t hbm = m * bs;
 
-    uint32_t max_chunks = (r->nprompt - 1) / cs;
+    uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier = 0;
     kvt_hash_t keys[64];
     if (self->cfg.tier_chunks > 0 && max_chunks > 0) {
