@@ -48,7 +48,9 @@
     (a decode keep); prefill chunks are clipped to end on those boundaries.
     A chunk save whose end holds an HBM checkpoint carries its image. The
     HBM hit is gated to the newest HBM checkpoint at or below the block hit
-    and the joint planner chooses the resume point above it (design §4). A
+    and the joint planner chooses the resume point above it (design §4).
+    The state-offload index (kvt_stidx) holds which images the tier has and
+    owns every state load from its record to its settlement. A
     dense model (state_bytes == 0) has no slots, checkpoints or joints. */
 #ifndef KVTIER_KVT_SCHED_H_INCLUDED
 #define KVTIER_KVT_SCHED_H_INCLUDED
