@@ -678,9 +678,13 @@ static void s_run_seed(uint64_t seed)
 {
     rig_up(seed);
     unsigned long long sd = (unsigned long long)seed;
+    uint64_t handled = 0; //  what the crashed worker had handled before the crash
     if (R.crash_rank >= 0) {
         int rc = kvt_system_run(R.sys, R.crash_at, 0);
         cr_assert(rc == KVT_RUN_TIME_LIMIT || rc == KVT_RUN_QUIESCENT, "seed %llu: %d", sd, rc);
+        kvt_actor_stats_t as;
+        cr_assert_eq(kvt_system_actor_stats(R.sys, R.w[R.crash_rank], &as), 0);
+        handled = as.delivered + as.timers_fired;
         cr_assert_eq(kvt_sim_crash(R.sys, R.w[R.crash_rank]), 0, "seed %llu", sd);
         rc = kvt_system_run(R.sys, R.restart_at, 0);
         cr_assert(rc == KVT_RUN_TIME_LIMIT || rc == KVT_RUN_QUIESCENT, "seed %llu: %d", sd, rc);
@@ -808,6 +812,13 @@ static void s_run_seed(uint64_t seed)
         cr_assert_eq(rel, pins, "seed %llu rank %u: %llu lookup leases, %llu released", sd, r,
                      (unsigned long long)pins, (unsigned long long)rel);
         cr_assert_eq(rig_counter(R.w[r], "worker.lookup_leases"), 0, "seed %llu rank %u", sd, r);
+        //  The restarted worker reports under a newer epoch than its first
+        //  incarnation's (which every other rank still has).
+        uint64_t epoch = rig_counter(R.w[r], "worker.epoch");
+        if ((int)r == R.crash_rank)
+            cr_assert_eq(epoch, KVT_WORKER_EPOCH_SPAN + handled + 1, "seed %llu rank %u", sd, r);
+        else
+            cr_assert_eq(epoch, KVT_WORKER_EPOCH_SPAN + 1, "seed %llu rank %u", sd, r);
         cr_assert_eq(rig_counter(R.w[r], "worker.pending"), 0, "seed %llu rank %u", sd, r);
         kvt_pool_stats_t ps;
         kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
