@@ -11,5 +11,6 @@ int kvt_cmd_inspect(int argc, char **argv);
 int kvt_cmd_bench_gather(int argc, char **argv);
 int kvt_cmd_bench_store(int argc, char **argv);
 int kvt_cmd_bench_rank(int argc, char **argv);
+int kvt_cmd_bench_admit(int argc, char **argv);
 
 #endif

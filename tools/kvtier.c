@@ -17,6 +17,8 @@ static void s_usage(FILE *out)
                  "  bench store [--json PATH]   tier store put/get/lookup/touch and disk\n"
                  "  bench rank [--json PATH]    per-item cost of the worker and aggregator\n"
                  "                              actors vs a raw ZeroMQ relay\n"
+                 "  bench admit [--json PATH]   scheduler core: admission vs its hash chain,\n"
+                 "                              state-index stats read, one step\n"
                  "  inspect FILE                print a recorded simulator trace\n"
                  "  version                     version and device backends\n");
 }
@@ -49,7 +51,7 @@ int main(int argc, char **argv)
         return kvt_cmd_inspect(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) {
         if (argc < 3) {
-            fprintf(stderr, "kvtier bench: expected 'gather', 'store' or 'rank'\n");
+            fprintf(stderr, "kvtier bench: expected 'gather', 'store', 'rank' or 'admit'\n");
             return 2;
         }
         if (strcmp(argv[2], "gather") == 0)
@@ -58,7 +60,10 @@ int main(int argc, char **argv)
             return kvt_cmd_bench_store(argc - 2, argv + 2);
         if (strcmp(argv[2], "rank") == 0)
             return kvt_cmd_bench_rank(argc - 2, argv + 2);
-        fprintf(stderr, "kvtier bench: unknown benchmark '%s' (expected gather, store or rank)\n",
+        if (strcmp(argv[2], "admit") == 0)
+            return kvt_cmd_bench_admit(argc - 2, argv + 2);
+        fprintf(stderr,
+                "kvtier bench: unknown benchmark '%s' (expected gather, store, rank or admit)\n",
                 argv[2]);
         return 2;
     }
