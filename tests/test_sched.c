@@ -970,6 +970,8 @@ Test(sched, the_hbm_hit_is_gated_to_the_newest_checkpoint_at_or_below_the_block_
     rig_t r;
     uint32_t prompt[300];
     gated_setup(&r, 0, 300, prompt);
+    kvt_sched_stats_t st0;
+    kvt_sched_stats(r.s, &st0);
     rig_arrive_tokens(&r, 2, prompt, 300, 1);
     cr_assert_eq(rig_step(&r), 1);
     kvt_sched_req_info_t info;
@@ -982,6 +984,9 @@ Test(sched, the_hbm_hit_is_gated_to_the_newest_checkpoint_at_or_below_the_block_
     kvt_sched_stats(r.s, &st);
     cr_assert_eq(st.gate_lost_tokens, 32);
     cr_assert_eq(r.admit_hbm, 256);
+    //  The state tax: KV alone could have resumed at 288.
+    cr_assert_eq(st.state_tax_tokens - st0.state_tax_tokens, 32);
+    cr_assert_eq(st.state_resumes - st0.state_resumes, 1);
     rig_deliver(&r);
     rig_run(&r, 100);
     cr_assert(kvt_sched_quiescent(r.s));
@@ -1065,6 +1070,7 @@ Test(sched, the_twenty_token_hit_with_a_rung_at_32_loads_16_to_32_into_private_b
     kvt_sched_stats(r.s, &st);
     cr_assert_eq(st.joint_state_tier - st0.joint_state_tier, 1);
     cr_assert_eq(st.hbm_hit_tokens - st0.hbm_hit_tokens, 20, "rule B3: the hit, not the floor");
+    cr_assert_eq(st.state_tax_tokens - st0.state_tax_tokens, 0, "the joint reaches the KV hit");
     rig_audit(&r);
     //  The load settles once both legs reported, in either order.
     for (uint32_t i = 0; i < r.npending; i++)
@@ -1110,6 +1116,7 @@ Test(sched, the_exact_fit_pool_skips_the_joint_instead_of_crashing)
     cr_assert_eq(r.plan.nloads, 0);
     kvt_sched_stats(r.s, &st);
     cr_assert_eq(st.partial_chunk_no_room - st0.partial_chunk_no_room, 1);
+    cr_assert_eq(st.state_tax_tokens - st0.state_tax_tokens, 12, "the tier's 32 minus the 20");
     cr_assert_eq(st.joint_state_tier - st0.joint_state_tier, 0, "the skip is not a boundary");
     cr_assert_eq(st.blocks_in_use, 12, "the pool is used exactly");
     rig_audit(&r);

@@ -127,6 +127,8 @@ typedef struct {
     uint64_t state_restores;        //  HBM checkpoints restored into a slot
     uint64_t state_loads;           //  state legs dispatched (tier image → slot)
     uint64_t ckpt_takes;            //  checkpoints planned (interval, prompt end, decode keep)
+    uint64_t state_tax_tokens;      //  per admission: max (block hit, tier KV hit) − resume point
+    uint64_t state_resumes;         //  admissions where KV alone could have resumed (> 0)
 } kvt_sched_stats_t;
 
 //  The admission probe of one request (rule B1): the hit, the chain it

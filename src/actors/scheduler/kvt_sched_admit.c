@@ -385,6 +385,14 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  chunk floor the KV leg starts from.
     self->stats.hbm_hit_tokens += p->hbm;
     self->stats.gate_lost_tokens += p->block_hit - p->hbm;
+    //  The state tax: what KV alone could have resumed minus the boundary
+    //  chosen (design §4.8).
+    uint32_t kv_alone = p->block_hit > tier ? p->block_hit : tier;
+    uint32_t chosen = joint ? d.b : p->hbm;
+    if (kv_alone > 0) {
+        self->stats.state_resumes++;
+        self->stats.state_tax_tokens += kv_alone > chosen ? kv_alone - chosen : 0;
+    }
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
                     r->nprompt);
     r->save_budget = self->cfg.save_retries;
