@@ -1725,3 +1725,59 @@ Test(wcore, rule_X2_stuck_submit_hits_its_deadline)
     w_pool_clean();
     w_down();
 }
+
+//  The position of the first report on (chan, req, key) in arrival order.
+static uint32_t w_pos(uint8_t chan, uint64_t req, kvt_hash_t key)
+{
+    for (uint32_t i = 0; i < W.ngot; i++)
+        if (W.got[i].c.chan == chan && W.got[i].c.op.req == req && kvt_hash_eq(W.got[i].c.key, key))
+            return i;
+    return UINT32_MAX;
+}
+
+Test(wcore, rule_X1_a_fence_waits_for_a_queued_leg_behind_a_stuck_submit)
+{
+    static kvt_lane_ops_t stuck;
+    stuck.submit = s_stuck_submit;
+    stuck.give_back = kvt_wcore_lane_ops.give_back;
+    W.ops[KVT_WCORE_LANE_STATE] = &stuck;
+    W.threaded[KVT_WCORE_LANE_STATE] = true;
+    w_up(25000000000ull, 16, 0, 0);
+    w_put_image(ST);
+    //  Load 1's state leg is stuck inside its submit; load 2's waits queued
+    //  behind it. The fence covers both.
+    wspec_t a, b;
+    w_state_only(&a, 1, ST, 0, CS);
+    w_state_only(&b, 2, ST, 1, CS);
+    kvt_wcore_load(W.core, &a.sp, W.now);
+    pthread_mutex_lock(&B.mu);
+    while (!B.inside)
+        pthread_cond_wait(&B.cv, &B.mu);
+    pthread_mutex_unlock(&B.mu);
+    kvt_wcore_load(W.core, &b.sp, W.now);
+    kvt_fence_msg_t f = {.id = 3, .lanes = 1u << KVT_WCORE_LANE_STATE};
+    kvt_wcore_fence(W.core, &f, W.now);
+    kvt_wcore_poll(W.core, W.now);
+    cr_assert_eq(w_drain(), 0, "the fence waits while its jobs are submitting and queued");
+    pthread_mutex_lock(&B.mu);
+    B.release = true;
+    pthread_cond_broadcast(&B.cv);
+    pthread_mutex_unlock(&B.mu);
+    kvt_hash_t zero = {0, 0};
+    //  1 µs steps: the two legs land one copy apart (about 5 µs) on the
+    //  lane's stream, in separate polls.
+    for (int i = 0; i < 200000 && w_count(KVT_CHAN_FENCE, 3, zero) == 0; i++) {
+        W.now += 1000ull;
+        kvt_wcore_poll(W.core, W.now);
+        w_drain();
+        sched_yield();
+    }
+    cr_assert_eq(w_count(KVT_CHAN_FENCE, 3, zero), 1);
+    cr_assert(w_find(KVT_CHAN_FENCE, 3, zero)->c.ok);
+    w_load_once(1, true, KVT_DETAIL_OK);
+    w_load_once(2, true, KVT_DETAIL_OK);
+    cr_assert_gt(w_pos(KVT_CHAN_FENCE, 3, zero), w_pos(KVT_CHAN_LOAD, 2, ZERO),
+                 "the fence reported before the queued leg it covers ended");
+    w_pool_clean();
+    w_down();
+}
