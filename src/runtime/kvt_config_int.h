@@ -3,10 +3,30 @@
 #ifndef KVT_CONFIG_INT_H_INCLUDED
 #define KVT_CONFIG_INT_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kvtier/kvt_config.h"
+
+#define KVT_CONFIG_NKEYS 40 //  settings in the table (kvt_config.c checks it)
+
+//  The table of settings, by index 0 .. KVT_CONFIG_NKEYS - 1 (kvt_config.c).
+//  The setting a name stands for (`cpu_pool`, `cpu-pool`, `--cpu-pool`,
+//  `--cpu-pool=VALUE`), -1 if none.
+int kvt_config_key_index(const char *name);
+//  Its name, with underscores.
+const char *kvt_config_key_name(int k);
+//  Whether its default comes from the model preset (the geometry).
+bool kvt_config_key_from_preset(int k);
+//  Whether it is a boolean (a flag that may stand alone).
+bool kvt_config_key_is_bool(int k);
+//  Parses text into its field of cfg: 0, or -1 with why.
+int kvt_config_key_parse(int k, const char *text, kvt_config_t *cfg, char *why, size_t len);
+//  Sets its field to its default (the preset of model for the geometry).
+void kvt_config_key_default(int k, kvt_model_t model, kvt_config_t *cfg);
+//  Every field to its default, the geometry from the preset of model.
+void kvt_config_fill_defaults(kvt_config_t *cfg, kvt_model_t model);
 
 //  One `key: value` pair of a YAML mapping; line is 1-based. Returns 0, or
 //  -1 with err set (the reader then stops and returns -1).
