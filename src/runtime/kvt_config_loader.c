@@ -271,8 +271,10 @@ int kvt_config_loader_build(kvt_config_loader_t *self, kvt_config_t *cfg, kvt_co
                 snprintf(err, errlen, "%s = '%s' (%s): %s", name, g->value, g->origin, why);
                 return -1;
             }
-            snprintf(self->origin[i], S_ORIGIN_MAX, "%s%s", g->origin,
+            char from[S_ORIGIN_MAX]; //  a copy: restrict cannot tell g->origin from origin[i]
+            snprintf(from, sizeof from, "%s%s", g->origin,
                      *g->value ? "" : " (empty: the default)");
+            memcpy(self->origin[i], from, sizeof from);
         }
     }
     //  Disk settings without a disk say nothing: refused rather than ignored.
