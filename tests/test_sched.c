@@ -1514,3 +1514,32 @@ Test(sched, a_dense_hit_leaves_two_tokens_with_speculative_decoding)
     cr_assert_eq(r.admit_hbm, 240, "hit %u: 257 - 2 tokens, on the block grid", r.admit_hbm);
     kvt_sched_destroy(&r.s);
 }
+
+//  I3 on the core: a state miss retracts the image even when its verdict is
+//  stale for the scheduler (no load of that operation is outstanding).
+Test(sched, a_state_miss_retracts_the_image_without_its_request)
+{
+    rig_t r;
+    joint_setup(&r, 12, 44);
+    uint32_t p[36];
+    for (uint32_t i = 0; i < 36; i++)
+        p[i] = P_BASE + i;
+    kvt_sched_probe_t pr;
+    rig_arrive_tokens(&r, 13, p, 36, 1);
+    cr_assert_eq(kvt_sched_probe(r.s, 13, &pr), 0);
+    kvt_verdict_t v = {.chan = KVT_CHAN_STATE,
+                       .op = {.req = 999, .gen = 1},
+                       .key = pr.chain[7], //  the prefix hash at 32: the image's key
+                       .ok = false,
+                       .detail = KVT_DETAIL_MISS};
+    cr_assert_eq(kvt_sched_verdict(r.s, &v), -1, "no such load: stale");
+    cr_assert_eq(counter(&r, "stidx.forgotten_miss"), 1, "but the image is retracted");
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    kvt_sched_req_info(r.s, 13, &info);
+    cr_assert_eq(info.state, 3, "no rung at 32 any more: it runs from its HBM hit");
+    cr_assert_eq(info.computed, 20);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    kvt_sched_destroy(&r.s);
+}

@@ -210,6 +210,11 @@ static void s_settle_aborted(kvt_sched_t *self, uint32_t slot, bool ok)
 
 static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
+    //  A state verdict speaks for its image whichever load it belongs to,
+    //  even one no longer known here: a real miss retracts it (I3, no
+    //  request id needed).
+    if (v->chan == KVT_CHAN_STATE && self->stidx)
+        kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
     uint32_t slot;
     if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(v->op.req), &slot))
         return -1;
@@ -224,10 +229,6 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         !kvt_hash_eq(v->key, kvt_sched_hash_at(self, r, r->load_end / self->cfg.block_size - 1)))
         return -1;
     r->legs &= (uint8_t)~leg;
-    //  A state verdict speaks for its image whatever step the load settles
-    //  in: only a real miss retracts it (I3).
-    if (leg == S_LEG_STATE)
-        kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
     if (!v->ok) {
         r->legs_failed |= leg;
         if (leg == S_LEG_KV)
