@@ -171,9 +171,16 @@ typedef struct {
 static wrig_t W;
 static uint64_t s_epoch; //  epoch the next w_up gives the core (0 = default)
 
+//  The clock may be read by a lane's submitter thread (the threaded tests
+//  set it with w_set_now while one runs).
 static uint64_t s_now(void *arg)
 {
-    return W.now;
+    return __atomic_load_n(&W.now, __ATOMIC_ACQUIRE);
+}
+
+static void w_set_now(uint64_t t)
+{
+    __atomic_store_n(&W.now, t, __ATOMIC_RELEASE);
 }
 
 static void s_mute(void *arg, int level, const char *line)
@@ -1702,7 +1709,7 @@ Test(wcore, rule_X2_stuck_submit_hits_its_deadline)
     cr_assert_leq(kvt_wcore_next_wake(W.core, W.now), W.now + KVT_LANE_POLL_NS,
                   "a threaded lane with a submit out is polled, not left to its deadline");
     for (int i = 0; i < 1000 && w_count(KVT_CHAN_LOAD, 2, ZERO) == 0; i++) {
-        W.now = kvt_wcore_next_wake(W.core, W.now);
+        w_set_now(kvt_wcore_next_wake(W.core, W.now));
         cr_assert_leq(W.now - t0, 5000000ull, "the worker slept past the deadline");
         kvt_wcore_poll(W.core, W.now);
         w_drain();
@@ -1718,7 +1725,7 @@ Test(wcore, rule_X2_stuck_submit_hits_its_deadline)
         sched_yield();
     //  Its late copy lands; only then does the lease go back.
     for (int i = 0; i < 1000 && w_pool().leases_active; i++) {
-        W.now += 1000000ull;
+        w_set_now(W.now + 1000000ull);
         kvt_wcore_poll(W.core, W.now);
     }
     cr_assert_eq(w_drain(), 0, "the late return reports nothing");
@@ -1767,7 +1774,7 @@ Test(wcore, rule_X1_a_fence_waits_for_a_queued_leg_behind_a_stuck_submit)
     //  1 µs steps: the two legs land one copy apart (about 5 µs) on the
     //  lane's stream, in separate polls.
     for (int i = 0; i < 200000 && w_count(KVT_CHAN_FENCE, 3, zero) == 0; i++) {
-        W.now += 1000ull;
+        w_set_now(W.now + 1000ull);
         kvt_wcore_poll(W.core, W.now);
         w_drain();
         sched_yield();
