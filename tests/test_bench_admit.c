@@ -103,6 +103,7 @@ Test(bench_admit, writes_its_json_with_every_time_positive_and_the_ratio_of_the_
     cr_assert_eq(s_num(geo, "hbm_hit_tokens"), 2048, "the hit is half the prompt");
     cr_assert_eq(s_num(geo, "block_hit_tokens"), 2048);
     cr_assert_gt(s_num(geo, "resume_tokens"), 2048, "the admission loads above the hit");
+    cr_assert_eq(s_num(geo, "load_floor_tokens"), 2048, "its KV leg starts at the hit");
     cr_assert_leq(s_num(geo, "resume_tokens"), 4095);
     cr_assert_str_eq(json_string_value(json_object_get(geo, "state_from")), "tier");
     cr_assert_gt(s_num(geo, "checkpoint_interval"), 0, "a hybrid geometry");

@@ -14,9 +14,10 @@
       iteration, a new request D with P's tokens arrives and the plan that
       admits it is timed (probe with its chain hashes, gate, tier count,
       joint boundary, fit, commit, LoadSpec). The admission must come out as
-      a load above the hit or the run fails. D is aborted and its load
-      verdicts (ok) delivered, which releases it without indexing what it
-      loaded, so every iteration finds the same hit. Against: hashing P's
+      a load above the hit with a KV leg or the run fails. D is aborted and
+      its load verdicts (ok) delivered, which releases it without indexing
+      what it loaded, so every iteration finds the same hit (the tool checks
+      it). Against: hashing P's
       chain alone (kvt_prefix_hashes, every full block of the prompt), timed
       in the same iterations; admit_ratio = admit / hash (medians), target
       ≤ 2.
@@ -227,6 +228,7 @@ typedef struct {
     double admit_us, admit_cpu_us;  //  medians
     double hash_us, hash_cpu_us;    //  medians
     uint32_t hit, resume;           //  the HBM hit and the resume point B
+    uint32_t floor;                 //  first token of the KV leg
     uint32_t block_hit;             //  the ungated block hit
     uint8_t joint_src;              //  1 state from HBM, 2 from the tier
     uint32_t hbm_blocks, tier_keys; //  geometry
@@ -301,16 +303,20 @@ static int s_bench_admit(const s_opts_t *o, s_admit_t *out)
         }
         kvt_sched_req_info_t info = {0};
         if (prc != 1 || kvt_sched_req_info(g.s, id, &info) != 0 || info.state != 2 ||
-            info.hbm_hit != hit || info.load_end <= hit || info.joint_src == 0) {
+            info.hbm_hit != hit || info.load_end <= hit || info.joint_src == 0 ||
+            info.load_floor >= info.load_end) {
             fprintf(stderr,
                     "kvtier bench admit: iteration %u: the admission was not a load above an "
-                    "HBM hit of %u (plan %d, state %u, hit %u, resume %u, joint %u)\n",
-                    it, hit, prc, info.state, info.hbm_hit, info.load_end, info.joint_src);
+                    "HBM hit of %u with a KV leg (plan %d, state %u, hit %u, floor %u, resume "
+                    "%u, joint %u)\n",
+                    it, hit, prc, info.state, info.hbm_hit, info.load_floor, info.load_end,
+                    info.joint_src);
             goto cleanup;
         }
         out->hit = info.hbm_hit;
         out->block_hit = info.block_hit;
         out->resume = info.load_end;
+        out->floor = info.load_floor;
         out->joint_src = info.joint_src;
         //  Released without indexing what it loaded: the next D finds the
         //  same hit and the same rung.
@@ -694,6 +700,7 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     s_set(geo, "prompt_tokens", json_integer(o.prompt));
     s_set(geo, "block_hit_tokens", json_integer(a.block_hit));
     s_set(geo, "hbm_hit_tokens", json_integer(a.hit));
+    s_set(geo, "load_floor_tokens", json_integer(a.floor));
     s_set(geo, "resume_tokens", json_integer(a.resume));
     s_set(geo, "state_from", json_string(a.joint_src == 2 ? "tier" : "hbm"));
     s_set(geo, "hbm_blocks", json_integer(a.hbm_blocks));
