@@ -247,6 +247,43 @@ static void s_rm(const char *dir)
     cr_assert_eq(system(cmd), 0);
 }
 
+//  After every test, passed or failed: whatever a failed run left (a rank
+//  process naming this test's directories, the directories and report
+//  files) is removed, so a red test does not leave the next one a mess.
+static void s_cleanup(void)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "/tmp/kvt-rp-%d-", (int)getpid());
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid == getpid())
+            continue;
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t got = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        for (ssize_t i = 0; i < got; i++)
+            if (buf[i] == 0)
+                buf[i] = ' ';
+        buf[got > 0 ? got : 0] = 0;
+        if (strstr(buf, prefix) && kill(pid, SIGKILL) == 0)
+            waitpid(pid, NULL, 0); //  reaps it when it is ours
+    }
+    if (d)
+        closedir(d);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s*", prefix);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cleanup: '%s' failed\n", cmd);
+}
+
+TestSuite(rank_procs, .fini = s_cleanup);
+
 //  The same replay, ranks as threads and ranks as processes (2 ranks, ipc):
 //  the same recomputed share, no wrong resume, and nothing left behind.
 Test(rank_procs, two_rank_replay_as_processes_matches_threads, .timeout = 120)
