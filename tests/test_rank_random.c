@@ -5,12 +5,17 @@
     refused ones), loads (KV, state-only, fused KV + state), touches,
     lookups (pinned or not) and their releases, and fences, arms
     faults on the driver → worker and worker → aggregator channels (drop,
-    duplicate, delay) and records every verdict. Some seeds crash one worker
-    mid-run and restart it (a new epoch). After quiescence every dispatched
-    item has exactly one verdict (its own or an A4 timeout), the drops the
-    aggregator and the workers count are the ones the injected duplicates
-    explain, no key is open, and no tier holds a pin, lease or reservation.
-    A failing seed names itself in the assertion message. */
+    duplicate, delay) and records every verdict. Half the seeds give each
+    rank a fence board on which the driver records the producer events the
+    saves and loads it sends name. Some seeds crash one worker mid-run and
+    restart it (a new epoch). After quiescence every dispatched item has
+    exactly one verdict (its own or an A4 timeout), the drops the aggregator
+    and the workers count are the ones the injected duplicates explain, no
+    key is open, no tier holds a pin, lease or reservation, every lookup
+    lease went exactly once, ok loads hold the oracle bytes (blocks and state
+    slot) on every rank, and only saves that waited on their producer event
+    are fenced. A failing seed names itself in the assertion message;
+    KVT_RANK_SEED=N runs only that seed. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
