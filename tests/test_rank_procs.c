@@ -387,7 +387,24 @@ static int s_start_long(const char *tmp, const char *out, const char *err, int r
         s_sleep_ms(20);
     }
     cr_assert(rank_pid[0] && rank_pid[1], "the rank processes did not start");
-    s_sleep_ms(400); //  into the run
+    //  Both ranks up: their inboxes are bound (after they set themselves
+    //  up, the death signal included) in the run's one directory.
+    char sub[256] = "", sock[600];
+    struct stat sb;
+    bool up = false;
+    while (!up && s_ms() < end) {
+        if (!sub[0] && s_entries(tmp, sub, sizeof sub) != 1)
+            sub[0] = 0;
+        up = sub[0] != 0;
+        for (int r = 0; up && r < 2; r++) {
+            snprintf(sock, sizeof sock, "%s/%s/worker.%d", tmp, sub, r);
+            up = stat(sock, &sb) == 0;
+        }
+        if (!up)
+            s_sleep_ms(20);
+    }
+    cr_assert(up, "the rank processes did not bind their inboxes under %s", tmp);
+    s_sleep_ms(300); //  into the run
     int st;
     cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "the replay ended before the kill");
     return pid;
@@ -466,9 +483,9 @@ Test(rank_procs, rank_processes_exit_when_the_replay_is_killed, .timeout = 120)
         st = s_wait(ranks[r], 5000);
         cr_assert_neq(st, -1, "rank %d (pid %d) did not exit within 5 s of the replay's death", r,
                       ranks[r]);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 4, "rank %d: status %d", r, st);
+        s_slurp(err, buf, sizeof buf);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 4, "rank %d: status %d: %s", r, st, buf);
     }
-    s_slurp(err, buf, sizeof buf);
     char want[96];
     snprintf(want, sizeof want, "the engine process %d is gone", pid);
     cr_assert(strstr(buf, want) != NULL, "stderr does not say '%s': %s", want, buf);

@@ -496,6 +496,7 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = s_on_parent_death;
+        sa.sa_flags = SA_RESTART;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGUSR2, &sa, NULL);
         prctl(PR_SET_PDEATHSIG, SIGUSR2);
@@ -611,6 +612,12 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
             status = KVT_RANK_EXIT_UNCLEAN;
     }
 done:
+    //  A start-up the engine's death interrupted is the engine's loss.
+    if (status == KVT_RANK_EXIT_SETUP && pc->engine_pid > 0 && s_parent_died) {
+        snprintf(err, errlen, "the engine process %d is gone (while this rank was starting)",
+                 pc->engine_pid);
+        status = KVT_RANK_EXIT_NO_ENGINE;
+    }
     s_watch_close(&watch);
     kvt_system_destroy(&sys);
     kvt_rank_destroy(&rk);
