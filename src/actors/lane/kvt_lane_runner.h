@@ -9,7 +9,10 @@
     (an actor shell's handlers and its timer) enqueues, fences, ticks and
     takes reports; a report the submitter thread made (a refused submit)
     waits in the outbox, and kvt_lane_runner_next_wake answers `now` while
-    one does, so the caller's timer picks it up.
+    one does, so the caller's timer picks it up. While a job is queued or
+    inside its submit, next_wake is at most poll_ns away (a submit that
+    returned made its job pending; only the caller's next look learns when
+    its copies land).
 
     Inline mode (threaded false) runs every submit in the calling thread
     (kvt_lane_core_pump after each enqueue and tick): deterministic, for a composition
