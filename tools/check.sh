@@ -3,7 +3,8 @@
 #   1. clang-format check of every tracked C file
 #   2. warnings-as-errors build, every Criterion binary
 #   3. ASan + UBSan build, every Criterion binary
-#   4. TSan build, the binaries whose code runs threads (runtime, gpu, store, replay)
+#   4. TSan build, the binaries whose code runs threads (runtime, gpu, store, replay,
+#      ranks, lanes, worker, benchmarks, actors, fence board)
 #      (Criterion cannot run under TSan: these link the stand-in in tests/tsan)
 # Usage: tools/check.sh [format|plain|asan|tsan]...   (default: all stages)
 set -uo pipefail
@@ -52,7 +53,7 @@ for s in "${stages[@]}"; do
         asan) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
                 stage_build_and_test asan build-asan 'test_*' -DKVTIER_ASAN=ON || failed+=(asan) ;;
         tsan) TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-                stage_build_and_test tsan build-tsan 'test_@(runtime|gpu|store|replay)*' -DKVTIER_TSAN=ON || failed+=(tsan) ;;
+                stage_build_and_test tsan build-tsan 'test_@(runtime|gpu|store|replay|rank|lane|worker|bench|actors|fence)*' -DKVTIER_TSAN=ON || failed+=(tsan) ;;
         *) echo "unknown stage $s"; exit 2 ;;
     esac
 done
