@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "replay/kvt_replay.h"
+#include "replay/kvt_replay_config.h"
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
 
@@ -166,6 +167,73 @@ static json_t *s_real(double v, int decimals)
     return json_real(round(v * scale) / scale);
 }
 
+//  A scheduler counter of the run (0 when it did not report it).
+static uint64_t s_sc(const kvt_replay_report_t *r, const char *name)
+{
+    return kvt_replay_counter(r, "scheduler", name);
+}
+
+//  The state tax per resume: tokens KV alone could have resumed minus the
+//  boundary chosen, over the admissions where KV alone could have resumed.
+static double s_tax_per_resume(const kvt_replay_report_t *r)
+{
+    uint64_t n = s_sc(r, "sched.state_resumes");
+    return n ? (double)s_sc(r, "sched.state_tax_tokens") / (double)n : 0.0;
+}
+
+//  A hybrid model's sections (docs/metrics.md): joint{}, state_loads{},
+//  touches{}, holds{}, state_tax{}, from the scheduler's counters. The
+//  scheduler does not count lookup timeouts yet (no tier lookups), so
+//  joint{} has no lookup_timeouts.
+static int s_hybrid_json(json_t *root, const kvt_replay_report_t *r)
+{
+    json_t *joint = json_object(), *bounds = json_object(), *retreats = json_object();
+    json_t *sl = json_object(), *touches = json_object(), *holds = json_object();
+    json_t *tax = json_object();
+    int rc = joint && bounds && retreats && sl && touches && holds && tax ? 0 : -1;
+    rc |= json_object_set_new(bounds, "state_hbm", s_u64(s_sc(r, "sched.joint_state_hbm")));
+    rc |= json_object_set_new(bounds, "state_tier", s_u64(s_sc(r, "sched.joint_state_tier")));
+    rc |= json_object_set(joint, "boundaries", bounds);
+    static const char *const skips[] = {"tier_within_hbm",       "no_rung_above_hbm",
+                                        "partial_chunk_no_room", "no_probe_demand",
+                                        "below_min_load",        "convoy_waits"};
+    char name[64];
+    for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
+        snprintf(name, sizeof name, "sched.%s", skips[i]);
+        rc |= json_object_set_new(joint, skips[i], s_u64(s_sc(r, name)));
+    }
+    rc |= json_object_set_new(retreats, "to_hbm", s_u64(s_sc(r, "sched.retreats_to_hbm")));
+    rc |= json_object_set_new(retreats, "to_zero", s_u64(s_sc(r, "sched.retreats_to_zero")));
+    rc |= json_object_set(joint, "retreats", retreats);
+    rc |= json_object_set(root, "joint", joint);
+    static const char *const legs[] = {"dispatched", "completed", "failed",
+                                       "abandoned",  "orphaned",  "reclaimed"};
+    for (size_t i = 0; i < sizeof legs / sizeof legs[0]; i++) {
+        snprintf(name, sizeof name, "stidx.%s", legs[i]);
+        rc |= json_object_set_new(sl, legs[i], s_u64(s_sc(r, name)));
+    }
+    rc |= json_object_set(root, "state_loads", sl);
+    rc |= json_object_set_new(touches, "sent", s_u64(s_sc(r, "stidx.touches_sent")));
+    rc |= json_object_set_new(touches, "gone", s_u64(s_sc(r, "stidx.forgotten_gone")));
+    rc |= json_object_set_new(touches, "unrefreshed", s_u64(s_sc(r, "stidx.touches_unrefreshed")));
+    rc |= json_object_set(root, "touches", touches);
+    rc |= json_object_set_new(holds, "held", s_u64(s_sc(r, "stidx.holds")));
+    rc |= json_object_set_new(holds, "expired", s_u64(s_sc(r, "stidx.holds_expired")));
+    rc |= json_object_set(root, "holds", holds);
+    rc |= json_object_set_new(tax, "tokens", s_u64(s_sc(r, "sched.state_tax_tokens")));
+    rc |= json_object_set_new(tax, "resumes", s_u64(s_sc(r, "sched.state_resumes")));
+    rc |= json_object_set_new(tax, "tokens_per_resume", s_real(s_tax_per_resume(r), 3));
+    rc |= json_object_set(root, "state_tax", tax);
+    json_decref(joint);
+    json_decref(bounds);
+    json_decref(retreats);
+    json_decref(sl);
+    json_decref(touches);
+    json_decref(holds);
+    json_decref(tax);
+    return rc;
+}
+
 //  Builds the report tree; NULL when out of memory.
 static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
 {
@@ -215,6 +283,13 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set_new(ttft, "p99", s_real(e->ttft_p99_ms, 2));
     rc |= json_object_set(root, "ttft_ms", ttft);
     rc |= json_object_set_new(root, "quiescent", json_boolean(r->quiescent));
+    rc |= json_object_set_new(root, "model", json_string(cfg->model ? cfg->model : "dense"));
+    if (cfg->state_bytes) {
+        rc |= json_object_set_new(root, "state_bytes", s_u64(cfg->state_bytes));
+        rc |= json_object_set_new(root, "checkpoint_interval",
+                                  json_integer(cfg->checkpoint_interval));
+        rc |= s_hybrid_json(root, r);
+    }
     //  Counters grouped by actor, actors in the order they first reported.
     for (uint32_t i = 0; rc == 0 && i < e->ncounters; i++) {
         const kvt_sim_engine_counter_t *c = &e->counters[i];
@@ -286,6 +361,34 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            r->saves_failed);
     printf("  ttft (model)  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %.1f s modelled\n",
            e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, (double)e->model_time_us / 1e6);
+    if (cfg->state_bytes) {
+        printf("  model         %s, state %" PRIu64 " bytes/request/rank, checkpoint every %u "
+               "tokens\n",
+               cfg->model ? cfg->model : "?", cfg->state_bytes, cfg->checkpoint_interval);
+        printf("  joint         state from hbm %" PRIu64 ", from tier %" PRIu64
+               "; skipped: tier within hbm %" PRIu64 ", no rung above hbm %" PRIu64
+               ", no room %" PRIu64 ", no demand %" PRIu64 ", below min load %" PRIu64 "\n",
+               s_sc(r, "sched.joint_state_hbm"), s_sc(r, "sched.joint_state_tier"),
+               s_sc(r, "sched.tier_within_hbm"), s_sc(r, "sched.no_rung_above_hbm"),
+               s_sc(r, "sched.partial_chunk_no_room"), s_sc(r, "sched.no_probe_demand"),
+               s_sc(r, "sched.below_min_load"));
+        printf("                retreats to hbm %" PRIu64 ", to zero %" PRIu64
+               ", convoy waits %" PRIu64 "\n",
+               s_sc(r, "sched.retreats_to_hbm"), s_sc(r, "sched.retreats_to_zero"),
+               s_sc(r, "sched.convoy_waits"));
+        printf("  state loads   %" PRIu64 " dispatched, %" PRIu64 " completed, %" PRIu64
+               " failed, %" PRIu64 " abandoned, %" PRIu64 " orphaned, %" PRIu64 " reclaimed\n",
+               s_sc(r, "stidx.dispatched"), s_sc(r, "stidx.completed"), s_sc(r, "stidx.failed"),
+               s_sc(r, "stidx.abandoned"), s_sc(r, "stidx.orphaned"), s_sc(r, "stidx.reclaimed"));
+        printf("  touches       %" PRIu64 " sent, %" PRIu64 " gone, %" PRIu64
+               " unrefreshed; holds %" PRIu64 " held, %" PRIu64 " expired\n",
+               s_sc(r, "stidx.touches_sent"), s_sc(r, "stidx.forgotten_gone"),
+               s_sc(r, "stidx.touches_unrefreshed"), s_sc(r, "stidx.holds"),
+               s_sc(r, "stidx.holds_expired"));
+        printf("  state tax     %" PRIu64 " tokens over %" PRIu64 " resumes (%.1f per resume)\n",
+               s_sc(r, "sched.state_tax_tokens"), s_sc(r, "sched.state_resumes"),
+               s_tax_per_resume(r));
+    }
     printf("  wrong resumes %" PRIu64 "\n", e->wrong_resumes);
     if (cfg->driver == KVT_DRIVER_SIM)
         printf("  trace hash    %016" PRIx64 " (%" PRIu64 " events)\n", r->trace_hash, r->events);
@@ -294,131 +397,151 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
         printf("  NOT QUIESCENT: %s\n", r->problem);
 }
 
-int kvt_cmd_replay(int argc, char **argv)
+//  Derived configuration values, each logged once (log level >= 1).
+static void s_log_derived(void *arg, const char *key, const char *value, const char *why)
 {
-    kvt_replay_cfg_t cfg;
-    kvt_replay_defaults(&cfg);
-    const char *json = NULL;
-    bool quiet = false, disk_pool_set = false, disk_write_set = false, driver_set = false;
-    for (int i = 1; i < argc; i++) {
+    if (*(const int *)arg >= 1)
+        fprintf(stderr, "kvtier replay: config: %s = %s (%s)\n", key, value, why);
+}
+
+//  The settings of argv: the configuration's (--config FILE < KVTIER_* <
+//  flags, kvt_config) and the replay's own flags. Returns 0, 1 after
+//  --help, or 2 with the message printed. kc holds the strings cfg points at.
+static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cfg,
+                   const char **json, bool *quiet)
+{
+    kvt_replay_cfg_t own; //  what only the replay's flags set
+    kvt_replay_defaults(&own);
+    char err[1400];
+    kvt_config_loader_t *ld = kvt_config_loader_new();
+    if (!ld) {
+        fprintf(stderr, "kvtier replay: out of memory\n");
+        return 2;
+    }
+    int rc = 0;
+    for (int i = 1; rc == 0 && i < argc; i++) {
         const char *a = argv[i];
+        bool is_bool;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             s_usage(stdout);
-            return 0;
+            kvt_config_loader_destroy(&ld);
+            return 1;
         }
         if (!strcmp(a, "--quiet")) {
-            quiet = true;
-            continue;
-        }
-        if (!strcmp(a, "--mem-overcommit")) {
-            cfg.mem_overcommit = true;
+            *quiet = true;
             continue;
         }
         if (!strcmp(a, "--ranks-as-processes")) {
-            cfg.ranks_as_processes = true;
+            own.ranks_as_processes = true;
+            continue;
+        }
+        if (strncmp(a, "--", 2) == 0 && kvt_config_has_key(a, &is_bool)) {
+            //  A setting of the configuration: --x V, --x=V, or a boolean alone.
+            const char *v = NULL;
+            if (!strchr(a, '=') && !is_bool) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "kvtier replay: %s needs a value (see --help)\n", a);
+                    rc = 2;
+                    break;
+                }
+                v = argv[++i];
+            }
+            if (kvt_config_loader_flag(ld, a, v, err, sizeof err) != 0) {
+                fprintf(stderr, "kvtier replay: %s\n", err);
+                rc = 2;
+            }
             continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "kvtier replay: %s needs a value (see --help)\n", a);
-            return 2;
+            rc = 2;
+            break;
         }
         const char *v = argv[++i];
         uint64_t n;
-        int rc = 0;
-        if (!strcmp(a, "--trace"))
-            cfg.trace = v;
-        else if (!strcmp(a, "--json"))
-            json = v;
+        int bad = 0;
+        if (!strcmp(a, "--config")) {
+            if (kvt_config_loader_file(ld, v, err, sizeof err) != 0) {
+                fprintf(stderr, "kvtier replay: --config: %s\n", err);
+                rc = 2;
+            }
+            continue;
+        } else if (!strcmp(a, "--json"))
+            *json = v;
         else if (!strcmp(a, "--rank-endpoint"))
-            cfg.rank_endpoint = v;
+            own.rank_endpoint = v;
         else if (!strcmp(a, "--record"))
-            cfg.record = v;
+            own.record = v;
         else if (!strcmp(a, "--fault")) {
             const char *key = "corrupt-resume=";
             if (strncmp(v, key, strlen(key)) != 0 ||
-                (rc = kvt_cli_uint(v + strlen(key), 1, UINT32_MAX, &n)) != 0)
-                rc = -1;
+                kvt_cli_uint(v + strlen(key), 1, UINT32_MAX, &n) != 0)
+                bad = -1;
             else
-                cfg.fault_corrupt_resume = (uint32_t)n;
+                own.fault_corrupt_resume = (uint32_t)n;
         } else if (!strcmp(a, "--wall-limit")) {
-            if ((rc = kvt_cli_uint(v, 0, UINT32_MAX / 1000, &n)) == 0)
-                cfg.wall_limit_ms = (uint32_t)n * 1000u;
-        } else if (!strcmp(a, "--driver")) {
-            driver_set = true;
-            if (!strcmp(v, "sim"))
-                cfg.driver = KVT_DRIVER_SIM;
-            else if (!strcmp(v, "live"))
-                cfg.driver = KVT_DRIVER_LIVE;
-            else
-                rc = -1;
-        } else if (!strcmp(a, "--limit")) {
-            if ((rc = kvt_cli_uint(v, 0, UINT32_MAX, &n)) == 0)
-                cfg.limit = (uint32_t)n;
-        } else if (!strcmp(a, "--seed"))
-            rc = kvt_cli_uint(v, 0, UINT64_MAX, &cfg.seed);
-        else if (!strcmp(a, "--tp")) {
-            if ((rc = kvt_cli_uint(v, 1, 64, &n)) == 0)
-                cfg.tp = (uint32_t)n;
-        } else if (!strcmp(a, "--log-level")) {
-            if ((rc = kvt_cli_uint(v, 0, 3, &n)) == 0)
-                cfg.log_level = (int)n;
-        } else if (!strcmp(a, "--layers")) {
-            if ((rc = kvt_cli_uint(v, 1, 1024, &n)) == 0)
-                cfg.layers = (uint32_t)n;
-        } else if (!strcmp(a, "--planes")) {
-            if ((rc = kvt_cli_uint(v, 1, 8, &n)) == 0)
-                cfg.planes = (uint32_t)n;
-        } else if (!strcmp(a, "--token-bytes")) {
-            if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
-                cfg.token_bytes = (uint32_t)n;
-        } else if (!strcmp(a, "--max-running")) {
-            if ((rc = kvt_cli_uint(v, 1, KVT_MSG_MAX_ENTRIES, &n)) == 0)
-                cfg.max_running = (uint32_t)n;
-        } else if (!strcmp(a, "--step-tokens")) {
-            if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
-                cfg.step_tokens = (uint32_t)n;
-        } else if (!strcmp(a, "--hbm-pool"))
-            rc = kvt_cli_size(v, &cfg.hbm_pool_bytes);
-        else if (!strcmp(a, "--disk-dir"))
-            cfg.disk_dir = v;
-        else if (!strcmp(a, "--disk-pool")) {
-            rc = kvt_cli_size(v, &cfg.disk_pool_bytes);
-            disk_pool_set = true;
-        } else if (!strcmp(a, "--disk-write")) {
-            disk_write_set = true;
-            if (!strcmp(v, "always"))
-                cfg.disk_write_on_evict = false;
-            else if (!strcmp(v, "evict"))
-                cfg.disk_write_on_evict = true;
-            else
-                rc = -1;
-        } else if (!strcmp(a, "--cpu-pool"))
-            rc = kvt_cli_size(v, &cfg.cpu_pool_bytes);
-        else {
+            if ((bad = kvt_cli_uint(v, 0, UINT32_MAX / 1000, &n)) == 0)
+                own.wall_limit_ms = (uint32_t)n * 1000u;
+        } else {
             fprintf(stderr, "kvtier replay: unknown option '%s' (see --help)\n", a);
-            return 2;
+            rc = 2;
+            break;
         }
-        if (rc != 0) {
+        if (bad != 0) {
             fprintf(stderr, "kvtier replay: %s: bad value '%s'\n", a, v);
-            return 2;
+            rc = 2;
         }
     }
-    char err[512];
-    if (cfg.ranks_as_processes && !driver_set)
-        cfg.driver = KVT_DRIVER_LIVE;
-    if (cfg.record && cfg.driver != KVT_DRIVER_SIM) {
+    if (rc == 0 && kvt_config_loader_env(ld, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        rc = 2;
+    }
+    //  The log level decides whether the derived values are logged, so it
+    //  is read from a first build (nothing logged), then the real one logs.
+    kvt_config_t probe;
+    int level = 1;
+    if (rc == 0 && kvt_config_loader_build(ld, &probe, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        rc = 2;
+    } else if (rc == 0)
+        level = probe.log_level;
+    if (rc == 0 && kvt_config_loader_build(ld, kc, s_log_derived, &level, err, sizeof err) != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        rc = 2;
+    }
+    bool driver_set = rc == 0 && strcmp(kvt_config_loader_origin(ld, "driver"), "default") != 0;
+    kvt_config_loader_destroy(&ld);
+    if (rc != 0)
+        return rc;
+    kvt_replay_from_config(kc, cfg);
+    cfg->ranks_as_processes = own.ranks_as_processes;
+    cfg->rank_endpoint = own.rank_endpoint;
+    cfg->record = own.record;
+    cfg->fault_corrupt_resume = own.fault_corrupt_resume;
+    cfg->wall_limit_ms = own.wall_limit_ms;
+    if (cfg->ranks_as_processes && !driver_set)
+        cfg->driver = KVT_DRIVER_LIVE;
+    if (cfg->record && cfg->driver != KVT_DRIVER_SIM) {
         fprintf(stderr, "kvtier replay: --record needs --driver sim\n");
         return 2;
     }
-    if (!cfg.disk_dir && (disk_pool_set || disk_write_set)) {
-        fprintf(stderr, "kvtier replay: %s needs --disk-dir\n",
-                disk_pool_set ? "--disk-pool" : "--disk-write");
-        return 2;
-    }
-    if (kvt_replay_validate(&cfg, err, sizeof err) != 0) {
+    if (kvt_replay_validate(cfg, err, sizeof err) != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
         return 2;
     }
+    return 0;
+}
+
+int kvt_cmd_replay(int argc, char **argv)
+{
+    kvt_config_t kc;
+    kvt_replay_cfg_t cfg;
+    const char *json = NULL;
+    bool quiet = false;
+    int parsed = s_parse(argc, argv, &kc, &cfg, &json, &quiet);
+    if (parsed != 0)
+        return parsed == 1 ? 0 : parsed;
+    char err[512];
     kvt_replay_report_t *rep = calloc(1, sizeof *rep);
     if (!rep) {
         fprintf(stderr, "kvtier replay: out of memory\n");

@@ -39,6 +39,13 @@ kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg)
              "kvtier/1 model=replay layers=%u planes=%u token_bytes=%u block=%u chunk=%u tp=%u "
              "dtype=oracle",
              cfg->layers, cfg->planes, cfg->token_bytes, cfg->block_size, cfg->chunk_size, cfg->tp);
+    //  A hybrid model's state images change the stored bytes (a dense
+    //  model's text is unchanged).
+    if (cfg->state_bytes) {
+        size_t used = strlen(nsdesc);
+        snprintf(nsdesc + used, sizeof nsdesc - used, " state_bytes=%llu",
+                 (unsigned long long)cfg->state_bytes);
+    }
     return kvt_namespace_hash(nsdesc);
 }
 
@@ -182,11 +189,19 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     }
     if (cfg->cpu_pool_bytes && s_storage(rk, sys, err, errlen) != 0)
         goto fail;
-    //  TODO(lead): once the replay configuration has state bytes, register
-    //  KVT_GPU_STATE_SLOTS (one slot per running request) and
-    //  KVT_GPU_STATE_CKPT (the HBM checkpoint pool, same unit size) here;
-    //  the runner then writes and checks state (it reads the pools from the
-    //  device) and needs nothing else.
+    //  A hybrid model: the state slots (one per running request) and the
+    //  HBM checkpoint pool (same unit size); the runner writes and checks
+    //  state in them (it reads the pools from the device).
+    if (cfg->state_bytes) {
+        kvt_gpu_state_desc_t sd = {KVT_REPLAY_STATE_SLOTS(cfg), (size_t)cfg->state_bytes, NULL};
+        kvt_gpu_state_desc_t cd = {KVT_REPLAY_STATE_CKPTS(cfg), (size_t)cfg->state_bytes, NULL};
+        if (kvt_gpu_state_add(rk->gpu, KVT_GPU_STATE_SLOTS, &sd) != 0 ||
+            kvt_gpu_state_add(rk->gpu, KVT_GPU_STATE_CKPT, &cd) != 0) {
+            snprintf(err, errlen, "rank %u: cannot register the state pools: %s", r,
+                     kvt_gpu_last_error());
+            goto fail;
+        }
+    }
     rk->board = kvt_fence_board_new(rk->gpu, 0);
     if (!rk->board) {
         snprintf(err, errlen, "rank %u: out of memory for the fence board", r);

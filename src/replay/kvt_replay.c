@@ -80,6 +80,13 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
     else if (c->rank_endpoint && !c->ranks_as_processes)
         bad = "rank-endpoint: needs --ranks-as-processes";
+    else if (c->state_bytes > (1ull << 32))
+        bad = "state-bytes: must be at most 4 GiB per request per rank";
+    else if (c->checkpoint_interval % c->chunk_size)
+        bad = "checkpoint-interval: must be a multiple of chunk_size";
+    else if (c->state_bytes && c->ranks_as_processes)
+        bad = "state-bytes: a hybrid model runs its ranks as threads only (a rank process is "
+              "not given the state geometry)";
     else if (c->rank_endpoint && strncmp(c->rank_endpoint, "tcp://", 6) != 0 &&
              strncmp(c->rank_endpoint, "ipc://", 6) != 0)
         bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
@@ -134,7 +141,9 @@ int kvt_replay_mem_check(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     //  backend regions). The disk tier maps nothing up front.
     uint64_t cpu = c->cpu_pool_bytes;
     uint64_t hbm = (c->hbm_pool_bytes / bb) * bb;
-    uint64_t total = (cpu + hbm) * c->tp;
+    //  A hybrid model's state slots and HBM checkpoints (kvt_rank.c).
+    uint64_t state = c->state_bytes * KVT_REPLAY_STATE_UNITS(c);
+    uint64_t total = (cpu + hbm + state) * c->tp;
     kvt_mem_limit_t lim;
     kvt_mem_limit_fn *fn = c->mem_limit ? c->mem_limit : kvt_mem_limit_system;
     if (fn(c->mem_limit_arg, &lim) != 0 || total <= lim.bytes)
@@ -519,6 +528,11 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.step_tokens = cfg->step_tokens;
     run->sched.cfg.save_retries = 1;
     run->sched.cfg.ns = ns;
+    run->sched.cfg.state_bytes = cfg->state_bytes;
+    run->sched.cfg.checkpoint_interval =
+        cfg->checkpoint_interval ? cfg->checkpoint_interval : cfg->chunk_size;
+    run->sched.cfg.hbm_checkpoints = KVT_REPLAY_STATE_CKPTS(cfg);
+    run->sched.cfg.min_load_tokens = cfg->min_load_tokens;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;
     run->agg.scheduler = "scheduler";

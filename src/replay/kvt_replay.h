@@ -33,6 +33,11 @@ typedef struct {
     uint32_t token_bytes;     //  bytes per token per layer per plane (default 16)
     uint32_t block_size;      //  tokens per block (default 16)
     uint32_t chunk_size;      //  tokens per chunk (default 256)
+    const char *model;        //  the model preset's name, for the report (NULL = "dense")
+    uint64_t state_bytes;     //  recurrent state per request per rank (0 = dense, the default)
+    uint32_t checkpoint_interval; //  hybrid: tokens between state checkpoints (multiple of
+                                  //  chunk_size; 0 = chunk_size)
+    uint32_t min_load_tokens;     //  hybrid: a joint gaining fewer tokens recomputes (default 0)
     uint32_t max_running;     //  requests admitted at once (default 64)
     uint32_t step_tokens;     //  token budget per step (default 4096)
     uint64_t sim_bw_Bps;      //  SIM copy bandwidth (default 25e9)
@@ -75,6 +80,12 @@ typedef struct {
                                     //  that never ended, runtime errors or failed steps
     char failures[1024];            //  why, one reason per line ("" when it passed)
 } kvt_replay_report_t;
+
+//  A hybrid model's state units per rank: one slot per request admitted at
+//  once, and 4 HBM checkpoints per slot (the scheduler core's default).
+#define KVT_REPLAY_STATE_SLOTS(c) ((c)->state_bytes ? (c)->max_running : 0u)
+#define KVT_REPLAY_STATE_CKPTS(c) ((c)->state_bytes ? 4u * (c)->max_running : 0u)
+#define KVT_REPLAY_STATE_UNITS(c) ((uint64_t)KVT_REPLAY_STATE_SLOTS(c) + KVT_REPLAY_STATE_CKPTS(c))
 
 //  kvt_replay_report_t.exit_code when a rank process exited before the end
 //  (failures names the rank and its exit status).
