@@ -25,6 +25,7 @@ typedef struct {
     bool touched;          //  touch_us is set
     bool holding;          //  an admission is held on it (hold_from_us is set)
     bool hold_spent;       //  a hold expired: admit without waiting until new evidence
+    bool indexed;          //  in the LRU and under its hash (else on the free stack)
     kvt_ilink_t link;      //  LRU (used) or free stack
 } s_image_t;
 
@@ -37,6 +38,21 @@ typedef struct {
     uint64_t t_us;    //  request time; orphan time once orphaned
     kvt_ilink_t link; //  armed list, orphan list (orphan order) or free list
 } s_load_t;
+
+//  Phases of a key-set pass, in order.
+enum { C_LOADS = 0, C_BY_OP, C_BY_SLOT, C_BY_REQ, C_IMAGES, C_DONE };
+
+//  Where a key-set pass stands: the stats reads' pass advances a slice per
+//  read; kvt_stidx_check runs a whole pass on a cursor of its own.
+typedef struct {
+    uint8_t phase;    //  C_*
+    uint32_t at;      //  next record index or map slot of the phase
+    uint64_t epoch;   //  the phase's table epoch when the phase began
+    uint64_t live;    //  C_LOADS: live records seen
+    uint64_t armed;   //  C_LOADS: armed records seen
+    uint64_t orphans; //  C_LOADS: orphaned records seen
+    uint32_t images;  //  C_IMAGES: indexed records seen
+} s_cursor_t;
 
 struct _kvt_stidx_t {
     kvt_stidx_cfg_t cfg;     //  configuration (defaults applied)
@@ -53,7 +69,9 @@ struct _kvt_stidx_t {
     kvt_hmap_t *by_op;       //  {gen, req} → load record
     kvt_hmap_t *by_req;      //  req → load record of its latest admission
     kvt_hmap_t *by_slot;     //  slot → load record holding it
-    uint32_t reads;          //  stats reads (decimates the key-set check)
+    uint64_t load_epoch;     //  bumped when a load record changes state
+    uint64_t img_epoch;      //  bumped when an image record is indexed or freed
+    s_cursor_t cur;          //  the stats reads' key-set pass
     bool warned_expiry;      //  the first expired hold was warned
     bool warned_invariant;   //  the first invariant violation was warned
     kvt_stidx_stats_t stats; //  counters
@@ -175,6 +193,8 @@ static s_image_t *s_index(kvt_stidx_t *self, kvt_hash_t h)
     s_image_t *img = &self->images[i];
     memset(img, 0, sizeof(*img));
     img->hash = h;
+    img->indexed = true;
+    self->img_epoch++;
     int rc = kvt_hmap_put(self->by_hash, h, i);
     assert(rc == 0); //  fixed map sized for hash_cap entries
     (void)rc;
@@ -209,6 +229,7 @@ static bool s_forget(kvt_stidx_t *self, kvt_hash_t h)
         return false;
     kvt_ilist_unlink(&self->lru, S_IMG_LINKS(self), i);
     memset(&self->images[i], 0, sizeof(s_image_t));
+    self->img_epoch++;
     kvt_ilist_append(&self->img_free, S_IMG_LINKS(self), i);
     return true;
 }
@@ -360,6 +381,7 @@ static void s_orphan(kvt_stidx_t *self, s_load_t *e, uint64_t now_us)
         self->stats.armed--;
     }
     e->state = E_ORPHAN;
+    self->load_epoch++;
     e->t_us = now_us; //  reclaim is timed from orphan time, not request time
     kvt_ilist_append(&self->orphans, S_LOAD_LINKS(self), i);
     self->stats.orphans++;
@@ -408,6 +430,7 @@ int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint3
     e->slot = slot;
     e->state = E_ARMED;
     e->t_us = now_us;
+    self->load_epoch++;
     kvt_ilist_append(&self->armed, S_LOAD_LINKS(self), i);
     self->stats.dispatched++;
     self->stats.outstanding++;
@@ -423,6 +446,7 @@ int kvt_stidx_carried(kvt_stidx_t *self, kvt_opid_t op)
     kvt_ilist_unlink(&self->armed, S_LOAD_LINKS(self), (uint32_t)(e - self->loads));
     self->stats.armed--;
     e->state = E_OUT;
+    self->load_epoch++;
     return 0;
 }
 
@@ -448,6 +472,7 @@ static int s_settle(kvt_stidx_t *self, s_load_t *e, uint32_t *free_slot)
     if (kvt_hmap_get(self->by_req, kvt_hmap_key64(e->op.req), &cur) && cur == i)
         kvt_hmap_del(self->by_req, kvt_hmap_key64(e->op.req), NULL);
     memset(e, 0, sizeof(*e));
+    self->load_epoch++;
     kvt_ilist_prepend(&self->load_free, S_LOAD_LINKS(self), i);
     self->stats.outstanding--;
     return rc;
@@ -580,6 +605,137 @@ bool kvt_stidx_slot_reserved(const kvt_stidx_t *self, uint32_t slot)
 
 // ------------------------------------------------------- stats and audit --
 
+//  Enters phase p of c's pass, remembering the epoch of the table it walks.
+static void s_begin(const kvt_stidx_t *self, s_cursor_t *c, uint8_t p)
+{
+    memset(c, 0, sizeof(*c));
+    c->phase = p;
+    c->epoch = p == C_IMAGES ? self->img_epoch : self->load_epoch;
+}
+
+static bool s_same(kvt_hash_t a, kvt_hash_t b)
+{
+    return a.hi == b.hi && a.lo == b.lo;
+}
+
+//  Load record i: a live record is found under its own operation id and its
+//  own slot.
+static int s_check_load(const kvt_stidx_t *self, s_cursor_t *c, uint32_t i, char *err,
+                        size_t errlen)
+{
+    const s_load_t *e = &self->loads[i];
+    if (e->state == E_FREE)
+        return 0;
+    c->live++;
+    c->armed += e->state == E_ARMED;
+    c->orphans += e->state == E_ORPHAN;
+    uint32_t j, k;
+    if (!kvt_hmap_get(self->by_op, s_opkey(e->op), &j) || j != i ||
+        !kvt_hmap_get(self->by_slot, kvt_hmap_key64(e->slot), &k) || k != i) {
+        snprintf(err, errlen, "stidx: load of req %llu gen %u (slot %u) is not under its keys",
+                 (unsigned long long)e->op.req, e->op.gen, e->slot);
+        return -1;
+    }
+    return 0;
+}
+
+//  One entry of a load map: it points at a live record with that key.
+static int s_check_entry(const kvt_stidx_t *self, uint8_t phase, kvt_hash_t key, uint32_t i,
+                         char *err, size_t errlen)
+{
+    const s_load_t *e = i < self->loads_cap ? &self->loads[i] : NULL;
+    bool ok = e && e->state != E_FREE;
+    if (ok && phase == C_BY_OP)
+        ok = s_same(key, s_opkey(e->op));
+    else if (ok && phase == C_BY_SLOT)
+        ok = s_same(key, kvt_hmap_key64(e->slot));
+    else if (ok)
+        ok = s_same(key, kvt_hmap_key64(e->op.req));
+    if (!ok) {
+        snprintf(err, errlen, "stidx: %s %llu points at a settled or foreign load",
+                 phase == C_BY_OP     ? "op"
+                 : phase == C_BY_SLOT ? "slot"
+                                      : "req",
+                 (unsigned long long)key.lo);
+        return -1;
+    }
+    return 0;
+}
+
+//  Image record i: an indexed record is found under its hash.
+static int s_check_image(const kvt_stidx_t *self, s_cursor_t *c, uint32_t i, char *err,
+                         size_t errlen)
+{
+    if (!self->images[i].indexed)
+        return 0;
+    c->images++;
+    uint32_t j;
+    if (!kvt_hmap_get(self->by_hash, self->images[i].hash, &j) || j != i) {
+        snprintf(err, errlen, "stidx: image record %u is not under its hash", i);
+        return -1;
+    }
+    return 0;
+}
+
+//  Advances c's key-set pass by at most `budget` units (a record or a map
+//  slot visited is one unit), or to the end of the pass, whichever is first.
+//  A phase compares its totals with the counters only when its table did not
+//  change while it walked it (its epoch); the entry checks hold whatever
+//  changed between two slices. 0, or -1 with the first mismatch in err.
+static int s_keyset(const kvt_stidx_t *self, s_cursor_t *c, uint64_t budget, char *err,
+                    size_t errlen)
+{
+    const kvt_stidx_stats_t *st = &self->stats;
+    while (budget > 0 && c->phase != C_DONE) {
+        if (c->phase == C_LOADS) {
+            if (c->at < self->loads_cap) {
+                budget--;
+                if (s_check_load(self, c, c->at++, err, errlen) != 0)
+                    return -1;
+                continue;
+            }
+            if (c->epoch == self->load_epoch &&
+                (c->live != st->outstanding || c->armed != st->armed ||
+                 c->orphans != st->orphans)) {
+                snprintf(err, errlen, "stidx: records hold %llu live / %llu armed / %llu orphans",
+                         (unsigned long long)c->live, (unsigned long long)c->armed,
+                         (unsigned long long)c->orphans);
+                return -1;
+            }
+            s_begin(self, c, C_BY_OP);
+        } else if (c->phase == C_IMAGES) {
+            if (c->at < self->cfg.hash_cap) {
+                budget--;
+                if (s_check_image(self, c, c->at++, err, errlen) != 0)
+                    return -1;
+                continue;
+            }
+            if (c->epoch == self->img_epoch && c->images != self->lru.count) {
+                snprintf(err, errlen, "stidx: %u image records indexed, the LRU holds %u",
+                         c->images, self->lru.count);
+                return -1;
+            }
+            s_begin(self, c, C_DONE);
+        } else {
+            const kvt_hmap_t *map = c->phase == C_BY_OP     ? self->by_op
+                                    : c->phase == C_BY_SLOT ? self->by_slot
+                                                            : self->by_req;
+            uint32_t from = c->at, i;
+            kvt_hash_t key;
+            bool more = kvt_hmap_next(map, &c->at, &key, &i);
+            uint32_t spent = c->at > from ? c->at - from : 1;
+            budget = budget > spent ? budget - spent : 0;
+            if (!more) {
+                s_begin(self, c, (uint8_t)(c->phase + 1));
+                continue;
+            }
+            if (s_check_entry(self, c->phase, key, i, err, errlen) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 int kvt_stidx_check(const kvt_stidx_t *self, bool deep, char *err, size_t errlen)
 {
     const kvt_stidx_stats_t *st = &self->stats;
@@ -604,44 +760,21 @@ int kvt_stidx_check(const kvt_stidx_t *self, bool deep, char *err, size_t errlen
     }
     if (!deep)
         return 0;
-    //  The key sets: every live record is found under its own operation id
-    //  and its own slot, in the list its state says; every image in the LRU
-    //  is found under its hash.
-    uint64_t live = 0, armed = 0, orphans = 0;
-    for (uint32_t i = 0; i < self->loads_cap; i++) {
-        const s_load_t *e = &self->loads[i];
-        if (e->state == E_FREE)
-            continue;
-        live++;
-        armed += e->state == E_ARMED;
-        orphans += e->state == E_ORPHAN;
-        uint32_t j, k;
-        if (!kvt_hmap_get(self->by_op, s_opkey(e->op), &j) || j != i ||
-            !kvt_hmap_get(self->by_slot, kvt_hmap_key64(e->slot), &k) || k != i) {
-            snprintf(err, errlen, "stidx: load of req %llu gen %u (slot %u) is not under its keys",
-                     (unsigned long long)e->op.req, e->op.gen, e->slot);
-            return -1;
-        }
-    }
-    if (live != st->outstanding || armed != st->armed || orphans != st->orphans) {
-        snprintf(err, errlen, "stidx: records hold %llu live / %llu armed / %llu orphans",
-                 (unsigned long long)live, (unsigned long long)armed, (unsigned long long)orphans);
+    //  The key sets, in one pass: every live record is found under its own
+    //  operation id and its own slot, every map entry points at a live record
+    //  with its key, every indexed image is found under its hash; then the
+    //  LRU itself is walked.
+    s_cursor_t c;
+    s_begin(self, &c, C_LOADS);
+    if (s_keyset(self, &c, UINT64_MAX, err, errlen) != 0)
         return -1;
-    }
-    uint32_t cursor = 0, i;
-    kvt_hash_t key;
-    while (kvt_hmap_next(self->by_req, &cursor, &key, &i))
-        if (i >= self->loads_cap || self->loads[i].state == E_FREE ||
-            self->loads[i].op.req != key.lo) {
-            snprintf(err, errlen, "stidx: req %llu points at a settled load",
-                     (unsigned long long)key.lo);
-            return -1;
-        }
     uint32_t seen = 0;
-    for (i = self->lru.head; i != KVT_ILIST_NONE; i = kvt_ilist_next(S_IMG_LINKS(self), i)) {
+    for (uint32_t i = self->lru.head; i != KVT_ILIST_NONE;
+         i = kvt_ilist_next(S_IMG_LINKS(self), i)) {
         uint32_t j;
-        if (!kvt_hmap_get(self->by_hash, self->images[i].hash, &j) || j != i) {
-            snprintf(err, errlen, "stidx: image record %u is not under its hash", i);
+        if (!self->images[i].indexed || !kvt_hmap_get(self->by_hash, self->images[i].hash, &j) ||
+            j != i) {
+            snprintf(err, errlen, "stidx: LRU image record %u is not under its hash", i);
             return -1;
         }
         seen++;
@@ -656,9 +789,15 @@ int kvt_stidx_check(const kvt_stidx_t *self, bool deep, char *err, size_t errlen
 
 void kvt_stidx_stats(kvt_stidx_t *self, kvt_stidx_stats_t *out)
 {
-    bool deep = ++self->reads % KVT_STIDX_DEEP_EVERY == 0;
     char err[256];
-    if (kvt_stidx_check(self, deep, err, sizeof err) != 0) {
+    int rc = kvt_stidx_check(self, false, err, sizeof err);
+    if (rc == 0) {
+        //  One slice of the key-set pass; a finished pass starts the next.
+        if (self->cur.phase == C_DONE)
+            s_begin(self, &self->cur, C_LOADS);
+        rc = s_keyset(self, &self->cur, KVT_STIDX_SLICE, err, sizeof err);
+    }
+    if (rc != 0) {
         self->stats.invariant_violations++;
         if (!self->warned_invariant) {
             self->warned_invariant = true;
@@ -667,6 +806,20 @@ void kvt_stidx_stats(kvt_stidx_t *self, kvt_stidx_stats_t *out)
     }
     self->stats.images = self->lru.count;
     *out = self->stats;
+}
+
+int kvt_stidx_break_for_test(kvt_stidx_t *self, int how, kvt_hash_t h)
+{
+    uint32_t i;
+    if (how == KVT_STIDX_BREAK_IMAGE && kvt_hmap_get(self->by_hash, h, &i)) {
+        self->images[i].hash.lo ^= 1; //  the record is no longer under its hash
+        return 0;
+    }
+    if (how == KVT_STIDX_BREAK_COUNT) {
+        self->stats.outstanding++;
+        return 0;
+    }
+    return -1;
 }
 
 void kvt_stidx_counters(kvt_stidx_t *self, kvt_counter_t *c, uint32_t *n, uint32_t cap)

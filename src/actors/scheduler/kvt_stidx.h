@@ -35,8 +35,15 @@
     (I7: no armed leg without a carrier).
 
     Invariant: dispatched == settled + outstanding. The cheap check runs on
-    every stats read; the key-set check (every entry in its map, its list
-    and its slot) runs one read in 256, and always through kvt_stidx_check.
+    every stats read. The key-set check (every load record under its keys,
+    every map entry at a live record with its key, every indexed image under
+    its hash, the totals against the counters) is a pass over the index's
+    tables that each stats read advances by one bounded slice
+    (KVT_STIDX_SLICE records or map slots), so a broken entry is found
+    within one pass of reads (tables / KVT_STIDX_SLICE, plus a few) and a
+    read stays O(1). A phase's totals are compared only when its table did
+    not change while the pass walked it; the entry checks hold across
+    changes. kvt_stidx_check (deep) runs a whole pass at once.
     Every call on the admission path (could_serve, want_touch, hold,
     request_load, carried, load_of, the reports) is O(1); reclaim and
     seal_step are O(what they free).
@@ -58,7 +65,8 @@ typedef struct _kvt_stidx_t kvt_stidx_t;
 #define KVT_STIDX_HOLD_BOUND_US     2000000ull  //  default verify-hold bound (lookup_defer), 2 s
 #define KVT_STIDX_WINDOW_MIN_US     5000000ull  //  verified window floor, 5 s
 #define KVT_STIDX_WINDOW_MAX_US     60000000ull //  verified window ceiling, 60 s
-#define KVT_STIDX_DEEP_EVERY        256u        //  stats reads per key-set check
+#define KVT_STIDX_SLICE             256u //  key-set units (records, map slots) per stats read
+#define KVT_STIDX_DEEP_EVERY        256u //  stats reads per timing round (bench admit)
 
 typedef struct {
     uint32_t hash_cap;          //  images indexed at most (LRU beyond); 0 = no state tier
@@ -221,15 +229,21 @@ bool kvt_stidx_slot_reserved(const kvt_stidx_t *self, uint32_t slot);
 
 // ------------------------------------------------------- stats and audit --
 
-//  Counters. Runs the cheap invariant check every read and the key-set
-//  check one read in KVT_STIDX_DEEP_EVERY; a failure is counted in
-//  invariant_violations (and warned once).
+//  Counters. Runs the cheap invariant check every read and, when it holds,
+//  the next KVT_STIDX_SLICE units of the key-set pass; a failure is counted
+//  in invariant_violations (and warned once); the pass goes on past it.
 void kvt_stidx_stats(kvt_stidx_t *self, kvt_stidx_stats_t *out);
 
 //  The invariant: 0, or -1 with the first mismatch in err. deep: also the
 //  key-set check (every entry in its maps and lists, every slot reserved
 //  once, every image in the LRU). Tests call it with deep after every step.
 int kvt_stidx_check(const kvt_stidx_t *self, bool deep, char *err, size_t errlen);
+
+//  Test only: breaks the index on purpose so a test can watch the checks
+//  find it. 0, or -1 when `how` is unknown or h is not indexed.
+#define KVT_STIDX_BREAK_IMAGE 1 //  h's image record loses its hash (the key-set check)
+#define KVT_STIDX_BREAK_COUNT 2 //  outstanding drifts by one (the cheap check)
+int kvt_stidx_break_for_test(kvt_stidx_t *self, int how, kvt_hash_t h);
 
 //  Appends the counters as "stidx.<name>" (docs/metrics.md).
 void kvt_stidx_counters(kvt_stidx_t *self, kvt_counter_t *c, uint32_t *n, uint32_t cap);
