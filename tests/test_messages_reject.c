@@ -833,6 +833,9 @@ static const s_frame_row_t s_frames[] = {
      "reserved byte 0xc1"},
     {RAW(0x93, 0x01, 0x0b, 0x82, 0x09, 0x00, 0x09, 0x01), KVT_MSG_SHUTDOWN, "key 9",
      "duplicate key 9"},
+    //  an unknown key above 255 twice (such keys are remembered in a list, not the bitmap)
+    {RAW(0x93, 0x01, 0x0b, 0x83, 0x01, 0x00, 0xcd, 0x01, 0x2c, 0x00, 0xcd, 0x01, 0x2c, 0x01),
+     KVT_MSG_SHUTDOWN, "key 300", "duplicate key 300"},
 };
 
 Test(kvt_msg_reject, envelope_table_names_the_field)
@@ -857,6 +860,22 @@ Test(kvt_msg_reject, nesting_at_the_bound_is_skipped)
     kvt_msg_t msg;
     kvt_msg_err_t err;
     cr_assert_eq(kvt_msg_decode(frame, sizeof frame, &msg, &err), 0, "%s", err.reason);
+    kvt_msg_clear(&msg);
+}
+
+Test(kvt_msg_reject, keys_in_any_order_and_large_unknown_keys_are_accepted)
+{
+    //  Shutdown {2: "x", 1: 5} plus unknown keys 300, 44 and 364 (equal modulo
+    //  64 and 256): the decoder tries the field after the previous key's first,
+    //  and must still find key 1 after key 2; distinct keys are no duplicates.
+    static const uint8_t frame[] = {0x93, 0x01, 0x0b, 0x85, 0x02, 0xa1, 'x',  0x01, 0x05, 0xcd,
+                                    0x01, 0x2c, 0x00, 0x2c, 0x00, 0xcd, 0x01, 0x6c, 0x00};
+    kvt_msg_t msg;
+    kvt_msg_err_t err;
+    cr_assert_eq(kvt_msg_decode(frame, sizeof frame, &msg, &err), 0, "%s: %s", err.field,
+                 err.reason);
+    cr_assert_eq(msg.u.shutdown.code, 5);
+    cr_assert_str_eq(msg.u.shutdown.text, "x");
     kvt_msg_clear(&msg);
 }
 

@@ -268,14 +268,48 @@ static int s_decode_field(s_dec_t *d, const kvt_field_t *f, void *base)
     return kvt_path_fail(&d->path, f->name, "unsupported field type");
 }
 
+//  Fails on the unknown map key `key`; its name ("key 99") is formatted only
+//  here, never on the success path.
+static int s_key_fail(s_dec_t *d, uint64_t key, kvt_wire_rc_t rc)
+{
+    char unknown[32];
+    snprintf(unknown, sizeof unknown, "key %" PRIu64, key);
+    if (rc == KVT_WIRE_OK)
+        return kvt_path_fail(&d->path, unknown, "duplicate key %" PRIu64, key);
+    return s_wire_fail(d, unknown, rc, "a value");
+}
+
+//  The field with map key `key`, or NULL. Fields are in key order and an
+//  encoder writes them in that order, so the one after the previous key's
+//  (*hint) is tried first; any order still finds it.
+static const kvt_field_t *s_field(const kvt_schema_t *schema, uint64_t key, uint32_t *hint)
+{
+    uint32_t i = *hint;
+    if (i < schema->nfields && schema->fields[i].key == key) {
+        *hint = i + 1;
+        return &schema->fields[i];
+    }
+    for (i = 0; i < schema->nfields; i++)
+        if (schema->fields[i].key == key) {
+            *hint = i + 1;
+            return &schema->fields[i];
+        }
+    return NULL;
+}
+
 static int s_decode_body(s_dec_t *d, const kvt_schema_t *schema, void *base, uint32_t nkeys)
 {
     //  The map itself is named "body" at the top and "entries[3]" inside.
     const char *self = d->path.depth ? "" : "body";
-    uint64_t keys[KVT_MSG_MAX_KEYS];
-    bool seen[KVT_MSG_MAX_KEYS] = {false};
-    uint32_t counts[KVT_MSG_MAX_KEYS] = {0};
-    assert(schema->nfields <= KVT_MSG_MAX_KEYS);
+    //  Keys seen so far: a bit per key below 256 (every known key is a
+    //  uint8_t), a list for the larger ones (unknown keys only).
+    uint64_t small[4] = {0};
+    uint64_t large[KVT_MSG_MAX_KEYS];
+    uint32_t nlarge = 0;
+    uint64_t seen = 0;                 //  bit i: schema->fields[i] was decoded
+    uint32_t counts[KVT_MSG_MAX_KEYS]; //  counts[i] is set when bit i of seen is
+    uint32_t hint = 0;
+    assert(schema->nfields <= KVT_MSG_MAX_KEYS && KVT_MSG_MAX_KEYS <= 64);
     if (nkeys > KVT_MSG_MAX_KEYS)
         return kvt_path_fail(&d->path, self, "map of %u keys, at most %d", nkeys, KVT_MSG_MAX_KEYS);
     for (uint32_t i = 0; i < nkeys; i++) {
@@ -283,40 +317,51 @@ static int s_decode_body(s_dec_t *d, const kvt_schema_t *schema, void *base, uin
         kvt_wire_rc_t rc = kvt_wire_read_uint(&d->rd, &key);
         if (rc != KVT_WIRE_OK)
             return s_wire_fail(d, self, rc, "uint map key");
-        const kvt_field_t *f = NULL;
-        uint32_t index = 0;
-        for (index = 0; index < schema->nfields; index++)
-            if (schema->fields[index].key == key) {
-                f = &schema->fields[index];
-                break;
-            }
-        char unknown[32];
-        snprintf(unknown, sizeof unknown, "key %" PRIu64, key);
-        for (uint32_t j = 0; j < i; j++)
-            if (keys[j] == key)
-                return kvt_path_fail(&d->path, f ? f->name : unknown, "duplicate key %" PRIu64,
-                                     key);
-        keys[i] = key;
+        const kvt_field_t *f = s_field(schema, key, &hint);
+        bool dup = false;
+        if (key < 256) {
+            uint64_t bit = (uint64_t)1 << (key % 64);
+            dup = (small[key / 64] & bit) != 0;
+            small[key / 64] |= bit;
+        } else {
+            for (uint32_t j = 0; j < nlarge && !dup; j++)
+                dup = large[j] == key;
+            large[nlarge++] = key;
+        }
+        if (dup) {
+            if (f)
+                return kvt_path_fail(&d->path, f->name, "duplicate key %" PRIu64, key);
+            return s_key_fail(d, key, KVT_WIRE_OK);
+        }
         if (!f) {
             //  Unknown key: a newer sender's field. Skip it, still bounded.
             rc = kvt_wire_skip(&d->rd, KVT_WIRE_MAX_DEPTH);
             if (rc != KVT_WIRE_OK)
-                return s_wire_fail(d, unknown, rc, "a value");
+                return s_key_fail(d, key, rc);
             continue;
         }
         if (s_decode_field(d, f, base) != 0)
             return -1;
-        seen[index] = true;
+        uint32_t index = (uint32_t)(f - schema->fields);
+        seen |= (uint64_t)1 << index;
         if (kvt_field_is_array(f->type))
             counts[index] = KVT_F_COUNT(base, f);
+        else
+            counts[index] = 0;
     }
     for (uint32_t i = 0; i < schema->nfields; i++) {
         const kvt_field_t *f = &schema->fields[i];
-        if (!seen[i] && !f->optional)
+        bool have = (seen >> i & 1) != 0;
+        if (!have && !f->optional)
             return kvt_path_fail(&d->path, f->name, "missing mandatory field (key %u)", f->key);
-        if (f->same_count_as >= 0 && counts[i] != counts[f->same_count_as])
-            return kvt_path_fail(&d->path, f->name, "%u %s for %u %s", counts[i], f->name,
-                                 counts[f->same_count_as], schema->fields[f->same_count_as].name);
+        if (f->same_count_as >= 0) {
+            uint32_t other = (uint32_t)f->same_count_as;
+            uint32_t mine = have ? counts[i] : 0;
+            uint32_t theirs = (seen >> other & 1) != 0 ? counts[other] : 0;
+            if (mine != theirs)
+                return kvt_path_fail(&d->path, f->name, "%u %s for %u %s", mine, f->name, theirs,
+                                     schema->fields[other].name);
+        }
     }
     return schema->check ? schema->check(base, &d->path) : 0;
 }
