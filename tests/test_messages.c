@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "kvtier/kvt_msg.h"
+#include "messages/kvt_msg_schema.h"
 #include "messages/kvt_msg_test.h"
 
 #define CORPUS_DIR KVT_SOURCE_DIR "/tests/fuzz/corpus/decode"
@@ -399,6 +400,180 @@ Test(kvt_msg, u32_and_hash_arrays_travel_as_little_endian_bin)
     cr_assert(s_contains(buf, len, key_bin, sizeof key_bin), "keys not lo-LE then hi-LE");
     cr_assert(s_contains(buf, len, block_bin, sizeof block_bin), "blocks not u32 LE");
     free(buf);
+}
+
+// ------------------------------------------- the encoder is msgpack-c --
+
+//  The reference: the same schema walk packed with msgpack-c (what the
+//  encoder did before it wrote frames itself). Every header in its shortest
+//  form is msgpack-c's choice; the encoder must agree byte for byte.
+static void s_ref_body(msgpack_packer *pk, const kvt_schema_t *schema, const void *base);
+
+static void s_ref_packed(msgpack_packer *pk, const void *array, uint32_t n, uint32_t width)
+{
+    msgpack_pack_bin(pk, (size_t)n * width);
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t le[16];
+        if (width == 4) {
+            uint32_t v = ((const uint32_t *)array)[i];
+            for (int b = 0; b < 4; b++)
+                le[b] = (uint8_t)(v >> (8 * b));
+        } else {
+            kvt_hash_t h = ((const kvt_hash_t *)array)[i];
+            for (int b = 0; b < 8; b++) {
+                le[b] = (uint8_t)(h.lo >> (8 * b));
+                le[8 + b] = (uint8_t)(h.hi >> (8 * b));
+            }
+        }
+        msgpack_pack_bin_body(pk, le, width);
+    }
+}
+
+static bool s_ref_present(const kvt_field_t *f, const void *base)
+{
+    if (!f->optional)
+        return true;
+    const void *at = KVT_F_CAT(base, f->off);
+    switch (f->type) {
+    case KVT_F_STR:
+        return *(const char *)at != '\0';
+    case KVT_F_U64:
+        return *(const uint64_t *)at != 0;
+    case KVT_F_U32:
+        return *(const uint32_t *)at != 0;
+    case KVT_F_U8:
+        return *(const uint8_t *)at != 0;
+    case KVT_F_BOOL:
+        return *(const bool *)at;
+    case KVT_F_HASH:
+        return !kvt_hash_is_zero(*(const kvt_hash_t *)at);
+    default:
+        return KVT_F_CCOUNT(base, f) > 0;
+    }
+}
+
+static void s_ref_field(msgpack_packer *pk, const kvt_field_t *f, const void *base)
+{
+    const void *at = KVT_F_CAT(base, f->off);
+    uint32_t n = kvt_field_is_array(f->type) ? KVT_F_CCOUNT(base, f) : 0;
+    const void *array = kvt_field_is_array(f->type) ? KVT_F_CPTR(base, f) : NULL;
+    switch (f->type) {
+    case KVT_F_U64:
+        msgpack_pack_uint64(pk, *(const uint64_t *)at);
+        break;
+    case KVT_F_U32:
+        msgpack_pack_uint32(pk, *(const uint32_t *)at);
+        break;
+    case KVT_F_U8:
+        msgpack_pack_uint8(pk, *(const uint8_t *)at);
+        break;
+    case KVT_F_BOOL:
+        *(const bool *)at ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+        break;
+    case KVT_F_HASH:
+        s_ref_packed(pk, at, 1, 16);
+        break;
+    case KVT_F_STR:
+        msgpack_pack_str(pk, strlen(at));
+        msgpack_pack_str_body(pk, at, strlen(at));
+        break;
+    case KVT_F_BYTES:
+        msgpack_pack_bin(pk, n);
+        msgpack_pack_bin_body(pk, array, n);
+        break;
+    case KVT_F_U32S:
+        s_ref_packed(pk, array, n, 4);
+        break;
+    case KVT_F_HASHES:
+        s_ref_packed(pk, array, n, 16);
+        break;
+    case KVT_F_U64S:
+        msgpack_pack_array(pk, n);
+        for (uint32_t i = 0; i < n; i++)
+            msgpack_pack_uint64(pk, ((const uint64_t *)array)[i]);
+        break;
+    case KVT_F_STRUCTS:
+        msgpack_pack_array(pk, n);
+        for (uint32_t i = 0; i < n; i++)
+            s_ref_body(pk, f->sub, (const char *)array + (size_t)i * f->sub->size);
+        break;
+    case KVT_F_COUNTERS:
+        msgpack_pack_map(pk, n);
+        for (uint32_t i = 0; i < n; i++) {
+            const kvt_counter_t *c = &((const kvt_counter_t *)array)[i];
+            msgpack_pack_str(pk, strlen(c->name));
+            msgpack_pack_str_body(pk, c->name, strlen(c->name));
+            msgpack_pack_uint64(pk, c->value);
+        }
+        break;
+    }
+}
+
+static void s_ref_body(msgpack_packer *pk, const kvt_schema_t *schema, const void *base)
+{
+    uint32_t present = 0;
+    for (uint32_t i = 0; i < schema->nfields; i++)
+        present += s_ref_present(&schema->fields[i], base);
+    msgpack_pack_map(pk, present);
+    for (uint32_t i = 0; i < schema->nfields; i++)
+        if (s_ref_present(&schema->fields[i], base)) {
+            msgpack_pack_uint8(pk, schema->fields[i].key);
+            s_ref_field(pk, &schema->fields[i], base);
+        }
+}
+
+//  kvt_msg_encode's frame equals msgpack-c's packing of the same message.
+static void s_same_as_msgpack_c(const kvt_msg_t *msg, const char *what)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_uint8(&pk, KVT_MSG_VERSION);
+    msgpack_pack_uint8(&pk, (uint8_t)msg->kind);
+    s_ref_body(&pk, kvt_msg_schema(msg->kind), &msg->u);
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvt_msg_encode(msg, &buf, &len), 0, "%s", what);
+    cr_assert_eq(len, sb.size, "%s: %zu bytes, msgpack-c %zu", what, len, sb.size);
+    cr_assert(memcmp(buf, sb.data, len) == 0, "%s: the bytes differ from msgpack-c's", what);
+    free(buf);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(kvt_msg, encoder_writes_what_msgpack_c_packs_every_kind_and_boundary)
+{
+    for (int kind = KVT_MSG_NONE + 1; kind < KVT_MSG_KIND_COUNT; kind++)
+        for (int shape = 0; shape < KVT_SAMPLE_COUNT; shape++) {
+            kvt_msg_t m;
+            char what[64];
+            s_sample(kind, shape, &m);
+            snprintf(what, sizeof what, "%s %s", kvt_msg_kind_name(kind), s_shape_name[shape]);
+            s_same_as_msgpack_c(&m, what);
+            kvt_msg_clear(&m);
+        }
+    //  Every integer, bin and str header width, on both sides of each boundary.
+    static const uint64_t ints[] = {
+        0, 1, 127, 128, 255, 256, 65535, 65536, UINT32_MAX, 1ull << 32, UINT64_MAX - 1, UINT64_MAX};
+    static const uint32_t sizes[] = {1, 31, 32, 255, 256, 65535, 65536, 70000};
+    static uint8_t bytes[70000];
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
+            kvt_msg_t m = {.kind = KVT_MSG_PING};
+            m.u.ping.seq = ints[i];
+            m.u.ping.payload = bytes;
+            m.u.ping.npayload = sizes[j];
+            s_same_as_msgpack_c(&m, "ping");
+        }
+    static const uint32_t texts[] = {1, 31, 32, 255, KVT_MSG_MAX_TEXT};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        for (size_t j = 0; j < sizeof texts / sizeof texts[0]; j++) {
+            kvt_msg_t m = {.kind = KVT_MSG_SHUTDOWN};
+            m.u.shutdown.code = (uint32_t)ints[i];
+            memset(m.u.shutdown.text, 'a', texts[j]);
+            s_same_as_msgpack_c(&m, "shutdown");
+        }
 }
 
 Test(kvt_msg, kind_names)

@@ -6,7 +6,9 @@
 
     Encoding runs kvt_msg_check (the same tables and cross-field rules the
     decoder applies) first, so the encoder never produces a frame the decoder
-    refuses, then packs with msgpack-c. u32 and hash arrays travel as bin,
+    refuses, then writes the frame itself, byte for byte what msgpack-c
+    would pack (shortest headers), into a stack buffer that moves to the
+    heap only when it outgrows it. u32 and hash arrays travel as bin,
     little-endian. Schema violations return -1; they are not asserted, so a
     sender can count them and tests can check them.
 */
@@ -15,7 +17,6 @@
 
 #include <assert.h>
 #include <inttypes.h>
-#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,45 +185,129 @@ int kvt_msg_check(const kvt_msg_t *msg, kvt_msg_err_t *err)
 
 // ---------------------------------------------------------------- encode --
 
-//  Packs n elements of `width` bytes as one bin, converting to little-endian
-//  through a small stack buffer so no copy of the whole array is made.
-static int s_pack_packed(msgpack_packer *pk, const void *array, uint32_t n, uint32_t width)
+//  The frame being written: a stack buffer first (every report and most
+//  specs fit), the heap once it outgrows it. The bytes are msgpack-c's:
+//  every header in its shortest form, as msgpack_pack_* writes it
+//  (tests/test_messages.c compares the two at every format boundary).
+typedef struct {
+    uint8_t *buf;        //  where the frame is written (local or heap)
+    size_t len;          //  bytes written
+    size_t cap;          //  bytes buf holds
+    bool failed;         //  out of memory or over the frame cap
+    uint8_t local[1024]; //  the first buf
+} s_out_t;
+
+static bool s_grow(s_out_t *o, size_t need)
 {
-    uint8_t chunk[4096];
-    uint32_t per = (uint32_t)sizeof chunk / width;
-    if (msgpack_pack_bin(pk, (size_t)n * width) != 0)
-        return -1;
-    for (uint32_t i = 0; i < n; i += per) {
-        uint32_t m = n - i < per ? n - i : per;
-        for (uint32_t j = 0; j < m; j++) {
-            if (width == 4)
-                kvt_wire_put_u32le(chunk + 4 * j, ((const uint32_t *)array)[i + j]);
-            else
-                kvt_wire_put_hash(chunk + 16 * j, ((const kvt_hash_t *)array)[i + j]);
-        }
-        if (msgpack_pack_bin_body(pk, chunk, (size_t)m * width) != 0)
-            return -1;
+    if (o->failed)
+        return false;
+    if (o->len + need > (size_t)KVT_MSG_MAX_FRAME + 64) {
+        o->failed = true; //  the peer would refuse it; stop growing
+        return false;
     }
-    return 0;
+    size_t cap = o->cap * 2;
+    while (cap < o->len + need)
+        cap *= 2;
+    uint8_t *buf = o->buf == o->local ? malloc(cap) : realloc(o->buf, cap);
+    if (!buf) {
+        o->failed = true;
+        return false;
+    }
+    if (o->buf == o->local)
+        memcpy(buf, o->local, o->len);
+    o->buf = buf;
+    o->cap = cap;
+    return true;
 }
 
-static int s_pack_body(msgpack_packer *pk, const kvt_schema_t *schema, const void *base);
-
-//  Not msgpack_pack_*_with_body: msgpack-c 4.0 declares those plain `inline`
-//  in its header, which C11 may leave without an external definition.
-static int s_pack_bin(msgpack_packer *pk, const void *data, size_t size)
+static void s_put(s_out_t *o, const void *data, size_t size)
 {
-    if (msgpack_pack_bin(pk, size) != 0)
-        return -1;
-    return size ? msgpack_pack_bin_body(pk, data, size) : 0;
+    if (o->cap - o->len < size && !s_grow(o, size))
+        return;
+    memcpy(o->buf + o->len, data, size);
+    o->len += size;
 }
 
-static int s_pack_str(msgpack_packer *pk, const char *data, size_t size)
+//  A first byte and `width` bytes of v, big-endian.
+static void s_put_be(s_out_t *o, uint8_t first, uint64_t v, size_t width)
 {
-    if (msgpack_pack_str(pk, size) != 0)
-        return -1;
-    return size ? msgpack_pack_str_body(pk, data, size) : 0;
+    uint8_t head[9];
+    head[0] = first;
+    for (size_t i = 0; i < width; i++)
+        head[1 + i] = (uint8_t)(v >> (8 * (width - 1 - i)));
+    s_put(o, head, 1 + width);
 }
+
+static void s_put_uint(s_out_t *o, uint64_t v)
+{
+    if (v < 128) {
+        uint8_t b = (uint8_t)v;
+        s_put(o, &b, 1);
+    } else if (v < 256)
+        s_put_be(o, 0xcc, v, 1);
+    else if (v < 65536)
+        s_put_be(o, 0xcd, v, 2);
+    else if (v <= UINT32_MAX)
+        s_put_be(o, 0xce, v, 4);
+    else
+        s_put_be(o, 0xcf, v, 8);
+}
+
+//  An array / map header: fix (n < 16), then 16-bit, then 32-bit counts.
+static void s_put_count(s_out_t *o, uint8_t fix, uint8_t b16, uint32_t n)
+{
+    if (n < 16) {
+        uint8_t b = (uint8_t)(fix | n);
+        s_put(o, &b, 1);
+    } else if (n < 65536)
+        s_put_be(o, b16, n, 2);
+    else
+        s_put_be(o, (uint8_t)(b16 + 1), n, 4);
+}
+
+static void s_put_bin_head(s_out_t *o, size_t size)
+{
+    if (size < 256)
+        s_put_be(o, 0xc4, size, 1);
+    else if (size < 65536)
+        s_put_be(o, 0xc5, size, 2);
+    else
+        s_put_be(o, 0xc6, size, 4);
+}
+
+static void s_put_str(s_out_t *o, const char *data, size_t size)
+{
+    if (size < 32) {
+        uint8_t b = (uint8_t)(0xa0 | size);
+        s_put(o, &b, 1);
+    } else if (size < 256)
+        s_put_be(o, 0xd9, size, 1);
+    else if (size < 65536)
+        s_put_be(o, 0xda, size, 2);
+    else
+        s_put_be(o, 0xdb, size, 4);
+    s_put(o, data, size);
+}
+
+//  Packs n elements of `width` bytes as one bin, little-endian, straight
+//  into the frame.
+static void s_put_packed(s_out_t *o, const void *array, uint32_t n, uint32_t width)
+{
+    size_t size = (size_t)n * width;
+    s_put_bin_head(o, size);
+    if (o->cap - o->len < size && !s_grow(o, size))
+        return;
+    uint8_t *p = o->buf + o->len;
+    for (uint32_t i = 0; i < n; i++) {
+        if (width == 4)
+            kvt_wire_put_u32le(p + 4 * (size_t)i, ((const uint32_t *)array)[i]);
+        else
+            kvt_wire_put_hash(p + 16 * (size_t)i, ((const kvt_hash_t *)array)[i]);
+    }
+    o->len += size;
+}
+
+static void s_put_body(s_out_t *o, const kvt_schema_t *schema, const void *base);
 
 static bool s_present(const kvt_field_t *f, const void *base)
 {
@@ -250,26 +335,32 @@ static bool s_present(const kvt_field_t *f, const void *base)
     }
 }
 
-static int s_pack_field(msgpack_packer *pk, const kvt_field_t *f, const void *base)
+static void s_put_field(s_out_t *o, const kvt_field_t *f, const void *base)
 {
     const void *at = KVT_F_CAT(base, f->off);
     uint8_t hash[16];
     switch (f->type) {
     case KVT_F_U64:
-        return msgpack_pack_uint64(pk, *(const uint64_t *)at);
+        s_put_uint(o, *(const uint64_t *)at);
+        return;
     case KVT_F_U32:
-        return msgpack_pack_uint32(pk, *(const uint32_t *)at);
+        s_put_uint(o, *(const uint32_t *)at);
+        return;
     case KVT_F_U8:
-        return msgpack_pack_uint8(pk, *(const uint8_t *)at);
+        s_put_uint(o, *(const uint8_t *)at);
+        return;
     case KVT_F_BOOL:
-        return *(const bool *)at ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+        hash[0] = *(const bool *)at ? 0xc3 : 0xc2;
+        s_put(o, hash, 1);
+        return;
     case KVT_F_HASH:
         kvt_wire_put_hash(hash, *(const kvt_hash_t *)at);
-        return s_pack_bin(pk, hash, sizeof hash);
-    case KVT_F_STR: {
-        size_t size = strlen(at); //  kvt_msg_check found the NUL
-        return s_pack_str(pk, at, size);
-    }
+        s_put_bin_head(o, sizeof hash);
+        s_put(o, hash, sizeof hash);
+        return;
+    case KVT_F_STR:
+        s_put_str(o, at, strlen(at)); //  kvt_msg_check found the NUL
+        return;
     default:
         break;
     }
@@ -277,57 +368,60 @@ static int s_pack_field(msgpack_packer *pk, const kvt_field_t *f, const void *ba
     const void *array = KVT_F_CPTR(base, f);
     switch (f->type) {
     case KVT_F_BYTES:
-        return s_pack_bin(pk, array, n);
+        s_put_bin_head(o, n);
+        if (n)
+            s_put(o, array, n);
+        return;
     case KVT_F_U32S:
-        return s_pack_packed(pk, array, n, 4);
+        s_put_packed(o, array, n, 4);
+        return;
     case KVT_F_HASHES:
-        return s_pack_packed(pk, array, n, 16);
+        s_put_packed(o, array, n, 16);
+        return;
     case KVT_F_U64S:
-        if (msgpack_pack_array(pk, n) != 0)
-            return -1;
+        s_put_count(o, 0x90, 0xdc, n);
         for (uint32_t i = 0; i < n; i++)
-            if (msgpack_pack_uint64(pk, ((const uint64_t *)array)[i]) != 0)
-                return -1;
-        return 0;
+            s_put_uint(o, ((const uint64_t *)array)[i]);
+        return;
     case KVT_F_STRUCTS:
-        if (msgpack_pack_array(pk, n) != 0)
-            return -1;
+        s_put_count(o, 0x90, 0xdc, n);
         for (uint32_t i = 0; i < n; i++)
-            if (s_pack_body(pk, f->sub, (const char *)array + (size_t)i * f->sub->size) != 0)
-                return -1;
-        return 0;
+            s_put_body(o, f->sub, (const char *)array + (size_t)i * f->sub->size);
+        return;
     case KVT_F_COUNTERS:
-        if (msgpack_pack_map(pk, n) != 0)
-            return -1;
+        s_put_count(o, 0x80, 0xde, n);
         for (uint32_t i = 0; i < n; i++) {
             const kvt_counter_t *c = &((const kvt_counter_t *)array)[i];
-            if (s_pack_str(pk, c->name, strlen(c->name)) != 0 ||
-                msgpack_pack_uint64(pk, c->value) != 0)
-                return -1;
+            s_put_str(o, c->name, strlen(c->name));
+            s_put_uint(o, c->value);
         }
-        return 0;
+        return;
     default:
         break;
     }
     assert(!"unhandled field type");
-    return -1;
+    o->failed = true;
 }
 
-static int s_pack_body(msgpack_packer *pk, const kvt_schema_t *schema, const void *base)
+static void s_put_body(s_out_t *o, const kvt_schema_t *schema, const void *base)
 {
-    uint32_t present = 0;
+    //  Presence is decided once per field: the map header needs the count.
+    uint64_t present = 0;
+    uint32_t npresent = 0;
+    assert(schema->nfields <= 64);
     for (uint32_t i = 0; i < schema->nfields; i++)
-        present += s_present(&schema->fields[i], base);
-    if (msgpack_pack_map(pk, present) != 0)
-        return -1;
+        if (s_present(&schema->fields[i], base)) {
+            present |= (uint64_t)1 << i;
+            npresent++;
+        }
+    s_put_count(o, 0x80, 0xde, npresent);
     for (uint32_t i = 0; i < schema->nfields; i++) {
-        const kvt_field_t *f = &schema->fields[i];
-        if (!s_present(f, base))
+        if (!(present >> i & 1))
             continue;
-        if (msgpack_pack_uint8(pk, f->key) != 0 || s_pack_field(pk, f, base) != 0)
-            return -1;
+        const kvt_field_t *f = &schema->fields[i];
+        s_put_uint(o, f->key);
+        s_put_field(o, f, base);
     }
-    return 0;
 }
 
 int kvt_msg_encode(const kvt_msg_t *msg, uint8_t **buf_p, size_t *len_p)
@@ -340,21 +434,33 @@ int kvt_msg_encode(const kvt_msg_t *msg, uint8_t **buf_p, size_t *len_p)
     if (kvt_msg_check(msg, NULL) != 0)
         return -1;
     const kvt_schema_t *schema = kvt_msg_schema(msg->kind);
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    s_out_t o;
+    o.buf = o.local;
+    o.len = 0;
+    o.cap = sizeof o.local;
+    o.failed = false;
     int rc = -1;
-    if (msgpack_pack_array(&pk, 3) != 0 || msgpack_pack_uint8(&pk, KVT_MSG_VERSION) != 0 ||
-        msgpack_pack_uint8(&pk, (uint8_t)msg->kind) != 0 || s_pack_body(&pk, schema, &msg->u) != 0)
-        goto cleanup;
-    if (sb.size > KVT_MSG_MAX_FRAME)
-        goto cleanup; //  the peer would refuse it
-    *len_p = sb.size;
-    *buf_p = (uint8_t *)msgpack_sbuffer_release(&sb);
+    s_put_count(&o, 0x90, 0xdc, 3);
+    s_put_uint(&o, KVT_MSG_VERSION);
+    s_put_uint(&o, (uint8_t)msg->kind);
+    s_put_body(&o, schema, &msg->u);
+    if (o.failed || o.len > KVT_MSG_MAX_FRAME)
+        goto cleanup; //  out of memory, or the peer would refuse it
+    if (o.buf == o.local) {
+        uint8_t *buf = malloc(o.len);
+        if (!buf)
+            goto cleanup;
+        memcpy(buf, o.local, o.len);
+        *buf_p = buf;
+    } else {
+        *buf_p = o.buf;
+        o.buf = o.local;
+    }
+    *len_p = o.len;
     rc = 0;
 cleanup:
-    msgpack_sbuffer_destroy(&sb);
+    if (o.buf != o.local)
+        free(o.buf);
     return rc;
 }
 

@@ -12,7 +12,8 @@
     decoder then allocates only the arrays it keeps, after checking their
     counts against the KVT_MSG_MAX_* limits, so what one decode allocates is
     bounded by a small multiple of the frame size. Bulk bin arrays are copied
-    once, straight from the frame. msgpack-c is still used to encode.
+    once, straight from the frame. The encoder (kvt_msg.c) writes frames
+    itself, byte for byte as msgpack-c packs them.
 
     Read functions leave the reader where it was when they fail, so the caller
     can name what it found (kvt_wire_peek).
