@@ -224,32 +224,53 @@ typedef struct {
 } kvt_event_t;
 
 //  StepPlan: {1: step u64, 2: entries [Entry], 3: loads [LoadSpec],
-//   4: saves [SaveSpec], 5: events [Event], 6: idle bool}
+//   4: saves [SaveSpec], 5: events [Event], 6: idle bool,
+//   7: lookups [Lookup] (optional), 8: lookup_releases [LookupRelease] (optional),
+//   9: touches [Touch] (optional)}
 //  idle: nothing runs and nothing is outstanding (the engine may jump its
-//  clock to the next arrival).
+//  clock to the next arrival). lookups, lookup_releases and touches go to
+//  every rank's worker as they are (runner r sends each to worker r) when
+//  the step starts; their answers come back as Verdicts on the lookup and
+//  touch channels.
+struct _kvt_lookup_t;
+struct _kvt_lookup_release_t;
+struct _kvt_touch_msg_t;
 typedef struct {
-    uint64_t step;          //  the step this plan is for
-    kvt_entry_t *entries;   //  requests that compute tokens this step
-    uint32_t nentries;      //  length of entries
-    kvt_load_spec_t *loads; //  loads to start this step
-    uint32_t nloads;        //  length of loads
-    kvt_save_spec_t *saves; //  saves to start this step (after the forward)
-    uint32_t nsaves;        //  length of saves
-    kvt_event_t *events;    //  scheduler events since the last plan
-    uint32_t nevents;       //  length of events
-    bool idle;              //  no work and nothing outstanding
+    uint64_t step;                                 //  the step this plan is for
+    kvt_entry_t *entries;                          //  requests that compute tokens this step
+    uint32_t nentries;                             //  length of entries
+    kvt_load_spec_t *loads;                        //  loads to start this step
+    uint32_t nloads;                               //  length of loads
+    kvt_save_spec_t *saves;                        //  saves to start this step (after the forward)
+    uint32_t nsaves;                               //  length of saves
+    kvt_event_t *events;                           //  scheduler events since the last plan
+    uint32_t nevents;                              //  length of events
+    bool idle;                                     //  no work and nothing outstanding
+    struct _kvt_lookup_t *lookups;                 //  tier lookups to send this step
+    uint32_t nlookups;                             //  length of lookups
+    struct _kvt_lookup_release_t *lookup_releases; //  pinned lookups no load will use
+    uint32_t nlookup_releases;                     //  length of lookup_releases
+    struct _kvt_touch_msg_t *touches;              //  image touches to send this step
+    uint32_t ntouches;                             //  length of touches
 } kvt_step_plan_t;
 
-//  StepExec: {1: step u64, 2: rank u32, 3: entries, 4: loads, 5: saves}
+//  StepExec: {1: step u64, 2: rank u32, 3: entries, 4: loads, 5: saves,
+//   6: lookups (optional), 7: lookup_releases (optional), 8: touches (optional)}
 typedef struct {
-    uint64_t step;          //  step number
-    uint32_t rank;          //  the rank this message is for (< MAX_RANKS)
-    kvt_entry_t *entries;   //  as in the plan
-    uint32_t nentries;      //  length of entries
-    kvt_load_spec_t *loads; //  as in the plan
-    uint32_t nloads;        //  length of loads
-    kvt_save_spec_t *saves; //  as in the plan
-    uint32_t nsaves;        //  length of saves
+    uint64_t step;                                 //  step number
+    uint32_t rank;                                 //  the rank this message is for (< MAX_RANKS)
+    kvt_entry_t *entries;                          //  as in the plan
+    uint32_t nentries;                             //  length of entries
+    kvt_load_spec_t *loads;                        //  as in the plan
+    uint32_t nloads;                               //  length of loads
+    kvt_save_spec_t *saves;                        //  as in the plan
+    uint32_t nsaves;                               //  length of saves
+    struct _kvt_lookup_t *lookups;                 //  as in the plan
+    uint32_t nlookups;                             //  length of lookups
+    struct _kvt_lookup_release_t *lookup_releases; //  as in the plan
+    uint32_t nlookup_releases;                     //  length of lookup_releases
+    struct _kvt_touch_msg_t *touches;              //  as in the plan
+    uint32_t ntouches;                             //  length of touches
 } kvt_step_exec_t;
 
 //  StepDone: {1: step u64, 2: rank u32, 3: ok bool, 4: blocks_written u32,
@@ -327,7 +348,7 @@ typedef struct {
 //  Refreshes the state image stored under the prefix hash, or, when keys
 //  are given, each of those chunks; reports on KVT_CHAN_TOUCH and
 //  KVT_CHAN_TOUCH_REFRESH (one report each per rank), keyed by the id.
-typedef struct {
+typedef struct _kvt_touch_msg_t {
     kvt_hash_t hash;  //  the prefix hash (first half of the touch id)
     uint64_t round;   //  the touch round (second half of the id; unique per hash)
     kvt_hash_t *keys; //  chunk keys to touch instead of the image (may be NULL)
@@ -340,7 +361,7 @@ typedef struct {
 //  pin, keeps the pool-resident ones read-pinned under a lease until a
 //  LoadSpec with `lookup` of the same (req, gen) uses it, a LookupRelease,
 //  or ttl_ms (0: the worker's default) — whichever comes first, once.
-typedef struct {
+typedef struct _kvt_lookup_t {
     kvt_opid_t op;    //  the lookup's id (the report key with the zero key)
     kvt_hash_t *keys; //  chunk keys, in prefix order
     uint32_t nkeys;   //  length of keys
@@ -350,7 +371,7 @@ typedef struct {
 
 //  LookupRelease: {1: req u64, 2: gen u32} — drops the lease of a pinned
 //  lookup that no load will use. No report (nothing was dispatched).
-typedef struct {
+typedef struct _kvt_lookup_release_t {
     kvt_opid_t op; //  the lookup's id
 } kvt_lookup_release_t;
 

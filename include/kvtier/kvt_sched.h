@@ -77,6 +77,13 @@ typedef struct {
     uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running)
     uint32_t spec_tokens;         //  speculative tokens per step (> 0: a hit leaves 2 tokens)
     uint32_t min_load_tokens;     //  a joint gaining fewer tokens than this recomputes
+    //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
+    //  from a Lookup to the ranks, settled by the aggregator as the minimum
+    //  over them.
+    uint64_t lookup_timeout_us; //  a lookup unanswered this long falls back to the HBM hit
+                                //  (0 = 1 s)
+    bool lookup_pin;            //  pin what a lookup found until the load that uses it
+    uint32_t lookup_ttl_ms;     //  the pin's lease on the ranks (0 = the worker's default)
 } kvt_sched_cfg_t;
 
 typedef struct {
@@ -129,6 +136,13 @@ typedef struct {
     uint64_t ckpt_takes;            //  checkpoints planned (interval, prompt end, decode keep)
     uint64_t state_tax_tokens;      //  per admission: max (block hit, tier KV hit) − resume point
     uint64_t state_resumes;         //  admissions where KV alone could have resumed (> 0)
+    //  Tier lookups.
+    uint64_t lookups_sent;     //  Lookups put into plans
+    uint64_t lookup_timeouts;  //  lookups not settled within lookup_timeout_us (HBM hit used)
+    uint64_t lookup_failed;    //  lookup verdicts that failed (no tier hit)
+    uint64_t lookup_releases;  //  LookupReleases put into plans (a pin no load used)
+    uint64_t lookup_pins_used; //  loads that released their lookup's pin (LoadSpec.lookup)
+    uint32_t lookups_out;      //  gauge: lookups without a verdict
 } kvt_sched_stats_t;
 
 //  The admission probe of one request (rule B1): the hit, the chain it

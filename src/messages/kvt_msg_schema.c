@@ -31,6 +31,11 @@
         .key = (k), .name = (nm), .type = (ty), .optional = true, .off = offsetof(T, m), \
         .count_off = offsetof(T, cnt), .min = (lo), .max = (hi), .same_count_as = -1     \
     }
+#define S_OPT_STRUCTS(k, nm, T, m, cnt, hi, sb)                                                   \
+    {                                                                                             \
+        .key = (k), .name = (nm), .type = KVT_F_STRUCTS, .optional = true, .off = offsetof(T, m), \
+        .count_off = offsetof(T, cnt), .min = 0, .max = (hi), .sub = (sb), .same_count_as = -1    \
+    }
 #define S_COUNT(fields) ((uint32_t)(sizeof(fields) / sizeof((fields)[0])))
 
 // ---------------------------------------------------------- cross-field --
@@ -264,6 +269,9 @@ static const kvt_field_t s_event[] = {
 static const kvt_schema_t s_event_schema = {"Event", sizeof(kvt_event_t), s_event, S_COUNT(s_event),
                                             NULL};
 
+//  The plan's lookups, releases and touches (defined with their messages).
+static const kvt_schema_t s_lookup_schema, s_lookup_release_schema, s_touch_schema;
+
 static const kvt_field_t s_step_plan[] = {
     S_SCALAR(1, "step", KVT_F_U64, kvt_step_plan_t, step, 0, UINT64_MAX),
     S_ARRAY(2, "entries", KVT_F_STRUCTS, kvt_step_plan_t, entries, nentries, 0, KVT_MSG_MAX_ENTRIES,
@@ -275,6 +283,12 @@ static const kvt_field_t s_step_plan[] = {
     S_ARRAY(5, "events", KVT_F_STRUCTS, kvt_step_plan_t, events, nevents, 0, KVT_MSG_MAX_ENTRIES,
             &s_event_schema, -1),
     S_SCALAR(6, "idle", KVT_F_BOOL, kvt_step_plan_t, idle, 0, 1),
+    S_OPT_STRUCTS(7, "lookups", kvt_step_plan_t, lookups, nlookups, KVT_MSG_MAX_ENTRIES,
+                  &s_lookup_schema),
+    S_OPT_STRUCTS(8, "lookup_releases", kvt_step_plan_t, lookup_releases, nlookup_releases,
+                  KVT_MSG_MAX_ENTRIES, &s_lookup_release_schema),
+    S_OPT_STRUCTS(9, "touches", kvt_step_plan_t, touches, ntouches, KVT_MSG_MAX_ENTRIES,
+                  &s_touch_schema),
 };
 
 static const kvt_field_t s_step_exec[] = {
@@ -286,6 +300,12 @@ static const kvt_field_t s_step_exec[] = {
             &s_load_schema, -1),
     S_ARRAY(5, "saves", KVT_F_STRUCTS, kvt_step_exec_t, saves, nsaves, 0, KVT_MSG_MAX_ENTRIES,
             &s_save_schema, -1),
+    S_OPT_STRUCTS(6, "lookups", kvt_step_exec_t, lookups, nlookups, KVT_MSG_MAX_ENTRIES,
+                  &s_lookup_schema),
+    S_OPT_STRUCTS(7, "lookup_releases", kvt_step_exec_t, lookup_releases, nlookup_releases,
+                  KVT_MSG_MAX_ENTRIES, &s_lookup_release_schema),
+    S_OPT_STRUCTS(8, "touches", kvt_step_exec_t, touches, ntouches, KVT_MSG_MAX_ENTRIES,
+                  &s_touch_schema),
 };
 
 static const kvt_field_t s_step_done[] = {
@@ -351,6 +371,14 @@ static const kvt_field_t s_lookup_release[] = {
     S_SCALAR(1, "req", KVT_F_U64, kvt_lookup_release_t, op.req, 0, UINT64_MAX),
     S_SCALAR(2, "gen", KVT_F_U32, kvt_lookup_release_t, op.gen, 1, KVT_MSG_MAX_GEN),
 };
+
+static const kvt_schema_t s_touch_schema = {"Touch", sizeof(kvt_touch_msg_t), s_touch,
+                                            S_COUNT(s_touch), NULL};
+static const kvt_schema_t s_lookup_schema = {"Lookup", sizeof(kvt_lookup_t), s_lookup,
+                                             S_COUNT(s_lookup), NULL};
+static const kvt_schema_t s_lookup_release_schema = {"LookupRelease", sizeof(kvt_lookup_release_t),
+                                                     s_lookup_release, S_COUNT(s_lookup_release),
+                                                     NULL};
 
 static const kvt_field_t s_fence[] = {
     S_SCALAR(1, "id", KVT_F_U64, kvt_fence_msg_t, id, 0, UINT64_MAX),

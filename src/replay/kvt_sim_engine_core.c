@@ -277,7 +277,8 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
     }
     s_events(self, p);
     const kvt_workload_t *wl = self->a.wl;
-    bool work = p->nentries || p->nloads || p->nsaves;
+    bool work =
+        p->nentries || p->nloads || p->nsaves || p->nlookups || p->nlookup_releases || p->ntouches;
     if (!work) {
         if (p->idle && self->next >= wl->n) {
             if (self->ended < wl->n)
@@ -319,6 +320,12 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
     out->exec.nloads = p->nloads;
     out->exec.saves = p->saves;
     out->exec.nsaves = p->nsaves;
+    out->exec.lookups = p->lookups;
+    out->exec.nlookups = p->nlookups;
+    out->exec.lookup_releases = p->lookup_releases;
+    out->exec.nlookup_releases = p->nlookup_releases;
+    out->exec.touches = p->touches;
+    out->exec.ntouches = p->ntouches;
     self->step_pending = self->a.tp;
     self->step_failed = false;
     memset(self->step_answered, 0, self->a.tp);

@@ -91,6 +91,24 @@ static int s_on_exec(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     const kvt_step_exec_t *x = &msg->u.step_exec;
     if (self->a.fault_producer_step && x->step == self->a.fault_producer_step && self->a.board)
         kvt_fence_board_fail_next(self->a.board, 1);
+    //  The scheduler's tier lookups, releases and touches go to the worker
+    //  as they are, before the step's loads (a load may use a lookup's pin).
+    for (uint32_t i = 0; i < x->nlookups + x->nlookup_releases + x->ntouches; i++) {
+        kvt_msg_t m;
+        memset(&m, 0, sizeof m);
+        if (i < x->nlookups) {
+            m.kind = KVT_MSG_LOOKUP;
+            m.u.lookup = x->lookups[i];
+        } else if (i < x->nlookups + x->nlookup_releases) {
+            m.kind = KVT_MSG_LOOKUP_RELEASE;
+            m.u.lookup_release = x->lookup_releases[i - x->nlookups];
+        } else {
+            m.kind = KVT_MSG_TOUCH;
+            m.u.touch = x->touches[i - x->nlookups - x->nlookup_releases];
+        }
+        if (kvt_ctx_send(ctx, self->worker, &m) != 0)
+            kvt_ctx_log(ctx, 0, "cannot forward %s to the worker", kvt_msg_kind_name(m.kind));
+    }
     kvt_sim_runner_out_t out;
     kvt_sim_runner_core_exec(self->core, x, &out);
     s_forward(ctx, self, KVT_MSG_LOAD_SPEC, out.loads, out.nloads);

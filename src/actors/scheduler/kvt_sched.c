@@ -220,6 +220,10 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     free(self->p_h);
     free(self->events);
     free(self->p_events);
+    free(self->p_lookups);
+    free(self->p_releases);
+    free(self->rel_q);
+    free(self->p_touches);
     kvt_blockmgr_destroy(&self->bm);
     kvt_tierindex_destroy(&self->tier);
     free(self);
@@ -529,6 +533,26 @@ static void s_finish_plan(kvt_sched_t *self, uint64_t step, kvt_step_plan_t *pla
     plan->nsaves = self->p_nsaves;
     plan->events = self->p_events;
     plan->nevents = nev;
+    for (uint32_t i = 0; i < self->p_nlookups; i++)
+        self->p_lookups[i].keys = self->p_h + (uintptr_t)self->p_lookups[i].keys;
+    plan->lookups = self->p_nlookups ? self->p_lookups : NULL;
+    plan->nlookups = self->p_nlookups;
+    //  Queued releases, at most what one message carries (the rest next).
+    uint32_t nrel = self->nrel_q < KVT_MSG_MAX_ENTRIES ? self->nrel_q : KVT_MSG_MAX_ENTRIES;
+    if (kvt_vec_reserve((void **)&self->p_releases, &self->p_releases_cap, nrel ? nrel : 1,
+                        sizeof(kvt_lookup_release_t)) != 0)
+        nrel = 0;
+    if (nrel > 0) {
+        memcpy(self->p_releases, self->rel_q, (size_t)nrel * sizeof(kvt_lookup_release_t));
+        memmove(self->rel_q, self->rel_q + nrel,
+                (size_t)(self->nrel_q - nrel) * sizeof(kvt_lookup_release_t));
+        self->nrel_q -= nrel;
+    }
+    self->p_nreleases = nrel;
+    plan->lookup_releases = self->p_nreleases ? self->p_releases : NULL;
+    plan->nlookup_releases = self->p_nreleases;
+    plan->touches = self->p_ntouches ? self->p_touches : NULL;
+    plan->ntouches = self->p_ntouches;
 }
 
 //  Starts the plan scratch afresh once per plan (kvt_sched_apply may have
@@ -538,6 +562,7 @@ static void s_open_plan(kvt_sched_t *self)
     if (self->p_open)
         return;
     self->p_nentries = self->p_nloads = self->p_nsaves = self->p_nstate = 0;
+    self->p_nlookups = self->p_nreleases = self->p_ntouches = 0;
     self->p_nu32 = self->p_nh = 0;
     self->p_bytes = 64u * self->nevents + 256u;
     self->p_open = true;
@@ -590,11 +615,21 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
         if (self->reqs[slot].state == R_RUNNING)
             kvt_sched_emit_saves(self, slot);
 
-    //  Admission, FIFO: stop at the first request that does not fit.
-    while (self->waiting.head != KVT_ILIST_NONE &&
-           self->stats.running + self->stats.loading < self->cfg.max_running)
-        if (!kvt_sched_admit(self, self->waiting.head))
+    //  Admission, FIFO: stop at the first request that does not fit. A
+    //  request waiting for its tier lookup holds up no one behind it, but
+    //  takes a place among the max_running candidates (so lookups go out
+    //  only for requests that could be admitted).
+    uint32_t lookup_waits = 0;
+    for (uint32_t slot = self->waiting.head;
+         slot != KVT_ILIST_NONE &&
+         self->stats.running + self->stats.loading + lookup_waits < self->cfg.max_running;) {
+        uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
+        int rc = kvt_sched_admit(self, slot);
+        if (rc == 0)
             break;
+        lookup_waits += rc == S_ADMIT_LOOKUP;
+        slot = next;
+    }
 
     //  Decodes first (one token each), then prefill chunks within the budget.
     uint32_t budget = self->cfg.step_tokens;
@@ -622,8 +657,10 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
                 s_plan_entry_state(self, r, end, end == ckb);
         }
     }
-    bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate;
-    bool outstanding = self->stats.loading > 0 || self->stats.saves_outstanding > 0;
+    bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate ||
+                self->p_nlookups || self->nrel_q || self->p_ntouches;
+    bool outstanding =
+        self->stats.loading > 0 || self->stats.saves_outstanding > 0 || self->stats.lookups_out > 0;
     if (!work && outstanding) {
         self->p_open = false; //  nothing was added: the next call starts afresh
         return KVT_SCHED_HOLD;
@@ -701,6 +738,7 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
         return 0;
     }
     if (r->state == R_WAITING) {
+        kvt_sched_lookup_drop(self, r);
         kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
         self->stats.waiting--;
     } else {

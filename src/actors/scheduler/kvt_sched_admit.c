@@ -26,6 +26,123 @@ static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uin
     return 0;
 }
 
+// -------------------------------------------------------- tier lookups ----
+
+//  Puts a Lookup for r's leading chunk keys [0, n) into the plan: id
+//  {id, gen + 1}, the generation its admission will carry, so the load of
+//  that admission names it (LoadSpec.lookup releases its pin). 0, or -1
+//  when the plan cannot carry it now (tried again by the next plan).
+static int s_issue_lookup(kvt_sched_t *self, kvt_sreq_t *r, uint32_t n)
+{
+    size_t bytes = 48u + 16u * (size_t)n;
+    if (!kvt_sched_plan_fits(self, bytes) || self->p_nlookups >= KVT_MSG_MAX_ENTRIES ||
+        kvt_vec_reserve((void **)&self->p_lookups, &self->p_lookups_cap, self->p_nlookups + 1,
+                        sizeof(kvt_lookup_t)) ||
+        kvt_sched_reserve_scratch(self, 0, n))
+        return -1;
+    kvt_lookup_t *l = &self->p_lookups[self->p_nlookups++];
+    memset(l, 0, sizeof(*l));
+    l->op.req = r->id;
+    l->op.gen = r->gen + 1;
+    l->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
+    l->nkeys = n;
+    l->pin = self->cfg.lookup_pin;
+    l->ttl_ms = self->cfg.lookup_pin ? self->cfg.lookup_ttl_ms : 0;
+    for (uint32_t c = 0; c < n; c++)
+        self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, c);
+    self->p_bytes += bytes;
+    r->lk = S_LK_OUT;
+    r->lk_pinned = self->cfg.lookup_pin;
+    r->lk_held = 0;
+    uint64_t bound = self->cfg.lookup_timeout_us ? self->cfg.lookup_timeout_us : 1000000u;
+    r->lk_deadline = self->now_us + bound;
+    self->stats.lookups_sent++;
+    self->stats.lookups_out++;
+    return 0;
+}
+
+//  Puts r's pin release into the plan when the ranks hold one.
+static void s_release_pin(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    if (!r->lk_pinned)
+        return;
+    r->lk_pinned = false;
+    //  Queued, not put into the open plan: an abort between plans releases
+    //  too; the next plan hands the queue out.
+    if (kvt_vec_reserve((void **)&self->rel_q, &self->rel_q_cap, self->nrel_q + 1,
+                        sizeof(kvt_lookup_release_t)) != 0)
+        return; //  out of memory: the lease's TTL ends it on the ranks
+    self->rel_q[self->nrel_q++].op = (kvt_opid_t){r->id, r->gen + 1};
+    self->stats.lookup_releases++;
+}
+
+void kvt_sched_lookup_drop(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    if (r->lk == S_LK_OUT)
+        self->stats.lookups_out--;
+    s_release_pin(self, r);
+    r->lk = S_LK_NONE;
+}
+
+int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
+{
+    uint32_t slot;
+    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(v->op.req), &slot))
+        return -1;
+    kvt_sreq_t *r = &self->reqs[slot];
+    if (r->state != R_WAITING || r->lk != S_LK_OUT || v->op.gen != r->gen + 1)
+        return -1;
+    self->stats.lookups_out--;
+    r->lk = S_LK_READY;
+    r->lk_held = v->ok ? v->held : 0;
+    if (!v->ok)
+        self->stats.lookup_failed++;
+    return 0;
+}
+
+//  The tier hit of r, in leading chunks of its first max_chunks: true with
+//  *chunks when it is known (no tier: 0), false while r waits for its
+//  lookup (issued now or in an earlier plan). A lookup past its bound
+//  falls back to the HBM hit (counted; its pin is released).
+static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks)
+{
+    *chunks = 0;
+    if (self->cfg.tier_chunks == 0 || max_chunks == 0)
+        return true;
+    if (max_chunks > KVT_MSG_MAX_CHUNKS)
+        max_chunks = KVT_MSG_MAX_CHUNKS;
+    if (r->lk == S_LK_OUT && self->now_us >= r->lk_deadline) {
+        self->stats.lookup_timeouts++;
+        self->stats.lookups_out--;
+        s_release_pin(self, r);
+        r->lk = S_LK_READY;
+        r->lk_held = 0;
+    }
+    if (r->lk == S_LK_READY) {
+        *chunks = r->lk_held < max_chunks ? r->lk_held : max_chunks;
+        return true;
+    }
+    if (r->lk == S_LK_NONE)
+        (void)s_issue_lookup(self, r, max_chunks);
+    return false;
+}
+
+//  The admission committed: a load carrying the lookup's id releases its
+//  pin (LoadSpec.lookup), any other outcome releases it in this plan.
+static void s_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *load)
+{
+    if (load && r->lk_pinned && load->op.gen == r->gen) {
+        load->lookup = true;
+        r->lk_pinned = false;
+        self->stats.lookup_pins_used++;
+    }
+    //  The pin's id is {id, gen + 1} before the admission's gen++.
+    r->gen--;
+    s_release_pin(self, r);
+    r->gen++;
+    r->lk = S_LK_NONE;
+}
+
 //  The probe (HBM match, tier count, fit) has no side effects; only a
 //  committed admission refreshes the tier view and counts hits.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
@@ -50,22 +167,11 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     uint32_t hbm = m * bs;
 
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
-    uint32_t tier = 0;
+    uint32_t tier_chunks;
+    if (!s_tier_hit(self, r, max_chunks, &tier_chunks))
+        return S_ADMIT_LOOKUP;
+    uint32_t tier = tier_chunks * cs;
     kvt_hash_t keys[64];
-    if (self->cfg.tier_chunks > 0 && max_chunks > 0) {
-        //  Count in batches so a long prompt needs no allocation.
-        uint32_t c = 0;
-        while (c < max_chunks) {
-            uint32_t n = max_chunks - c < 64 ? max_chunks - c : 64;
-            for (uint32_t i = 0; i < n; i++)
-                keys[i] = kvt_sched_chunk_key(self, r, c + i);
-            uint32_t got = kvt_tierindex_count(self->tier, keys, n);
-            c += got;
-            if (got < n)
-                break;
-        }
-        tier = c * cs;
-    }
     bool load = tier > hbm;
     //  The KV leg starts on the chunk grid: keep the shared blocks below the
     //  chunk floor of the HBM hit and refill [floor, B) privately, so no
@@ -138,7 +244,9 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
     r->save_budget = self->cfg.save_retries;
-    if (load && s_plan_load(self, r, keep_tokens, tier) == 0) {
+    bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
+    s_lookup_settle(self, r, planned ? &self->p_loads[self->p_nloads - 1] : NULL);
+    if (planned) {
         r->state = R_LOADING;
         r->legs = S_LEG_KV;
         r->legs_failed = 0;
@@ -229,23 +337,6 @@ static bool s_ckpt_tier(void *ctx, uint32_t boundary)
     return kvt_stidx_could_serve(c->self->stidx, h);
 }
 
-//  Leading chunks of r's prompt (at most max_chunks) the tier view holds.
-static uint32_t s_tier_count(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks)
-{
-    kvt_hash_t keys[64];
-    uint32_t c = 0;
-    while (self->cfg.tier_chunks > 0 && c < max_chunks) {
-        uint32_t n = max_chunks - c < 64 ? max_chunks - c : 64;
-        for (uint32_t i = 0; i < n; i++)
-            keys[i] = kvt_sched_chunk_key(self, r, c + i);
-        uint32_t got = kvt_tierindex_count(self->tier, keys, n);
-        c += got;
-        if (got < n)
-            break;
-    }
-    return c;
-}
-
 static void s_add_joint_stats(kvt_sched_t *self, const kvt_joint_stats_t *js)
 {
     self->stats.joint_state_hbm += js->state_hbm;
@@ -271,7 +362,10 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     }
     uint32_t tail = s_tail(self);
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
-    uint32_t tier = s_tier_count(self, r, max_chunks) * cs;
+    uint32_t tier_chunks;
+    if (!s_tier_hit(self, r, max_chunks, &tier_chunks))
+        return S_ADMIT_LOOKUP;
+    uint32_t tier = tier_chunks * cs;
     s_joint_ctx_t jc = {self, r};
     kvt_joint_in_t in = {.block_size = bs,
                          .chunk_size = cs,
@@ -397,6 +491,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
                     r->nprompt);
     r->save_budget = self->cfg.save_retries;
     if (!joint) {
+        s_lookup_settle(self, r, NULL);
         if (hb > 0) {
             r->ck_restore = kvt_ckpt_pin(self->ck, r->hashes[hb - 1]);
             r->restore_at = p->hbm;
@@ -450,6 +545,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         (void)rc_c;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
+    s_lookup_settle(self, r, self->p_nloads ? &self->p_loads[self->p_nloads - 1] : NULL);
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
     r->save_frontier = d.b;

@@ -75,6 +75,11 @@ typedef struct {
     bool convoy_waited;   //  counted once in convoy_waits for this wait
     uint32_t kv_lower;    //  chunks the KV leg read from below the CPU pool
     uint64_t arrival_us;  //  trace arrival time
+    //  The tier lookup of the next admission (id {id, gen + 1}).
+    uint8_t lk;           //  S_LK_*
+    bool lk_pinned;       //  the ranks hold its pin: a load or a release must drop it
+    uint32_t lk_held;     //  settled: leading chunks every rank holds
+    uint64_t lk_deadline; //  out: when it falls back to the HBM hit
     kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 
@@ -124,28 +129,40 @@ struct _kvt_sched_t {
     //  plan scratch (valid until the next plan). Array fields of the specs
     //  hold offsets into p_u32 / p_h until kvt_sched_finish_plan turns them
     //  into pointers (the scratch may move while the plan grows).
-    kvt_entry_t *p_entries;   //  entries
-    uint32_t p_nentries;      //  used
-    uint32_t p_entries_cap;   //  allocated
-    kvt_load_spec_t *p_loads; //  loads
-    uint32_t p_nloads;        //  used
-    uint32_t p_loads_cap;     //  allocated
-    kvt_save_spec_t *p_saves; //  saves
-    uint32_t p_nsaves;        //  used
-    uint32_t p_saves_cap;     //  allocated
-    uint32_t *p_u32;          //  block ids of entries, loads and saves
-    uint32_t p_nu32;          //  used
-    uint32_t p_u32_cap;       //  allocated
-    kvt_hash_t *p_h;          //  hashes / keys of entries, loads and saves
-    uint32_t p_nh;            //  used
-    uint32_t p_h_cap;         //  allocated
-    size_t p_bytes;           //  estimated encoded size of the plan so far
-    kvt_event_t *events;      //  events since the last plan
-    uint32_t nevents;         //  used
-    uint32_t events_cap;      //  allocated
-    kvt_event_t *p_events;    //  events handed out with the last plan
-    uint32_t p_events_cap;    //  allocated
-    kvt_sched_stats_t stats;  //  counters
+    kvt_entry_t *p_entries;           //  entries
+    uint32_t p_nentries;              //  used
+    uint32_t p_entries_cap;           //  allocated
+    kvt_load_spec_t *p_loads;         //  loads
+    uint32_t p_nloads;                //  used
+    uint32_t p_loads_cap;             //  allocated
+    kvt_save_spec_t *p_saves;         //  saves
+    uint32_t p_nsaves;                //  used
+    uint32_t p_saves_cap;             //  allocated
+    uint32_t *p_u32;                  //  block ids of entries, loads and saves
+    uint32_t p_nu32;                  //  used
+    uint32_t p_u32_cap;               //  allocated
+    kvt_hash_t *p_h;                  //  hashes / keys of entries, loads and saves
+    uint32_t p_nh;                    //  used
+    uint32_t p_h_cap;                 //  allocated
+    size_t p_bytes;                   //  estimated encoded size of the plan so far
+    kvt_lookup_t *p_lookups;          //  lookups (keys hold offsets into p_h until finished)
+    uint32_t p_nlookups;              //  used
+    uint32_t p_lookups_cap;           //  allocated
+    kvt_lookup_release_t *p_releases; //  lookup releases
+    uint32_t p_nreleases;             //  used
+    uint32_t p_releases_cap;          //  allocated
+    kvt_lookup_release_t *rel_q;      //  releases queued since the last plan (any call)
+    uint32_t nrel_q;                  //  used
+    uint32_t rel_q_cap;               //  allocated
+    kvt_touch_msg_t *p_touches;       //  touches
+    uint32_t p_ntouches;              //  used
+    uint32_t p_touches_cap;           //  allocated
+    kvt_event_t *events;              //  events since the last plan
+    uint32_t nevents;                 //  used
+    uint32_t events_cap;              //  allocated
+    kvt_event_t *p_events;            //  events handed out with the last plan
+    uint32_t p_events_cap;            //  allocated
+    kvt_sched_stats_t stats;          //  counters
 };
 
 //  The request records' queue links.
@@ -191,6 +208,19 @@ bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
 //  (kvt_sched_save.c).
 void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot);
 
+//  Tier lookup of a waiting request.
+enum { S_LK_NONE = 0, S_LK_OUT, S_LK_READY };
+
+//  kvt_sched_admit: the request waits for its tier lookup (others go on).
+#define S_ADMIT_LOOKUP 2
+
+//  Drops what request r's lookup holds (kvt_sched_admit.c): an outstanding
+//  one stops counting, a pin goes into the plan as a LookupRelease.
+void kvt_sched_lookup_drop(kvt_sched_t *self, kvt_sreq_t *r);
+
+//  Applies a lookup verdict: 0, or -1 when stale.
+int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v);
+
 //  Load legs.
 #define S_LEG_KV    0x1
 #define S_LEG_STATE 0x2
@@ -202,7 +232,8 @@ static inline bool kvt_sched_hybrid(const kvt_sched_t *self)
 }
 
 //  Tries to admit the waiting request in `slot` (kvt_sched_admit.c): 1 when
-//  admitted (its entry or load goes into the plan), 0 when it must wait.
+//  admitted (its entry or load goes into the plan), 0 when it must wait
+//  (admission stops), S_ADMIT_LOOKUP when it waits for its tier lookup.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot);
 
 //  Hybrid admission (kvt_sched_admit.c).

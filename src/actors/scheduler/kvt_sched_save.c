@@ -355,6 +355,8 @@ int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         rc = s_load_verdict(self, v);
     else if (v->chan == KVT_CHAN_SAVE)
         rc = s_save_verdict(self, v);
+    else if (v->chan == KVT_CHAN_LOOKUP)
+        rc = kvt_sched_lookup_verdict(self, v);
     if (rc != 0)
         self->stats.stale_verdicts++;
     return rc;
@@ -399,6 +401,12 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(records);
     S_C(aborted);
     S_C(preempted);
+    S_C(lookups_sent);
+    S_C(lookup_timeouts);
+    S_C(lookup_failed);
+    S_C(lookup_releases);
+    S_C(lookup_pins_used);
+    S_C(lookups_out);
     if (kvt_sched_hybrid(self)) {
         S_C(gate_lost_tokens);
         S_C(joint_state_hbm);
