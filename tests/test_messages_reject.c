@@ -836,6 +836,11 @@ static const s_frame_row_t s_frames[] = {
     //  an unknown key above 255 twice (such keys are remembered in a list, not the bitmap)
     {RAW(0x93, 0x01, 0x0b, 0x83, 0x01, 0x00, 0xcd, 0x01, 0x2c, 0x00, 0xcd, 0x01, 0x2c, 0x01),
      KVT_MSG_SHUTDOWN, "key 300", "duplicate key 300"},
+    //  fix headers claiming more than the frame has (a map entry takes two bytes)
+    {RAW(0x9f, 0x01), 0, "envelope", "header claims 15, more than"},
+    {RAW(0x93, 0x01, 0x01, 0x8f), KVT_MSG_PING, "body", "header claims 15, more than"},
+    {RAW(0x93, 0x01, 0x01, 0x82, 0x01, 0x00), KVT_MSG_PING, "body", "header claims 2, more than"},
+    {RAW(0x93, 0x01, 0x01, 0x81, 0x01, 0xcd, 0x01), KVT_MSG_PING, "seq", "truncated"},
 };
 
 Test(kvt_msg_reject, envelope_table_names_the_field)

@@ -209,27 +209,39 @@ const char *kvt_wire_type_name(kvt_wire_type_t type)
     return "?";
 }
 
+//  Reads the first byte and the big-endian payload directly (no s_head): map
+//  keys and most fields are integers, so this is the reader's hot path.
 kvt_wire_rc_t kvt_wire_read_uint(kvt_wire_rd_t *r, uint64_t *value)
 {
-    kvt_wire_type_t type = kvt_wire_peek(r);
-    if (type == KVT_WT_END)
+    size_t left = kvt_wire_left(r);
+    if (left == 0)
         return KVT_WIRE_TRUNCATED;
-    if (type != KVT_WT_UINT && type != KVT_WT_INT)
-        return KVT_WIRE_TYPE;
-    s_class_t cls;
-    size_t hdr;
-    uint64_t n;
-    kvt_wire_rc_t rc = s_head(r, &cls, &hdr, &n);
-    if (rc != KVT_WIRE_OK)
-        return rc;
     const uint8_t *p = r->buf + r->off;
-    uint64_t v = n == 0 ? p[0] : s_be(p + 1, (size_t)n);
-    if (p[0] >= 0xe0)
+    uint8_t b = p[0];
+    if (b <= 0x7f) {
+        *value = b;
+        r->off++;
+        return KVT_WIRE_OK;
+    }
+    if (b >= 0xe0)
         return KVT_WIRE_NEGATIVE;
+    size_t n;
+    bool is_signed;
+    if (b >= 0xcc && b <= 0xcf) {
+        n = (size_t)1 << (b - 0xcc);
+        is_signed = false;
+    } else if (b >= 0xd0 && b <= 0xd3) {
+        n = (size_t)1 << (b - 0xd0);
+        is_signed = true;
+    } else
+        return KVT_WIRE_TYPE;
+    if (left - 1 < n)
+        return KVT_WIRE_TRUNCATED;
+    uint64_t v = s_be(p + 1, n);
     //  Signed formats: a non-negative value is accepted, as msgpack-c does.
-    if (p[0] >= 0xd0 && p[0] <= 0xd3 && (v >> (8 * n - 1)) != 0)
+    if (is_signed && (v >> (8 * n - 1)) != 0)
         return KVT_WIRE_NEGATIVE;
-    r->off += hdr + (size_t)n;
+    r->off += 1 + n;
     *value = v;
     return KVT_WIRE_OK;
 }
@@ -279,6 +291,19 @@ kvt_wire_rc_t kvt_wire_read_bin(kvt_wire_rd_t *r, const uint8_t **data, uint32_t
 
 static kvt_wire_rc_t s_read_head(kvt_wire_rd_t *r, kvt_wire_type_t want, uint32_t *count)
 {
+    //  fixmap / fixarray, the common case, checked as s_head would.
+    size_t left = kvt_wire_left(r);
+    uint8_t fix = want == KVT_WT_MAP ? 0x80 : 0x90;
+    if (left > 0 && (r->buf[r->off] & 0xf0) == fix) {
+        uint32_t n = r->buf[r->off] & 0x0f;
+        if ((uint64_t)(want == KVT_WT_MAP ? 2 * n : n) > left - 1) {
+            r->claim = n;
+            return KVT_WIRE_TOO_BIG;
+        }
+        *count = n;
+        r->off++;
+        return KVT_WIRE_OK;
+    }
     kvt_wire_type_t type = kvt_wire_peek(r);
     if (type == KVT_WT_END)
         return KVT_WIRE_TRUNCATED;
