@@ -566,6 +566,25 @@ Test(kvt_msg, encoder_writes_what_msgpack_c_packs_every_kind_and_boundary)
             m.u.ping.npayload = sizes[j];
             s_same_as_msgpack_c(&m, "ping");
         }
+    //  Maps and arrays of 15 and 16 (fix and 16-bit headers).
+    static kvt_counter_t counters[16];
+    static uint64_t wrong[16];
+    for (uint32_t n = 15; n <= 16; n++) {
+        for (uint32_t i = 0; i < n; i++) {
+            snprintf(counters[i].name, sizeof counters[i].name, "c%u", i);
+            counters[i].value = ints[i % (sizeof ints / sizeof ints[0])];
+            wrong[i] = ints[i % (sizeof ints / sizeof ints[0])];
+        }
+        kvt_msg_t m = {.kind = KVT_MSG_STATS};
+        m.u.stats.counters = counters;
+        m.u.stats.ncounters = n;
+        snprintf(m.u.stats.from, sizeof m.u.stats.from, "w");
+        s_same_as_msgpack_c(&m, "stats");
+        m = (kvt_msg_t){.kind = KVT_MSG_STEP_DONE};
+        m.u.step_done.wrong = wrong;
+        m.u.step_done.nwrong = n;
+        s_same_as_msgpack_c(&m, "step_done");
+    }
     static const uint32_t texts[] = {1, 31, 32, 255, KVT_MSG_MAX_TEXT};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         for (size_t j = 0; j < sizeof texts / sizeof texts[0]; j++) {

@@ -267,7 +267,7 @@ static void s_put_count(s_out_t *o, uint8_t fix, uint8_t b16, uint32_t n)
 
 static void s_put_bin_head(s_out_t *o, size_t size)
 {
-    if (size < 256)
+    if (size <= UINT8_MAX)
         s_put_be(o, 0xc4, size, 1);
     else if (size < 65536)
         s_put_be(o, 0xc5, size, 2);
