@@ -1,0 +1,257 @@
+/*  `kvtier replay` with a hybrid model (--model qwen3-next-like): the
+    scheduler core runs hybrid, every rank has state slots and HBM
+    checkpoints, the oracle checks restored state slots, and the report
+    carries joint{}, state_loads{}, touches{}, holds{} and state_tax{}
+    from the scheduler's counters; the settings come through the one
+    configuration (--config FILE < KVTIER_* < flags). Through the binary,
+    the report read back with jansson. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KVTIER KVT_BINARY_DIR "/kvtier"
+#define TRACE  KVT_SOURCE_DIR "/../shared/traces/conversation_trace.jsonl"
+
+//  The synthetic workload's small run: the HBM pool spills into the tier.
+#define SMALL "--limit 160 --hbm-pool 2MiB --cpu-pool 32MiB"
+
+static char s_dir[64];    //  the test's temporary directory
+static char s_err[65536]; //  stderr of the last run
+
+static void s_setup(void)
+{
+    snprintf(s_dir, sizeof s_dir, "/tmp/kvt-hy-XXXXXX");
+    cr_assert_not_null(mkdtemp(s_dir));
+}
+
+static void s_teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+//  Runs `ENV kvtier replay ARGS --json DIR/report.json`; returns its exit
+//  status, its stderr in s_err, and the report (NULL when none was written).
+static json_t *s_replay(const char *env, const char *args, int *status)
+{
+    char cmd[2048], err[128], report[128];
+    snprintf(err, sizeof err, "%s/stderr", s_dir);
+    snprintf(report, sizeof report, "%s/report.json", s_dir);
+    unlink(report);
+    snprintf(cmd, sizeof cmd, "%s %s replay %s --json %s >/dev/null 2>%s", env ? env : "", KVTIER,
+             args, report, err);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc), "kvtier replay %s did not exit normally", args);
+    *status = WEXITSTATUS(rc);
+    FILE *f = fopen(err, "r");
+    size_t n = f ? fread(s_err, 1, sizeof s_err - 1, f) : 0;
+    s_err[n] = 0;
+    if (f)
+        fclose(f);
+    json_error_t je;
+    return access(report, R_OK) == 0 ? json_load_file(report, 0, &je) : NULL;
+}
+
+//  root[a][b][c] as an integer (path of up to three keys); -1 when absent.
+static long long s_int(const json_t *root, const char *a, const char *b, const char *c)
+{
+    const json_t *v = json_object_get(root, a);
+    if (v && b)
+        v = json_object_get(v, b);
+    if (v && c)
+        v = json_object_get(v, c);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+//  A counter of the report's counters{} summed over every actor that has it.
+static long long s_counter(const json_t *root, const char *name)
+{
+    const json_t *counters = json_object_get(root, "counters");
+    const char *actor;
+    const json_t *c;
+    long long sum = 0;
+    json_object_foreach((json_t *)counters, actor, c)
+    {
+        const json_t *v = json_object_get(c, name);
+        if (json_is_integer(v))
+            sum += (long long)json_integer_value(v);
+    }
+    return sum;
+}
+
+static long long s_sched(const json_t *root, const char *name)
+{
+    return s_int(root, "counters", "scheduler", name);
+}
+
+//  What every hybrid report must hold: the sections, each equal to the
+//  scheduler's counter it reports, the state loads without a failure, the
+//  KV bytes right and the state slots checked by the oracle.
+static void s_assert_hybrid(const json_t *r)
+{
+    cr_assert_str_eq(json_string_value(json_object_get(r, "model")), "qwen3-next-like");
+    cr_assert_eq(s_int(r, "state_bytes", NULL, NULL), 1608 * 128, "the preset's state bytes");
+    cr_assert_eq(s_int(r, "checkpoint_interval", NULL, NULL), 1024);
+    cr_assert(json_is_true(json_object_get(r, "quiescent")));
+    //  joint{}: the §3 counters the scheduler has.
+    cr_assert_eq(s_int(r, "joint", "boundaries", "state_hbm"), s_sched(r, "sched.joint_state_hbm"));
+    cr_assert_eq(s_int(r, "joint", "boundaries", "state_tier"),
+                 s_sched(r, "sched.joint_state_tier"));
+    cr_assert_geq(s_int(r, "joint", "boundaries", "state_hbm") +
+                      s_int(r, "joint", "boundaries", "state_tier"),
+                  1, "some admission chose a joint boundary");
+    const char *skips[] = {"tier_within_hbm", "no_rung_above_hbm", "partial_chunk_no_room",
+                           "no_probe_demand", "below_min_load",    "convoy_waits"};
+    for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "sched.%s", skips[i]);
+        cr_assert_geq(s_int(r, "joint", skips[i], NULL), 0, "joint.%s missing", skips[i]);
+        cr_assert_eq(s_int(r, "joint", skips[i], NULL), s_sched(r, name), "joint.%s", skips[i]);
+    }
+    cr_assert_eq(s_int(r, "joint", "retreats", "to_hbm"), s_sched(r, "sched.retreats_to_hbm"));
+    cr_assert_eq(s_int(r, "joint", "retreats", "to_zero"), s_sched(r, "sched.retreats_to_zero"));
+    //  state_loads{}: the state-offload index's lifecycle counters.
+    const char *legs[] = {"dispatched", "completed", "failed",
+                          "abandoned",  "orphaned",  "reclaimed"};
+    for (size_t i = 0; i < sizeof legs / sizeof legs[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "stidx.%s", legs[i]);
+        cr_assert_geq(s_int(r, "state_loads", legs[i], NULL), 0, "state_loads.%s missing", legs[i]);
+        cr_assert_eq(s_int(r, "state_loads", legs[i], NULL), s_sched(r, name));
+    }
+    cr_assert_eq(s_int(r, "touches", "sent", NULL), s_sched(r, "stidx.touches_sent"));
+    cr_assert_eq(s_int(r, "touches", "gone", NULL), s_sched(r, "stidx.forgotten_gone"));
+    cr_assert_eq(s_int(r, "touches", "unrefreshed", NULL), s_sched(r, "stidx.touches_unrefreshed"));
+    cr_assert_eq(s_int(r, "holds", "held", NULL), s_sched(r, "stidx.holds"));
+    cr_assert_eq(s_int(r, "holds", "expired", NULL), s_sched(r, "stidx.holds_expired"));
+    //  state_tax{}: the tokens KV alone could have resumed minus the boundary chosen.
+    long long tax = s_int(r, "state_tax", "tokens", NULL);
+    long long resumes = s_int(r, "state_tax", "resumes", NULL);
+    cr_assert_eq(tax, s_sched(r, "sched.state_tax_tokens"));
+    cr_assert_eq(resumes, s_sched(r, "sched.state_resumes"));
+    cr_assert_gt(resumes, 0);
+    double per =
+        json_real_value(json_object_get(json_object_get(r, "state_tax"), "tokens_per_resume"));
+    cr_assert(per > (double)tax / (double)resumes - 0.001 &&
+                  per < (double)tax / (double)resumes + 0.001,
+              "tokens_per_resume %.3f is not %lld / %lld", per, tax, resumes);
+    //  The oracle checked restored state slots and every restored KV byte was right.
+    cr_assert_gt(s_counter(r, "runner.states_verified"), 0, "no state slot was checked");
+    cr_assert_gt(s_counter(r, "runner.states_written"), 0);
+    cr_assert_eq(s_counter(r, "runner.blocks_wrong"), 0);
+}
+
+TestSuite(replay_hybrid, .init = s_setup, .fini = s_teardown, .timeout = 120);
+
+Test(replay_hybrid, synthetic_reports_joint_state_loads_and_state_tax)
+{
+    int st;
+    json_t *r = s_replay(NULL, "--model qwen3-next-like " SMALL " --log-level 0 --quiet", &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    s_assert_hybrid(r);
+    //  The target of the built-in synthetic workload: at most one chunk.
+    double per =
+        json_real_value(json_object_get(json_object_get(r, "state_tax"), "tokens_per_resume"));
+    cr_assert_leq(per, 256.0, "state tax %.1f tokens per resume", per);
+    //  No load failed, KV or state (no fault injected).
+    cr_assert_eq(s_int(r, "state_loads", "failed", NULL), 0);
+    //  The scheduler ran hybrid: it took checkpoints and gated HBM hits.
+    cr_assert_gt(s_sched(r, "sched.ckpt_takes"), 0);
+    cr_assert_gt(s_sched(r, "ckpt.slots_taken"), 0);
+    json_decref(r);
+}
+
+Test(replay_hybrid, dense_report_has_no_hybrid_sections)
+{
+    int st;
+    json_t *r = s_replay(NULL, "--limit 40 --log-level 0 --quiet", &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(st, 0, "%s", s_err);
+    cr_assert_str_eq(json_string_value(json_object_get(r, "model")), "dense");
+    cr_assert_null(json_object_get(r, "joint"));
+    cr_assert_null(json_object_get(r, "state_tax"));
+    cr_assert_null(json_object_get(r, "state_loads"));
+    cr_assert_eq(s_counter(r, "runner.states_written"), 0);
+    cr_assert_eq(s_sched(r, "sched.ckpt_takes"), -1, "a dense scheduler has no checkpoints");
+    json_decref(r);
+}
+
+Test(replay_hybrid, config_file_then_environment_then_flags)
+{
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/replay.yaml", s_dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "# a replay's settings\nlimit: 3\nmodel: qwen3-next-like\nlog_level: 0\n");
+    cr_assert_eq(fclose(f), 0);
+    int st;
+    //  The file alone.
+    snprintf(args, sizeof args, "--config %s --quiet", path);
+    json_t *r = s_replay(NULL, args, &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(s_int(r, "requests", NULL, NULL), 3, "file: limit 3");
+    cr_assert_str_eq(json_string_value(json_object_get(r, "model")), "qwen3-next-like");
+    json_decref(r);
+    //  The environment over the file.
+    r = s_replay("KVTIER_LIMIT=4", args, &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(s_int(r, "requests", NULL, NULL), 4, "environment over the file");
+    json_decref(r);
+    //  A flag over both, whatever the order it comes in.
+    snprintf(args, sizeof args, "--limit 5 --config %s --quiet --model dense", path);
+    r = s_replay("KVTIER_LIMIT=4", args, &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(s_int(r, "requests", NULL, NULL), 5, "the flag over the environment");
+    cr_assert_str_eq(json_string_value(json_object_get(r, "model")), "dense");
+    json_decref(r);
+    //  The derived values are logged once (log level 1).
+    snprintf(args, sizeof args, "--config %s --log-level 1 --quiet", path);
+    r = s_replay(NULL, args, &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    json_decref(r);
+    const char *ns = strstr(s_err, "config: namespace = ");
+    cr_assert_not_null(ns, "the namespace is not logged: %s", s_err);
+    cr_assert_null(strstr(ns + 1, "config: namespace = "), "logged twice: %s", s_err);
+    cr_assert_not_null(strstr(s_err, "config: layout = gdn"), "%s", s_err);
+}
+
+Test(replay_hybrid, bad_settings_are_refused_naming_them_before_any_rank_starts)
+{
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/bad.yaml", s_dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "limit: 3\ntp: zero\n");
+    cr_assert_eq(fclose(f), 0);
+    int st;
+    snprintf(args, sizeof args, "--config %s --quiet", path);
+    json_t *r = s_replay(NULL, args, &st);
+    cr_assert_eq(st, 2, "%s", s_err);
+    cr_assert_null(r);
+    cr_assert_not_null(strstr(s_err, "bad.yaml:2"), "%s", s_err);
+    cr_assert_not_null(strstr(s_err, "tp"), "%s", s_err);
+    r = s_replay("KVTIER_CHECKPOINT_INTERVAL=100", "--model qwen3-next-like --quiet", &st);
+    cr_assert_eq(st, 2, "%s", s_err);
+    cr_assert_null(r);
+    cr_assert_not_null(strstr(s_err, "KVTIER_CHECKPOINT_INTERVAL"), "%s", s_err);
+    r = s_replay(NULL, "--model qwen3-next-like --driver live --ranks-as-processes --quiet", &st);
+    cr_assert_eq(st, 2, "%s", s_err);
+    cr_assert_not_null(strstr(s_err, "state-bytes"), "%s", s_err);
+}
+
+Test(replay_hybrid, conversation_trace_reports_joint_state_loads_and_state_tax, .timeout = 300)
+{
+    if (access(TRACE, R_OK) != 0)
+        cr_skip_test("no conversation trace at %s", TRACE);
+    int st;
+    json_t *r = s_replay(
+        NULL, "--trace " TRACE " --limit 400 --model qwen3-next-like --log-level 0 --quiet", &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    s_assert_hybrid(r);
+    json_decref(r);
+}
