@@ -284,7 +284,7 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set(root, "ttft_ms", ttft);
     rc |= json_object_set_new(root, "quiescent", json_boolean(r->quiescent));
     rc |= json_object_set_new(root, "model", json_string(cfg->model ? cfg->model : "dense"));
-    if (cfg->state_bytes) {
+    if (cfg->state_bytes != 0) {
         rc |= json_object_set_new(root, "state_bytes", s_u64(cfg->state_bytes));
         rc |= json_object_set_new(root, "checkpoint_interval",
                                   json_integer(cfg->checkpoint_interval));
