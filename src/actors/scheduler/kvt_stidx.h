@@ -65,7 +65,7 @@ typedef struct _kvt_stidx_t kvt_stidx_t;
 #define KVT_STIDX_HOLD_BOUND_US     2000000ull  //  default verify-hold bound (lookup_defer), 2 s
 #define KVT_STIDX_WINDOW_MIN_US     5000000ull  //  verified window floor, 5 s
 #define KVT_STIDX_WINDOW_MAX_US     60000000ull //  verified window ceiling, 60 s
-#define KVT_STIDX_SLICE             16u  //  key-set units (records, map slots) per stats read
+#define KVT_STIDX_SLICE             8u   //  key-set units (records, map slots) per stats read
 #define KVT_STIDX_DEEP_EVERY        256u //  stats reads per timing round (bench admit)
 
 typedef struct {
