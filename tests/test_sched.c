@@ -8,6 +8,7 @@
 #include "actors/scheduler/kvt_blockmgr.h"
 #include "actors/scheduler/kvt_sched.h"
 #include "actors/scheduler/kvt_tierindex.h"
+#include "kvtier/kvt_store.h"
 
 static kvt_hash_t H(uint64_t x)
 {
@@ -205,10 +206,12 @@ static uint32_t rig_held(const rig_t *r, const kvt_lookup_t *l)
     return n;
 }
 
-static void rig_init(rig_t *r, uint32_t hbm_blocks, uint32_t tier_chunks)
+static void rig_init_pin(rig_t *r, uint32_t hbm_blocks, uint32_t tier_chunks, bool pin)
 {
     memset(r, 0, sizeof *r);
-    kvt_sched_cfg_t cfg = {.block_size = BS,
+    kvt_sched_cfg_t cfg = {.lookup_pin = pin,
+                           .lookup_ttl_ms = pin ? 500 : 0,
+                           .block_size = BS,
                            .chunk_size = CS,
                            .hbm_blocks = hbm_blocks,
                            .tier_chunks = tier_chunks,
@@ -219,6 +222,11 @@ static void rig_init(rig_t *r, uint32_t hbm_blocks, uint32_t tier_chunks)
     char err[128];
     r->s = kvt_sched_new(&cfg, err, sizeof err);
     cr_assert_not_null(r->s, "%s", err);
+}
+
+static void rig_init(rig_t *r, uint32_t hbm_blocks, uint32_t tier_chunks)
+{
+    rig_init_pin(r, hbm_blocks, tier_chunks, false);
 }
 
 static void rig_arrive(rig_t *r, uint64_t id, uint32_t n, uint32_t base, uint32_t max_new)
@@ -1603,5 +1611,278 @@ Test(sched, a_state_miss_retracts_the_image_without_its_request)
     cr_assert_eq(info.computed, 20);
     rig_deliver(&r);
     rig_run(&r, 100);
+    kvt_sched_destroy(&r.s);
+}
+
+// ------------------------------------------------------- tier lookups ----
+
+//  Request 1 (150 tokens) leaves [0, 128) in the tier, request 2 evicts all
+//  but its first 32 tokens from HBM; request 3 repeats request 1's prompt.
+//  Lookups are not answered by the rig: each test delivers its own.
+static void lk_setup(rig_t *r, bool pin)
+{
+    rig_init_pin(r, 12, 64, pin);
+    rig_arrive(r, 1, 150, 100, 1);
+    rig_run(r, 50);
+    rig_arrive(r, 2, 150, 90000, 1);
+    rig_run(r, 50);
+    r->lose_lookups = true;
+    r->releases_seen = r->pins_used = 0; //  requests 1 and 2 released theirs (nothing held)
+}
+
+static kvt_lookup_t lk_only(const rig_t *r)
+{
+    cr_assert_eq(r->plan.nlookups, 1);
+    return r->plan.lookups[0];
+}
+
+static int lk_answer(rig_t *r, kvt_opid_t op, bool ok, uint32_t held)
+{
+    kvt_verdict_t v = {.chan = KVT_CHAN_LOOKUP, .op = op, .ok = ok, .held = held};
+    return kvt_sched_verdict(r->s, &v);
+}
+
+//  The aggregator settles a lookup with the fewest chunks any rank holds:
+//  the admission loads exactly that much, not what it asked for.
+Test(sched, lookup_admission_loads_the_chunks_every_rank_holds)
+{
+    static rig_t r;
+    lk_setup(&r, false);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    cr_assert_eq(l.op.req, 3);
+    cr_assert_eq(l.nkeys, 2, "the prompt's leading chunks below its tail");
+    cr_assert(rig_holds(&r, l.keys[0]) && rig_holds(&r, l.keys[1]));
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 3, &info), 0);
+    cr_assert_eq(info.state, 1, "waiting for its lookup");
+    cr_assert_eq(lk_answer(&r, l.op, true, 1), 0, "one rank holds only the first chunk");
+    rig_deliver(&r);
+    cr_assert_eq(rig_step_once(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1);
+    cr_assert_eq(r.plan.loads[0].start, 0);
+    cr_assert_eq(r.plan.loads[0].end, CS, "the minimum over the ranks, one chunk");
+    cr_assert_not(r.plan.loads[0].lookup, "no pin asked");
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A request waiting for its lookup holds up no one: the short request
+//  behind it (no chunk to look up) is admitted in the same plan.
+Test(sched, a_request_waiting_for_its_lookup_does_not_block_the_next)
+{
+    static rig_t r;
+    lk_setup(&r, false);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_arrive(&r, 4, 40, 50000, 2);
+    cr_assert_eq(rig_step_once(&r), 1);
+    kvt_lookup_t l = lk_only(&r);
+    bool entry4 = false;
+    for (uint32_t i = 0; i < r.plan.nentries; i++)
+        entry4 |= r.plan.entries[i].op.req == 4;
+    cr_assert(entry4, "request 4 runs while 3 waits for its lookup");
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 3, &info), 0);
+    cr_assert_eq(info.state, 1);
+    cr_assert_eq(lk_answer(&r, l.op, true, 2), 0);
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert_eq(r.finished, 4);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A lookup that does not settle within lookup_timeout_us (default 1 s)
+//  falls back to the HBM hit, counted; its late verdict is stale.
+Test(sched, a_lookup_past_its_bound_falls_back_to_the_hbm_hit)
+{
+    static rig_t r;
+    lk_setup(&r, false);
+    kvt_sched_set_now(r.s, 5000000);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    kvt_sched_set_now(r.s, 5000000 + 999999);
+    cr_assert_eq(rig_step_once(&r), KVT_SCHED_HOLD, "still inside the bound: wait");
+    kvt_sched_set_now(r.s, 5000000 + 1000000);
+    cr_assert_eq(rig_step_once(&r), 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 3, &info), 0);
+    cr_assert_eq(info.state, 3, "running from the HBM hit");
+    cr_assert_eq(info.hbm_hit, 32);
+    cr_assert_eq(r.plan.nloads, 0);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.lookup_timeouts, 1);
+    cr_assert_eq(st.lookups_out, 0);
+    cr_assert_eq(lk_answer(&r, l.op, true, 2), -1, "the late verdict is stale");
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A pinned lookup's lease is released by the load that uses it
+//  (LoadSpec.lookup), never also by a LookupRelease.
+Test(sched, a_pinned_lookup_is_released_by_its_load)
+{
+    static rig_t r;
+    lk_setup(&r, true);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    cr_assert(l.pin);
+    cr_assert_eq(l.ttl_ms, 500);
+    cr_assert_eq(lk_answer(&r, l.op, true, 2), 0);
+    cr_assert_eq(rig_step_once(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1);
+    cr_assert(r.plan.loads[0].lookup, "the load releases the pin");
+    cr_assert(r.plan.loads[0].op.req == l.op.req && r.plan.loads[0].op.gen == l.op.gen,
+              "the load carries the lookup's id");
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert_eq(r.releases_seen, 0, "released once, by the load");
+    cr_assert_eq(r.pins_used, 1);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  An admission that does not load (the tier holds nothing above the HBM
+//  hit) releases the pin with one LookupRelease of the lookup's id.
+Test(sched, a_pinned_lookup_no_load_uses_is_released_once)
+{
+    static rig_t r;
+    lk_setup(&r, true);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    cr_assert_eq(lk_answer(&r, l.op, true, 0), 0);
+    cr_assert_eq(rig_step_once(&r), 1);
+    cr_assert_eq(r.plan.nloads, 0);
+    cr_assert_eq(r.plan.nlookup_releases, 1);
+    cr_assert_eq(r.plan.lookup_releases[0].op.req, 3);
+    cr_assert_eq(r.plan.lookup_releases[0].op.gen, l.op.gen);
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert_eq(r.releases_seen, 1, "exactly once");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A request aborted while its pinned lookup is out releases the pin in
+//  the next plan; the lookup's verdict then finds no request.
+Test(sched, an_abort_while_the_lookup_is_out_releases_its_pin)
+{
+    static rig_t r;
+    lk_setup(&r, true);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    cr_assert_eq(kvt_sched_abort(r.s, 3), 0);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.lookups_out, 0);
+    rig_step_once(&r);
+    cr_assert_eq(r.plan.nlookup_releases, 1);
+    cr_assert_eq(r.plan.lookup_releases[0].op.req, 3);
+    cr_assert_eq(lk_answer(&r, l.op, true, 2), -1, "stale: the request is gone");
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert_eq(r.releases_seen, 1);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+// ------------------------------------------- touches and the verify hold ----
+
+//  The touch a plan carries for the image a tier hit votes for.
+static kvt_touch_msg_t touch_of(const rig_t *r, kvt_hash_t h)
+{
+    for (uint32_t i = 0; i < r->plan.ntouches; i++)
+        if (kvt_hash_eq(r->plan.touches[i].hash, h))
+            return r->plan.touches[i];
+    cr_assert_fail("the plan carries no touch of the image");
+    return (kvt_touch_msg_t){0};
+}
+
+//  A tier hit that votes for an image touches it; a GONE verdict of that
+//  touch forgets the image (I5).
+Test(sched, rule_I5_a_tier_hit_touches_its_image_and_a_gone_touch_forgets_it)
+{
+    static rig_t r;
+    joint_setup(&r, 12, 44);
+    uint64_t images0 = counter(&r, "stidx.images");
+    kvt_sched_stats_t st0;
+    kvt_sched_stats(r.s, &st0);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1);
+    cr_assert(r.plan.loads[0].state);
+    kvt_touch_msg_t t = touch_of(&r, r.plan.loads[0].state_hash);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.touches_planned - st0.touches_planned, 1);
+    kvt_verdict_t v = {.chan = KVT_CHAN_TOUCH,
+                       .op = {t.round, KVT_TOUCH_GEN},
+                       .key = t.hash,
+                       .ok = false,
+                       .detail = KVT_DETAIL_MISS,
+                       .touch = KVT_TOUCH_GONE};
+    cr_assert_eq(kvt_sched_verdict(r.s, &v), 0);
+    cr_assert_eq(counter(&r, "stidx.forgotten_gone"), 1);
+    cr_assert_eq(counter(&r, "stidx.images"), images0 - 1);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  Seed 000's lost verdict: an image stored longer ago than the verified
+//  window holds the admission that would load it for its touch's verdict;
+//  the verdict never comes, and the hold ends once its bound (2 s from the
+//  first hold, not from the later passes or touches) has passed (I6).
+Test(sched, rule_I6_the_lost_touch_verdict_releases_the_hold_within_the_bound)
+{
+    static rig_t r;
+    joint_setup(&r, 12, 44);
+    uint64_t t0 = 10000000; //  10 s: past the 5 s window since the store
+    kvt_sched_set_now(r.s, t0);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1, "the plan carries the touch");
+    cr_assert_eq(r.plan.nloads, 0, "held: no load yet");
+    cr_assert_eq(r.plan.ntouches, 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 1, "waiting for the touch verdict");
+    r.npending = 0; //  the touch verdict is lost
+    kvt_sched_set_now(r.s, t0 + 1000000);
+    rig_step(&r);
+    cr_assert_eq(r.plan.nloads, 0, "still inside the bound");
+    kvt_sched_set_now(r.s, t0 + 2000000);
+    rig_step(&r);
+    cr_assert_eq(r.plan.nloads, 0, "still held at the bound");
+    r.npending = 0;
+    kvt_sched_set_now(r.s, t0 + 2000001);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1, "past the bound the hold ended");
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 2);
+    cr_assert_eq(info.joint_src, 2);
+    cr_assert_eq(counter(&r, "stidx.holds_expired"), 1);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_geq(st.verify_holds, 2);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }

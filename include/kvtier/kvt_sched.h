@@ -84,6 +84,12 @@ typedef struct {
                                 //  (0 = 1 s)
     bool lookup_pin;            //  pin what a lookup found until the load that uses it
     uint32_t lookup_ttl_ms;     //  the pin's lease on the ranks (0 = the worker's default)
+    //  Touches and the verify hold (hybrid models, rules I5, I6).
+    uint64_t cpu_pool_bytes; //  per rank: sets the verified window (kvt_stidx_window_us;
+                             //  0 = its 5 s floor)
+    uint64_t hold_bound_us;  //  a verify hold ends this long after its first hold (0 = 2 s)
+    void (*log)(void *arg, const char *line); //  the state index's warnings (may be NULL)
+    void *log_arg;                            //  passed to log
 } kvt_sched_cfg_t;
 
 typedef struct {
@@ -143,6 +149,8 @@ typedef struct {
     uint64_t lookup_releases;  //  LookupReleases put into plans (a pin no load used)
     uint64_t lookup_pins_used; //  loads that released their lookup's pin (LoadSpec.lookup)
     uint32_t lookups_out;      //  gauge: lookups without a verdict
+    uint64_t touches_planned;  //  Touches put into plans (a tier hit voting for an image)
+    uint64_t verify_holds;     //  admission passes held for a touch verdict (I6)
 } kvt_sched_stats_t;
 
 //  The admission probe of one request (rule B1): the hit, the chain it

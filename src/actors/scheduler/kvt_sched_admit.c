@@ -395,6 +395,25 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
             r->convoy_waited = true;
             return 0;
         }
+    //  Every tier hit that votes for an image touches it (I5, throttled per
+    //  hash by the index); an image not confirmed within the verified
+    //  window holds the admission for the touch's verdict, bounded from the
+    //  first hold (I6). A held request holds up no one behind it.
+    if (d.src == KVT_JOINT_STATE_TIER) {
+        kvt_hash_t h = kvt_sched_hash_at(self, r, d.b / bs - 1);
+        uint64_t round;
+        if (kvt_stidx_want_touch(self->stidx, h, self->now_us, &round) &&
+            kvt_vec_reserve((void **)&self->p_touches, &self->p_touches_cap, self->p_ntouches + 1,
+                            sizeof(kvt_touch_msg_t)) == 0) {
+            self->p_touches[self->p_ntouches++] = (kvt_touch_msg_t){.hash = h, .round = round};
+            self->p_bytes += 48;
+            self->stats.touches_planned++;
+        }
+        if (kvt_stidx_hold(self->stidx, h, self->now_us)) {
+            self->stats.verify_holds++;
+            return S_ADMIT_LOOKUP;
+        }
+    }
     uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
     uint32_t kv_tokens = kv_leg ? d.b - d.claim : 0;
     size_t bytes = KVT_SCHED_ENTRY_BYTES(need) +

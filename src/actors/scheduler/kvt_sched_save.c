@@ -357,6 +357,14 @@ int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         rc = s_save_verdict(self, v);
     else if (v->chan == KVT_CHAN_LOOKUP)
         rc = kvt_sched_lookup_verdict(self, v);
+    else if (v->chan == KVT_CHAN_TOUCH && self->stidx && v->op.gen == KVT_TOUCH_GEN) {
+        //  A touch nobody answered (the aggregator's bound) is no evidence:
+        //  the hold it was sent for ends by its own bound.
+        if (!v->ok && v->detail == KVT_DETAIL_TIMEOUT)
+            return 0;
+        rc = kvt_stidx_touch_verdict(self->stidx, v->key, v->op.req, v->touch, self->now_us);
+    } else if (v->chan == KVT_CHAN_TOUCH_REFRESH)
+        rc = 0; //  whether the CPU pool refreshed it: the index reads the touch channel
     if (rc != 0)
         self->stats.stale_verdicts++;
     return rc;
@@ -407,6 +415,8 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(lookup_releases);
     S_C(lookup_pins_used);
     S_C(lookups_out);
+    S_C(touches_planned);
+    S_C(verify_holds);
     if (kvt_sched_hybrid(self)) {
         S_C(gate_lost_tokens);
         S_C(joint_state_hbm);
