@@ -99,6 +99,13 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     return kvt_counters_reply(ctx, from, c, n);
 }
 
+//  The state-offload index's warnings (the verified window at start, the
+//  first expired hold) go to the actor's log; ctx lives as long as the actor.
+static void s_index_log(void *arg, const char *line)
+{
+    kvt_ctx_log(arg, 1, "%s", line);
+}
+
 static void *s_init(kvt_ctx_t *ctx, void *args)
 {
     s_scheduler_t *self = calloc(1, sizeof *self);
@@ -106,6 +113,10 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         return NULL;
     self->a = *(const kvt_scheduler_args_t *)args;
     self->engine = kvt_ctx_lookup(ctx, self->a.engine);
+    if (!self->a.cfg.log) {
+        self->a.cfg.log = s_index_log;
+        self->a.cfg.log_arg = ctx;
+    }
     char err[256];
     self->core = self->engine == KVT_AID_NONE ? NULL : kvt_sched_new(&self->a.cfg, err, sizeof err);
     if (!self->core) {
