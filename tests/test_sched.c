@@ -1886,3 +1886,29 @@ Test(sched, rule_I6_the_lost_touch_verdict_releases_the_hold_within_the_bound)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+//  A failed lookup verdict (an aggregator timeout, a store error on some
+//  rank) gives no tier hit: the admission runs from its HBM hit, counted.
+Test(sched, a_failed_lookup_verdict_gives_no_tier_hit)
+{
+    static rig_t r;
+    lk_setup(&r, false);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    cr_assert_eq(lk_answer(&r, l.op, false, 2), 0);
+    cr_assert_eq(rig_step_once(&r), 1);
+    cr_assert_eq(r.plan.nloads, 0, "no load on a failed lookup");
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 3, &info), 0);
+    cr_assert_eq(info.state, 3);
+    cr_assert_eq(info.computed, 32, "from the HBM hit");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.lookup_failed, 1);
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
