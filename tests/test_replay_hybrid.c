@@ -106,7 +106,8 @@ static void s_assert_hybrid(const json_t *r)
                       s_int(r, "joint", "boundaries", "state_tier"),
                   1, "some admission chose a joint boundary");
     const char *skips[] = {"tier_within_hbm", "no_rung_above_hbm", "partial_chunk_no_room",
-                           "no_probe_demand", "below_min_load",    "convoy_waits"};
+                           "no_probe_demand", "below_min_load",    "convoy_waits",
+                           "lookup_timeouts"};
     for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
         char name[64];
         snprintf(name, sizeof name, "sched.%s", skips[i]);

@@ -191,9 +191,7 @@ static double s_tax_per_resume(const kvt_replay_report_t *r)
 }
 
 //  A hybrid model's sections (docs/metrics.md): joint{}, state_loads{},
-//  touches{}, holds{}, state_tax{}, from the scheduler's counters. The
-//  scheduler does not count lookup timeouts yet (no tier lookups), so
-//  joint{} has no lookup_timeouts.
+//  touches{}, holds{}, state_tax{}, from the scheduler's counters.
 static int s_hybrid_json(json_t *root, const kvt_replay_report_t *r)
 {
     json_t *joint = json_object(), *bounds = json_object(), *retreats = json_object();
@@ -203,9 +201,9 @@ static int s_hybrid_json(json_t *root, const kvt_replay_report_t *r)
     rc |= json_object_set_new(bounds, "state_hbm", s_u64(s_sc(r, "sched.joint_state_hbm")));
     rc |= json_object_set_new(bounds, "state_tier", s_u64(s_sc(r, "sched.joint_state_tier")));
     rc |= json_object_set(joint, "boundaries", bounds);
-    static const char *const skips[] = {"tier_within_hbm",       "no_rung_above_hbm",
-                                        "partial_chunk_no_room", "no_probe_demand",
-                                        "below_min_load",        "convoy_waits"};
+    static const char *const skips[] = {
+        "tier_within_hbm", "no_rung_above_hbm", "partial_chunk_no_room", "no_probe_demand",
+        "below_min_load",  "convoy_waits",      "lookup_timeouts"};
     char name[64];
     for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
         snprintf(name, sizeof name, "sched.%s", skips[i]);
@@ -382,9 +380,9 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
                s_sc(r, "sched.partial_chunk_no_room"), s_sc(r, "sched.no_probe_demand"),
                s_sc(r, "sched.below_min_load"));
         printf("                retreats to hbm %" PRIu64 ", to zero %" PRIu64
-               ", convoy waits %" PRIu64 "\n",
+               ", convoy waits %" PRIu64 ", lookup timeouts %" PRIu64 "\n",
                s_sc(r, "sched.retreats_to_hbm"), s_sc(r, "sched.retreats_to_zero"),
-               s_sc(r, "sched.convoy_waits"));
+               s_sc(r, "sched.convoy_waits"), s_sc(r, "sched.lookup_timeouts"));
         printf("  state loads   %" PRIu64 " dispatched, %" PRIu64 " completed, %" PRIu64
                " failed, %" PRIu64 " abandoned, %" PRIu64 " orphaned, %" PRIu64 " reclaimed\n",
                s_sc(r, "stidx.dispatched"), s_sc(r, "stidx.completed"), s_sc(r, "stidx.failed"),
