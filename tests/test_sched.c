@@ -1912,3 +1912,26 @@ Test(sched, a_failed_lookup_verdict_gives_no_tier_hit)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+//  A pinned lookup that times out releases its pin once (no load will use
+//  it); its late verdict is stale and releases nothing more.
+Test(sched, a_pinned_lookup_past_its_bound_is_released_once)
+{
+    static rig_t r;
+    lk_setup(&r, true);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    kvt_sched_set_now(r.s, 1000000);
+    cr_assert_eq(rig_step_once(&r), 1);
+    cr_assert_eq(r.plan.nloads, 0);
+    cr_assert_eq(r.plan.nlookup_releases, 1, "the timed-out pin is released");
+    cr_assert_eq(r.plan.lookup_releases[0].op.gen, l.op.gen);
+    cr_assert_eq(lk_answer(&r, l.op, true, 2), -1);
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert_eq(r.releases_seen, 1, "exactly once");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
