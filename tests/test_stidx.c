@@ -238,16 +238,21 @@ Test(stidx, cheap_check_runs_on_every_stats_read)
 
 Test(stidx, key_set_pass_compares_totals_only_over_an_unchanged_table)
 {
-    //  Images forgotten behind the cursor while a pass walks 2000 records:
-    //  the pass's count is stale, not a fault; the index stays sound.
-    kvt_stidx_t *x = s_new(2000, NULL);
-    for (uint32_t i = 0; i < 2000; i++)
+    //  Images forgotten behind the cursor while a pass walks 20000 records:
+    //  the pass's count is stale, not a fault; the index stays sound. The
+    //  load records and maps take under 2048 units, so records 0..39 are
+    //  walked by read r0 and the image phase ends after r0 + 40.
+    enum { N = 20000 };
+    kvt_stidx_t *x = s_new(N, NULL);
+    for (uint32_t i = 0; i < N; i++)
         kvt_stidx_note_stored(x, H(i), 0);
-    for (uint32_t r = 0; r < 200; r++) {
+    uint32_t r0 = (2048 + 40) / KVT_STIDX_SLICE + 1, reads = 2 * (N + 2048) / KVT_STIDX_SLICE + 2;
+    for (uint32_t r = 0; r < reads; r++) {
         s_stats(x); //  asserts no violation
-        if (r < 40)
-            cr_assert(kvt_stidx_forget(x, H(r)));
+        if (r >= r0 && r < r0 + 40)
+            cr_assert(kvt_stidx_forget(x, H(r - r0)));
     }
+    cr_assert_eq(s_stats(x).images, N - 40);
     s_check(x);
     kvt_stidx_destroy(&x);
 }
