@@ -527,6 +527,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.max_running = cfg->max_running;
     run->sched.cfg.step_tokens = cfg->step_tokens;
     run->sched.cfg.save_retries = 1;
+    run->sched.cfg.cpu_pool_bytes = cfg->cpu_pool_bytes; //  sizes the verified window
     run->sched.cfg.ns = ns;
     run->sched.cfg.state_bytes = cfg->state_bytes;
     run->sched.cfg.checkpoint_interval =
