@@ -145,6 +145,10 @@ static void s_assert_hybrid(const json_t *r)
     cr_assert_gt(s_counter(r, "runner.states_verified"), 0, "no state slot was checked");
     cr_assert_gt(s_counter(r, "runner.states_written"), 0);
     cr_assert_eq(s_counter(r, "runner.blocks_wrong"), 0);
+    //  Zero wrong resumes: every restored state slot (HBM checkpoint or
+    //  tier image) held the state of its boundary.
+    cr_assert_eq(s_counter(r, "runner.states_wrong"), 0);
+    cr_assert_eq(s_int(r, "wrong_resumes", NULL, NULL), 0, "wrong resumes");
 }
 
 TestSuite(replay_hybrid, .init = s_setup, .fini = s_teardown, .timeout = 120);
@@ -154,7 +158,11 @@ Test(replay_hybrid, synthetic_reports_joint_state_loads_and_state_tax)
     int st;
     json_t *r = s_replay(NULL, "--model qwen3-next-like " SMALL " --log-level 0 --quiet", &st);
     cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(st, 0, "exit %d: %s", st, s_err);
     s_assert_hybrid(r);
+    //  HBM resumes restore the scheduler's checkpoint unit into its slot.
+    cr_assert_gt(s_counter(r, "runner.states_restored"), 0);
+    cr_assert_gt(s_counter(r, "runner.states_taken"), 0);
     //  The target of the built-in synthetic workload: at most one chunk.
     double per =
         json_real_value(json_object_get(json_object_get(r, "state_tax"), "tokens_per_resume"));
@@ -253,6 +261,7 @@ Test(replay_hybrid, conversation_trace_reports_joint_state_loads_and_state_tax, 
     json_t *r = s_replay(
         NULL, "--trace " TRACE " --limit 400 --model qwen3-next-like --log-level 0 --quiet", &st);
     cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(st, 0, "exit %d: %s", st, s_err);
     s_assert_hybrid(r);
     json_decref(r);
 }

@@ -144,15 +144,32 @@ typedef struct {
 //  check blocks [0, verify_end/bs) against the oracle before the forward
 //  (first forward of a request that resumed from a cache hit); then
 //  first_block is 0.
+//  State work of a hybrid request's entry (optional, keys 9-14):
+//   9: state bool, 10: state_slot u32, 11: restore_unit u32, 12: restore_at u32,
+//   13: take_unit u32, 14: take_at u32.
+//  `state` marks a hybrid entry: the forward reads and writes state slot
+//  state_slot. restore_at > 0: before the forward the runner copies HBM
+//  checkpoint unit restore_unit (the state at token restore_at <= start)
+//  into the slot. take_at > 0: after the forward the runner copies the slot's
+//  state at token take_at (start < take_at <= end) into checkpoint unit
+//  take_unit, on the compute stream before the step's producer event.
+//  Without `state` the other five are 0; without restore_at restore_unit is
+//  0, without take_at take_unit is 0.
 typedef struct {
-    kvt_opid_t op;        //  request and generation
-    uint32_t start;       //  first token computed this step
-    uint32_t end;         //  one past the last token computed (start < end)
-    uint32_t first_block; //  index in the request's block table of blocks[0]
-    uint32_t *blocks;     //  device block ids
-    kvt_hash_t *hashes;   //  prefix hash per block (zero = not yet full)
-    uint32_t nblocks;     //  length of blocks and hashes
-    uint32_t verify_end;  //  tokens to verify before the forward (0 = none)
+    kvt_opid_t op;         //  request and generation
+    uint32_t start;        //  first token computed this step
+    uint32_t end;          //  one past the last token computed (start < end)
+    uint32_t first_block;  //  index in the request's block table of blocks[0]
+    uint32_t *blocks;      //  device block ids
+    kvt_hash_t *hashes;    //  prefix hash per block (zero = not yet full)
+    uint32_t nblocks;      //  length of blocks and hashes
+    uint32_t verify_end;   //  tokens to verify before the forward (0 = none)
+    bool state;            //  hybrid entry: state_slot is the request's slot (key 9)
+    uint32_t state_slot;   //  the request's state slot (key 10)
+    uint32_t restore_unit; //  checkpoint unit restored before the forward (key 11)
+    uint32_t restore_at;   //  boundary of the restored state, tokens (0 = no restore) (key 12)
+    uint32_t take_unit;    //  checkpoint unit taken after the forward (key 13)
+    uint32_t take_at;      //  boundary of the taken state, tokens (0 = no take) (key 14)
 } kvt_entry_t;
 
 //  Restore chunks [start, end) of a request into device blocks (the KV leg)

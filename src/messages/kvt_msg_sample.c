@@ -64,6 +64,14 @@ static void s_entry(s_rng_t *rng, kvt_entry_t *e, uint32_t nblocks, bool verify,
         e->start = 16 * (nblocks / 2);
         e->end = span - 1;
         e->verify_end = e->start;
+        //  A hybrid resume (no draws: the other samples stay as they were):
+        //  restore the checkpoint at start, take one at end.
+        e->state = true;
+        e->state_slot = e->op.gen;
+        e->restore_at = e->start;
+        e->restore_unit = e->start ? nblocks : 0;
+        e->take_at = e->end;
+        e->take_unit = nblocks + 1;
     } else {
         e->first_block = (uint32_t)(s_next(rng) % 64);
         e->start = e->first_block * 16 + 3;

@@ -54,6 +54,22 @@ static int s_check_entry(const void *body, kvt_path_t *path)
     if ((uint64_t)e->first_block + e->nblocks > (uint64_t)UINT32_MAX + 1)
         return kvt_path_fail(path, "first_block", "first_block %u + %u blocks overflows u32",
                              e->first_block, e->nblocks);
+    if (!e->state) {
+        if (e->state_slot || e->restore_at || e->restore_unit || e->take_at || e->take_unit)
+            return kvt_path_fail(path, "state", "state work without state");
+        return 0;
+    }
+    if (e->restore_at > e->start)
+        return kvt_path_fail(path, "restore_at", "restore_at %u is above start %u", e->restore_at,
+                             e->start);
+    if (!e->restore_at && e->restore_unit)
+        return kvt_path_fail(path, "restore_unit", "restore_unit %u without restore_at",
+                             e->restore_unit);
+    if (e->take_at && (e->take_at <= e->start || e->take_at > e->end))
+        return kvt_path_fail(path, "take_at", "take_at %u is outside (start %u, end %u]",
+                             e->take_at, e->start, e->end);
+    if (!e->take_at && e->take_unit)
+        return kvt_path_fail(path, "take_unit", "take_unit %u without take_at", e->take_unit);
     return 0;
 }
 
@@ -213,6 +229,12 @@ static const kvt_field_t s_entry[] = {
     S_ARRAY(7, "hashes", KVT_F_HASHES, kvt_entry_t, hashes, nblocks, 0, KVT_MSG_MAX_BLOCKS, NULL,
             5),
     S_SCALAR(8, "verify_end", KVT_F_U32, kvt_entry_t, verify_end, 0, UINT32_MAX),
+    S_OPTIONAL(9, "state", KVT_F_BOOL, kvt_entry_t, state, 0, 1),
+    S_OPTIONAL(10, "state_slot", KVT_F_U32, kvt_entry_t, state_slot, 0, UINT32_MAX),
+    S_OPTIONAL(11, "restore_unit", KVT_F_U32, kvt_entry_t, restore_unit, 0, UINT32_MAX),
+    S_OPTIONAL(12, "restore_at", KVT_F_U32, kvt_entry_t, restore_at, 0, UINT32_MAX),
+    S_OPTIONAL(13, "take_unit", KVT_F_U32, kvt_entry_t, take_unit, 0, UINT32_MAX),
+    S_OPTIONAL(14, "take_at", KVT_F_U32, kvt_entry_t, take_at, 0, UINT32_MAX),
 };
 static const kvt_schema_t s_entry_schema = {"Entry", sizeof(kvt_entry_t), s_entry, S_COUNT(s_entry),
                                             s_check_entry};

@@ -141,7 +141,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
         return 0;
     kvt_sim_runner_stats_t st;
     kvt_sim_runner_core_stats(self->core, &st);
-    enum { S_CAP = 20 };
+    enum { S_CAP = 22 };
     kvt_counter_t c[S_CAP];
     uint32_t n = 0;
     kvt_counter_add(c, &n, S_CAP, "runner.steps", st.steps);
@@ -156,6 +156,8 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_CAP, "runner.states_written", st.states_written);
     kvt_counter_add(c, &n, S_CAP, "runner.states_verified", st.states_verified);
     kvt_counter_add(c, &n, S_CAP, "runner.states_wrong", st.states_wrong);
+    kvt_counter_add(c, &n, S_CAP, "runner.states_restored", st.states_restored);
+    kvt_counter_add(c, &n, S_CAP, "runner.states_taken", st.states_taken);
     kvt_counter_add(c, &n, S_CAP, "runner.slots_reclaimed", st.slots_reclaimed);
     if (self->a.board) {
         kvt_fence_board_stats_t fb;

@@ -35,6 +35,8 @@ typedef struct {
     uint64_t states_written;  //  result: checkpoint boundaries written
     uint64_t states_verified; //  result: restored slots checked
     uint64_t states_wrong;    //  result: restored slots that were wrong
+    uint64_t states_restored; //  result: checkpoint units copied into slots
+    uint64_t states_taken;    //  result: slots copied into checkpoint units
     bool fault;               //  result: the testing fault flipped a byte
     char why[160];            //  result: why the forward stopped (ok false)
 } s_job_t;
@@ -238,8 +240,24 @@ static bool s_verify_state(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
     return false;
 }
 
+//  Copies one state unit onto another (a checkpoint restore or take, in
+//  the forward's stream order); false when either has no memory.
+static bool s_state_copy(kvt_sim_runner_core_t *self, kvt_gpu_state_pool_t dpool, uint32_t dst,
+                         kvt_gpu_state_pool_t spool, uint32_t src)
+{
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    void *d = c->state(c->state_arg, dpool, dst);
+    const void *sp = c->state(c->state_arg, spool, src);
+    if (!d || !sp)
+        return false;
+    memmove(d, sp, c->state_bytes);
+    return true;
+}
+
 //  Writes the state bytes of every checkpoint boundary B with
-//  start < B <= end into the slot and its checkpoint unit.
+//  start < B <= end into the slot and, for an entry without state work
+//  (the runner's own slot), its checkpoint unit. An entry with state work
+//  takes the checkpoint the scheduler named (take_unit) from the slot.
 static void s_write_states(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot)
 {
     const kvt_sim_runner_core_cfg_t *c = &self->cfg;
@@ -256,11 +274,16 @@ static void s_write_states(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
         void *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
         if (sp)
             kvt_oracle_state_fill(sp, c->state_bytes, h, c->rank);
-        void *cp = slot < c->ckpt_units ? c->state(c->state_arg, KVT_GPU_STATE_CKPT, slot) : NULL;
+        void *cp = !en->state && slot < c->ckpt_units
+                       ? c->state(c->state_arg, KVT_GPU_STATE_CKPT, slot)
+                       : NULL;
         if (cp)
             kvt_oracle_state_fill(cp, c->state_bytes, h, c->rank);
         self->job.states_written++;
     }
+    if (en->state && en->take_at > 0 &&
+        s_state_copy(self, KVT_GPU_STATE_CKPT, en->take_unit, KVT_GPU_STATE_SLOTS, slot))
+        self->job.states_taken++;
 }
 
 //  The forward over the job: the oracle check of every resumed entry, then
@@ -273,6 +296,11 @@ static void s_forward(kvt_sim_runner_core_t *self)
     for (uint32_t e = 0; job->ok && e < job->nentries; e++) {
         const kvt_entry_t *en = &job->entries[e];
         kvt_sim_runner_wrong_t w;
+        //  The scheduler's checkpoint restore lands before the check.
+        if (en->state && en->restore_at > 0 && job->slots[e] != S_NO_SLOT &&
+            s_state_copy(self, KVT_GPU_STATE_SLOTS, job->slots[e], KVT_GPU_STATE_CKPT,
+                         en->restore_unit))
+            job->states_restored++;
         if (en->verify_end > 0) {
             bool good = s_verify_entry(self, en, &w);
             if (good)
@@ -372,6 +400,12 @@ static const char *s_check_entry(const kvt_sim_runner_core_t *self, const kvt_en
     for (uint32_t i = 0; i < en->nblocks; i++)
         if (en->blocks[i] >= self->cfg.num_blocks)
             return "block id beyond the device's blocks";
+    if (en->state && en->state_slot >= self->cfg.state_slots)
+        return "state_slot beyond the device's state slots";
+    if (en->state && en->restore_at > 0 && en->restore_unit >= self->cfg.ckpt_units)
+        return "restore_unit beyond the device's checkpoint units";
+    if (en->state && en->take_at > 0 && en->take_unit >= self->cfg.ckpt_units)
+        return "take_unit beyond the device's checkpoint units";
     return NULL;
 }
 
@@ -414,7 +448,13 @@ static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
         memcpy(dst->blocks, src->blocks, src->nblocks * sizeof *src->blocks);
         memcpy(dst->hashes, src->hashes, src->nblocks * sizeof *src->hashes);
         at += src->nblocks;
-        job->slots[e] = self->cfg.state_slots ? s_slot_for(self, src->op.req, x->step) : S_NO_SLOT;
+        //  An entry with state work names the scheduler's slot; the
+        //  allocator serves only entries without it.
+        if (src->state)
+            job->slots[e] = src->state_slot;
+        else
+            job->slots[e] =
+                self->cfg.state_slots ? s_slot_for(self, src->op.req, x->step) : S_NO_SLOT;
     }
     job->nentries = x->nentries;
     return true;
@@ -482,6 +522,8 @@ static void s_finish(kvt_sim_runner_core_t *self, const s_job_t *job, uint64_t s
     self->st.states_written += job->states_written;
     self->st.states_verified += job->states_verified;
     self->st.states_wrong += job->states_wrong;
+    self->st.states_restored += job->states_restored;
+    self->st.states_taken += job->states_taken;
     if (job->fault)
         self->st.faults_injected++;
     out->pending = false;
@@ -505,6 +547,7 @@ static void s_job_reset(s_job_t *job, uint64_t step)
     job->ok = false;
     job->written = job->verified = job->nwrong = 0;
     job->blocks_wrong = job->states_written = job->states_verified = job->states_wrong = 0;
+    job->states_restored = job->states_taken = 0;
     job->fault = false;
     job->why[0] = 0;
 }

@@ -136,6 +136,8 @@ typedef struct {
     uint64_t states_written;    //  checkpoint boundaries whose state bytes a forward wrote
     uint64_t states_verified;   //  restored state slots checked
     uint64_t states_wrong;      //  restored state slots whose bytes were wrong
+    uint64_t states_restored;   //  checkpoint units copied into slots (entry restore_at)
+    uint64_t states_taken;      //  slots copied into checkpoint units (entry take_at)
     uint64_t slots_reclaimed;   //  slots taken from a request not seen in the step
 } kvt_sim_runner_stats_t;
 
