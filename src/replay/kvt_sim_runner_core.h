@@ -8,12 +8,11 @@
     state, the request's state slot at verify_end) against the content
     oracle, then writes the oracle bytes PRF (prefix hash, layer, plane,
     rank) into every block the step completes and, with state, the state
-    bytes PRF (prefix hash at B, "state", rank) into the request's slot and
-    its HBM checkpoint unit at every checkpoint boundary B the step
-    crosses; and fills the StepDone with the blocks it wrote and verified
-    and the requests whose restored bytes were wrong (each with where its
-    first wrong byte is). Every step gives exactly one StepDone, on every
-    path.
+    bytes PRF (prefix hash at B, "state", rank) into the request's slot
+    (and, for an entry without state work, the HBM checkpoint unit of the
+    same index) at every checkpoint boundary B the step crosses; and fills the StepDone with the
+   blocks it wrote and verified and the requests whose restored bytes were wrong (each with where
+   its first wrong byte is). Every step gives exactly one StepDone, on every path.
 
     The forward is device work. With a compute stream (cfg.compute) it is a
     host function queued on that stream (kvt_gpu_launch_host_fn, costing
@@ -40,8 +39,15 @@
     a time: a StepExec while one is pending is refused (its loads and saves
     still go out).
 
-    State slots. The StepExec has no slot field yet: the core keeps a table
-    request -> slot. A load with a state leg binds its request to the
+    State slots. An entry with state work (Entry.state, from the
+    scheduler) names the request's slot (state_slot): the forward uses it,
+    first copying HBM checkpoint unit restore_unit into it when restore_at
+    > 0 (before the check), and after its writes copies the slot into
+    checkpoint unit take_unit when take_at > 0. Both copies are part of the
+    forward, so they are on the compute stream before the step's producer
+    event: a save of the taken image reads the unit only after the take.
+    For entries without state work (the core's own tests) the core keeps a
+    table request -> slot: a load with a state leg binds its request to the
     load's state_slot; a request seen without a binding gets a slot from a
     small allocator (a free slot, else the one seen least recently by a
     step before this one). A request without a slot has no state bytes.
