@@ -35,15 +35,15 @@ typedef struct {
     uint32_t chunk_size;      //  tokens per chunk (default 256)
     const char *model;        //  the model preset's name, for the report (NULL = "dense")
     uint64_t state_bytes;     //  recurrent state per request per rank (0 = dense, the default)
-    uint32_t checkpoint_interval; //  hybrid: tokens between state checkpoints (multiple of
-                                  //  chunk_size; 0 = chunk_size)
-    uint32_t min_load_tokens;     //  hybrid: a joint gaining fewer tokens recomputes (default 0)
-    uint32_t max_running;     //  requests admitted at once (default 64)
-    uint32_t step_tokens;     //  token budget per step (default 4096)
-    uint64_t sim_bw_Bps;      //  SIM copy bandwidth (default 25e9)
-    uint64_t sim_lat_ns;      //  SIM copy latency (default 5000)
-    const char *record;       //  SIM: record every delivery to this file (NULL = no)
-    int log_level;            //  0..3 (default 1)
+    uint32_t checkpoint_interval;  //  hybrid: tokens between state checkpoints (multiple of
+                                   //  chunk_size; 0 = chunk_size)
+    uint32_t min_load_tokens;      //  hybrid: a joint gaining fewer tokens recomputes (default 0)
+    uint32_t max_running;          //  requests admitted at once (default 64)
+    uint32_t step_tokens;          //  token budget per step (default 4096)
+    uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)
+    uint64_t sim_lat_ns;           //  SIM copy latency (default 5000)
+    const char *record;            //  SIM: record every delivery to this file (NULL = no)
+    int log_level;                 //  0..3 (default 1)
     uint32_t fault_corrupt_resume; //  testing fault: rank 0 flips one restored byte of the
                                    //  Nth resumed request before its check (0 = off)
     bool mem_overcommit;           //  start even when the memory asked for exceeds the limit
