@@ -149,6 +149,9 @@ static void s_assert_hybrid(const json_t *r)
     //  tier image) held the state of its boundary.
     cr_assert_eq(s_counter(r, "runner.states_wrong"), 0);
     cr_assert_eq(s_int(r, "wrong_resumes", NULL, NULL), 0, "wrong resumes");
+    //  No load failed at all, KV leg or state leg (no fault injected).
+    cr_assert_eq(s_int(r, "loads", "failed", NULL), 0, "a load failed");
+    cr_assert_eq(s_int(r, "state_loads", "failed", NULL), 0, "a state load failed");
 }
 
 TestSuite(replay_hybrid, .init = s_setup, .fini = s_teardown, .timeout = 120);
