@@ -4,6 +4,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,12 +395,14 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     return (int)pid;
 }
 
-static volatile sig_atomic_t s_parent_died; //  SIGUSR2: the parent (engine) died
+//  SIGUSR2: the parent (engine) died. Lock-free atomic: the handler may run
+//  on any thread (a libzmq or czmq one), and the main loop reads it.
+static atomic_int s_parent_died;
 
 static void s_on_parent_death(int sig)
 {
     (void)sig;
-    s_parent_died = 1;
+    atomic_store(&s_parent_died, 1);
 }
 
 static uint64_t s_mono_ms(void)
@@ -594,7 +597,7 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
         int rc = kvt_system_run(sys, (uint64_t)poll_ms * 1000000u, 0);
         s_watch_poll(&watch);
         //  The engine's loss first: it must not read as the end of the run.
-        if (pc->engine_pid > 0 && (s_parent_died || getppid() != pc->engine_pid)) {
+        if (pc->engine_pid > 0 && (atomic_load(&s_parent_died) || getppid() != pc->engine_pid)) {
             snprintf(err, errlen, "the engine process %d is gone", pc->engine_pid);
             status = KVT_RANK_EXIT_NO_ENGINE;
             break;
@@ -628,7 +631,7 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
     }
 done:
     //  A start-up the engine's death interrupted is the engine's loss.
-    if (status == KVT_RANK_EXIT_SETUP && pc->engine_pid > 0 && s_parent_died) {
+    if (status == KVT_RANK_EXIT_SETUP && pc->engine_pid > 0 && atomic_load(&s_parent_died)) {
         snprintf(err, errlen, "the engine process %d is gone (while this rank was starting)",
                  pc->engine_pid);
         status = KVT_RANK_EXIT_NO_ENGINE;
