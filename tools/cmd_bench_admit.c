@@ -638,38 +638,6 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     return 0;
 }
 
-static void s_cpu(char *cpu, size_t cap)
-{
-    snprintf(cpu, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *p = strchr(line, ':');
-            if (p) {
-                p += 1 + (p[1] == ' ');
-                p[strcspn(p, "\n")] = 0;
-                snprintf(cpu, cap, "%s", p);
-            }
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-}
-
-static double s_loadavg(void)
-{
-    double load = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (!f)
-        return -1;
-    if (fscanf(f, "%lf", &load) != 1)
-        load = -1;
-    fclose(f);
-    return load;
-}
-
 static void s_set(json_t *o, const char *k, json_t *v)
 {
     json_object_set_new(o, k, v);
@@ -682,9 +650,9 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     if (p != 0)
         return p > 0 ? 0 : 2;
     char cpu[256];
-    s_cpu(cpu, sizeof cpu);
+    kvt_cli_cpu_model(cpu, sizeof cpu);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double load0 = s_loadavg();
+    double load0 = kvt_cli_loadavg();
     printf("kvtier bench admit: %ld cpus (%s); prompt %u tokens, %u iterations; %u images, %u "
            "rounds of %u reads; %u requests, %u steps\n",
            ncpu, cpu, o.prompt, o.iterations, o.hashes, o.rounds, S_DEEP, o.requests, o.steps);
@@ -693,7 +661,7 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     s_step_t sp = {0};
     if (s_bench_admit(&o, &a) != 0 || s_bench_stats(&o, &st) != 0 || s_bench_step(&o, &sp) != 0)
         return 1;
-    double load1 = s_loadavg();
+    double load1 = kvt_cli_loadavg();
     double ratio = a.admit_us / a.hash_us, cpu_ratio = a.admit_cpu_us / a.hash_cpu_us;
     bool admit_met = ratio <= S_TARGET_RATIO, stats_met = st.us <= S_TARGET_STATS_US;
     bool step_met = sp.us <= S_TARGET_STEP_US;

@@ -519,38 +519,6 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     return 0;
 }
 
-static void s_cpu(char *cpu, size_t cap)
-{
-    snprintf(cpu, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *p = strchr(line, ':');
-            if (p) {
-                p += 1 + (p[1] == ' ');
-                p[strcspn(p, "\n")] = 0;
-                snprintf(cpu, cap, "%s", p);
-            }
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-}
-
-static double s_loadavg(void)
-{
-    double load = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (!f)
-        return -1;
-    if (fscanf(f, "%lf", &load) != 1)
-        load = -1;
-    fclose(f);
-    return load;
-}
-
 static int s_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -579,9 +547,9 @@ int kvt_cmd_bench_rank(int argc, char **argv)
     if (p != 0)
         return p > 0 ? 0 : 2;
     char cpu[256];
-    s_cpu(cpu, sizeof cpu);
+    kvt_cli_cpu_model(cpu, sizeof cpu);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double load0 = s_loadavg();
+    double load0 = kvt_cli_loadavg();
     uint64_t items = (uint64_t)o.items * o.steps;
     printf("kvtier bench rank: %ld cpus (%s), %u rank(s), %u items per step, %u steps per round, "
            "%u rounds\n",
@@ -631,7 +599,7 @@ int kvt_cmd_bench_rank(int argc, char **argv)
     double ratio_med = s_median(ratio, o.rounds);
     double cpu_med = s_median(cpus, o.rounds), base_cpu_med = s_median(base_cpu, o.rounds);
     double added = us_med - base_med;
-    double load1 = s_loadavg();
+    double load1 = kvt_cli_loadavg();
     printf("through the actors: %.2f us per item (%.0f items/s); raw ZeroMQ inproc relay of the "
            "same %u messages per item (%zu + %zu + %zu B): %.2f us per item\n",
            us_med, 1e6 / us_med, 2 * o.ranks + 1, b.spec_len, b.comp_len, b.verdict_len, base_med);

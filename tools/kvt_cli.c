@@ -1,6 +1,7 @@
 /*  kvt_cli — see kvt_cli.h. */
 #include "kvt_cli.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -52,4 +53,36 @@ int kvt_cli_size(const char *s, uint64_t *out)
             return 0;
         }
     return -1;
+}
+
+void kvt_cli_cpu_model(char *cpu, size_t cap)
+{
+    snprintf(cpu, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p += 1 + (p[1] == ' ');
+                p[strcspn(p, "\n")] = 0;
+                snprintf(cpu, cap, "%s", p);
+            }
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+double kvt_cli_loadavg(void)
+{
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return -1;
+    if (fscanf(f, "%lf", &load) != 1)
+        load = -1;
+    fclose(f);
+    return load;
 }

@@ -4,6 +4,7 @@
 #ifndef KVT_CLI_H_INCLUDED
 #define KVT_CLI_H_INCLUDED
 
+#include <stddef.h>
 #include <stdint.h>
 
 //  A decimal integer in [min, max].
@@ -12,5 +13,12 @@ int kvt_cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 //  A byte size: an integer with an optional suffix B, KiB, MiB, GiB, TiB
 //  (binary; K/M/G/T and KB/MB/GB/TB are read as binary too).
 int kvt_cli_size(const char *s, uint64_t *out);
+
+//  The CPU's model name from /proc/cpuinfo ("unknown" when it cannot be
+//  read), for the benchmarks' reports.
+void kvt_cli_cpu_model(char *cpu, size_t cap);
+
+//  The 1-minute load average from /proc/loadavg, or -1.
+double kvt_cli_loadavg(void);
 
 #endif
