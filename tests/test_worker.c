@@ -661,6 +661,7 @@ Test(wcore, shutdown_reports_every_pending_item_once)
     w_save_once(3, 810, 1, false, KVT_DETAIL_SHUTDOWN);
     const got_t *safe = w_find(KVT_CHAN_SOURCE_SAFE, 3, K(810));
     cr_assert(safe && !safe->c.ok, "its gather may still read the sources: not safe");
+    cr_assert_eq(safe->c.detail, KVT_DETAIL_SHUTDOWN, "the cause is the drain, not a timeout");
     cr_assert_eq(w_stats().quarantined, 2, "memory under the copies is kept until they end");
     cr_assert_geq(kvt_gpu_stream_synchronize(W.ls), 0);
     cr_assert_geq(kvt_gpu_stream_synchronize(W.ss), 0);

@@ -112,7 +112,7 @@ void kvt_wcore_save_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, 
 }
 
 void kvt_wcore_safe_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
-                            bool ok)
+                            bool ok, uint32_t detail)
 {
     if (!self->c.source_safe)
         return;
@@ -120,7 +120,7 @@ void kvt_wcore_safe_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, 
         self->st.source_safe++;
     else
         self->st.source_unsafe++;
-    kvt_wcore_out_(self, KVT_CHAN_SOURCE_SAFE, op, attempt, key, ok, KVT_DETAIL_TIMEOUT, 0);
+    kvt_wcore_out_(self, KVT_CHAN_SOURCE_SAFE, op, attempt, key, ok, detail, 0);
 }
 
 const kvt_completion_t *kvt_wcore_outbox(const kvt_wcore_t *self, uint32_t *n)
@@ -484,7 +484,7 @@ static void s_save_refuse(kvt_wcore_t *self, const kvt_save_spec_t *sp, const kv
         }
     //  A repeated spec (no item new) reports nothing, source_safe included.
     if (fresh || n == 0)
-        kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true);
+        kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true, KVT_DETAIL_OK);
 }
 
 void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
@@ -577,7 +577,7 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         kvt_wjob_unref(job);
         kvt_wcore_rec_free_(rec);
         if (fresh)
-            kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true);
+            kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true, KVT_DETAIL_OK);
         else
             kvt_wcore_log_(self, 1, "dropping a repeated save %llu/%u (attempt %u)",
                            (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);

@@ -44,7 +44,9 @@
       (IO, "producer fence missing"; rule S2);
     * a save reports once on `source_safe` (key: its last item key) when
       nothing reads its sources any more: ok, or failed when a copy may
-      still read them (a deadline or fence timeout under a running copy);
+      still read them (TIMEOUT: a deadline or fence timeout under a running
+      copy; SHUTDOWN: the drain found it running — the device outlives the
+      worker, so its lease must stay);
     * a Fence reports once on `fence` (op {id, 1}, key zero): ok when every
       job the named lanes held ended, TIMEOUT when a lane's fence timed out
       (that lane then refuses every later job until it is reset).

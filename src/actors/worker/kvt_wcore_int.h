@@ -165,7 +165,8 @@ bool kvt_wcore_first_time_(kvt_wcore_t *self, uint8_t chan, kvt_opid_t op, uint3
 
 //  The reports of each channel (counted; room reserved): a load, its state
 //  verdict (`ran` false: the neutral one), a store item, a save's
-//  source_safe (nothing when the switch is off).
+//  source_safe (nothing when the switch is off; failed, it carries the
+//  cause: TIMEOUT for a deadline or fence timeout, SHUTDOWN for a drain).
 void kvt_wcore_load_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, bool ok,
                             uint32_t detail, uint32_t lower);
 void kvt_wcore_state_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
@@ -173,7 +174,7 @@ void kvt_wcore_state_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt,
 void kvt_wcore_save_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
                             bool ok, uint32_t detail, bool fenced);
 void kvt_wcore_safe_report_(kvt_wcore_t *self, kvt_opid_t op, uint32_t attempt, kvt_hash_t key,
-                            bool ok);
+                            bool ok, uint32_t detail);
 
 //  Takes an open record off the list (what it owes leaves `owed`), frees one.
 void kvt_wcore_unlink_(kvt_wcore_t *self, kvt_wrec_t *rec);

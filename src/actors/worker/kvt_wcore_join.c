@@ -146,7 +146,8 @@ static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
             kvt_wcore_save_report_(self, rec->op, rec->attempt, rec->keys[i], detail == 0, detail,
                                    fenced);
         }
-        kvt_wcore_safe_report_(self, rec->op, rec->attempt, rec->safe_key, !s_may_run(r));
+        kvt_wcore_safe_report_(self, rec->op, rec->attempt, rec->safe_key, !s_may_run(r),
+                               r->detail);
         rec->leg[0] = NULL;
     }
     kvt_wjob_unref(job); //  the core's reference
