@@ -570,29 +570,6 @@ cleanup:
     return rc;
 }
 
-//  First "model name" line of /proc/cpuinfo, or "unknown".
-static void s_cpu_model(char *out, size_t len)
-{
-    s_copy_str(out, len, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0) {
-            char *colon = strchr(line, ':');
-            if (colon) {
-                colon++;
-                while (*colon == ' ' || *colon == '\t')
-                    colon++;
-                colon[strcspn(colon, "\n")] = 0;
-                s_copy_str(out, len, colon);
-            }
-            break;
-        }
-    fclose(f);
-}
-
 static unsigned long long s_mem_kib(void)
 {
     unsigned long long kib = 0;
@@ -605,19 +582,6 @@ static unsigned long long s_mem_kib(void)
             break;
     fclose(f);
     return kib;
-}
-
-//  The 1-minute load average from /proc/loadavg, or -1.
-static double s_load(void)
-{
-    double load = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (!f)
-        return -1;
-    if (fscanf(f, "%lf", &load) != 1)
-        load = -1;
-    fclose(f);
-    return load;
 }
 
 //  Whether every target holds: >= S_TARGET from 64 KiB blocks up, >=
@@ -658,7 +622,7 @@ static int s_write_json(const char *path, const s_opts_t *o, const s_result_t *r
     }
     bool host = backend == KVT_GPU_BACKEND_HOST;
     char cpu[256];
-    s_cpu_model(cpu, sizeof cpu);
+    kvt_cli_cpu_model(cpu, sizeof cpu);
     const s_result_t *mid = &res[1]; //  64 KiB
     bool met = s_met(res);
     fprintf(f, "{\n  \"benchmark\": \"gather\",\n  \"backend\": \"%s\",\n  \"describe\": ",
@@ -733,17 +697,17 @@ int kvt_cmd_bench_gather(int argc, char **argv)
     s_result_t res[S_NSIZES];
     char describe[512] = "";
     kvt_gpu_backend_t backend = KVT_GPU_BACKEND_HOST;
-    double load[2] = {s_load(), -1};
+    double load[2] = {kvt_cli_loadavg(), -1};
     for (int s = 0; s < S_NSIZES; s++) {
         memset(&res[s], 0, sizeof res[s]);
         res[s].block_kib = s_sizes_kib[s];
         if (s_measure(&o, &res[s], describe, sizeof describe, &backend) != 0)
             return 1;
     }
-    load[1] = s_load();
+    load[1] = kvt_cli_loadavg();
     if (!o.quiet) {
         char cpu[256];
-        s_cpu_model(cpu, sizeof cpu);
+        kvt_cli_cpu_model(cpu, sizeof cpu);
         printf("kvtier bench gather: %s\n", describe);
         printf("cpu: %s, %ld online; load average (1 min) %.2f at start, %.2f at end\n", cpu,
                sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1]);

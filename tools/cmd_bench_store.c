@@ -531,36 +531,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
 
 static void s_machine(char *cpu, size_t cap, double *mem_gib)
 {
-    snprintf(cpu, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *p = strchr(line, ':');
-            if (p) {
-                p += 1 + (p[1] == ' ');
-                p[strcspn(p, "\n")] = 0;
-                snprintf(cpu, cap, "%s", p);
-            }
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
+    kvt_cli_cpu_model(cpu, cap);
     *mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1u << 30);
-}
-
-//  The 1-minute load average from /proc/loadavg, or -1.
-static double s_load(void)
-{
-    double load = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (!f)
-        return -1;
-    if (fscanf(f, "%lf", &load) != 1)
-        load = -1;
-    fclose(f);
-    return load;
 }
 
 static void s_json_size(FILE *j, const s_size_t *s, bool last)
@@ -583,7 +555,7 @@ int kvt_cmd_bench_store(int argc, char **argv)
     double mem_gib;
     s_machine(cpu, sizeof(cpu), &mem_gib);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double load0 = s_load();
+    double load0 = kvt_cli_loadavg();
     printf("kvtier bench store: %ld cpus (%s), %.1f GiB memory, pool %llu MiB, %.2f s per "
            "measurement\n",
            ncpu, cpu, mem_gib, (unsigned long long)(o.pool_bytes >> 20), o.seconds);
@@ -644,7 +616,7 @@ int kvt_cmd_bench_store(int argc, char **argv)
 
     const s_size_t *m = &sizes[1];
     bool met = m->rput >= S_TARGET && m->rget >= S_TARGET && lookup_us <= 50;
-    double load1 = s_load();
+    double load1 = kvt_cli_loadavg();
     printf("load average (1 min): %.2f at start, %.2f at end\n", load0, load1);
     printf("targets (64 KiB blocks: put and get >= %.1f x memcpy, median of %d pairs; lookup <= "
            "50 us): %s\n",
