@@ -1,7 +1,8 @@
 /*  kvtier bench admit — what the scheduler core costs on its hot paths, in
     one run, each against its target (issue: the scheduler for hybrid
     models, §8). Everything goes through the embeddable API (kvt_sched.h);
-    the state-offload index is driven directly (kvt_stidx.h).
+    the state-offload index is read through the core's bench hook
+    (kvt_sched_bench.h).
 
     * admit: one admission decision of a --prompt-tokens prompt (default
       128k) with an HBM hit of half of it and a tier rung above the hit, on
@@ -41,18 +42,17 @@
 #include <unistd.h>
 
 #include "actors/common/kvt_prefix.h"
-#include "actors/scheduler/kvt_stidx.h"
+#include "actors/scheduler/kvt_sched_bench.h"
 #include "base/kvt_hmap.h"
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
 #include "kvtier/kvt_msg.h"
 #include "kvtier/kvt_sched.h"
 
-#define S_BS              16   //  tokens per block
-#define S_CS              256  //  tokens per chunk
-#define S_INTERVAL        1024 //  checkpoint interval (tokens)
-#define S_STEP_PROMPT     2048 //  prompt of each running request in the step bench
-#define S_DEEP            KVT_STIDX_DEEP_EVERY
+#define S_BS              16    //  tokens per block
+#define S_CS              256   //  tokens per chunk
+#define S_INTERVAL        1024  //  checkpoint interval (tokens)
+#define S_STEP_PROMPT     2048  //  prompt of each running request in the step bench
 #define S_TARGET_RATIO    2.0   //  admit / hash chain
 #define S_TARGET_STATS_US 1.0   //  per stats read, amortised
 #define S_TARGET_STEP_US  100.0 //  per step
@@ -402,43 +402,60 @@ static kvt_hash_t s_image(uint32_t i)
 static int s_bench_stats(const s_opts_t *o, s_stats_t *out)
 {
     int rc = -1;
-    kvt_stidx_cfg_t sc = {.hash_cap = o->hashes, .can_load = true};
-    kvt_stidx_t *x = kvt_stidx_new(&sc);
+    uint64_t images = 0, violations = 0;
+    //  A hybrid core whose index holds --hashes images (its hash cap).
+    kvt_sched_cfg_t cfg = {.block_size = S_BS,
+                           .chunk_size = S_CS,
+                           .hbm_blocks = 64,
+                           .tier_chunks = o->hashes,
+                           .max_running = 4,
+                           .step_tokens = 8192,
+                           .save_retries = 1,
+                           .ns = kvt_namespace_hash("kvtier bench admit stats"),
+                           .state_bytes = 1u << 20,
+                           .checkpoint_interval = S_INTERVAL};
+    char err[256];
+    kvt_sched_t *x = kvt_sched_new(&cfg, err, sizeof err);
+    if (!x)
+        fprintf(stderr, "kvtier bench admit: %s\n", err);
+    const uint32_t deep = kvt_sched_bench_deep_every();
     double *w = calloc(o->rounds, sizeof *w), *c = calloc(o->rounds, sizeof *c);
-    double *deep = calloc(o->rounds, sizeof *deep), *cheap = calloc(o->rounds, sizeof *cheap);
-    double *t = malloc((S_DEEP + 1) * sizeof *t);
-    if (!x || !w || !c || !deep || !cheap || !t)
+    double *dr = calloc(o->rounds, sizeof *dr), *cheap = calloc(o->rounds, sizeof *cheap);
+    double *t = malloc((deep + 1) * sizeof *t);
+    if (!x || !w || !c || !dr || !cheap || !t)
         goto cleanup;
-    for (uint32_t i = 0; i < o->hashes; i++)
-        kvt_stidx_note_stored(x, s_image(i), 1);
-    kvt_stidx_stats_t st;
+    for (uint32_t i = 0; i < o->hashes; i++) {
+        kvt_hash_t h = s_image(i);
+        if (kvt_sched_bench_note_images(x, &h, 1, 1) != 0)
+            goto cleanup;
+    }
     //  One warm-up round, not counted.
-    for (uint32_t i = 0; i < S_DEEP; i++)
-        kvt_stidx_stats(x, &st);
+    for (uint32_t i = 0; i < deep; i++)
+        kvt_sched_bench_index_read(x, &images, &violations);
     for (uint32_t r = 0; r < o->rounds; r++) {
         s_nap();
         double c0 = s_cpu_now();
         t[0] = s_now();
-        for (uint32_t i = 0; i < S_DEEP; i++) {
-            kvt_stidx_stats(x, &st);
+        for (uint32_t i = 0; i < deep; i++) {
+            kvt_sched_bench_index_read(x, &images, &violations);
             t[i + 1] = s_now();
         }
         double c1 = s_cpu_now();
         double max = 0;
-        for (uint32_t i = 0; i < S_DEEP; i++)
+        for (uint32_t i = 0; i < deep; i++)
             if (t[i + 1] - t[i] > max)
                 max = t[i + 1] - t[i];
-        w[r] = (t[S_DEEP] - t[0]) * 1e6 / S_DEEP;
-        c[r] = (c1 - c0) * 1e6 / S_DEEP;
+        w[r] = (t[deep] - t[0]) * 1e6 / deep;
+        c[r] = (c1 - c0) * 1e6 / deep;
         //  The round's one deep check is its slowest read.
-        deep[r] = max * 1e6;
-        cheap[r] = ((t[S_DEEP] - t[0]) - max) * 1e6 / (S_DEEP - 1);
+        dr[r] = max * 1e6;
+        cheap[r] = ((t[deep] - t[0]) - max) * 1e6 / (deep - 1);
     }
-    out->images = st.images;
-    out->violations = st.invariant_violations;
+    out->images = images;
+    out->violations = violations;
     out->us = s_median(w, o->rounds);
     out->cpu_us = s_median(c, o->rounds);
-    out->deep_us = s_median(deep, o->rounds);
+    out->deep_us = s_median(dr, o->rounds);
     out->cheap_us = s_median(cheap, o->rounds);
     if (out->images != o->hashes || out->violations != 0) {
         fprintf(stderr,
@@ -449,10 +466,10 @@ static int s_bench_stats(const s_opts_t *o, s_stats_t *out)
     }
     rc = 0;
 cleanup:
-    kvt_stidx_destroy(&x);
+    kvt_sched_destroy(&x);
     free(w);
     free(c);
-    free(deep);
+    free(dr);
     free(cheap);
     free(t);
     return rc;
@@ -655,7 +672,8 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     double load0 = kvt_cli_loadavg();
     printf("kvtier bench admit: %ld cpus (%s); prompt %u tokens, %u iterations; %u images, %u "
            "rounds of %u reads; %u requests, %u steps\n",
-           ncpu, cpu, o.prompt, o.iterations, o.hashes, o.rounds, S_DEEP, o.requests, o.steps);
+           ncpu, cpu, o.prompt, o.iterations, o.hashes, o.rounds, kvt_sched_bench_deep_every(),
+           o.requests, o.steps);
     s_admit_t a = {0};
     s_stats_t st = {0};
     s_step_t sp = {0};
@@ -703,7 +721,7 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     s_set(geo, "step_prompt_tokens_max", json_integer(s_step_len(o.requests - 1, o.requests)));
     s_set(doc, "geometry", geo);
     s_set(its, "admit", json_integer(o.iterations));
-    s_set(its, "stats_reads", json_integer((json_int_t)o.rounds * S_DEEP));
+    s_set(its, "stats_reads", json_integer((json_int_t)o.rounds * kvt_sched_bench_deep_every()));
     s_set(its, "stats_rounds", json_integer(o.rounds));
     s_set(its, "steps", json_integer(o.steps));
     s_set(doc, "iterations", its);
