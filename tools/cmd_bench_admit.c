@@ -67,40 +67,11 @@ typedef struct {
     uint32_t steps;      //  --steps
 } s_opts_t;
 
-static double s_clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double s_now(void)
-{
-    return s_clock_s(CLOCK_MONOTONIC);
-}
-
-static double s_cpu_now(void)
-{
-    return s_clock_s(CLOCK_THREAD_CPUTIME_ID);
-}
-
 //  A short sleep: the next timed call starts on a fresh time slice.
 static void s_nap(void)
 {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
     nanosleep(&ts, NULL);
-}
-
-static int s_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double s_median(double *v, uint32_t n)
-{
-    qsort(v, n, sizeof *v, s_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // ------------------------------------------------------------- the rig ----
@@ -313,13 +284,13 @@ static int s_bench_admit(const s_opts_t *o, s_admit_t *out)
         for (int k = 0; k < 2; k++) {
             s_nap();
             if ((k == 0) == (it % 2 == 0)) {
-                h0 = s_now(), hc0 = s_cpu_now();
+                h0 = kvt_cli_now(), hc0 = kvt_cli_cpu_now();
                 nh = kvt_prefix_hashes(cfg.ns, p, n, S_BS, chain);
-                h1 = s_now(), hc1 = s_cpu_now();
+                h1 = kvt_cli_now(), hc1 = kvt_cli_cpu_now();
             } else {
-                t0 = s_now(), c0 = s_cpu_now();
+                t0 = kvt_cli_now(), c0 = kvt_cli_cpu_now();
                 prc = s_plan(&g);
-                t1 = s_now(), c1 = s_cpu_now();
+                t1 = kvt_cli_now(), c1 = kvt_cli_cpu_now();
             }
         }
         if (nh != n / S_BS) {
@@ -367,10 +338,10 @@ static int s_bench_admit(const s_opts_t *o, s_admit_t *out)
         fprintf(stderr, "kvtier bench admit: %s\n", err);
         goto cleanup;
     }
-    out->admit_us = s_median(aw, o->iterations);
-    out->admit_cpu_us = s_median(ac, o->iterations);
-    out->hash_us = s_median(hw, o->iterations);
-    out->hash_cpu_us = s_median(hc, o->iterations);
+    out->admit_us = kvt_cli_median(aw, o->iterations);
+    out->admit_cpu_us = kvt_cli_median(ac, o->iterations);
+    out->hash_us = kvt_cli_median(hw, o->iterations);
+    out->hash_cpu_us = kvt_cli_median(hc, o->iterations);
     rc = 0;
 cleanup:
     s_rig_down(&g);
@@ -434,13 +405,13 @@ static int s_bench_stats(const s_opts_t *o, s_stats_t *out)
         kvt_sched_bench_index_read(x, &images, &violations);
     for (uint32_t r = 0; r < o->rounds; r++) {
         s_nap();
-        double c0 = s_cpu_now();
-        t[0] = s_now();
+        double c0 = kvt_cli_cpu_now();
+        t[0] = kvt_cli_now();
         for (uint32_t i = 0; i < deep; i++) {
             kvt_sched_bench_index_read(x, &images, &violations);
-            t[i + 1] = s_now();
+            t[i + 1] = kvt_cli_now();
         }
-        double c1 = s_cpu_now();
+        double c1 = kvt_cli_cpu_now();
         double max = 0;
         for (uint32_t i = 0; i < deep; i++)
             if (t[i + 1] - t[i] > max)
@@ -453,10 +424,10 @@ static int s_bench_stats(const s_opts_t *o, s_stats_t *out)
     }
     out->images = images;
     out->violations = violations;
-    out->us = s_median(w, o->rounds);
-    out->cpu_us = s_median(c, o->rounds);
-    out->deep_us = s_median(dr, o->rounds);
-    out->cheap_us = s_median(cheap, o->rounds);
+    out->us = kvt_cli_median(w, o->rounds);
+    out->cpu_us = kvt_cli_median(c, o->rounds);
+    out->deep_us = kvt_cli_median(dr, o->rounds);
+    out->cheap_us = kvt_cli_median(cheap, o->rounds);
     if (out->images != o->hashes || out->violations != 0) {
         fprintf(stderr,
                 "kvtier bench admit: the index holds %llu images (%u noted), %llu "
@@ -539,10 +510,10 @@ static int s_bench_step(const s_opts_t *o, s_step_t *out)
     //  The step the warm-up planned last is applied inside the first timed
     //  step.
     for (uint32_t s = 0; s < o->steps; s++) {
-        double t0 = s_now(), c0 = s_cpu_now();
+        double t0 = kvt_cli_now(), c0 = kvt_cli_cpu_now();
         int arc = kvt_sched_apply(g.s, g.step, true);
         int prc = s_plan(&g);
-        double t1 = s_now(), c1 = s_cpu_now();
+        double t1 = kvt_cli_now(), c1 = kvt_cli_cpu_now();
         if (arc != 0 || prc != 1 || s_collect(&g) != 0) {
             fprintf(stderr, "kvtier bench admit: step %llu: apply %d, plan %d\n",
                     (unsigned long long)g.step, arc, prc);
@@ -556,9 +527,9 @@ static int s_bench_step(const s_opts_t *o, s_step_t *out)
         kvt_sched_plan_state(g.s, &ops, &nops);
         for (uint32_t i = 0; i < nops; i++)
             out->takes += ops[i].kind == KVT_SCHED_STATE_TAKE;
-        double t2 = s_now(), c2 = s_cpu_now();
+        double t2 = kvt_cli_now(), c2 = kvt_cli_cpu_now();
         s_deliver(&g);
-        double t3 = s_now(), c3 = s_cpu_now();
+        double t3 = kvt_cli_now(), c3 = kvt_cli_cpu_now();
         w[s] = ((t1 - t0) + (t3 - t2)) * 1e6;
         c[s] = ((c1 - c0) + (c3 - c2)) * 1e6;
     }
@@ -567,8 +538,8 @@ static int s_bench_step(const s_opts_t *o, s_step_t *out)
                 nreq);
         goto cleanup;
     }
-    out->us = s_median(w, o->steps);
-    out->cpu_us = s_median(c, o->steps);
+    out->us = kvt_cli_median(w, o->steps);
+    out->cpu_us = kvt_cli_median(c, o->steps);
     rc = 0;
 cleanup:
     s_rig_down(&g);

@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kvt_cli.h"
@@ -117,13 +116,6 @@ static void s_copy_str(char *out, size_t len, const char *src)
     out[n] = 0;
 }
 
-static double s_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static uint64_t s_rand(s_ctx_t *c)
 {
     c->rng ^= c->rng << 13;
@@ -138,12 +130,6 @@ static void s_log(void *arg, int level, const char *line)
     (void)arg;
     if (level <= 1)
         fprintf(stderr, "kvt_gpu: %s\n", line);
-}
-
-static int s_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 //  A memcpy per segment of list i in the chunk layout (same pattern as
@@ -166,12 +152,6 @@ static void s_seg_copy(s_ctx_t *c, uint64_t i, bool to_chunk)
                     memcpy(dev, chunk + (size_t)b * seg, seg);
             }
         }
-}
-
-static double s_median(double *v, uint32_t n)
-{
-    qsort(v, n, sizeof *v, s_cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void s_usage(FILE *out)
@@ -312,11 +292,11 @@ static double s_round(s_ctx_t *c, s_kind_t kind)
     const double min_s = c->o->round_ms / 1000.0;
     const size_t len = c->r->chunk_bytes;
     uint64_t ops = 0;
-    double t0 = s_now(), t1 = t0;
+    double t0 = kvt_cli_now(), t1 = t0;
     if (kind == S_SEG_CHUNK || kind == S_SEG_POOL) {
         do {
             s_seg_copy(c, ops++, kind == S_SEG_CHUNK);
-        } while (ops % 8 != 0 || ops < 16 || (t1 = s_now()) - t0 < min_s);
+        } while (ops % 8 != 0 || ops < 16 || (t1 = kvt_cli_now()) - t0 < min_s);
         return (double)ops * (double)len / (t1 - t0) / 1e9;
     }
     if (c->host && (kind == S_BASE_CHUNK || kind == S_BASE_POOL)) {
@@ -328,7 +308,7 @@ static double s_round(s_ctx_t *c, s_kind_t kind)
             else
                 memcpy(pool, buf, len);
             ops++;
-            if (ops % 8 == 0 && ops >= 16 && (t1 = s_now()) - t0 >= min_s)
+            if (ops % 8 == 0 && ops >= 16 && (t1 = kvt_cli_now()) - t0 >= min_s)
                 break;
         }
         return (double)ops * (double)len / (t1 - t0) / 1e9;
@@ -350,11 +330,11 @@ static double s_round(s_ctx_t *c, s_kind_t kind)
         *slot = kvt_gpu_event_pool_get(c->events);
         rc = *slot ? kvt_gpu_event_record(*slot, c->stream) : -1;
         ops++;
-        if (ops % k == 0 && ops >= 16 && s_now() - t0 >= min_s)
+        if (ops % k == 0 && ops >= 16 && kvt_cli_now() - t0 >= min_s)
             break;
     }
     int drain = kvt_gpu_stream_synchronize(c->stream);
-    t1 = s_now();
+    t1 = kvt_cli_now();
     for (uint32_t j = 0; j < k; j++)
         kvt_gpu_event_pool_put(c->events, &window[j]);
     if (rc < 0 || drain < 0) {
@@ -551,16 +531,16 @@ static int s_measure(const s_opts_t *o, s_result_t *r, char *describe, size_t de
             v[6 + dir][i] = v[kinds[0]][i] / v[kinds[1]][i];
             v[8 + dir][i] = c.host ? v[kinds[0]][i] / v[kinds[2]][i] : 0;
         }
-    r->gather = s_median(v[S_GATHER], o->rounds);
-    r->scatter = s_median(v[S_SCATTER], o->rounds);
-    r->base_chunk = s_median(v[S_BASE_CHUNK], o->rounds);
-    r->base_pool = s_median(v[S_BASE_POOL], o->rounds);
-    r->seg_chunk = s_median(v[S_SEG_CHUNK], o->rounds);
-    r->seg_pool = s_median(v[S_SEG_POOL], o->rounds);
-    r->gather_ratio = s_median(v[6], o->rounds);
-    r->scatter_ratio = s_median(v[7], o->rounds);
-    r->gather_seg = s_median(v[8], o->rounds);
-    r->scatter_seg = s_median(v[9], o->rounds);
+    r->gather = kvt_cli_median(v[S_GATHER], o->rounds);
+    r->scatter = kvt_cli_median(v[S_SCATTER], o->rounds);
+    r->base_chunk = kvt_cli_median(v[S_BASE_CHUNK], o->rounds);
+    r->base_pool = kvt_cli_median(v[S_BASE_POOL], o->rounds);
+    r->seg_chunk = kvt_cli_median(v[S_SEG_CHUNK], o->rounds);
+    r->seg_pool = kvt_cli_median(v[S_SEG_POOL], o->rounds);
+    r->gather_ratio = kvt_cli_median(v[6], o->rounds);
+    r->scatter_ratio = kvt_cli_median(v[7], o->rounds);
+    r->gather_seg = kvt_cli_median(v[8], o->rounds);
+    r->scatter_seg = kvt_cli_median(v[9], o->rounds);
     rc = 0;
 
 cleanup:

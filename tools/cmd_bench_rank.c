@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -84,24 +83,6 @@ static s_bench_t s_b;
 static kvt_hash_t s_key(uint32_t i)
 {
     return (kvt_hash_t){.hi = 0xBE7C4000ull + i, .lo = i * 2654435761ull + 1};
-}
-
-static double s_clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double s_now(void)
-{
-    return s_clock_s(CLOCK_MONOTONIC);
-}
-
-//  CPU time of the whole process (every thread), seconds.
-static double s_cpu_now(void)
-{
-    return s_clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 // ----------------------------------------------------- the rank path ----
@@ -279,7 +260,7 @@ cleanup:
 //  verdict, and the process's CPU seconds over the round.
 static int s_rank_round(s_rig_t *g, double *secs, double *cpu)
 {
-    double cpu0 = s_cpu_now();
+    double cpu0 = kvt_cli_proc_cpu_now();
     kvt_msg_t m;
     memset(&m, 0, sizeof m);
     m.kind = KVT_MSG_PING;
@@ -291,7 +272,7 @@ static int s_rank_round(s_rig_t *g, double *secs, double *cpu)
         return -1;
     }
     *secs = (double)(atomic_load(&s_b.t1) - atomic_load(&s_b.t0)) * 1e-9;
-    *cpu = s_cpu_now() - cpu0;
+    *cpu = kvt_cli_proc_cpu_now() - cpu0;
     return 0;
 }
 
@@ -370,7 +351,7 @@ cleanup:
 //  frame, and the process's CPU seconds over the round.
 static int s_base_round(s_base_t *b, double *secs, double *cpu)
 {
-    double c0 = s_cpu_now();
+    double c0 = kvt_cli_proc_cpu_now();
     const s_opts_t *o = b->o;
     uint64_t items = (uint64_t)o->items * o->steps;
     int rc = -1;
@@ -397,7 +378,7 @@ static int s_base_round(s_base_t *b, double *secs, double *cpu)
             goto join;
         started++;
     }
-    double t0 = s_now();
+    double t0 = kvt_cli_now();
     for (uint32_t s = 0; s < o->steps; s++) {
         for (uint32_t i = 0; i < o->items; i++)
             for (uint32_t r = 0; r < o->ranks; r++)
@@ -407,7 +388,7 @@ static int s_base_round(s_base_t *b, double *secs, double *cpu)
             if (zmq_recv(up, buf, b->verdict_len + 64, 0) < 0)
                 goto join;
     }
-    *secs = s_now() - t0;
+    *secs = kvt_cli_now() - t0;
     b->messages = items * (2 * o->ranks + 1);
     rc = 0;
 join:
@@ -415,7 +396,7 @@ join:
         zmq_ctx_shutdown(b->zctx); //  unblocks the threads; the run fails
     for (uint32_t r = 0; r < started; r++)
         pthread_join(th[r], NULL);
-    *cpu = s_cpu_now() - c0;
+    *cpu = kvt_cli_proc_cpu_now() - c0;
 cleanup:
     free(buf);
     if (up)
@@ -519,18 +500,6 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     return 0;
 }
 
-static int s_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double s_median(double *v, uint32_t n)
-{
-    qsort(v, n, sizeof *v, s_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static int s_write_json(const char *path, json_t *doc)
 {
     if (json_dump_file(doc, path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {
@@ -595,9 +564,10 @@ int kvt_cmd_bench_rank(int argc, char **argv)
                 (unsigned long long)atomic_load(&s_b.failed));
         goto cleanup_rig;
     }
-    double us_med = s_median(us, o.rounds), base_med = s_median(base, o.rounds);
-    double ratio_med = s_median(ratio, o.rounds);
-    double cpu_med = s_median(cpus, o.rounds), base_cpu_med = s_median(base_cpu, o.rounds);
+    double us_med = kvt_cli_median(us, o.rounds), base_med = kvt_cli_median(base, o.rounds);
+    double ratio_med = kvt_cli_median(ratio, o.rounds);
+    double cpu_med = kvt_cli_median(cpus, o.rounds),
+           base_cpu_med = kvt_cli_median(base_cpu, o.rounds);
     double added = us_med - base_med;
     double load1 = kvt_cli_loadavg();
     printf("through the actors: %.2f us per item (%.0f items/s); raw ZeroMQ inproc relay of the "

@@ -30,7 +30,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kvt_cli.h"
@@ -70,13 +69,6 @@ typedef struct {
     uint64_t next_key;  //  next fresh key for puts
     uint64_t first_key; //  oldest key still resident (for gets)
 } s_ctx_t;
-
-static double s_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 #define S_HUGE (2u << 20) //  a transparent huge page
 
@@ -119,18 +111,6 @@ static uint8_t *s_block(s_ctx_t *c, uint64_t i, unsigned j)
 {
     uint64_t b = ((i * S_BLOCKS + j) * 0x9E3779B97F4A7C15ull) & (c->nblocks - 1);
     return c->plane + b * c->block;
-}
-
-static int s_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double s_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), s_cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // ----------------------------------------------------------- put / get --
@@ -187,12 +167,12 @@ static double s_run(s_ctx_t *c, s_step_fn fn, double seconds, uint64_t *iter)
 {
     size_t chunk = S_BLOCKS * c->block;
     uint64_t n = 0;
-    double t0 = s_now(), t;
+    double t0 = kvt_cli_now(), t;
     do {
         for (int b = 0; b < 8; b++, n++)
             if (fn(c, (*iter)++) != 0)
                 return -1;
-        t = s_now();
+        t = kvt_cli_now();
     } while (t - t0 < seconds);
     return (double)n * (double)chunk / (t - t0) / 1e9;
 }
@@ -222,9 +202,9 @@ static int s_pair(s_ctx_t *c, s_step_fn base_fn, s_step_fn pool_fn, double secon
             return -1;
         q[r] = p[r] / b[r];
     }
-    *ratio = s_median(q, S_REPEATS);
-    *base = s_median(b, S_REPEATS);
-    *pool = s_median(p, S_REPEATS);
+    *ratio = kvt_cli_median(q, S_REPEATS);
+    *base = kvt_cli_median(b, S_REPEATS);
+    *pool = kvt_cli_median(p, S_REPEATS);
     return 0;
 }
 
@@ -299,15 +279,16 @@ static s_lat_t s_latency(s_ctx_t *c, const kvt_hash_t *keys, int what, double se
     double *batch = malloc(S_MAX_BATCHES * sizeof(double));
     int nb = 0;
     uint64_t n = 0;
-    double t0 = s_now(), t = t0;
+    double t0 = kvt_cli_now(), t = t0;
     while (t - t0 < seconds && nb < S_MAX_BATCHES && batch) {
         double b0 = t;
         for (int i = 0; i < per_batch[what]; i++)
             s_lat_op(c, keys, what, n++);
-        t = s_now();
+        t = kvt_cli_now();
         batch[nb++] = (t - b0) / per_batch[what];
     }
-    s_lat_t r = {.median = nb ? s_median(batch, nb) : 0, .mean = n ? (t - t0) / (double)n : 0};
+    s_lat_t r = {.median = nb ? kvt_cli_median(batch, nb) : 0,
+                 .mean = n ? (t - t0) / (double)n : 0};
     free(batch);
     return r;
 }
@@ -363,7 +344,7 @@ static int s_bench_disk(const s_opts_t *o, uint8_t *src, double *put, double *ge
         fprintf(stderr, "kvtier bench store: %s\n", err);
         goto cleanup;
     }
-    double t0 = s_now();
+    double t0 = kvt_cli_now();
     for (size_t i = 0; i < n; i++) {
         const uint8_t *p = src + (i * obj) % (S_PLANE - obj + 1);
         int r;
@@ -377,11 +358,11 @@ static int s_bench_disk(const s_opts_t *o, uint8_t *src, double *put, double *ge
         }
     }
     kvt_disk_flush(disk);
-    *put = (double)(n * obj) / (s_now() - t0) / 1e9;
+    *put = (double)(n * obj) / (kvt_cli_now() - t0) / 1e9;
     uint8_t *dst = malloc(obj);
     if (!dst)
         goto cleanup;
-    t0 = s_now();
+    t0 = kvt_cli_now();
     for (size_t i = 0; i < n; i++) {
         size_t got;
         kvt_obj_kind_t kind;
@@ -392,7 +373,7 @@ static int s_bench_disk(const s_opts_t *o, uint8_t *src, double *put, double *ge
             goto cleanup;
         }
     }
-    *get = (double)(n * obj) / (s_now() - t0) / 1e9;
+    *get = (double)(n * obj) / (kvt_cli_now() - t0) / 1e9;
     free(dst);
     rc = 0;
 cleanup:

@@ -2,8 +2,10 @@
 #include "kvt_cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static int s_digits(const char *s, const char **end, uint64_t *out)
 {
@@ -85,4 +87,38 @@ double kvt_cli_loadavg(void)
         load = -1;
     fclose(f);
     return load;
+}
+
+static double s_clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double kvt_cli_now(void)
+{
+    return s_clock_s(CLOCK_MONOTONIC);
+}
+
+double kvt_cli_cpu_now(void)
+{
+    return s_clock_s(CLOCK_THREAD_CPUTIME_ID);
+}
+
+double kvt_cli_proc_cpu_now(void)
+{
+    return s_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+static int s_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double kvt_cli_median(double *v, uint32_t n)
+{
+    qsort(v, n, sizeof *v, s_cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }

@@ -21,4 +21,14 @@ void kvt_cli_cpu_model(char *cpu, size_t cap);
 //  The 1-minute load average from /proc/loadavg, or -1.
 double kvt_cli_loadavg(void);
 
+//  For the benchmarks' timings, in seconds: wall time (CLOCK_MONOTONIC),
+//  the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and the whole
+//  process's (every thread, CLOCK_PROCESS_CPUTIME_ID).
+double kvt_cli_now(void);
+double kvt_cli_cpu_now(void);
+double kvt_cli_proc_cpu_now(void);
+
+//  The median of v[0..n), n > 0 (sorts v in place).
+double kvt_cli_median(double *v, uint32_t n);
+
 #endif
