@@ -575,55 +575,14 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                     .rounds = 21,
                     .requests = 64,
                     .steps = 200};
-    static const struct {
-        const char *flag; //  the flag
-        uint64_t lo, hi;  //  its range
-    } nums[] = {{"--prompt-tokens", 2048, 1u << 20},
-                {"--iterations", 1, 1001},
-                {"--hashes", 256, 1u << 24},
-                {"--stats-rounds", 1, 1001},
-                {"--requests", 1, KVT_MSG_MAX_ENTRIES},
-                {"--steps", 1, 100000}};
-    enum { NNUMS = sizeof nums / sizeof nums[0] };
-    uint32_t *dst[NNUMS] = {&o->prompt, &o->iterations, &o->hashes,
-                            &o->rounds, &o->requests,   &o->steps};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            s_usage(stdout);
-            return 1;
-        }
-        int which = -1;
-        for (int k = 0; k < NNUMS; k++)
-            if (!strcmp(f, nums[k].flag))
-                which = k;
-        if (which < 0 && strcmp(f, "--json") != 0) {
-            fprintf(stderr, "kvtier bench admit: unknown flag '%s'\n", f);
-            s_usage(stderr);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvtier bench admit: %s needs a value\n", f);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (which < 0) {
-            o->json = v;
-            continue;
-        }
-        uint64_t n;
-        if (kvt_cli_uint(v, nums[which].lo, nums[which].hi, &n) != 0) {
-            fprintf(stderr, "kvtier bench admit: %s %s: expected an integer in [%llu, %llu]\n", f,
-                    v, (unsigned long long)nums[which].lo, (unsigned long long)nums[which].hi);
-            return -1;
-        }
-        if (which == 0 && n % 2048) {
-            fprintf(stderr, "kvtier bench admit: --prompt-tokens %s: not a multiple of 2048\n", v);
-            return -1;
-        }
-        *dst[which] = (uint32_t)n;
-    }
-    return 0;
+    const kvt_cli_num_t nums[] = {{"--prompt-tokens", 2048, 1u << 20, 2048, &o->prompt},
+                                  {"--iterations", 1, 1001, 0, &o->iterations},
+                                  {"--hashes", 256, 1u << 24, 0, &o->hashes},
+                                  {"--stats-rounds", 1, 1001, 0, &o->rounds},
+                                  {"--requests", 1, KVT_MSG_MAX_ENTRIES, 0, &o->requests},
+                                  {"--steps", 1, 100000, 0, &o->steps}};
+    return kvt_cli_parse_nums("kvtier bench admit", argc, argv, nums, sizeof nums / sizeof nums[0],
+                              &o->json, s_usage);
 }
 
 static void s_set(json_t *o, const char *k, json_t *v)

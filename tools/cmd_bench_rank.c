@@ -457,47 +457,12 @@ static void s_usage(FILE *out)
 static int s_parse(int argc, char **argv, s_opts_t *o)
 {
     *o = (s_opts_t){.items = 64, .steps = 200, .rounds = 5, .ranks = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            s_usage(stdout);
-            return 1;
-        }
-        static const struct {
-            const char *flag; //  the flag
-            uint64_t lo, hi;  //  its range
-        } nums[] = {{"--items", 1, 4096},
-                    {"--steps", 1, 1000000},
-                    {"--rounds", 1, S_MAXROUNDS},
-                    {"--ranks", 1, S_MAXR}};
-        int which = -1;
-        for (int k = 0; k < 4; k++)
-            if (!strcmp(f, nums[k].flag))
-                which = k;
-        if (which < 0 && strcmp(f, "--json") != 0) {
-            fprintf(stderr, "kvtier bench rank: unknown flag '%s'\n", f);
-            s_usage(stderr);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvtier bench rank: %s needs a value\n", f);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (which < 0) {
-            o->json = v;
-            continue;
-        }
-        uint64_t n;
-        if (kvt_cli_uint(v, nums[which].lo, nums[which].hi, &n) != 0) {
-            fprintf(stderr, "kvtier bench rank: %s %s: expected an integer in [%llu, %llu]\n", f, v,
-                    (unsigned long long)nums[which].lo, (unsigned long long)nums[which].hi);
-            return -1;
-        }
-        uint32_t *dst[4] = {&o->items, &o->steps, &o->rounds, &o->ranks};
-        *dst[which] = (uint32_t)n;
-    }
-    return 0;
+    const kvt_cli_num_t nums[] = {{"--items", 1, 4096, 0, &o->items},
+                                  {"--steps", 1, 1000000, 0, &o->steps},
+                                  {"--rounds", 1, S_MAXROUNDS, 0, &o->rounds},
+                                  {"--ranks", 1, S_MAXR, 0, &o->ranks}};
+    return kvt_cli_parse_nums("kvtier bench rank", argc, argv, nums, sizeof nums / sizeof nums[0],
+                              &o->json, s_usage);
 }
 
 static int s_write_json(const char *path, json_t *doc)

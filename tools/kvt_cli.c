@@ -57,6 +57,49 @@ int kvt_cli_size(const char *s, uint64_t *out)
     return -1;
 }
 
+int kvt_cli_parse_nums(const char *cmd, int argc, char **argv, const kvt_cli_num_t *nums,
+                       uint32_t n, const char **json, void (*usage)(FILE *out))
+{
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        const kvt_cli_num_t *num = NULL;
+        for (uint32_t k = 0; k < n; k++)
+            if (!strcmp(f, nums[k].flag))
+                num = &nums[k];
+        if (!num && strcmp(f, "--json") != 0) {
+            fprintf(stderr, "%s: unknown flag '%s'\n", cmd, f);
+            usage(stderr);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "%s: %s needs a value\n", cmd, f);
+            return -1;
+        }
+        const char *v = argv[++i];
+        if (!num) {
+            *json = v;
+            continue;
+        }
+        uint64_t x;
+        if (kvt_cli_uint(v, num->lo, num->hi, &x) != 0) {
+            fprintf(stderr, "%s: %s %s: expected an integer in [%llu, %llu]\n", cmd, f, v,
+                    (unsigned long long)num->lo, (unsigned long long)num->hi);
+            return -1;
+        }
+        if (num->multiple && x % num->multiple) {
+            fprintf(stderr, "%s: %s %s: not a multiple of %llu\n", cmd, f, v,
+                    (unsigned long long)num->multiple);
+            return -1;
+        }
+        *num->dst = (uint32_t)x;
+    }
+    return 0;
+}
+
 void kvt_cli_cpu_model(char *cpu, size_t cap)
 {
     snprintf(cpu, cap, "unknown");
