@@ -7,11 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/aggregator/kvt_aggregator.h"
+#include "common/kvt_test_rig.h"
 #include "replay/kvt_oracle.h"
-#include "actors/worker/kvt_worker.h"
-#include "kvtier/kvt_gpu.h"
-#include "kvtier/kvt_storage.h"
 
 #define BS     16
 #define CS     64
@@ -21,140 +18,24 @@
 #define PLANES 2
 #define TOKB   16 //  bytes per token per plane (one layer)
 
-typedef struct {
-    kvt_verdict_t verdicts[64];  //  verdicts in arrival order (images copied to img)
-    uint8_t img[64][16];         //  the first bytes of each verdict's image bitmap
-    uint64_t at[64];             //  virtual time of each verdict
-    uint32_t nverdicts;          //  entries
-    kvt_counter_t counters[256]; //  last Stats reply
-    uint32_t ncounters;          //  entries
-} probe_t;
-
-static probe_t s_probe;
-
-static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    if (s_probe.nverdicts < 64) {
-        uint32_t i = s_probe.nverdicts++;
-        s_probe.at[i] = kvt_ctx_now(ctx);
-        s_probe.verdicts[i] = m->u.verdict;
-        s_probe.verdicts[i].images = NULL; //  freed with the message
-        memset(s_probe.img[i], 0, sizeof s_probe.img[i]);
-        if (m->u.verdict.images)
-            memcpy(s_probe.img[i], m->u.verdict.images,
-                   m->u.verdict.nimages < 16 ? m->u.verdict.nimages : 16);
-    }
-    return 0;
-}
-
-static int s_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    s_probe.ncounters = m->u.stats.ncounters < 256 ? m->u.stats.ncounters : 256;
-    memcpy(s_probe.counters, m->u.stats.counters, s_probe.ncounters * sizeof(kvt_counter_t));
-    return 0;
-}
-
-//  Ping(seq = actor id): ask that actor for its counters.
-static int s_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    kvt_msg_t q;
-    memset(&q, 0, sizeof q);
-    q.kind = KVT_MSG_STATS;
-    q.u.stats.request = true;
-    return kvt_ctx_send(ctx, (kvt_aid_t)m->u.ping.seq, &q);
-}
-
-static void *s_probe_init(kvt_ctx_t *ctx, void *args)
-{
-    return &s_probe;
-}
-
-static void s_probe_stop(kvt_ctx_t *ctx, void *self)
-{
-}
-
-static const kvt_actor_class_t s_probe_class = {
-    .type = "probe",
-    .init = s_probe_init,
-    .stop = s_probe_stop,
-    .on = {[KVT_MSG_VERDICT] = s_on_verdict,
-           [KVT_MSG_STATS] = s_on_stats,
-           [KVT_MSG_PING] = s_on_ping},
-};
-
-typedef struct {
-    kvt_system_t *sys;           //  SIM system
-    kvt_gpu_t *gpu[TP];          //  one device per rank
-    kvt_storage_t *st[TP];       //  one tier per rank
-    kvt_worker_args_t wa[TP];    //  worker args
-    kvt_aggregator_args_t aa;    //  aggregator args
-    kvt_aid_t agg, probe, w[TP]; //  ids
-} rig_t;
-
-static rig_t R;
-
-static uint64_t s_clock(void *arg)
-{
-    return kvt_system_now((kvt_system_t *)arg);
-}
-
-static void s_quiet(void *arg, int level, const char *line)
-{
-}
+static kvt_trig_probe_t *const s_probe = &kvt_trig_probe;
+static kvt_trig_t R;
 
 //  pool_chunks: CPU pool capacity in chunks (0 = 64); ttl_ms: pool TTL (0 =
 //  default); renew_ns: worker renew interval (0 = default).
 static void rig_up_seed(uint64_t seed, uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms,
                         uint64_t renew_ns)
 {
-    memset(&R, 0, sizeof R);
-    memset(&s_probe, 0, sizeof s_probe);
-    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = seed, .name = "actors"};
-    R.sys = kvt_system_new(&so);
-    cr_assert_not_null(R.sys);
-    R.probe = kvt_system_add(R.sys, "scheduler", &s_probe_class, NULL, NULL);
-    R.aa = (kvt_aggregator_args_t){
-        .nranks = TP, .scheduler = "scheduler", .timeout_ns = 1000000000ull};
-    R.agg = kvt_system_add(R.sys, "aggregator", &kvt_aggregator_class, &R.aa, NULL);
-    for (int r = 0; r < TP; r++) {
-        kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
-                             .host_mode = KVT_GPU_HOST_SIM,
-                             .now = s_clock,
-                             .now_arg = R.sys,
-                             .sim_bandwidth_Bps = bandwidth,
-                             .log = s_quiet};
-        R.gpu[r] = kvt_gpu_new(&go);
-        cr_assert_not_null(R.gpu[r]);
-        for (int p = 0; p < PLANES; p++) {
-            kvt_gpu_plane_desc_t pd = {.layers = 1, .num_blocks = NB, .block_bytes = BS * TOKB};
-            cr_assert_geq(kvt_gpu_plane_add(R.gpu[r], &pd), 0);
-        }
-        kvt_storage_config_t sc;
-        kvt_storage_config_defaults(&sc);
-        sc.pool.capacity_bytes =
-            (pool_chunks ? pool_chunks : 64) * BPC * kvt_gpu_block_bytes(R.gpu[r]);
-        sc.pool.align = 64;
-        if (ttl_ms)
-            sc.pool.ttl_ms = ttl_ms;
-        sc.pool.clock = s_clock;
-        sc.pool.clock_arg = R.sys;
-        sc.pool.log = s_quiet;
-        char err[256];
-        R.st[r] = kvt_storage_new(&sc, err, sizeof err);
-        cr_assert_not_null(R.st[r], "%s", err);
-        R.wa[r] = (kvt_worker_args_t){.rank = (uint32_t)r,
-                                      .gpu = R.gpu[r],
-                                      .storage = R.st[r],
-                                      .ns = 7,
-                                      .block_size = BS,
-                                      .chunk_size = CS,
-                                      .aggregator = "aggregator",
-                                      .renew_ns = renew_ns};
-        char name[16];
-        snprintf(name, sizeof name, "worker.%d", r);
-        R.w[r] = kvt_system_add(R.sys, name, &kvt_worker_class, &R.wa[r], NULL);
-    }
-    cr_assert_eq(kvt_system_start(R.sys), 0);
+    kvt_trig_cfg_t cfg = {
+        .seed = seed,
+        .name = "actors",
+        .nranks = TP,
+        .dev = {.bandwidth = bandwidth, .planes = PLANES, .blocks = NB, .block_bytes = BS * TOKB},
+        .pool_bytes = (uint64_t)(pool_chunks ? pool_chunks : 64) * BPC * PLANES * BS * TOKB,
+        .ttl_ms = ttl_ms,
+        .agg_timeout_ns = 1000000000ull,
+        .wa = {.ns = 7, .block_size = BS, .chunk_size = CS, .renew_ns = renew_ns}};
+    kvt_trig_up(&R, &cfg);
 }
 
 static void rig_up_ex(uint64_t bandwidth, uint32_t pool_chunks, uint64_t ttl_ms, uint64_t renew_ns)
@@ -169,33 +50,20 @@ static void rig_up(uint64_t bandwidth)
 
 static void rig_down(void)
 {
-    kvt_system_destroy(&R.sys);
-    for (int r = 0; r < TP; r++) {
-        kvt_storage_destroy(&R.st[r]);
-        kvt_gpu_destroy(&R.gpu[r]);
-    }
+    kvt_trig_down(&R);
 }
 
 static void rig_run(void)
 {
-    int rc = kvt_system_run(R.sys, 0, 1000000);
-    cr_assert_eq(rc, KVT_RUN_QUIESCENT, "run ended with %d", rc);
+    kvt_trig_run(R.sys, 1000000);
 }
 
 static uint64_t rig_counter(kvt_aid_t aid, const char *name)
 {
-    kvt_msg_t m;
-    memset(&m, 0, sizeof m);
-    m.kind = KVT_MSG_PING;
-    m.u.ping.seq = aid;
-    s_probe.ncounters = 0;
-    cr_assert_eq(kvt_system_post(R.sys, R.probe, &m), 0);
-    rig_run();
-    for (uint32_t i = 0; i < s_probe.ncounters; i++)
-        if (!strcmp(s_probe.counters[i].name, name))
-            return s_probe.counters[i].value;
-    cr_assert_fail("counter %s not reported", name);
-    return 0;
+    uint64_t v = 0;
+    cr_assert(kvt_trig_counter(R.sys, R.probe, aid, name, rig_run, &v), "counter %s not reported",
+              name);
+    return v;
 }
 
 //  Exactly-once, counted where duplicates would be dropped: the aggregator
@@ -275,16 +143,16 @@ Test(actors, save_then_load_round_trips_every_byte_on_every_rank, .timeout = 30)
         rig_fill(r, SRC, 8, 100);
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 100);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 2, "one verdict per chunk");
+    cr_assert_eq(s_probe->nverdicts, 2, "one verdict per chunk");
     for (int i = 0; i < 2; i++) {
-        cr_assert(s_probe.verdicts[i].ok);
-        cr_assert_eq(s_probe.verdicts[i].chan, KVT_CHAN_SAVE);
+        cr_assert(s_probe->verdicts[i].ok);
+        cr_assert_eq(s_probe->verdicts[i].chan, KVT_CHAN_SAVE);
     }
     rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 2, DST, 100);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 3, "one verdict for the whole load");
-    cr_assert(s_probe.verdicts[2].ok);
-    cr_assert_eq(s_probe.verdicts[2].chan, KVT_CHAN_LOAD);
+    cr_assert_eq(s_probe->nverdicts, 3, "one verdict for the whole load");
+    cr_assert(s_probe->verdicts[2].ok);
+    cr_assert_eq(s_probe->verdicts[2].chan, KVT_CHAN_LOAD);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 8, 100), "rank %d restored wrong bytes", r);
     cr_assert_eq(rig_counter(R.agg, "agg.reports"), 3 * TP);
@@ -301,10 +169,10 @@ Test(actors, save_report_never_precedes_its_gather, .timeout = 30)
         rig_fill(r, SRC, 4, 200);
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 200);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 1);
+    cr_assert_eq(s_probe->nverdicts, 1);
     uint64_t cost = kvt_gpu_sim_cost_ns(R.gpu[0], BPC * kvt_gpu_block_bytes(R.gpu[0]));
-    cr_assert_geq(s_probe.at[0], cost, "verdict at %llu ns, before the copy landed (%llu ns)",
-                  (unsigned long long)s_probe.at[0], (unsigned long long)cost);
+    cr_assert_geq(s_probe->at[0], cost, "verdict at %llu ns, before the copy landed (%llu ns)",
+                  (unsigned long long)s_probe->at[0], (unsigned long long)cost);
     rig_no_drops();
     rig_down();
 }
@@ -314,10 +182,10 @@ Test(actors, rule_L1_missing_chunk_fails_the_load_once, .timeout = 30)
     rig_up(25000000000ull);
     rig_spec(KVT_MSG_LOAD_SPEC, 5, 0, 2, DST, 900);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 1);
-    cr_assert_not(s_probe.verdicts[0].ok);
-    cr_assert_eq(s_probe.verdicts[0].detail, KVT_DETAIL_MISS);
-    cr_assert_eq(s_probe.verdicts[0].nfailed, TP);
+    cr_assert_eq(s_probe->nverdicts, 1);
+    cr_assert_not(s_probe->verdicts[0].ok);
+    cr_assert_eq(s_probe->verdicts[0].detail, KVT_DETAIL_MISS);
+    cr_assert_eq(s_probe->verdicts[0].nfailed, TP);
     cr_assert_eq(rig_counter(R.agg, "agg.reports"), TP, "exactly one report per rank");
     rig_no_drops();
     rig_down();
@@ -329,10 +197,10 @@ Test(actors, rule_L4_off_grid_spec_is_refused_with_one_report_per_item, .timeout
     //  start 16 is not on the 64-token chunk grid.
     rig_spec(KVT_MSG_SAVE_SPEC, 6, 16, 2, SRC, 300);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 2);
+    cr_assert_eq(s_probe->nverdicts, 2);
     for (int i = 0; i < 2; i++) {
-        cr_assert_not(s_probe.verdicts[i].ok);
-        cr_assert_eq(s_probe.verdicts[i].detail, KVT_DETAIL_INVALID);
+        cr_assert_not(s_probe->verdicts[i].ok);
+        cr_assert_eq(s_probe->verdicts[i].detail, KVT_DETAIL_INVALID);
     }
     cr_assert_eq(rig_counter(R.w[0], "worker.saves_refused"), 1);
     cr_assert_eq(rig_counter(R.agg, "agg.reports"), 2 * TP);
@@ -353,7 +221,7 @@ Test(actors, rule_A1_one_failing_rank_fails_the_verdict_whichever_reports_last, 
                     rig_fill(r, SRC, 4, 400);
                 rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 400);
                 rig_run();
-                cr_assert_eq(s_probe.nverdicts, 1);
+                cr_assert_eq(s_probe->nverdicts, 1);
                 //  Rank `bad` loses the chunk; the other still has it.
                 cr_assert_eq(kvt_pool_remove(kvt_storage_pool(R.st[bad]), 7, K(400), KVT_OBJ_KV),
                              0);
@@ -365,9 +233,9 @@ Test(actors, rule_A1_one_failing_rank_fails_the_verdict_whichever_reports_last, 
                 rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 400);
                 rig_run();
                 cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
-                cr_assert_eq(s_probe.nverdicts, 2);
-                const kvt_verdict_t *v = &s_probe.verdicts[1];
-                cr_assert_geq(s_probe.at[1] - t0, 1000000ull, "the delayed report came last");
+                cr_assert_eq(s_probe->nverdicts, 2);
+                const kvt_verdict_t *v = &s_probe->verdicts[1];
+                cr_assert_geq(s_probe->at[1] - t0, 1000000ull, "the delayed report came last");
                 cr_assert_not(v->ok, "seed %llu, rank %d failing, reporting %s: verdict ok",
                               (unsigned long long)seed, bad, bad_first ? "first" : "last");
                 cr_assert_eq(v->nfailed, 1);
@@ -390,13 +258,13 @@ Test(actors, rule_A4_dropped_completion_settles_the_key_failed_by_the_bound, .ti
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 500);
     rig_run(); //  the aggregator's timer runs until the key settled
     cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
-    cr_assert_eq(s_probe.nverdicts, 1, "one rank never reported: the bound settles the key");
-    const kvt_verdict_t *v = &s_probe.verdicts[0];
+    cr_assert_eq(s_probe->nverdicts, 1, "one rank never reported: the bound settles the key");
+    const kvt_verdict_t *v = &s_probe->verdicts[0];
     cr_assert_not(v->ok, "a timeout is a failure");
     cr_assert_eq(v->detail, KVT_DETAIL_TIMEOUT);
     cr_assert_eq(v->nfailed, 1);
-    cr_assert_geq(s_probe.at[0] - t0, R.aa.timeout_ns, "not before the bound");
-    cr_assert_leq(s_probe.at[0] - t0, R.aa.timeout_ns + 10000000ull, "at the bound");
+    cr_assert_geq(s_probe->at[0] - t0, R.aa.timeout_ns, "not before the bound");
+    cr_assert_leq(s_probe->at[0] - t0, R.aa.timeout_ns + 10000000ull, "at the bound");
     cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
     cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 1);
     rig_no_drops();
@@ -411,8 +279,8 @@ Test(actors, duplicated_completion_is_dropped, .timeout = 30)
     kvt_sim_fault(R.sys, KVT_FAULT_DUPLICATE, R.w[0], R.agg, KVT_MSG_COMPLETION, 1, 0);
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 600);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 1, "still exactly one verdict");
-    cr_assert(s_probe.verdicts[0].ok);
+    cr_assert_eq(s_probe->nverdicts, 1, "still exactly one verdict");
+    cr_assert(s_probe->verdicts[0].ok);
     uint64_t dup = rig_counter(R.agg, "agg.dup_dropped");
     uint64_t late = rig_counter(R.agg, "agg.late_dropped");
     cr_assert_eq(dup + late, 1, "the copy is dropped (dup %llu, late %llu)",
@@ -430,12 +298,12 @@ Test(actors, crashed_worker_reports_its_pending_items_failed, .timeout = 30)
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 700);
     //  Deliver the specs, not the copies' landing.
     kvt_system_run(R.sys, 200000, 0);
-    cr_assert_eq(s_probe.nverdicts, 0);
+    cr_assert_eq(s_probe->nverdicts, 0);
     cr_assert_eq(kvt_sim_crash(R.sys, R.w[1]), 0);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 1, "the shutdown path reported the pending item");
-    cr_assert_not(s_probe.verdicts[0].ok);
-    cr_assert_eq(s_probe.verdicts[0].detail, KVT_DETAIL_SHUTDOWN);
+    cr_assert_eq(s_probe->nverdicts, 1, "the shutdown path reported the pending item");
+    cr_assert_not(s_probe->verdicts[0].ok);
+    cr_assert_eq(s_probe->verdicts[0].detail, KVT_DETAIL_SHUTDOWN);
     kvt_pool_stats_t ps;
     kvt_pool_stats(kvt_storage_pool(R.st[1]), &ps);
     cr_assert_eq(ps.objects_writing, 0, "the crashed worker's reservation was aborted");
@@ -455,11 +323,11 @@ Test(actors, rule_L2_load_report_never_precedes_the_copy, .timeout = 30)
     uint64_t t0 = kvt_system_now(R.sys);
     rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 800);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 2);
-    cr_assert(s_probe.verdicts[1].ok);
+    cr_assert_eq(s_probe->nverdicts, 2);
+    cr_assert(s_probe->verdicts[1].ok);
     uint64_t cost = kvt_gpu_sim_cost_ns(R.gpu[0], BPC * kvt_gpu_block_bytes(R.gpu[0]));
-    cr_assert_geq(s_probe.at[1] - t0, cost, "load verdict %llu ns after dispatch, copy takes %llu",
-                  (unsigned long long)(s_probe.at[1] - t0), (unsigned long long)cost);
+    cr_assert_geq(s_probe->at[1] - t0, cost, "load verdict %llu ns after dispatch, copy takes %llu",
+                  (unsigned long long)(s_probe->at[1] - t0), (unsigned long long)cost);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 4, 800));
     rig_no_drops();
@@ -476,9 +344,9 @@ Test(actors, repeated_save_spec_runs_once, .timeout = 30)
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 900);
     rig_run();
     cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
-    cr_assert_eq(s_probe.nverdicts, 2, "one verdict per chunk");
-    cr_assert(s_probe.verdicts[0].ok, "the copy must not be reported as a duplicate writer");
-    cr_assert(s_probe.verdicts[1].ok);
+    cr_assert_eq(s_probe->nverdicts, 2, "one verdict per chunk");
+    cr_assert(s_probe->verdicts[0].ok, "the copy must not be reported as a duplicate writer");
+    cr_assert(s_probe->verdicts[1].ok);
     cr_assert_eq(rig_counter(R.w[0], "worker.duplicates"), 2);
     cr_assert_eq(rig_counter(R.w[0], "worker.saves_ok"), 2);
     //  The stored chunks hold the bytes the blocks had when saved.
@@ -486,7 +354,7 @@ Test(actors, repeated_save_spec_runs_once, .timeout = 30)
         rig_fill(r, SRC, 8, 1900); //  the source blocks are reused
     rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 2, DST, 900);
     rig_run();
-    cr_assert(s_probe.verdicts[2].ok);
+    cr_assert(s_probe->verdicts[2].ok);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 8, 900));
     rig_drops(0, (uint64_t[TP]){2, 0});
@@ -505,8 +373,8 @@ Test(actors, repeated_load_spec_runs_once, .timeout = 30)
     rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 950);
     rig_run();
     cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
-    cr_assert_eq(s_probe.nverdicts, 2);
-    cr_assert(s_probe.verdicts[1].ok);
+    cr_assert_eq(s_probe->nverdicts, 2);
+    cr_assert(s_probe->verdicts[1].ok);
     cr_assert_eq(rig_counter(R.w[1], "worker.duplicates"), 1);
     cr_assert_eq(rig_counter(R.w[1], "worker.loads_ok"), 1, "the second copy never ran");
     cr_assert_eq(rig_counter(R.agg, "agg.late_dropped") + rig_counter(R.agg, "agg.dup_dropped"), 0,
@@ -556,7 +424,7 @@ Test(actors, a_load_leaves_the_prefix_younger_than_its_suffix, .timeout = 30)
                                        34, 35, 36, 37, 38, 39, 40, 41};
     rig_spec(KVT_MSG_LOAD_SPEC, 3, 0, 4, dst16, 1000);
     rig_run();
-    cr_assert(s_probe.verdicts[s_probe.nverdicts - 1].ok);
+    cr_assert(s_probe->verdicts[s_probe->nverdicts - 1].ok);
     //  The load made the prefix younger than the two unrelated chunks;
     //  three more chunks evict those two and then the prefix's deepest.
     static const uint32_t more[12] = {16, 17, 18, 19, 20, 21, 24, 25, 26, 27, 28, 29};
@@ -580,12 +448,12 @@ Test(actors, a_copy_longer_than_the_ttl_keeps_its_reservation, .timeout = 30)
         rig_fill(r, SRC, 4, 1100);
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 1100);
     rig_run();
-    cr_assert_eq(s_probe.nverdicts, 1);
-    cr_assert(s_probe.verdicts[0].ok, "the reservation expired under a running copy (detail %u)",
-              s_probe.verdicts[0].detail);
+    cr_assert_eq(s_probe->nverdicts, 1);
+    cr_assert(s_probe->verdicts[0].ok, "the reservation expired under a running copy (detail %u)",
+              s_probe->verdicts[0].detail);
     rig_spec(KVT_MSG_LOAD_SPEC, 2, 0, 1, DST, 1100);
     rig_run();
-    cr_assert(s_probe.verdicts[1].ok);
+    cr_assert(s_probe->verdicts[1].ok);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 4, 1100));
     rig_no_drops();
@@ -605,9 +473,9 @@ static const kvt_verdict_t *rig_verdict(uint8_t chan, uint64_t req)
 {
     const kvt_verdict_t *v = NULL;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < s_probe.nverdicts; i++)
-        if (s_probe.verdicts[i].chan == chan && s_probe.verdicts[i].op.req == req) {
-            v = &s_probe.verdicts[i];
+    for (uint32_t i = 0; i < s_probe->nverdicts; i++)
+        if (s_probe->verdicts[i].chan == chan && s_probe->verdicts[i].op.req == req) {
+            v = &s_probe->verdicts[i];
             n++;
         }
     cr_assert_eq(n, 1, "%u verdicts on channel %u for %llu", n, chan, (unsigned long long)req);
@@ -636,10 +504,10 @@ Test(actors, rule_A1_touch_verdicts_are_the_lowest_answer_over_ranks, .timeout =
             rig_all(&m);
         }
         rig_run();
-        cr_assert_eq(s_probe.nverdicts, 6, "one verdict per touch channel per touch");
+        cr_assert_eq(s_probe->nverdicts, 6, "one verdict per touch channel per touch");
         uint32_t ok = 0;
         for (uint32_t i = 0; i < 6; i++) {
-            const kvt_verdict_t *v = &s_probe.verdicts[i];
+            const kvt_verdict_t *v = &s_probe->verdicts[i];
             cr_assert_eq(v->op.req, seed);
             bool both = kvt_hash_eq(v->key, K(1000));
             cr_assert_eq(v->ok, both, "seed %llu channel %u: ok only where every rank holds it",
@@ -684,7 +552,7 @@ Test(actors, rule_A1_lookup_verdict_is_the_minimum_over_ranks_and_the_lease_goes
     const kvt_verdict_t *v = rig_verdict(KVT_CHAN_LOOKUP, 2);
     cr_assert(v->ok);
     cr_assert_eq(v->held, 2, "rank 0 holds two chunks, rank 1 three: the minimum");
-    cr_assert_eq(s_probe.img[v - s_probe.verdicts][0], 0x02, "only chunk 1 is imaged everywhere");
+    cr_assert_eq(s_probe->img[v - s_probe->verdicts][0], 0x02, "only chunk 1 is imaged everywhere");
     for (int r = 0; r < TP; r++) {
         kvt_pool_stats_t ps;
         kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
@@ -754,7 +622,7 @@ Test(actors, rule_A4_a_crashed_workers_stranded_load_settles_failed_and_its_old_
     const kvt_verdict_t *v = rig_verdict(KVT_CHAN_LOAD, 2);
     cr_assert_not(v->ok, "a stranded key settles as a failure");
     cr_assert_eq(v->detail, KVT_DETAIL_TIMEOUT);
-    uint64_t at = s_probe.at[v - s_probe.verdicts];
+    uint64_t at = s_probe->at[v - s_probe->verdicts];
     cr_assert_leq(at - t0, R.aa.timeout_ns + 10000000ull, "settled by the bound");
     cr_assert_geq(at - t0, R.aa.timeout_ns);
     cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 1);
@@ -781,9 +649,9 @@ Test(actors, rule_A4_a_crashed_workers_stranded_load_settles_failed_and_its_old_
 static uint32_t rig_nverdicts(uint8_t chan, uint64_t req, kvt_hash_t key)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < s_probe.nverdicts; i++)
-        n += s_probe.verdicts[i].chan == chan && s_probe.verdicts[i].op.req == req &&
-             kvt_hash_eq(s_probe.verdicts[i].key, key);
+    for (uint32_t i = 0; i < s_probe->nverdicts; i++)
+        n += s_probe->verdicts[i].chan == chan && s_probe->verdicts[i].op.req == req &&
+             kvt_hash_eq(s_probe->verdicts[i].key, key);
     return n;
 }
 
@@ -845,9 +713,9 @@ Test(actors, mixed_touches_lookups_and_loads_settle_every_key_once_and_leave_not
             kvt_system_run(R.sys, kvt_system_now(R.sys) + 1000000ull, 0);
         }
         rig_run();
-        cr_assert_eq(s_probe.nverdicts, 2 + 2 * ntouch + nlookup + nload,
+        cr_assert_eq(s_probe->nverdicts, 2 + 2 * ntouch + nlookup + nload,
                      "seed %llu: %u verdicts for %u touches, %u lookups, %u loads",
-                     (unsigned long long)seed, s_probe.nverdicts, ntouch, nlookup, nload);
+                     (unsigned long long)seed, s_probe->nverdicts, ntouch, nlookup, nload);
         for (uint64_t i = 0; i < 6; i++) {
             uint32_t t = rig_nverdicts(KVT_CHAN_TOUCH, 100 + i, K(2000 + i % 3));
             cr_assert_eq(t, rig_nverdicts(KVT_CHAN_TOUCH_REFRESH, 100 + i, K(2000 + i % 3)));

@@ -10,10 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "actors/aggregator/kvt_aggregator.h"
-#include "actors/worker/kvt_worker.h"
-#include "kvtier/kvt_gpu.h"
-#include "kvtier/kvt_storage.h"
+#include "common/kvt_test_rig.h"
 #include "replay/kvt_oracle.h"
 
 #define BS     16
@@ -26,162 +23,45 @@
 #define SLOTS  8    //  state slots per rank
 #define SB     4096 //  bytes of one state unit
 
-typedef struct {
-    kvt_verdict_t v[64];  //  verdicts in arrival order (images dropped)
-    uint64_t at[64];      //  virtual time of each
-    uint32_t n;           //  entries
-    kvt_counter_t c[256]; //  last Stats reply
-    uint32_t nc;          //  entries
-} probe_t;
-
-static probe_t P;
-
-static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    if (P.n < 64) {
-        P.at[P.n] = kvt_ctx_now(ctx);
-        P.v[P.n] = m->u.verdict;
-        P.v[P.n++].images = NULL;
-    }
-    return 0;
-}
-
-static int s_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    P.nc = m->u.stats.ncounters < 256 ? m->u.stats.ncounters : 256;
-    memcpy(P.c, m->u.stats.counters, P.nc * sizeof(kvt_counter_t));
-    return 0;
-}
-
-static int s_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    kvt_msg_t q;
-    memset(&q, 0, sizeof q);
-    q.kind = KVT_MSG_STATS;
-    q.u.stats.request = true;
-    return kvt_ctx_send(ctx, (kvt_aid_t)m->u.ping.seq, &q);
-}
-
-static void *s_probe_init(kvt_ctx_t *ctx, void *args)
-{
-    return &P;
-}
-
-static void s_probe_stop(kvt_ctx_t *ctx, void *self)
-{
-}
-
-static const kvt_actor_class_t s_probe_class = {
-    .type = "probe",
-    .init = s_probe_init,
-    .stop = s_probe_stop,
-    .on = {[KVT_MSG_VERDICT] = s_on_verdict,
-           [KVT_MSG_STATS] = s_on_stats,
-           [KVT_MSG_PING] = s_on_ping},
-};
-
-typedef struct {
-    kvt_system_t *sys;           //  SIM system
-    kvt_gpu_t *gpu[TP];          //  one device per rank
-    kvt_storage_t *st[TP];       //  one tier per rank
-    kvt_worker_args_t wa[TP];    //  worker args
-    kvt_aggregator_args_t aa;    //  aggregator args
-    kvt_aid_t agg, probe, w[TP]; //  ids
-} rig_t;
-
-static rig_t R;
-
-static uint64_t s_clock(void *arg)
-{
-    return kvt_system_now((kvt_system_t *)arg);
-}
-
-static void s_quiet(void *arg, int level, const char *line)
-{
-}
+static kvt_trig_probe_t *const P = &kvt_trig_probe;
+static kvt_trig_t R;
 
 //  fence_ns: the lanes' fence timeout (0: default).
 static void rig_up(uint64_t bandwidth, uint64_t fence_ns)
 {
-    memset(&R, 0, sizeof R);
-    memset(&P, 0, sizeof P);
-    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = 11, .name = "rank_rules"};
-    R.sys = kvt_system_new(&so);
-    cr_assert_not_null(R.sys);
-    R.probe = kvt_system_add(R.sys, "scheduler", &s_probe_class, NULL, NULL);
-    R.aa = (kvt_aggregator_args_t){
-        .nranks = TP, .scheduler = "scheduler", .timeout_ns = 1000000000ull};
-    R.agg = kvt_system_add(R.sys, "aggregator", &kvt_aggregator_class, &R.aa, NULL);
-    for (int r = 0; r < TP; r++) {
-        kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
-                             .host_mode = KVT_GPU_HOST_SIM,
-                             .now = s_clock,
-                             .now_arg = R.sys,
-                             .sim_bandwidth_Bps = bandwidth,
-                             .sim_entry_ns = KVT_GPU_SIM_ZERO_LATENCY,
-                             .log = s_quiet};
-        R.gpu[r] = kvt_gpu_new(&go);
-        cr_assert_not_null(R.gpu[r]);
-        for (int p = 0; p < PLANES; p++) {
-            kvt_gpu_plane_desc_t pd = {.layers = 1, .num_blocks = NB, .block_bytes = BS * TOKB};
-            cr_assert_geq(kvt_gpu_plane_add(R.gpu[r], &pd), 0);
-        }
-        kvt_gpu_state_desc_t sd = {.count = SLOTS, .state_bytes = SB};
-        cr_assert_eq(kvt_gpu_state_add(R.gpu[r], KVT_GPU_STATE_SLOTS, &sd), 0);
-        kvt_storage_config_t sc;
-        kvt_storage_config_defaults(&sc);
-        sc.pool.capacity_bytes = 64 * BPC * kvt_gpu_block_bytes(R.gpu[r]);
-        sc.pool.align = 64;
-        sc.pool.clock = s_clock;
-        sc.pool.clock_arg = R.sys;
-        sc.pool.log = s_quiet;
-        char err[256];
-        R.st[r] = kvt_storage_new(&sc, err, sizeof err);
-        cr_assert_not_null(R.st[r], "%s", err);
-        R.wa[r] = (kvt_worker_args_t){.rank = (uint32_t)r,
-                                      .gpu = R.gpu[r],
-                                      .storage = R.st[r],
-                                      .ns = 7,
-                                      .block_size = BS,
-                                      .chunk_size = CS,
-                                      .aggregator = "aggregator",
-                                      .fence_timeout_ns = fence_ns};
-        char name[16];
-        snprintf(name, sizeof name, "worker.%d", r);
-        R.w[r] = kvt_system_add(R.sys, name, &kvt_worker_class, &R.wa[r], NULL);
-    }
-    cr_assert_eq(kvt_system_start(R.sys), 0);
+    kvt_trig_cfg_t cfg = {
+        .seed = 11,
+        .name = "rank_rules",
+        .nranks = TP,
+        .dev = {.bandwidth = bandwidth,
+                .zero_latency = true,
+                .planes = PLANES,
+                .blocks = NB,
+                .block_bytes = BS * TOKB,
+                .slots = SLOTS,
+                .state_bytes = SB},
+        .pool_bytes = 64 * BPC * PLANES * BS * TOKB,
+        .agg_timeout_ns = 1000000000ull,
+        .wa = {.ns = 7, .block_size = BS, .chunk_size = CS, .fence_timeout_ns = fence_ns}};
+    kvt_trig_up(&R, &cfg);
 }
 
 static void rig_down(void)
 {
-    kvt_system_destroy(&R.sys);
-    for (int r = 0; r < TP; r++) {
-        kvt_storage_destroy(&R.st[r]);
-        kvt_gpu_destroy(&R.gpu[r]);
-    }
+    kvt_trig_down(&R);
 }
 
 static void rig_run(void)
 {
-    int rc = kvt_system_run(R.sys, 0, 1000000);
-    cr_assert_eq(rc, KVT_RUN_QUIESCENT, "run ended with %d", rc);
+    kvt_trig_run(R.sys, 1000000);
 }
 
 static uint64_t rig_counter(kvt_aid_t aid, const char *name)
 {
-    kvt_msg_t m;
-    memset(&m, 0, sizeof m);
-    m.kind = KVT_MSG_PING;
-    m.u.ping.seq = aid;
-    P.nc = 0;
-    cr_assert_eq(kvt_system_post(R.sys, R.probe, &m), 0);
-    rig_run();
-    for (uint32_t i = 0; i < P.nc; i++)
-        if (!strcmp(P.c[i].name, name))
-            return P.c[i].value;
-    cr_assert_fail("counter %s not reported", name);
-    return 0;
+    uint64_t v = 0;
+    cr_assert(kvt_trig_counter(R.sys, R.probe, aid, name, rig_run, &v), "counter %s not reported",
+              name);
+    return v;
 }
 
 //  Nothing reported twice, nothing left open.
@@ -252,11 +132,12 @@ static const kvt_verdict_t *rig_verdict(uint8_t chan, uint64_t req, kvt_hash_t k
 {
     const kvt_verdict_t *v = NULL;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < P.n; i++)
-        if (P.v[i].chan == chan && P.v[i].op.req == req && kvt_hash_eq(P.v[i].key, key)) {
-            v = &P.v[i];
+    for (uint32_t i = 0; i < P->nverdicts; i++)
+        if (P->verdicts[i].chan == chan && P->verdicts[i].op.req == req &&
+            kvt_hash_eq(P->verdicts[i].key, key)) {
+            v = &P->verdicts[i];
             if (at)
-                *at = P.at[i];
+                *at = P->at[i];
             n++;
         }
     cr_assert_eq(n, 1, "channel %u, load %llu: %u verdicts", chan, (unsigned long long)req, n);
@@ -280,7 +161,7 @@ Test(rank_rules, rule_L2_a_rank_whose_kv_leg_fails_still_reports_on_the_state_ke
     cr_assert_eq(sv->nfailed, 0);
     cr_assert_eq(rig_counter(R.w[1], "worker.states_neutral"), 1);
     cr_assert_eq(rig_counter(R.w[0], "worker.states_ok"), 1);
-    cr_assert_eq(P.n, 2, "one load and one state verdict");
+    cr_assert_eq(P->nverdicts, 2, "one load and one state verdict");
     rig_exactly_once();
     rig_down();
 }
@@ -304,7 +185,7 @@ Test(rank_rules, rule_L1_one_completion_per_rank_on_refusal_and_miss, .timeout =
     v = rig_verdict(KVT_CHAN_STATE, 3, ST, NULL);
     cr_assert(v->ok);
     cr_assert_eq(v->detail, KVT_DETAIL_SKIPPED, "every rank was neutral");
-    cr_assert_eq(P.n, 4);
+    cr_assert_eq(P->nverdicts, 4);
     rig_exactly_once();
     rig_down();
 }
