@@ -21,11 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/aggregator/kvt_aggregator.h"
 #include "actors/common/kvt_fence_board.h"
-#include "actors/worker/kvt_worker.h"
-#include "kvtier/kvt_gpu.h"
-#include "kvtier/kvt_storage.h"
+#include "common/kvt_test_rig.h"
 #include "replay/kvt_oracle.h"
 
 #define MAXR    4
@@ -116,8 +113,6 @@ typedef struct {
     uint32_t wrong;                  //  ok loads whose blocks did not hold the oracle bytes
     uint32_t checked;                //  ok loads whose blocks were checked
     uint32_t checked_state;          //  ok loads whose state slot was checked
-    kvt_counter_t counters[256];     //  last Stats reply
-    uint32_t ncounters;              //  entries
     int crash_rank;                  //  worker crashed and restarted (-1: none)
     uint64_t crash_at, restart_at;   //  when
 } rig_t;
@@ -333,23 +328,6 @@ static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m
     return 0;
 }
 
-static int s_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    R.ncounters = m->u.stats.ncounters < 256 ? m->u.stats.ncounters : 256;
-    memcpy(R.counters, m->u.stats.counters, R.ncounters * sizeof(kvt_counter_t));
-    return 0;
-}
-
-//  Ping(seq = actor id): ask that actor for its counters.
-static int s_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
-{
-    kvt_msg_t q;
-    memset(&q, 0, sizeof q);
-    q.kind = KVT_MSG_STATS;
-    q.u.stats.request = true;
-    return kvt_ctx_send(ctx, (kvt_aid_t)m->u.ping.seq, &q);
-}
-
 static void *s_drv_init(kvt_ctx_t *ctx, void *args)
 {
     if (R.nops)
@@ -366,21 +344,12 @@ static const kvt_actor_class_t s_drv_class = {
     .init = s_drv_init,
     .stop = s_drv_stop,
     .on = {[KVT_MSG_VERDICT] = s_on_verdict,
-           [KVT_MSG_STATS] = s_on_stats,
-           [KVT_MSG_PING] = s_on_ping},
+           [KVT_MSG_STATS] = kvt_trig_on_stats,
+           [KVT_MSG_PING] = kvt_trig_on_ping},
     .on_timer = s_drv_timer,
 };
 
 // --------------------------------------------------------------- the rig --
-
-static uint64_t s_clock(void *arg)
-{
-    return kvt_system_now((kvt_system_t *)arg);
-}
-
-static void s_quiet(void *arg, int level, const char *line)
-{
-}
 
 //  Report keys an op opens: a save's chunks (or its image alone) and its
 //  source_safe, a load and its state leg, a touch's two channels, one for a
@@ -561,22 +530,14 @@ static void rig_up(uint64_t seed)
     uint8_t img[128];
     memset(img, 0x5A, sizeof img);
     for (uint32_t r = 0; r < R.nranks; r++) {
-        kvt_gpu_opts_t go = {.backend = KVT_GPU_BACKEND_HOST,
-                             .host_mode = KVT_GPU_HOST_SIM,
-                             .now = s_clock,
-                             .now_arg = R.sys,
-                             .sim_bandwidth_Bps = bandwidth,
-                             .log = s_quiet};
-        R.gpu[r] = kvt_gpu_new(&go);
-        cr_assert_not_null(R.gpu[r]);
-        for (int p = 0; p < PLANES; p++) {
-            kvt_gpu_plane_desc_t pd = {.layers = 1, .num_blocks = NB, .block_bytes = BS * TOKB};
-            cr_assert_geq(kvt_gpu_plane_add(R.gpu[r], &pd), 0);
-        }
-        kvt_gpu_state_desc_t sd = {.count = SSLOTS, .state_bytes = SB};
-        cr_assert_eq(kvt_gpu_state_add(R.gpu[r], KVT_GPU_STATE_SLOTS, &sd), 0);
-        sd.count = UNITS;
-        cr_assert_eq(kvt_gpu_state_add(R.gpu[r], KVT_GPU_STATE_CKPT, &sd), 0);
+        kvt_trig_dev_t dev = {.bandwidth = bandwidth,
+                              .planes = PLANES,
+                              .blocks = NB,
+                              .block_bytes = BS * TOKB,
+                              .slots = SSLOTS,
+                              .ckpt_units = UNITS,
+                              .state_bytes = SB};
+        R.gpu[r] = kvt_trig_gpu(R.sys, &dev);
         if (boards) {
             R.board[r] = kvt_fence_board_new(R.gpu[r], MAXOPS);
             R.compute[r] = kvt_gpu_stream_new(R.gpu[r], "compute");
@@ -593,16 +554,7 @@ static void rig_up(uint64_t seed)
                     for (uint32_t p = 0; p < PLANES; p++)
                         s_fill(kvt_gpu_plane_ptr(R.gpu[r], p, 0, s_src_block(c, j, b)), c, j, b, p,
                                r);
-        kvt_storage_config_t sc;
-        kvt_storage_config_defaults(&sc);
-        sc.pool.capacity_bytes = pool_chunks * BPC * kvt_gpu_block_bytes(R.gpu[r]);
-        sc.pool.align = 64;
-        sc.pool.clock = s_clock;
-        sc.pool.clock_arg = R.sys;
-        sc.pool.log = s_quiet;
-        char err[256];
-        R.st[r] = kvt_storage_new(&sc, err, sizeof err);
-        cr_assert_not_null(R.st[r], "%s", err);
+        R.st[r] = kvt_trig_storage(R.sys, pool_chunks * BPC * kvt_gpu_block_bytes(R.gpu[r]), 0);
         //  State images for the touches: most on every rank, some missing on one.
         for (uint32_t c = 0; c < CHAINS; c++)
             for (uint32_t j = 0; j < CHUNKS; j++)
@@ -619,9 +571,7 @@ static void rig_up(uint64_t seed)
                                       .lookup_ttl_ns = 3000000ull,
                                       .source_safe = R.source_safe,
                                       .board = R.board[r]};
-        char name[32];
-        snprintf(name, sizeof name, "worker.%u", r);
-        R.w[r] = kvt_system_add(R.sys, name, &kvt_worker_class, &R.wa[r], NULL);
+        R.w[r] = kvt_trig_add_worker(R.sys, &R.wa[r]);
     }
     cr_assert_eq(kvt_system_start(R.sys), 0);
 }
@@ -646,18 +596,10 @@ static void rig_quiesce(void)
 
 static uint64_t rig_counter(kvt_aid_t aid, const char *name)
 {
-    kvt_msg_t m;
-    memset(&m, 0, sizeof m);
-    m.kind = KVT_MSG_PING;
-    m.u.ping.seq = aid;
-    R.ncounters = 0;
-    cr_assert_eq(kvt_system_post(R.sys, R.drv, &m), 0);
-    rig_quiesce();
-    for (uint32_t i = 0; i < R.ncounters; i++)
-        if (!strcmp(R.counters[i].name, name))
-            return R.counters[i].value;
-    cr_assert_fail("seed %llu: counter %s not reported", (unsigned long long)R.seed, name);
-    return 0;
+    uint64_t v = 0;
+    cr_assert(kvt_trig_counter(R.sys, R.drv, aid, name, rig_quiesce, &v),
+              "seed %llu: counter %s not reported", (unsigned long long)R.seed, name);
+    return v;
 }
 
 static const seen_t *s_verdict(uint8_t chan, uint64_t req, kvt_hash_t key, uint32_t attempt)
