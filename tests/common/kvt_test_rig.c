@@ -99,8 +99,7 @@ int kvt_trig_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
     return kvt_ctx_send(ctx, (kvt_aid_t)m->u.ping.seq, &q);
 }
 
-bool kvt_trig_counter(kvt_system_t *sys, kvt_aid_t via, kvt_aid_t aid, const char *name,
-                      void (*run)(void), uint64_t *value)
+void kvt_trig_ping(kvt_system_t *sys, kvt_aid_t via, kvt_aid_t aid)
 {
     kvt_msg_t m;
     memset(&m, 0, sizeof m);
@@ -108,7 +107,10 @@ bool kvt_trig_counter(kvt_system_t *sys, kvt_aid_t via, kvt_aid_t aid, const cha
     m.u.ping.seq = aid;
     kvt_trig_counters.n = 0;
     cr_assert_eq(kvt_system_post(sys, via, &m), 0);
-    run();
+}
+
+bool kvt_trig_find(const char *name, uint64_t *value)
+{
     for (uint32_t i = 0; i < kvt_trig_counters.n; i++)
         if (!strcmp(kvt_trig_counters.c[i].name, name)) {
             *value = kvt_trig_counters.c[i].value;
@@ -195,4 +197,18 @@ void kvt_trig_down(kvt_trig_t *t)
         kvt_storage_destroy(&t->st[r]);
         kvt_gpu_destroy(&t->gpu[r]);
     }
+}
+
+void kvt_trig_settle(kvt_trig_t *t)
+{
+    kvt_trig_run(t->sys, 1000000);
+}
+
+uint64_t kvt_trig_count(kvt_trig_t *t, kvt_aid_t aid, const char *name)
+{
+    kvt_trig_ping(t->sys, t->probe, aid);
+    kvt_trig_settle(t);
+    uint64_t v = 0;
+    cr_assert(kvt_trig_find(name, &v), "counter %s not reported", name);
+    return v;
 }

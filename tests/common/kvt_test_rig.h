@@ -67,11 +67,11 @@ extern kvt_trig_counters_t kvt_trig_counters;
 int kvt_trig_on_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m);
 int kvt_trig_on_ping(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m);
 
-//  Counter `name` of actor aid: posts the Ping to `via` (an actor with the
-//  handlers above), calls run (which runs the system), looks it up. True
-//  and *value when it was reported.
-bool kvt_trig_counter(kvt_system_t *sys, kvt_aid_t via, kvt_aid_t aid, const char *name,
-                      void (*run)(void), uint64_t *value);
+//  Asks actor aid for its counters: posts the Ping to `via` (an actor with
+//  the handlers above) and forgets the last reply. Run the system, then
+//  find a counter in the reply: true and *value when it was reported.
+void kvt_trig_ping(kvt_system_t *sys, kvt_aid_t via, kvt_aid_t aid);
+bool kvt_trig_find(const char *name, uint64_t *value);
 
 // --------------------------------------------------------------- probe --
 
@@ -117,5 +117,11 @@ void kvt_trig_up(kvt_trig_t *t, const kvt_trig_cfg_t *cfg);
 
 //  Destroys the system, then every tier and device.
 void kvt_trig_down(kvt_trig_t *t);
+
+//  Runs the rig until it is quiescent (asserted; at most 10^6 events).
+void kvt_trig_settle(kvt_trig_t *t);
+
+//  Counter `name` of actor aid, through the probe (asserted reported).
+uint64_t kvt_trig_count(kvt_trig_t *t, kvt_aid_t aid, const char *name);
 
 #endif
