@@ -6,30 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#define KVTIER KVT_BINARY_DIR "/kvtier"
+#include "common/kvt_test_cli.h"
 
 static char s_err[16384]; //  stderr of the last run
 
 //  Runs `kvtier ARGS`, returns its exit status.
 static int s_run(const char *args)
 {
-    char err[64], cmd[1024];
-    snprintf(err, sizeof err, "/tmp/kvt-bench-rank-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>%s", KVTIER, args, err);
-    int rc = system(cmd);
-    s_err[0] = 0;
-    FILE *f = fopen(err, "r");
-    if (f) {
-        size_t n = fread(s_err, 1, sizeof s_err - 1, f);
-        s_err[n] = 0;
-        fclose(f);
-    }
-    unlink(err);
-    cr_assert(WIFEXITED(rc), "kvtier %s did not exit normally", args);
-    return WEXITSTATUS(rc);
+    return kvt_tcli_run(args, NULL, 0, s_err, sizeof s_err);
 }
 
 static double s_num(json_t *doc, const char *name)

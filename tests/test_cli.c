@@ -5,38 +5,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#define KVTIER KVT_BINARY_DIR "/kvtier"
+#include "common/kvt_test_cli.h"
 
 static char s_out[65536]; //  stdout of the last run
 static char s_err[65536]; //  stderr of the last run
 
-static void s_slurp(const char *path, char *buf, size_t size)
-{
-    buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, size - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    unlink(path);
-}
-
 //  Runs `kvtier ARGS`, returns its exit status.
 static int s_run(const char *args)
 {
-    char out[64], err[64], cmd[4096];
-    snprintf(out, sizeof out, "/tmp/kvt-cli-%d.out", (int)getpid());
-    snprintf(err, sizeof err, "/tmp/kvt-cli-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", KVTIER, args, out, err);
-    int rc = system(cmd);
-    s_slurp(out, s_out, sizeof s_out);
-    s_slurp(err, s_err, sizeof s_err);
-    cr_assert(WIFEXITED(rc), "kvtier %s did not exit normally", args);
-    return WEXITSTATUS(rc);
+    return kvt_tcli_run(args, s_out, sizeof s_out, s_err, sizeof s_err);
 }
 
 static void s_bad(const char *args, const char *needle)
@@ -122,7 +101,7 @@ Test(cli, replay_writes_the_json_report_and_summary, .timeout = 120)
     cr_assert_eq(s_run(args), 0, "%s", s_err);
     cr_assert(strstr(s_out, "wrong resumes 0") != NULL, "%s", s_out);
     char buf[65536];
-    s_slurp(json, buf, sizeof buf);
+    kvt_tcli_slurp(json, buf, sizeof buf);
     const char *fields[] = {"\"requests\"",
                             "\"input_tokens\"",
                             "\"hit_tokens\"",
@@ -176,7 +155,7 @@ Test(cli, corrupted_restore_exits_1_reporting_one_wrong_resume, .timeout = 60)
     cr_assert(strstr(s_err, "WRONG RESUME: request") != NULL, "%s", s_err);
     cr_assert_eq(s_count(s_err, "FAILED: "), 1, "the wrong resume is the only failure: %s", s_err);
     static char buf[65536], flat[65536];
-    s_slurp(json, buf, sizeof buf);
+    kvt_tcli_slurp(json, buf, sizeof buf);
     s_squeeze(buf, flat, sizeof flat);
     cr_assert(strstr(flat, "\"wrong_resumes\":1,") != NULL, "JSON: %s", buf);
 }
@@ -189,7 +168,7 @@ static uint64_t s_trace_hash(const char *json)
     unsigned long long h = 0;
     cr_assert(at && sscanf(at, "trace hash %16llx", &h) == 1, "no trace hash in: %s", s_out);
     static char buf[65536], flat[65536], want[64];
-    s_slurp(json, buf, sizeof buf);
+    kvt_tcli_slurp(json, buf, sizeof buf);
     s_squeeze(buf, flat, sizeof flat);
     snprintf(want, sizeof want, "\"trace_hash\":\"%016llx\"", h);
     cr_assert(strstr(flat, want) != NULL, "JSON lacks %s: %s", want, buf);
@@ -255,7 +234,7 @@ Test(cli, benchmarks_run_and_write_their_json, .timeout = 300)
              "bench gather --pool 64MiB --ring 32MiB --rounds 2 --round-ms 10 --quiet --json %s",
              json);
     cr_assert_eq(s_run(args), 0, "%s", s_err);
-    s_slurp(json, buf, sizeof buf);
+    kvt_tcli_slurp(json, buf, sizeof buf);
     const char *g[] = {"gather_GBps",  "scatter_GBps",  "memcpy_GBps",
                        "gather_ratio", "scatter_ratio", "sizes"};
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
@@ -264,7 +243,7 @@ Test(cli, benchmarks_run_and_write_their_json, .timeout = 300)
     snprintf(args, sizeof args,
              "bench store --seconds 0.1 --pool 64MiB --disk-bytes 16MiB --json %s", json);
     cr_assert_eq(s_run(args), 0, "%s", s_err);
-    s_slurp(json, buf, sizeof buf);
+    kvt_tcli_slurp(json, buf, sizeof buf);
     const char *s[] = {"put_GBps", "get_GBps", "lookup_us_512", "touch_ns", "disk", "sizes"};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         cr_assert(strstr(buf, s[i]) != NULL, "bench store JSON lacks %s", s[i]);
