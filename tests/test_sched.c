@@ -1337,10 +1337,14 @@ Test(sched, abort_and_preempt_release_slots_and_checkpoint_pins_through_the_fini
     cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
     cr_assert_eq(kvt_sched_abort(r.s, 13), -1, "aborted once");
     kvt_sched_req_info_t info;
-    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0, "kept until its load settles");
+    cr_assert_neq(kvt_sched_req_info(r.s, 13, &info), 0, "the record is freed at once");
+    kvt_sched_stats_t os;
+    kvt_sched_stats(r.s, &os);
+    cr_assert_eq(os.load_orphans, 1, "its load is an orphan until its verdicts arrive");
     rig_audit(&r);
     rig_deliver(&r);
-    cr_assert_neq(kvt_sched_req_info(r.s, 13, &info), 0, "released by the load's verdicts");
+    kvt_sched_stats(r.s, &os);
+    cr_assert_eq(os.load_orphans, 0, "settled by the load's verdicts");
     cr_assert_eq(rig_step(&r), 1);
     rig_deliver(&r);
     cr_assert_eq(kvt_sched_preempt(r.s, 14), 0);
