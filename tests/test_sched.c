@@ -1466,27 +1466,53 @@ static uint64_t s_rng(uint64_t *x)
     return *x;
 }
 
+static kvt_sched_stats_t o_stats(const rig_t *r)
+{
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r->s, &st);
+    return st;
+}
+
+//  True when v is a load leg's verdict that no live load waits for (its
+//  request was aborted or preempted mid-load: an orphan's).
+static bool s_orphan_verdict(const rig_t *r, const kvt_verdict_t *v)
+{
+    if (v->chan != KVT_CHAN_LOAD && v->chan != KVT_CHAN_STATE)
+        return false;
+    kvt_sched_req_info_t info;
+    return kvt_sched_req_info(r->s, v->op.req, &info) != 0 || info.gen != v->op.gen ||
+           info.state != 2;
+}
+
 //  Random hybrid runs: arrivals sharing prefixes, verdicts delayed and
 //  reordered across steps, failed legs and saves, aborts, preemptions and
-//  early finishes. After every step the audit holds (block references =
-//  tables + pins + leases, checkpoint pins = restores + retreat targets +
-//  takes + image saves, slots = live admissions, dispatched = settled +
-//  outstanding); at the end nothing is left.
+//  early finishes, loads torn down mid-flight (aborted or preempted; an
+//  aborted id may arrive again at once) with some of their late verdicts
+//  lost, so only reclaim frees them. After every step the audit holds
+//  (block references = tables + pins + leases + orphan holdings,
+//  checkpoint pins = restores + retreat targets + takes + image saves,
+//  slots = live admissions + orphans, dispatched = settled + outstanding in
+//  the core and in both indexes); at the end nothing is left. The seeds run
+//  at least 10,000 steps in all.
 Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
 {
     static rig_t r;
     static kvt_verdict_t carry[8192];
-    for (uint64_t seed = 1; seed <= 40; seed++) {
+    uint64_t steps = 0, torn = 0, lost = 0, reclaimed = 0;
+    for (uint64_t seed = 1; seed <= 100; seed++) {
         uint64_t x = seed * 0x9E3779B97F4A7C15ull;
         kvt_sched_cfg_t cfg = hybrid_cfg(4, 16, 32, 64, 48);
         cfg.hbm_checkpoints = 6;
         cfg.step_tokens = 64;
         cfg.spec_tokens = seed % 3 == 0 ? 2 : 0;
         cfg.min_load_tokens = seed % 4 == 0 ? 16 : 0;
+        cfg.orphan_reclaim_us = 20000; //  20 steps of 1 ms
         rig_init_cfg(&r, &cfg);
         uint32_t ncarry = 0;
-        uint64_t next_id = 1;
-        for (uint32_t step = 0; step < 300; step++) {
+        uint64_t next_id = 1, now = 0;
+        for (uint32_t step = 0; step < 300; step++, steps++) {
+            now += 1000;
+            kvt_sched_set_now(r.s, now);
             if (s_rng(&x) % 4 == 0 && next_id < 200) {
                 uint32_t n = 8 + (uint32_t)(s_rng(&x) % 120);
                 uint32_t *t = malloc(n * sizeof *t);
@@ -1515,6 +1541,31 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
             default:
                 break;
             }
+            //  A load torn down mid-flight: the request is aborted (its id
+            //  may arrive again at once) or preempted.
+            uint64_t loading[64];
+            uint32_t nloading = 0;
+            for (uint64_t id = 1; id <= next_id && nloading < 64; id++) {
+                kvt_sched_req_info_t info;
+                if (kvt_sched_req_info(r.s, id, &info) == 0 && info.state == 2)
+                    loading[nloading++] = id;
+            }
+            if (nloading > 0 && s_rng(&x) % 4 != 0) {
+                uint64_t id = loading[s_rng(&x) % nloading];
+                torn++;
+                if (s_rng(&x) % 2 == 0)
+                    kvt_sched_preempt(r.s, id);
+                else if (kvt_sched_abort(r.s, id) == 0 && s_rng(&x) % 2 == 0) {
+                    uint32_t n = 8 + (uint32_t)(s_rng(&x) % 120);
+                    uint32_t *t = malloc(n * sizeof *t);
+                    uint32_t fam = (uint32_t)(s_rng(&x) % 3);
+                    for (uint32_t i = 0; i < n; i++)
+                        t[i] = fam * 100000 + i;
+                    kvt_arrival_t a = {.req = id, .tokens = t, .ntokens = n, .max_new_tokens = 4};
+                    kvt_sched_arrive(r.s, &a); //  refused while saves keep the record
+                    free(t);
+                }
+            }
             r.fail_loads = s_rng(&x) % 8 == 0;
             r.fail_state = s_rng(&x) % 8 == 0;
             r.fail_saves = s_rng(&x) % 10 == 0;
@@ -1528,6 +1579,8 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
             for (uint32_t i = 0; i < ncarry; i++) {
                 if (s_rng(&x) % 3 == 0)
                     carry[kept++] = carry[i];
+                else if (s_orphan_verdict(&r, &carry[i]) && s_rng(&x) % 2 == 0)
+                    lost++; //  an orphan's verdict that never comes
                 else
                     kvt_sched_verdict(r.s, &carry[i]);
             }
@@ -1539,7 +1592,19 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
             kvt_sched_verdict(r.s, &carry[i]);
         r.fail_loads = r.fail_state = r.fail_saves = false;
         rig_audit(&r);
-        rig_run(&r, 5000);
+        //  To idle, the clock running: orphans whose verdicts were lost are
+        //  reclaimed.
+        bool idle = false;
+        for (uint32_t i = 0; i < 5000 && !idle; i++, steps++) {
+            now += 1000;
+            kvt_sched_set_now(r.s, now);
+            int rc = rig_step(&r);
+            rig_deliver(&r);
+            rig_audit(&r);
+            idle = rc == 0 && r.plan.idle;
+        }
+        cr_assert(idle, "seed %llu: did not go idle", (unsigned long long)seed);
+        reclaimed += o_stats(&r).loads_reclaimed;
         char err[256];
         cr_assert_eq(kvt_sched_audit(r.s, err, sizeof err), 0, "seed %llu: %s",
                      (unsigned long long)seed, err);
@@ -1547,6 +1612,13 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
                   (unsigned long long)seed);
         kvt_sched_destroy(&r.s);
     }
+    cr_assert_geq(steps, 10000, "%llu steps over the seeds", (unsigned long long)steps);
+    cr_assert_gt(torn, 0, "loads were torn down mid-flight");
+    cr_assert_gt(lost, 0, "orphans' verdicts were lost");
+    cr_assert_gt(reclaimed, 0, "and reclaimed");
+    cr_log_info("%llu steps, %llu loads torn down, %llu verdicts lost, %llu reclaimed",
+                (unsigned long long)steps, (unsigned long long)torn, (unsigned long long)lost,
+                (unsigned long long)reclaimed);
 }
 
 //  B3: the 20-token hit loads from its chunk floor (16), but the HBM hit
@@ -1947,13 +2019,6 @@ Test(sched, a_pinned_lookup_past_its_bound_is_released_once)
 //  stay held until the load's late verdicts settle it or reclaim (timed
 //  from orphan time) frees it.
 
-static kvt_sched_stats_t o_stats(const rig_t *r)
-{
-    kvt_sched_stats_t st;
-    kvt_sched_stats(r->s, &st);
-    return st;
-}
-
 //  Takes the verdicts the last plan produced out of the rig (the test
 //  delivers them late, or never).
 static uint32_t o_take(rig_t *r, kvt_verdict_t *out, uint32_t cap)
@@ -2200,6 +2265,33 @@ Test(sched, the_blocks_of_an_orphaned_load_are_not_handed_out_before_it_settles)
     cr_assert_eq(rig_step(&r), 1);
     kvt_sched_req_info(r.s, 4, &info);
     cr_assert_neq(info.state, 1, "admitted once the orphan let go");
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  L2 for an orphan: its KV leg's verdict alone settles nothing (the state
+//  leg may still write the slot); the last leg settles it and lets go.
+Test(sched, an_orphan_settles_only_once_every_leg_reported)
+{
+    rig_t r;
+    o_setup(&r, 24, 0);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_verdict_t late[16];
+    uint32_t n = o_take(&r, late, 16);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
+    uint32_t kv = late[0].chan == KVT_CHAN_LOAD ? 0 : 1;
+    uint32_t in_use = o_stats(&r).blocks_in_use;
+    cr_assert_eq(kvt_sched_verdict(r.s, &late[kv]), 0);
+    cr_assert_eq(o_stats(&r).load_orphans, 1, "the state leg has not reported");
+    cr_assert_eq(o_stats(&r).blocks_in_use, in_use, "nothing let go yet");
+    rig_audit(&r);
+    cr_assert_eq(kvt_sched_verdict(r.s, &late[1 - kv]), 0);
+    cr_assert_eq(o_stats(&r).load_orphans, 0, "the last leg settles it");
+    cr_assert_lt(o_stats(&r).blocks_in_use, in_use, "its blocks went back");
+    rig_audit(&r);
     rig_run(&r, 100);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);

@@ -229,10 +229,9 @@ int kvt_sched_orphan_audit(const kvt_sched_t *self, uint32_t *expect, uint32_t *
         live++;
         uint32_t j;
         kvt_stidx_t *idx = o->state ? self->stidx : self->kvidx;
-        kvt_stidx_load_t l;
         if (!kvt_hmap_get(self->orph_by_op, s_opkey(o->op), &j) || j != i ||
-            !kvt_stidx_load_of(idx, o->op.req, &l) || l.op.gen < o->op.gen) {
-            snprintf(err, errlen, "audit: orphan of req %llu gen %u is not under its op",
+            !kvt_stidx_is_orphan(idx, o->op)) {
+            snprintf(err, errlen, "audit: orphan of req %llu gen %u is not its index's orphan",
                      (unsigned long long)o->op.req, o->op.gen);
             return -1;
         }

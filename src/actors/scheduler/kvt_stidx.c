@@ -607,6 +607,12 @@ bool kvt_stidx_load_of(const kvt_stidx_t *self, uint64_t req, kvt_stidx_load_t *
     return true;
 }
 
+bool kvt_stidx_is_orphan(const kvt_stidx_t *self, kvt_opid_t op)
+{
+    const s_load_t *e = s_load(self, op);
+    return e && e->state == E_ORPHAN;
+}
+
 bool kvt_stidx_slot_reserved(const kvt_stidx_t *self, uint32_t slot)
 {
     return kvt_hmap_get(self->by_slot, kvt_hmap_key64(slot), NULL);

@@ -232,6 +232,9 @@ uint32_t kvt_stidx_reclaim(kvt_stidx_t *self, uint64_t now_us, uint64_t timeout_
 //  The current admission's load of request `req` (O(1)); false when none.
 bool kvt_stidx_load_of(const kvt_stidx_t *self, uint64_t req, kvt_stidx_load_t *out);
 
+//  True when op's load is an orphan not yet settled (O(1)).
+bool kvt_stidx_is_orphan(const kvt_stidx_t *self, kvt_opid_t op);
+
 //  True when `slot` is reserved by a load (live or orphaned).
 bool kvt_stidx_slot_reserved(const kvt_stidx_t *self, uint32_t slot);
 
