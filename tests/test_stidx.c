@@ -893,3 +893,38 @@ Test(stidx, every_counter_is_documented)
     free(doc);
     kvt_stidx_destroy(&x);
 }
+
+//  A load with no slot (the scheduler core's KV-only loads): it reserves no
+//  slot, two of them never collide, and it lives, settles, is orphaned and
+//  reclaimed (with its operation id reported) as any load.
+Test(stidx, a_slotless_load_reserves_no_slot_and_settles_like_any_load)
+{
+    kvt_stidx_t *x = s_new(0, NULL);
+    cr_assert_eq(kvt_stidx_request_load(x, OP(1, 1), H(0), KVT_STIDX_NO_SLOT, 0), 0);
+    cr_assert_eq(kvt_stidx_request_load(x, OP(2, 1), H(0), KVT_STIDX_NO_SLOT, 0), 0,
+                 "no slot to collide on");
+    cr_assert(!kvt_stidx_slot_reserved(x, KVT_STIDX_NO_SLOT));
+    cr_assert_eq(kvt_stidx_carried(x, OP(1, 1)), 0);
+    cr_assert_eq(kvt_stidx_carried(x, OP(2, 1)), 0);
+    s_check(x);
+    uint32_t slot = 7;
+    cr_assert_eq(kvt_stidx_complete(x, OP(1, 1), 1 * S, &slot), KVT_STIDX_LIVE);
+    cr_assert_eq(kvt_stidx_orphan(x, OP(2, 1), 2 * S), 1);
+    cr_assert(kvt_stidx_is_orphan(x, OP(2, 1)));
+    s_check(x);
+    uint32_t slots[4];
+    kvt_opid_t ops[4];
+    cr_assert_eq(kvt_stidx_reclaim(x, 6 * S, 5 * S, slots, ops, 4), 0, "timed from orphan time");
+    cr_assert_eq(kvt_stidx_reclaim(x, 7 * S, 5 * S, slots, ops, 4), 1);
+    cr_assert_eq(ops[0].req, 2);
+    cr_assert_eq(ops[0].gen, 1);
+    cr_assert_eq(slots[0], KVT_STIDX_NO_SLOT);
+    cr_assert(!kvt_stidx_is_orphan(x, OP(2, 1)));
+    s_check(x);
+    kvt_stidx_stats_t st = s_stats(x);
+    cr_assert_eq(st.dispatched, 2);
+    cr_assert_eq(st.completed, 1);
+    cr_assert_eq(st.reclaimed, 1);
+    cr_assert_eq(st.outstanding, 0);
+    kvt_stidx_destroy(&x);
+}

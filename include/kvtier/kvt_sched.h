@@ -28,7 +28,8 @@
 
     Lifecycle of a request:
       WAITING  → admitted when its blocks fit (FIFO)
-      LOADING  → its tier load is out; parked until the load verdict
+      LOADING  → its tier load is out; parked until the load verdict (an
+                 abort or preemption orphans the load: kvt_sched_abort)
       RUNNING  → computes prefill chunks, then one token per step
       DONE     → generated max_new_tokens; blocks released; the record is
                  freed once its last save verdict arrived
@@ -50,7 +51,9 @@
     HBM hit is gated to the newest HBM checkpoint at or below the block hit
     and the joint planner chooses the resume point above it (design §4).
     The state-offload index (kvt_stidx) holds which images the tier has and
-    owns every state load from its record to its settlement. A
+    owns every state load from its record to its settlement (a KV-only
+    load, in any model, is owned by the core's load index, the same type
+    with no images). A
     dense model (state_bytes == 0) has no slots, checkpoints or joints. */
 #ifndef KVTIER_KVT_SCHED_H_INCLUDED
 #define KVTIER_KVT_SCHED_H_INCLUDED

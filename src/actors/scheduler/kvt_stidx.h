@@ -48,6 +48,11 @@
     request_load, carried, load_of, the reports) is O(1); reclaim and
     seal_step are O(what they free).
 
+    A load may have no slot (KVT_STIDX_NO_SLOT): the scheduler core keeps a
+    second index of this type, with no images, for its KV-only loads
+    (kvt_sched_orphan.c), so every load, dense or hybrid, has one owner of
+    its lifecycle and the same orphan / reclaim rules.
+
     Time is passed in (µs on the caller's clock, non-decreasing); no I/O, no
     clock, no threads. One owner. */
 #ifndef KVT_STIDX_H_INCLUDED
