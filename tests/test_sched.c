@@ -1337,10 +1337,14 @@ Test(sched, abort_and_preempt_release_slots_and_checkpoint_pins_through_the_fini
     cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
     cr_assert_eq(kvt_sched_abort(r.s, 13), -1, "aborted once");
     kvt_sched_req_info_t info;
-    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0, "kept until its load settles");
+    cr_assert_neq(kvt_sched_req_info(r.s, 13, &info), 0, "the record is freed at once");
+    kvt_sched_stats_t os;
+    kvt_sched_stats(r.s, &os);
+    cr_assert_eq(os.load_orphans, 1, "its load is an orphan until its verdicts arrive");
     rig_audit(&r);
     rig_deliver(&r);
-    cr_assert_neq(kvt_sched_req_info(r.s, 13, &info), 0, "released by the load's verdicts");
+    kvt_sched_stats(r.s, &os);
+    cr_assert_eq(os.load_orphans, 0, "settled by the load's verdicts");
     cr_assert_eq(rig_step(&r), 1);
     rig_deliver(&r);
     cr_assert_eq(kvt_sched_preempt(r.s, 14), 0);
@@ -1462,27 +1466,53 @@ static uint64_t s_rng(uint64_t *x)
     return *x;
 }
 
+static kvt_sched_stats_t o_stats(const rig_t *r)
+{
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r->s, &st);
+    return st;
+}
+
+//  True when v is a load leg's verdict that no live load waits for (its
+//  request was aborted or preempted mid-load: an orphan's).
+static bool s_orphan_verdict(const rig_t *r, const kvt_verdict_t *v)
+{
+    if (v->chan != KVT_CHAN_LOAD && v->chan != KVT_CHAN_STATE)
+        return false;
+    kvt_sched_req_info_t info;
+    return kvt_sched_req_info(r->s, v->op.req, &info) != 0 || info.gen != v->op.gen ||
+           info.state != 2;
+}
+
 //  Random hybrid runs: arrivals sharing prefixes, verdicts delayed and
 //  reordered across steps, failed legs and saves, aborts, preemptions and
-//  early finishes. After every step the audit holds (block references =
-//  tables + pins + leases, checkpoint pins = restores + retreat targets +
-//  takes + image saves, slots = live admissions, dispatched = settled +
-//  outstanding); at the end nothing is left.
+//  early finishes, loads torn down mid-flight (aborted or preempted; an
+//  aborted id may arrive again at once) with some of their late verdicts
+//  lost, so only reclaim frees them. After every step the audit holds
+//  (block references = tables + pins + leases + orphan holdings,
+//  checkpoint pins = restores + retreat targets + takes + image saves,
+//  slots = live admissions + orphans, dispatched = settled + outstanding in
+//  the core and in both indexes); at the end nothing is left. The seeds run
+//  at least 10,000 steps in all.
 Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
 {
     static rig_t r;
     static kvt_verdict_t carry[8192];
-    for (uint64_t seed = 1; seed <= 40; seed++) {
+    uint64_t steps = 0, torn = 0, lost = 0, reclaimed = 0;
+    for (uint64_t seed = 1; seed <= 100; seed++) {
         uint64_t x = seed * 0x9E3779B97F4A7C15ull;
         kvt_sched_cfg_t cfg = hybrid_cfg(4, 16, 32, 64, 48);
         cfg.hbm_checkpoints = 6;
         cfg.step_tokens = 64;
         cfg.spec_tokens = seed % 3 == 0 ? 2 : 0;
         cfg.min_load_tokens = seed % 4 == 0 ? 16 : 0;
+        cfg.orphan_reclaim_us = 20000; //  20 steps of 1 ms
         rig_init_cfg(&r, &cfg);
         uint32_t ncarry = 0;
-        uint64_t next_id = 1;
-        for (uint32_t step = 0; step < 300; step++) {
+        uint64_t next_id = 1, now = 0;
+        for (uint32_t step = 0; step < 300; step++, steps++) {
+            now += 1000;
+            kvt_sched_set_now(r.s, now);
             if (s_rng(&x) % 4 == 0 && next_id < 200) {
                 uint32_t n = 8 + (uint32_t)(s_rng(&x) % 120);
                 uint32_t *t = malloc(n * sizeof *t);
@@ -1511,6 +1541,31 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
             default:
                 break;
             }
+            //  A load torn down mid-flight: the request is aborted (its id
+            //  may arrive again at once) or preempted.
+            uint64_t loading[64];
+            uint32_t nloading = 0;
+            for (uint64_t id = 1; id <= next_id && nloading < 64; id++) {
+                kvt_sched_req_info_t info;
+                if (kvt_sched_req_info(r.s, id, &info) == 0 && info.state == 2)
+                    loading[nloading++] = id;
+            }
+            if (nloading > 0 && s_rng(&x) % 4 != 0) {
+                uint64_t id = loading[s_rng(&x) % nloading];
+                torn++;
+                if (s_rng(&x) % 2 == 0)
+                    kvt_sched_preempt(r.s, id);
+                else if (kvt_sched_abort(r.s, id) == 0 && s_rng(&x) % 2 == 0) {
+                    uint32_t n = 8 + (uint32_t)(s_rng(&x) % 120);
+                    uint32_t *t = malloc(n * sizeof *t);
+                    uint32_t fam = (uint32_t)(s_rng(&x) % 3);
+                    for (uint32_t i = 0; i < n; i++)
+                        t[i] = fam * 100000 + i;
+                    kvt_arrival_t a = {.req = id, .tokens = t, .ntokens = n, .max_new_tokens = 4};
+                    kvt_sched_arrive(r.s, &a); //  refused while saves keep the record
+                    free(t);
+                }
+            }
             r.fail_loads = s_rng(&x) % 8 == 0;
             r.fail_state = s_rng(&x) % 8 == 0;
             r.fail_saves = s_rng(&x) % 10 == 0;
@@ -1524,6 +1579,8 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
             for (uint32_t i = 0; i < ncarry; i++) {
                 if (s_rng(&x) % 3 == 0)
                     carry[kept++] = carry[i];
+                else if (s_orphan_verdict(&r, &carry[i]) && s_rng(&x) % 2 == 0)
+                    lost++; //  an orphan's verdict that never comes
                 else
                     kvt_sched_verdict(r.s, &carry[i]);
             }
@@ -1535,7 +1592,19 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
             kvt_sched_verdict(r.s, &carry[i]);
         r.fail_loads = r.fail_state = r.fail_saves = false;
         rig_audit(&r);
-        rig_run(&r, 5000);
+        //  To idle, the clock running: orphans whose verdicts were lost are
+        //  reclaimed.
+        bool idle = false;
+        for (uint32_t i = 0; i < 5000 && !idle; i++, steps++) {
+            now += 1000;
+            kvt_sched_set_now(r.s, now);
+            int rc = rig_step(&r);
+            rig_deliver(&r);
+            rig_audit(&r);
+            idle = rc == 0 && r.plan.idle;
+        }
+        cr_assert(idle, "seed %llu: did not go idle", (unsigned long long)seed);
+        reclaimed += o_stats(&r).loads_reclaimed;
         char err[256];
         cr_assert_eq(kvt_sched_audit(r.s, err, sizeof err), 0, "seed %llu: %s",
                      (unsigned long long)seed, err);
@@ -1543,6 +1612,13 @@ Test(sched, random_hybrid_sequences_keep_the_audit_and_end_quiescent)
                   (unsigned long long)seed);
         kvt_sched_destroy(&r.s);
     }
+    cr_assert_geq(steps, 10000, "%llu steps over the seeds", (unsigned long long)steps);
+    cr_assert_gt(torn, 0, "loads were torn down mid-flight");
+    cr_assert_gt(lost, 0, "orphans' verdicts were lost");
+    cr_assert_gt(reclaimed, 0, "and reclaimed");
+    cr_log_info("%llu steps, %llu loads torn down, %llu verdicts lost, %llu reclaimed",
+                (unsigned long long)steps, (unsigned long long)torn, (unsigned long long)lost,
+                (unsigned long long)reclaimed);
 }
 
 //  B3: the 20-token hit loads from its chunk floor (16), but the HBM hit
@@ -1932,6 +2008,291 @@ Test(sched, a_pinned_lookup_past_its_bound_is_released_once)
     rig_deliver(&r);
     rig_run(&r, 100);
     cr_assert_eq(r.releases_seen, 1, "exactly once");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+// ----------------------------------- orphaned loads (rules I1, I2, A3) ----
+
+//  A request torn down mid-load hands its load to its index as an orphan:
+//  the record goes at once, the blocks the load writes and its state slot
+//  stay held until the load's late verdicts settle it or reclaim (timed
+//  from orphan time) frees it.
+
+//  Takes the verdicts the last plan produced out of the rig (the test
+//  delivers them late, or never).
+static uint32_t o_take(rig_t *r, kvt_verdict_t *out, uint32_t cap)
+{
+    uint32_t n = r->npending < cap ? r->npending : cap;
+    memcpy(out, r->pending, n * sizeof *out);
+    r->npending = 0;
+    return n;
+}
+
+//  joint_setup with the orphan reclaim timeout set: request 13 (36
+//  tokens, a 20-token HBM hit) then loads [16, 32) with its state at 32
+//  from the tier.
+static void o_setup(rig_t *r, uint32_t hbm_blocks, uint64_t reclaim_us)
+{
+    kvt_sched_cfg_t cfg = hybrid_cfg(4, 16, 16, hbm_blocks, 64);
+    cfg.hbm_checkpoints = 2;
+    cfg.orphan_reclaim_us = reclaim_us;
+    rig_init_cfg(r, &cfg);
+    rig_arrive(r, 10, 40, P_BASE, 1);
+    rig_run(r, 100);
+    rig_arrive(r, 11, 80, 90000, 1);
+    rig_run(r, 100);
+    rig_arrive(r, 12, 20, P_BASE, 1);
+    rig_run(r, 100);
+}
+
+//  Runs to idle as rig_run does, advancing the clock by 1 ms a step (so
+//  reclaim can come due).
+static void o_run(rig_t *r, uint64_t *now, uint32_t max_steps)
+{
+    for (uint32_t i = 0; i < max_steps; i++) {
+        *now += 1000;
+        kvt_sched_set_now(r->s, *now);
+        int rc = rig_step(r);
+        rig_deliver(r);
+        rig_audit(r);
+        if (rc == 0 && r->plan.idle)
+            return;
+    }
+    cr_assert_fail("did not go idle in %u steps", max_steps);
+}
+
+//  A3: the id of an aborted request arrives again while the first
+//  admission's load is an orphan; the new admission carries a newer
+//  generation, so the orphan's late reports settle only the orphan.
+Test(sched, rule_A3_a_readmitted_requests_old_orphan_cannot_settle_its_new_load)
+{
+    rig_t r;
+    o_setup(&r, 24, 0);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 2, "loading");
+    uint32_t gen1 = info.gen;
+    kvt_verdict_t old[16];
+    uint32_t nold = o_take(&r, old, 16);
+    cr_assert_eq(nold, 2, "a KV leg and a state leg");
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
+    cr_assert_neq(kvt_sched_req_info(r.s, 13, &info), 0, "the record is freed at once");
+    cr_assert_eq(o_stats(&r).load_orphans, 1);
+    rig_arrive(&r, 13, 36, P_BASE, 1); //  the same id again
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 2, "the new admission loads again");
+    cr_assert_gt(info.gen, gen1, "with a newer generation");
+    for (uint32_t i = 0; i < nold; i++)
+        cr_assert_eq(kvt_sched_verdict(r.s, &old[i]), 0, "the orphan's own reports reach it");
+    cr_assert_eq(o_stats(&r).load_orphans, 0, "the orphan settled");
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 2, "the new load is still out: the old reports did not settle it");
+    rig_audit(&r);
+    rig_deliver(&r); //  the new load's own verdicts
+    kvt_sched_req_info(r.s, 13, &info);
+    cr_assert_eq(info.state, 3, "running");
+    rig_run(&r, 200);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  I2: reclaim is timed from orphan time, not from the load's dispatch: a
+//  load out for longer than the timeout but orphaned for less stays held.
+Test(sched, rule_I2_an_orphan_is_reclaimed_timed_from_orphan_time)
+{
+    rig_t r;
+    const uint64_t S = 1000000;
+    o_setup(&r, 24, 10 * S);
+    kvt_sched_set_now(r.s, 1 * S);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1); //  dispatched at 1 s
+    kvt_verdict_t lost[16];
+    o_take(&r, lost, 16); //  never delivered
+    kvt_sched_set_now(r.s, 8 * S);
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0); //  orphaned at 8 s
+    kvt_sched_set_now(r.s, 12 * S);            //  11 s after dispatch, 4 s after the abort
+    rig_step(&r);
+    cr_assert_eq(o_stats(&r).load_orphans, 1, "not due: 4 s since it was orphaned");
+    kvt_sched_set_now(r.s, 18 * S - 1);
+    rig_step(&r);
+    cr_assert_eq(o_stats(&r).load_orphans, 1);
+    kvt_sched_set_now(r.s, 18 * S);
+    rig_step(&r);
+    kvt_sched_stats_t st = o_stats(&r);
+    cr_assert_eq(st.load_orphans, 0, "reclaimed 10 s after the abort");
+    cr_assert_eq(st.loads_reclaimed, 1);
+    cr_assert_eq(counter(&r, "stidx.reclaimed"), 1, "reclaimed by the state-offload index");
+    rig_audit(&r);
+    kvt_sched_destroy(&r.s);
+}
+
+//  A lost verdict of an aborted load leaves nothing immortal: reclaim frees
+//  the blocks and the slot, and the core ends quiescent.
+Test(sched, a_lost_verdict_of_an_aborted_load_is_reclaimed_and_the_core_ends_quiescent)
+{
+    rig_t r;
+    o_setup(&r, 24, 50000);
+    uint64_t now = 0;
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_verdict_t lost[16];
+    o_take(&r, lost, 16);
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
+    kvt_sched_stats_t st = o_stats(&r);
+    cr_assert_eq(st.records, 0, "no record waits for the verdict");
+    cr_assert_gt(st.blocks_in_use, 0, "the blocks the load writes are held");
+    cr_assert(!kvt_sched_quiescent(r.s), "the orphan holds its slot and blocks");
+    o_run(&r, &now, 200);
+    cr_assert(kvt_sched_quiescent(r.s), "reclaim freed the orphan's slot and blocks");
+    cr_assert_eq(o_stats(&r).loads_reclaimed, 1);
+    kvt_sched_destroy(&r.s);
+}
+
+//  After reclaim, the orphan's late verdicts are stale: nothing is freed a
+//  second time, and a request admitted since keeps what it holds.
+Test(sched, a_late_verdict_after_reclaim_is_stale_and_frees_nothing_twice)
+{
+    rig_t r;
+    o_setup(&r, 24, 50000);
+    uint64_t now = 0;
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_verdict_t late[16];
+    uint32_t nlate = o_take(&r, late, 16);
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
+    o_run(&r, &now, 200);
+    cr_assert_eq(o_stats(&r).loads_reclaimed, 1);
+    rig_arrive(&r, 14, 60, 70000, 8); //  another request holds blocks and a slot
+    cr_assert_eq(rig_step(&r), 1);
+    rig_deliver(&r);
+    kvt_sched_stats_t st0 = o_stats(&r);
+    for (uint32_t i = 0; i < nlate; i++)
+        cr_assert_eq(kvt_sched_verdict(r.s, &late[i]), -1, "stale");
+    kvt_sched_stats_t st = o_stats(&r);
+    cr_assert_eq(st.stale_verdicts, st0.stale_verdicts + nlate);
+    cr_assert_eq(st.blocks_in_use, st0.blocks_in_use, "nothing freed twice");
+    cr_assert_eq(st.loads_ok + st.loads_failed, st0.loads_ok + st0.loads_failed);
+    rig_audit(&r);
+    o_run(&r, &now, 200);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  I2: a live request's slot is never taken back. Request 13 is preempted
+//  mid-load (its first load an orphan) and admitted again; its second
+//  load's verdicts come long after the reclaim timeout, which frees the
+//  orphan and only the orphan.
+Test(sched, rule_I2_a_live_requests_slot_is_never_reclaimed)
+{
+    rig_t r;
+    o_setup(&r, 24, 50000);
+    uint64_t now = 0;
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_verdict_t lost[16];
+    o_take(&r, lost, 16);
+    kvt_sched_req_info_t info;
+    kvt_sched_req_info(r.s, 13, &info);
+    uint32_t old_slot = info.slot;
+    cr_assert_eq(kvt_sched_preempt(r.s, 13), 0, "a loading request can be preempted");
+    kvt_sched_req_info(r.s, 13, &info);
+    cr_assert_eq(info.state, 1, "waiting again");
+    cr_assert_eq(info.slot, UINT32_MAX, "the orphan has the slot, not the record");
+    rig_audit(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info(r.s, 13, &info);
+    cr_assert_eq(info.state, 2, "loading again");
+    uint32_t live_slot = info.slot;
+    cr_assert_neq(live_slot, old_slot, "the orphan's slot is still reserved");
+    kvt_verdict_t delayed[16];
+    uint32_t ndelayed = o_take(&r, delayed, 16);
+    now += 10 * 1000000ull; //  far past the timeout, from both loads' dispatch
+    kvt_sched_set_now(r.s, now);
+    rig_step(&r);
+    kvt_sched_stats_t st = o_stats(&r);
+    cr_assert_eq(st.loads_reclaimed, 1, "the orphan is reclaimed");
+    cr_assert_eq(st.load_orphans, 0);
+    kvt_sched_req_info(r.s, 13, &info);
+    cr_assert_eq(info.state, 2, "the live load is not");
+    cr_assert_eq(info.slot, live_slot, "and keeps its slot");
+    rig_audit(&r);
+    for (uint32_t i = 0; i < ndelayed; i++)
+        cr_assert_eq(kvt_sched_verdict(r.s, &delayed[i]), 0);
+    kvt_sched_req_info(r.s, 13, &info);
+    cr_assert_eq(info.state, 3, "its own verdicts settle it");
+    o_run(&r, &now, 200);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  The blocks an orphaned KV load still writes are not handed to another
+//  request before it settles (a dense model: the load index owns the
+//  load). 12 blocks: request 3 loads [0, 128) into 8 of its 10 blocks.
+Test(sched, the_blocks_of_an_orphaned_load_are_not_handed_out_before_it_settles)
+{
+    rig_t r;
+    rig_init(&r, 12, 64);
+    rig_arrive(&r, 1, 150, 100, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 150, 90000, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 3, 150, 100, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1);
+    uint32_t written[16], nw = r.plan.loads[0].nblocks;
+    cr_assert_eq(nw, 8);
+    memcpy(written, r.plan.loads[0].blocks, nw * sizeof *written);
+    kvt_verdict_t late[4];
+    uint32_t nlate = o_take(&r, late, 4);
+    cr_assert_eq(kvt_sched_abort(r.s, 3), 0);
+    cr_assert_eq(o_stats(&r).load_orphans, 1, "the load index owns the orphan");
+    cr_assert_eq(o_stats(&r).blocks_in_use, nw, "only the blocks the load writes are held");
+    //  A request that needs 10 blocks: only 4 are free.
+    rig_arrive(&r, 4, 150, 300000, 1);
+    rig_step(&r);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 4, &info), 0);
+    cr_assert_eq(info.state, 1, "waits: the orphan's blocks are not free");
+    rig_audit(&r);
+    for (uint32_t i = 0; i < nlate; i++)
+        cr_assert_eq(kvt_sched_verdict(r.s, &late[i]), 0, "the late verdict settles the orphan");
+    cr_assert_eq(o_stats(&r).load_orphans, 0);
+    cr_assert_eq(o_stats(&r).blocks_in_use, 0);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info(r.s, 4, &info);
+    cr_assert_neq(info.state, 1, "admitted once the orphan let go");
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  L2 for an orphan: its KV leg's verdict alone settles nothing (the state
+//  leg may still write the slot); the last leg settles it and lets go.
+Test(sched, an_orphan_settles_only_once_every_leg_reported)
+{
+    rig_t r;
+    o_setup(&r, 24, 0);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_verdict_t late[16];
+    uint32_t n = o_take(&r, late, 16);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
+    uint32_t kv = late[0].chan == KVT_CHAN_LOAD ? 0 : 1;
+    uint32_t in_use = o_stats(&r).blocks_in_use;
+    cr_assert_eq(kvt_sched_verdict(r.s, &late[kv]), 0);
+    cr_assert_eq(o_stats(&r).load_orphans, 1, "the state leg has not reported");
+    cr_assert_eq(o_stats(&r).blocks_in_use, in_use, "nothing let go yet");
+    rig_audit(&r);
+    cr_assert_eq(kvt_sched_verdict(r.s, &late[1 - kv]), 0);
+    cr_assert_eq(o_stats(&r).load_orphans, 0, "the last leg settles it");
+    cr_assert_lt(o_stats(&r).blocks_in_use, in_use, "its blocks went back");
+    rig_audit(&r);
+    rig_run(&r, 100);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }

@@ -113,7 +113,7 @@ Test(stidx, rule_I1_invariant_dispatched_equals_settled_plus_outstanding)
     cr_assert_eq(kvt_stidx_orphan(x, OP(6, 1), 10), 1);
     s_check(x);
     uint32_t slots[4];
-    cr_assert_eq(kvt_stidx_reclaim(x, 100 * S, 1 * S, slots, 4), 1);
+    cr_assert_eq(kvt_stidx_reclaim(x, 100 * S, 1 * S, slots, NULL, 4), 1);
     cr_assert_eq(slots[0], 5);
     s_check(x);
     //  A late report of the reclaimed orphan settles nothing.
@@ -270,20 +270,20 @@ Test(stidx, rule_I2_reclaim_frees_only_orphans_timed_from_orphan_time)
     cr_assert(kvt_stidx_slot_reserved(x, 3), "an orphan's slot stays reserved");
     uint32_t slots[4];
     //  12 s after dispatch but 2 s after orphan time: the 5 s window is not over.
-    cr_assert_eq(kvt_stidx_reclaim(x, 12 * S, 5 * S, slots, 4), 0,
+    cr_assert_eq(kvt_stidx_reclaim(x, 12 * S, 5 * S, slots, NULL, 4), 0,
                  "the reclaim window is measured from orphan time, not dispatch time");
     cr_assert(kvt_stidx_slot_reserved(x, 3));
-    cr_assert_eq(kvt_stidx_reclaim(x, 15 * S - 1, 5 * S, slots, 4), 0);
-    cr_assert_eq(kvt_stidx_reclaim(x, 15 * S, 5 * S, slots, 4), 1);
+    cr_assert_eq(kvt_stidx_reclaim(x, 15 * S - 1, 5 * S, slots, NULL, 4), 0);
+    cr_assert_eq(kvt_stidx_reclaim(x, 15 * S, 5 * S, slots, NULL, 4), 1);
     cr_assert_eq(slots[0], 3);
     cr_assert(!kvt_stidx_slot_reserved(x, 3));
     //  The live load is never reclaimed, however old.
-    cr_assert_eq(kvt_stidx_reclaim(x, 1000 * S, 5 * S, slots, 4), 0);
+    cr_assert_eq(kvt_stidx_reclaim(x, 1000 * S, 5 * S, slots, NULL, 4), 0);
     cr_assert(kvt_stidx_slot_reserved(x, 4));
     //  Timeout 0 disables reclamation.
     cr_assert_eq(kvt_stidx_orphan(x, OP(2, 1), 1000 * S), 1);
-    cr_assert_eq(kvt_stidx_reclaim(x, 5000 * S, 0, slots, 4), 0);
-    cr_assert_eq(kvt_stidx_reclaim(x, 5000 * S, 5 * S, slots, 4), 1);
+    cr_assert_eq(kvt_stidx_reclaim(x, 5000 * S, 0, slots, NULL, 4), 0);
+    cr_assert_eq(kvt_stidx_reclaim(x, 5000 * S, 5 * S, slots, NULL, 4), 1);
     kvt_stidx_stats_t st = s_stats(x);
     cr_assert_eq(st.reclaimed, 2);
     cr_assert_eq(st.orphaned, 2);
@@ -796,7 +796,7 @@ Test(stidx, property_random_sequences_keep_the_invariant)
                 break;
             case 8: { //  reclaim
                 uint32_t slots[8];
-                uint32_t n = kvt_stidx_reclaim(x, now, 2 * S, slots, 8);
+                uint32_t n = kvt_stidx_reclaim(x, now, 2 * S, slots, NULL, 8);
                 for (uint32_t i = 0; i < n; i++) {
                     uint32_t k;
                     for (k = 0; k < norph && orph_slot[k] != slots[i]; k++)
@@ -843,7 +843,7 @@ Test(stidx, property_random_sequences_keep_the_invariant)
                 kvt_stidx_abandon(x, OP(r + 1, req[r].gen), &fs);
         }
         uint32_t slots[256];
-        kvt_stidx_reclaim(x, now + 100 * S, 2 * S, slots, 256);
+        kvt_stidx_reclaim(x, now + 100 * S, 2 * S, slots, NULL, 256);
         kvt_stidx_stats_t st = s_stats(x);
         cr_assert_eq(st.outstanding, 0);
         for (uint32_t s = 0; s < P_SLOTS; s++)
@@ -891,5 +891,40 @@ Test(stidx, every_counter_is_documented)
                   c[i].name);
     }
     free(doc);
+    kvt_stidx_destroy(&x);
+}
+
+//  A load with no slot (the scheduler core's KV-only loads): it reserves no
+//  slot, two of them never collide, and it lives, settles, is orphaned and
+//  reclaimed (with its operation id reported) as any load.
+Test(stidx, a_slotless_load_reserves_no_slot_and_settles_like_any_load)
+{
+    kvt_stidx_t *x = s_new(0, NULL);
+    cr_assert_eq(kvt_stidx_request_load(x, OP(1, 1), H(0), KVT_STIDX_NO_SLOT, 0), 0);
+    cr_assert_eq(kvt_stidx_request_load(x, OP(2, 1), H(0), KVT_STIDX_NO_SLOT, 0), 0,
+                 "no slot to collide on");
+    cr_assert(!kvt_stidx_slot_reserved(x, KVT_STIDX_NO_SLOT));
+    cr_assert_eq(kvt_stidx_carried(x, OP(1, 1)), 0);
+    cr_assert_eq(kvt_stidx_carried(x, OP(2, 1)), 0);
+    s_check(x);
+    uint32_t slot = 7;
+    cr_assert_eq(kvt_stidx_complete(x, OP(1, 1), 1 * S, &slot), KVT_STIDX_LIVE);
+    cr_assert_eq(kvt_stidx_orphan(x, OP(2, 1), 2 * S), 1);
+    cr_assert(kvt_stidx_is_orphan(x, OP(2, 1)));
+    s_check(x);
+    uint32_t slots[4];
+    kvt_opid_t ops[4];
+    cr_assert_eq(kvt_stidx_reclaim(x, 6 * S, 5 * S, slots, ops, 4), 0, "timed from orphan time");
+    cr_assert_eq(kvt_stidx_reclaim(x, 7 * S, 5 * S, slots, ops, 4), 1);
+    cr_assert_eq(ops[0].req, 2);
+    cr_assert_eq(ops[0].gen, 1);
+    cr_assert_eq(slots[0], KVT_STIDX_NO_SLOT);
+    cr_assert(!kvt_stidx_is_orphan(x, OP(2, 1)));
+    s_check(x);
+    kvt_stidx_stats_t st = s_stats(x);
+    cr_assert_eq(st.dispatched, 2);
+    cr_assert_eq(st.completed, 1);
+    cr_assert_eq(st.reclaimed, 1);
+    cr_assert_eq(st.outstanding, 0);
     kvt_stidx_destroy(&x);
 }

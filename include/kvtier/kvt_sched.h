@@ -28,7 +28,8 @@
 
     Lifecycle of a request:
       WAITING  → admitted when its blocks fit (FIFO)
-      LOADING  → its tier load is out; parked until the load verdict
+      LOADING  → its tier load is out; parked until the load verdict (an
+                 abort or preemption orphans the load: kvt_sched_abort)
       RUNNING  → computes prefill chunks, then one token per step
       DONE     → generated max_new_tokens; blocks released; the record is
                  freed once its last save verdict arrived
@@ -50,7 +51,9 @@
     HBM hit is gated to the newest HBM checkpoint at or below the block hit
     and the joint planner chooses the resume point above it (design §4).
     The state-offload index (kvt_stidx) holds which images the tier has and
-    owns every state load from its record to its settlement. A
+    owns every state load from its record to its settlement (a KV-only
+    load, in any model, is owned by the core's load index, the same type
+    with no images). A
     dense model (state_bytes == 0) has no slots, checkpoints or joints. */
 #ifndef KVTIER_KVT_SCHED_H_INCLUDED
 #define KVTIER_KVT_SCHED_H_INCLUDED
@@ -62,6 +65,11 @@
 
 typedef struct _kvt_sched_t kvt_sched_t;
 
+//  Default orphan reclaim timeout: 60 s, twice the aggregator's 30 s
+//  timeout (a load no rank answered settles failed by then) and well above
+//  the 5 s fence timeout past which no lane writes a job's destination.
+#define KVT_SCHED_ORPHAN_RECLAIM_US 60000000ull
+
 typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
     uint32_t chunk_size;   //  tokens per chunk (default 256, multiple of block_size)
@@ -70,7 +78,13 @@ typedef struct {
     uint32_t max_running;  //  requests admitted at once (running + loading)
     uint32_t step_tokens;  //  token budget per step
     uint32_t save_retries; //  re-emits of a failed chunk save per request
-    kvt_hash_t ns;         //  namespace: seeds the prefix hash chain
+    //  An orphaned load (its request aborted or preempted mid-load) whose
+    //  verdict has not arrived this long after it was orphaned is reclaimed:
+    //  its blocks and state slot go back (0 = KVT_SCHED_ORPHAN_RECLAIM_US).
+    //  Keep it above the ranks' fence timeout (a lane may write until then)
+    //  and the aggregator's timeout (which settles a silent load failed).
+    uint64_t orphan_reclaim_us;
+    kvt_hash_t ns; //  namespace: seeds the prefix hash chain
     //  Hybrid models (state_bytes > 0); a dense model ignores the rest.
     uint64_t state_bytes;         //  recurrent state per request per rank (0 = dense model)
     uint32_t checkpoint_interval; //  tokens between grid checkpoints (multiple of chunk_size)
@@ -125,6 +139,9 @@ typedef struct {
     uint32_t records;           //  gauge: request records alive (incl. DONE with saves out)
     uint64_t aborted;           //  requests aborted by the engine
     uint64_t preempted;         //  requests preempted (back to waiting, recomputed)
+    uint64_t loads_orphaned;    //  loads whose request was aborted or preempted mid-load
+    uint64_t loads_reclaimed;   //  orphaned loads freed by orphan_reclaim_us (no verdict)
+    uint32_t load_orphans;      //  gauge: orphaned loads still holding blocks or a slot
     //  Hybrid admissions (design §4); all zero for a dense model.
     uint64_t gate_lost_tokens;      //  block-hit tokens above the gated HBM hit (no checkpoint)
     uint64_t joint_state_hbm;       //  joint boundaries whose state comes from HBM
@@ -274,13 +291,21 @@ int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out);
 void kvt_sched_plan_state(const kvt_sched_t *self, const kvt_sched_state_op_t **ops, uint32_t *n);
 
 //  Aborts a request: its blocks, state slot and checkpoint pins go back
-//  through the same path as a finish (a load in flight is waited for: the
-//  record is released when its verdict arrives). 0, or -1 when unknown.
+//  through the same path as a finish, and its record is freed at once
+//  (once no save reads its blocks), so the id may arrive again. A load in
+//  flight is orphaned (rules I1, I2): its index (the state-offload index
+//  for a load with a state leg, the load index for a KV-only one) owns
+//  it, and the blocks its KV leg writes and its state slot stay off the
+//  free lists until its late verdicts settle it or orphan_reclaim_us after
+//  the abort reclaims it. A later admission of the same id carries a
+//  newer generation, so the orphan's reports never reach it (A3).
+//  0, or -1 when unknown.
 int kvt_sched_abort(kvt_sched_t *self, uint64_t req);
 
-//  Preempts a running request: blocks, slot and pins released as on a
-//  finish, the request waits again at the head of the queue and recomputes.
-//  0, or -1 when it is not running.
+//  Preempts a running or loading request: blocks, slot and pins released
+//  as on a finish (a load in flight is orphaned as on an abort), the
+//  request waits again at the head of the queue and recomputes. 0, or -1
+//  when it is neither running nor loading.
 int kvt_sched_preempt(kvt_sched_t *self, uint64_t req);
 
 //  What the core holds for request `req`. 0, or -1 when unknown.

@@ -38,6 +38,7 @@ typedef struct {
     uint32_t checkpoint_interval;  //  hybrid: tokens between state checkpoints (multiple of
                                    //  chunk_size; 0 = chunk_size)
     uint32_t min_load_tokens;      //  hybrid: a joint gaining fewer tokens recomputes (default 0)
+    uint64_t orphan_reclaim_us;    //  an orphaned load is reclaimed this long after (0 = 60 s)
     uint32_t max_running;          //  requests admitted at once (default 64)
     uint32_t step_tokens;          //  token budget per step (default 4096)
     uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)

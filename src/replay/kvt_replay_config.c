@@ -40,6 +40,7 @@ void kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg)
     cfg->checkpoint_interval =
         kc->state_bytes && !kc->checkpoint_interval ? kc->chunk_size : kc->checkpoint_interval;
     cfg->min_load_tokens = kc->min_load_tokens;
+    cfg->orphan_reclaim_us = kc->orphan_reclaim_ns / 1000;
     cfg->max_running = kc->max_running;
     cfg->step_tokens = kc->step_tokens;
 }

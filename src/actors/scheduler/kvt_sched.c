@@ -166,8 +166,11 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->inflight = kvt_hmap_new(256, false);
     self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
     self->scratch_unref = malloc(((size_t)cfg->hbm_blocks + 1) * sizeof(uint32_t));
+    kvt_stidx_cfg_t lc = {.hash_cap = 0, .can_load = false}; //  loads only, no images
+    self->kvidx = kvt_stidx_new(&lc);
+    self->orph_by_op = kvt_hmap_new(64, false);
     if (!self->bm || !self->tier || !self->by_id || !self->save_by_id || !self->inflight ||
-        !self->scratch_blocks || !self->scratch_unref)
+        !self->scratch_blocks || !self->scratch_unref || !self->kvidx || !self->orph_by_op)
         goto oom;
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
@@ -216,6 +219,7 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     free(self->save_ck);
     kvt_ckpt_destroy(&self->ck);
     kvt_stidx_destroy(&self->stidx);
+    kvt_sched_orphan_destroy(self);
     kvt_hmap_destroy(&self->loading_keys);
     free(self->scratch_unref);
     free(self->p_state);
@@ -273,6 +277,7 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
     self->nreq_free--;
     r->sslot = r->ck_hit = r->ck_restore = r->ck_take = KVT_CKPT_NONE;
     r->id = a->req;
+    r->gen = self->gen_floor; //  above every orphaned admission of this id (A3)
     r->nprompt = a->ntokens;
     r->max_new = a->max_new_tokens;
     r->nfeed = (uint32_t)nfeed;
@@ -614,6 +619,8 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     if (!self->applied)
         s_apply_last_step(self, prev_failed);
     self->applied = true;
+    //  Orphans whose verdict never came go back before admission (I2).
+    kvt_sched_reclaim(self);
 
     //  Saves for chunks completed by the step that just ran.
     for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE;
@@ -665,8 +672,8 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     }
     bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate ||
                 self->p_nlookups || self->nrel_q || self->p_ntouches;
-    bool outstanding =
-        self->stats.loading > 0 || self->stats.saves_outstanding > 0 || self->stats.lookups_out > 0;
+    bool outstanding = self->stats.loading > 0 || self->stats.saves_outstanding > 0 ||
+                       self->stats.lookups_out > 0 || self->stats.load_orphans > 0;
     if (!work && outstanding) {
         self->p_open = false; //  nothing was added: the next call starts afresh
         return KVT_SCHED_HOLD;
@@ -694,7 +701,7 @@ bool kvt_sched_quiescent(const kvt_sched_t *self)
             return false;
     }
     return self->stats.records == 0 && self->stats.saves_outstanding == 0 &&
-           kvt_blockmgr_in_use(self->bm) == 0;
+           self->stats.load_orphans == 0 && kvt_blockmgr_in_use(self->bm) == 0;
 }
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
@@ -733,23 +740,22 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
 {
     uint32_t slot;
     kvt_sreq_t *r = s_find(self, req, &slot);
-    if (!r || r->state == R_DONE || r->aborted)
+    if (!r || r->state == R_DONE)
         return -1;
     self->stats.aborted++;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, 0, 0);
-    if (r->state == R_LOADING) {
-        //  The load still writes into its blocks and slot: the record lets
-        //  go when its verdicts arrive (kvt_sched_verdict).
-        r->aborted = true;
-        return 0;
-    }
     if (r->state == R_WAITING) {
         kvt_sched_lookup_drop(self, r);
         kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
         self->stats.waiting--;
     } else {
+        //  A load in flight goes to its index as an orphan, with what it
+        //  still writes; the record lets go of the rest now.
+        if (r->state == R_LOADING)
+            kvt_sched_orphan_load(self, r);
+        else
+            self->stats.running--;
         kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
-        self->stats.running--;
     }
     r->state = R_DONE;
     r->planned_end = 0;
@@ -761,14 +767,17 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
 {
     uint32_t slot;
     kvt_sreq_t *r = s_find(self, req, &slot);
-    if (!r || r->state != R_RUNNING)
+    if (!r || (r->state != R_RUNNING && r->state != R_LOADING))
         return -1;
     self->stats.preempted++;
+    if (r->state == R_LOADING)
+        kvt_sched_orphan_load(self, r); //  as on an abort: the index owns the load
+    else
+        self->stats.running--;
     kvt_sched_release_state(self, r);
     kvt_sched_release_blocks(self, r);
     kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
     kvt_ilist_prepend(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
-    self->stats.running--;
     self->stats.waiting++;
     r->state = R_WAITING;
     r->computed = r->planned_end = r->registered = 0;

@@ -258,6 +258,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
         r->verify_end = tier;
         self->stats.loading++;
         self->stats.loads_dispatched++;
+        kvt_sched_load_out(self, r);
         return 1;
     }
     r->state = R_RUNNING;
@@ -571,5 +572,6 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     r->verify_end = d.b;
     self->stats.loading++;
     self->stats.loads_dispatched++;
+    kvt_sched_load_out(self, r);
     return 1;
 }

@@ -193,21 +193,6 @@ static void s_unpin_hit(kvt_sched_t *self, kvt_sreq_t *r)
     r->nhit_pins = 0;
 }
 
-//  Settles an aborted request's load: the load no longer writes into its
-//  blocks or slot, so they go back through the finish path.
-static void s_settle_aborted(kvt_sched_t *self, uint32_t slot, bool ok)
-{
-    kvt_sreq_t *r = &self->reqs[slot];
-    if (ok)
-        self->stats.loads_ok++;
-    else
-        self->stats.loads_failed++;
-    s_unpin_hit(self, r);
-    kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
-    r->state = R_DONE;
-    kvt_sched_retire(self, slot);
-}
-
 static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
     //  A state verdict speaks for its image whichever load it belongs to,
@@ -215,12 +200,14 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     //  request id needed).
     if (v->chan == KVT_CHAN_STATE && self->stidx)
         kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
+    //  A verdict no live load matches may be an orphan's (its request was
+    //  torn down mid-load): its index settles it (kvt_sched_orphan.c).
     uint32_t slot;
     if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(v->op.req), &slot))
-        return -1;
+        return kvt_sched_orphan_verdict(self, v);
     kvt_sreq_t *r = &self->reqs[slot];
     if (r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
-        return -1;
+        return kvt_sched_orphan_verdict(self, v);
     //  A load settles once every leg it dispatched reported (L2).
     uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
     if (!(r->legs & leg))
@@ -241,22 +228,12 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         return 0;
     bool ok = r->legs_failed == 0;
     self->stats.loading--;
-    if (r->joint_src == KVT_JOINT_STATE_TIER) {
-        //  The request keeps its slot (its record holds it until released).
-        uint32_t unused;
-        kvt_opid_t op = {r->id, r->gen};
-        bool miss = (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS;
-        int rc = ok ? kvt_stidx_complete(self->stidx, op, self->now_us, &unused)
-                    : kvt_stidx_fail(self->stidx, op, miss, &unused);
-        assert(rc == KVT_STIDX_LIVE); //  every state leg's load was recorded and carried
-        (void)rc;
-    }
+    //  The load settles in its index (stidx with a state leg, kvidx
+    //  without); the request keeps its slot (its record holds it).
+    kvt_sched_load_settle(self, r, ok,
+                          (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS);
     if (r->convoy)
         kvt_sched_convoy_mark(self, r, -1);
-    if (r->aborted) {
-        s_settle_aborted(self, slot, ok);
-        return 0;
-    }
     self->stats.running++;
     r->state = R_RUNNING;
     uint32_t cs = self->cfg.chunk_size;
@@ -409,6 +386,9 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(records);
     S_C(aborted);
     S_C(preempted);
+    S_C(loads_orphaned);
+    S_C(loads_reclaimed);
+    S_C(load_orphans);
     S_C(lookups_sent);
     S_C(lookup_timeouts);
     S_C(lookup_failed);
@@ -477,7 +457,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
 
 //  Every checkpoint pin belongs to a request (its hit, its restore, its
 //  take) or a save (its image), and every held slot to a live admission.
-static int s_audit_state(const kvt_sched_t *self, char *err, size_t errlen)
+static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *err, size_t errlen)
 {
     uint32_t cap = kvt_ckpt_capacity(self->ck);
     uint32_t *expect = calloc(cap, sizeof(uint32_t));
@@ -485,7 +465,7 @@ static int s_audit_state(const kvt_sched_t *self, char *err, size_t errlen)
         snprintf(err, errlen, "audit: out of memory");
         return -1;
     }
-    uint32_t slots = 0;
+    uint32_t slots = orphan_slots; //  an orphan's slot stays held until it settles (I2)
     for (uint32_t i = 0; i < self->nreqs_cap; i++) {
         const kvt_sreq_t *r = &self->reqs[i];
         if (r->state == R_FREE)
@@ -526,7 +506,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         snprintf(err, errlen, "audit: saves dispatched != settled + outstanding");
         return -1;
     }
-    if (st->loads_dispatched != st->loads_ok + st->loads_failed + st->loading) {
+    if (st->loads_dispatched !=
+        st->loads_ok + st->loads_failed + st->loads_reclaimed + st->loading + st->load_orphans) {
         snprintf(err, errlen, "audit: loads dispatched != settled + outstanding");
         return -1;
     }
@@ -564,6 +545,9 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         for (uint32_t b = 0; b < r->nhit_pins; b++)
             expect[r->hit_pins[b]]++;
     }
+    uint32_t orphan_slots = 0;
+    if (kvt_sched_orphan_audit(self, expect, &orphan_slots, err, errlen) != 0)
+        goto done;
     uint32_t live_saves = 0;
     for (uint32_t i = 0; i < self->nsaves_cap; i++) {
         if (!self->saves[i].live)
@@ -593,7 +577,9 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
                  live_saves, inflight, st->saves_outstanding);
         goto done;
     }
-    if (kvt_sched_hybrid(self) && (s_audit_state(self, err, errlen) != 0 ||
+    if (kvt_stidx_check(self->kvidx, true, err, errlen) != 0)
+        goto done;
+    if (kvt_sched_hybrid(self) && (s_audit_state(self, orphan_slots, err, errlen) != 0 ||
                                    kvt_stidx_check(self->stidx, true, err, errlen) != 0))
         goto done;
     rc = 0;

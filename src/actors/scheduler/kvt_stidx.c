@@ -69,6 +69,7 @@ struct _kvt_stidx_t {
     kvt_hmap_t *by_op;       //  {gen, req} → load record
     kvt_hmap_t *by_req;      //  req → load record of its latest admission
     kvt_hmap_t *by_slot;     //  slot → load record holding it
+    uint64_t slotless;       //  live loads with no slot (KVT_STIDX_NO_SLOT)
     uint64_t load_epoch;     //  bumped when a load record changes state
     uint64_t img_epoch;      //  bumped when an image record is indexed or freed
     s_cursor_t cur;          //  the stats reads' key-set pass
@@ -393,7 +394,8 @@ int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint3
 {
     uint32_t prev;
     bool has_prev = kvt_hmap_get(self->by_req, kvt_hmap_key64(op.req), &prev);
-    if (kvt_hmap_get(self->by_slot, kvt_hmap_key64(slot), NULL) ||
+    bool has_slot = slot != KVT_STIDX_NO_SLOT;
+    if ((has_slot && kvt_hmap_get(self->by_slot, kvt_hmap_key64(slot), NULL)) ||
         (has_prev && self->loads[prev].op.gen >= op.gen) || s_load(self, op)) {
         self->stats.refused++;
         return -1;
@@ -407,10 +409,11 @@ int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint3
         self->stats.refused++;
         return -1;
     }
-    if (kvt_hmap_put(self->by_slot, kvt_hmap_key64(slot), i) != 0 ||
+    if ((has_slot && kvt_hmap_put(self->by_slot, kvt_hmap_key64(slot), i) != 0) ||
         kvt_hmap_put(self->by_req, kvt_hmap_key64(op.req), i) != 0) {
         kvt_hmap_del(self->by_op, s_opkey(op), NULL);
-        kvt_hmap_del(self->by_slot, kvt_hmap_key64(slot), NULL);
+        if (has_slot)
+            kvt_hmap_del(self->by_slot, kvt_hmap_key64(slot), NULL);
         if (has_prev)
             kvt_hmap_put(self->by_req, kvt_hmap_key64(op.req), prev);
         self->stats.refused++;
@@ -432,6 +435,7 @@ int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint3
     e->t_us = now_us;
     self->load_epoch++;
     kvt_ilist_append(&self->armed, S_LOAD_LINKS(self), i);
+    self->slotless += !has_slot;
     self->stats.dispatched++;
     self->stats.outstanding++;
     self->stats.armed++;
@@ -467,7 +471,10 @@ static int s_settle(kvt_stidx_t *self, s_load_t *e, uint32_t *free_slot)
             *free_slot = e->slot;
     }
     kvt_hmap_del(self->by_op, s_opkey(e->op), NULL);
-    kvt_hmap_del(self->by_slot, kvt_hmap_key64(e->slot), NULL);
+    if (e->slot != KVT_STIDX_NO_SLOT)
+        kvt_hmap_del(self->by_slot, kvt_hmap_key64(e->slot), NULL);
+    else
+        self->slotless--;
     uint32_t cur;
     if (kvt_hmap_get(self->by_req, kvt_hmap_key64(e->op.req), &cur) && cur == i)
         kvt_hmap_del(self->by_req, kvt_hmap_key64(e->op.req), NULL);
@@ -566,7 +573,7 @@ int kvt_stidx_orphan(kvt_stidx_t *self, kvt_opid_t op, uint64_t now_us)
 }
 
 uint32_t kvt_stidx_reclaim(kvt_stidx_t *self, uint64_t now_us, uint64_t timeout_us, uint32_t *slots,
-                           uint32_t cap)
+                           kvt_opid_t *ops, uint32_t cap)
 {
     if (timeout_us == 0)
         return 0;
@@ -575,6 +582,8 @@ uint32_t kvt_stidx_reclaim(kvt_stidx_t *self, uint64_t now_us, uint64_t timeout_
         s_load_t *e = &self->loads[self->orphans.head];
         if (now_us < e->t_us || now_us - e->t_us < timeout_us)
             break; //  the list is in orphan order: the rest are younger
+        if (ops)
+            ops[n] = e->op;
         s_settle(self, e, &slots[n]);
         self->stats.reclaimed++;
         n++;
@@ -596,6 +605,12 @@ bool kvt_stidx_load_of(const kvt_stidx_t *self, uint64_t req, kvt_stidx_load_t *
         out->carried = e->state != E_ARMED;
     }
     return true;
+}
+
+bool kvt_stidx_is_orphan(const kvt_stidx_t *self, kvt_opid_t op)
+{
+    const s_load_t *e = s_load(self, op);
+    return e && e->state == E_ORPHAN;
 }
 
 bool kvt_stidx_slot_reserved(const kvt_stidx_t *self, uint32_t slot)
@@ -631,7 +646,8 @@ static int s_check_load(const kvt_stidx_t *self, s_cursor_t *c, uint32_t i, char
     c->orphans += e->state == E_ORPHAN;
     uint32_t j, k;
     if (!kvt_hmap_get(self->by_op, s_opkey(e->op), &j) || j != i ||
-        !kvt_hmap_get(self->by_slot, kvt_hmap_key64(e->slot), &k) || k != i) {
+        (e->slot != KVT_STIDX_NO_SLOT &&
+         (!kvt_hmap_get(self->by_slot, kvt_hmap_key64(e->slot), &k) || k != i))) {
         snprintf(err, errlen, "stidx: load of req %llu gen %u (slot %u) is not under its keys",
                  (unsigned long long)e->op.req, e->op.gen, e->slot);
         return -1;
@@ -747,8 +763,9 @@ int kvt_stidx_check(const kvt_stidx_t *self, bool deep, char *err, size_t errlen
         return -1;
     }
     if (kvt_hmap_size(self->by_op) != st->outstanding ||
-        kvt_hmap_size(self->by_slot) != st->outstanding || self->armed.count != st->armed ||
-        self->orphans.count != st->orphans || kvt_hmap_size(self->by_hash) != self->lru.count) {
+        kvt_hmap_size(self->by_slot) + self->slotless != st->outstanding ||
+        self->armed.count != st->armed || self->orphans.count != st->orphans ||
+        kvt_hmap_size(self->by_hash) != self->lru.count) {
         snprintf(err, errlen,
                  "stidx: maps hold %u loads / %u slots / %u armed / %u orphans / %u images, "
                  "counters say %llu / %llu / %llu / %llu / %u",

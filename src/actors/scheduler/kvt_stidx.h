@@ -48,6 +48,11 @@
     request_load, carried, load_of, the reports) is O(1); reclaim and
     seal_step are O(what they free).
 
+    A load may have no slot (KVT_STIDX_NO_SLOT): the scheduler core keeps a
+    second index of this type, with no images, for its KV-only loads
+    (kvt_sched_orphan.c), so every load, dense or hybrid, has one owner of
+    its lifecycle and the same orphan / reclaim rules.
+
     Time is passed in (µs on the caller's clock, non-decreasing); no I/O, no
     clock, no threads. One owner. */
 #ifndef KVT_STIDX_H_INCLUDED
@@ -171,10 +176,16 @@ bool kvt_stidx_hold(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us);
 
 // ----------------------------------------------------------------- loads --
 
-//  Records op's load of the image at h into `slot`, armed. 0, or -1 when
-//  refused (slot already reserved by another load, op already has one, a
-//  newer admission of the request exists, out of memory). A live load of an
-//  earlier admission of the same request is orphaned (detached) first.
+//  The slot of a load that writes no state slot (a KV-only load, in the
+//  scheduler core's load index): no slot is reserved, the lifecycle is the
+//  same.
+#define KVT_STIDX_NO_SLOT UINT32_MAX
+
+//  Records op's load of the image at h into `slot` (or KVT_STIDX_NO_SLOT),
+//  armed. 0, or -1 when refused (slot already reserved by another load, op
+//  already has one, a newer admission of the request exists, out of
+//  memory). A live load of an earlier admission of the same request is
+//  orphaned (detached) first.
 int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint32_t slot,
                            uint64_t now_us);
 
@@ -216,13 +227,18 @@ int kvt_stidx_abandon(kvt_stidx_t *self, kvt_opid_t op, uint32_t *free_slot);
 int kvt_stidx_orphan(kvt_stidx_t *self, kvt_opid_t op, uint64_t now_us);
 
 //  Frees orphans orphaned at least timeout_us ago (0 disables), oldest
-//  first: their slots go to slots[0..cap); returns how many (at most cap;
-//  the rest wait for the next call). Live loads are never reclaimed (I2).
+//  first: their slots go to slots[0..cap) and, when ops is not NULL, their
+//  operation ids to ops[0..cap) (what the caller holds for each orphan);
+//  returns how many (at most cap; the rest wait for the next call). Live
+//  loads are never reclaimed (I2). O(what it frees).
 uint32_t kvt_stidx_reclaim(kvt_stidx_t *self, uint64_t now_us, uint64_t timeout_us, uint32_t *slots,
-                           uint32_t cap);
+                           kvt_opid_t *ops, uint32_t cap);
 
 //  The current admission's load of request `req` (O(1)); false when none.
 bool kvt_stidx_load_of(const kvt_stidx_t *self, uint64_t req, kvt_stidx_load_t *out);
+
+//  True when op's load is an orphan not yet settled (O(1)).
+bool kvt_stidx_is_orphan(const kvt_stidx_t *self, kvt_opid_t op);
 
 //  True when `slot` is reserved by a load (live or orphaned).
 bool kvt_stidx_slot_reserved(const kvt_stidx_t *self, uint32_t slot);
