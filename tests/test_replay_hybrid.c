@@ -229,6 +229,9 @@ Test(replay_hybrid, config_file_then_environment_then_flags)
     const char *ns = strstr(s_err, "config: namespace = ");
     cr_assert_not_null(ns, "the namespace is not logged: %s", s_err);
     cr_assert_null(strstr(ns + 1, "config: namespace = "), "logged twice: %s", s_err);
+    const char *vw = strstr(s_err, "config: verified_window = ");
+    cr_assert_not_null(vw, "the verified window is not logged: %s", s_err);
+    cr_assert_null(strstr(vw + 1, "config: verified_window = "), "logged twice: %s", s_err);
     cr_assert_not_null(strstr(s_err, "config: layout = gdn"), "%s", s_err);
 }
 

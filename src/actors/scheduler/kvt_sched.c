@@ -172,15 +172,15 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
         self->ck = kvt_ckpt_new(cfg->max_running, nck);
-        uint64_t window = cfg->verified_window_us;
-        if (window == 0 && cfg->cpu_pool_bytes)
-            window = kvt_stidx_window_us(cfg->cpu_pool_bytes);
-        kvt_stidx_cfg_t sc = {.hash_cap = cfg->tier_chunks,
-                              .can_load = !cfg->no_state_tier,
-                              .window_us = window,
-                              .hold_bound_us = cfg->hold_bound_us,
-                              .log = cfg->log,
-                              .log_arg = cfg->log_arg};
+        kvt_stidx_cfg_t sc = {
+            .hash_cap = cfg->tier_chunks,
+            .can_load = true,
+            .window_us = cfg->cpu_pool_bytes ? kvt_stidx_window_us(cfg->cpu_pool_bytes) : 0,
+            .hold_bound_us = cfg->hold_bound_us,
+            .log = cfg->log,
+            .log_arg = cfg->log_arg};
+        if (cfg->verified_window_us)
+            sc.window_us = cfg->verified_window_us; //  the configuration's, not derived
         self->stidx = kvt_stidx_new(&sc);
         self->loading_keys = kvt_hmap_new(256, false);
         if (!self->ck || !self->stidx || !self->loading_keys)
