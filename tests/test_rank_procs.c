@@ -324,6 +324,18 @@ Test(rank_procs, two_rank_replay_as_processes_matches_threads, .timeout = 120)
     s_rm(tmp);
 }
 
+//  state_loads.completed of a JSON report.
+static long long s_state_loads(const char *path)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    cr_assert_not_null(root, "%s: %s", path, je.text);
+    long long n =
+        json_integer_value(json_object_get(json_object_get(root, "state_loads"), "completed"));
+    json_decref(root);
+    return n;
+}
+
 //  runner.r's counter `name` summed over the ranks of a JSON report.
 static long long s_runner_sum(const char *path, const char *name)
 {
@@ -346,9 +358,10 @@ static long long s_runner_sum(const char *path, const char *name)
 //  A hybrid model's ranks as processes: each rank process gets the state
 //  geometry (state bytes, the slot and checkpoint pools), the namespace and
 //  the disk layout id, and the replay is the threads' one: the same
-//  recomputed share, every restored state checked, no wrong resume. A disk
-//  directory the threads wrote opens in the rank processes (same namespace
-//  and layout id in its manifest).
+//  recomputed share, every restored state checked (from an HBM checkpoint or
+//  from the tier's image), no wrong resume. A disk directory the threads
+//  wrote opens in the rank processes (same namespace and layout id in its
+//  manifest).
 Test(rank_procs, hybrid_replay_as_processes_matches_threads, .timeout = 180)
 {
     char tmp[128], out[200], err[200], jt[200], jp[200], dt[200], dp[200], args[1024], buf[8192];
@@ -359,9 +372,9 @@ Test(rank_procs, hybrid_replay_as_processes_matches_threads, .timeout = 180)
     snprintf(jp, sizeof jp, "%s-procs.json", tmp);
     snprintf(dt, sizeof dt, "%s-disk-threads", tmp);
     snprintf(dp, sizeof dp, "%s-disk-procs", tmp);
-#define HYBRID                                                                    \
-    "--model qwen3-next-like --tp 2 --limit 60 --hbm-pool 2MiB --cpu-pool 32MiB " \
-    "--log-level 0 --quiet"
+#define HYBRID                                                                                   \
+    "--model qwen3-next-like --tp 2 --limit 100 --hbm-pool 2MiB --cpu-pool 64MiB --max-running " \
+    "8 --log-level 0 --quiet"
     snprintf(args, sizeof args, "replay --driver live " HYBRID " --disk-dir %s --json %s", dt, jt);
     int st = s_wait(s_start(tmp, args, out, err), 90000);
     s_slurp(err, buf, sizeof buf);
@@ -385,6 +398,11 @@ Test(rank_procs, hybrid_replay_as_processes_matches_threads, .timeout = 180)
     cr_assert_gt(ver_p, 0, "no state was restored and checked in the rank processes");
     cr_assert_eq(ver_p, ver_t);
     cr_assert_eq(s_runner_sum(jp, "runner.states_wrong"), 0);
+    //  8 running requests hold 32 HBM checkpoints: states come back from the
+    //  tier's images too, through the rank processes' state lanes.
+    long long loads_t = s_state_loads(jt), loads_p = s_state_loads(jp);
+    cr_assert_gt(loads_p, 0, "no state image was loaded from the tier");
+    cr_assert_eq(loads_p, loads_t);
     //  The rank processes open the directories the threads wrote.
     snprintf(args, sizeof args, "replay --ranks-as-processes " HYBRID " --disk-dir %s --json %s",
              dt, jp);
