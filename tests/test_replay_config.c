@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kvtier/kvt_config.h"
@@ -337,4 +339,63 @@ Test(replay_config, a_disk_tier_refuses_the_directory_of_another_dtype_or_model,
     cr_assert(strstr(err, "namespace"), "%s", err);
     cr_assert_eq(kvt_disk_manifest_refusals(), refused + 2);
     cr_assert_eq(system(cmd), 0);
+}
+
+Test(replay_config, every_rank_setting_travels_to_a_rank_process, .timeout = 30)
+{
+    //  kvt_rank_spawn's command line, caught by a script in place of kvtier.
+    char exe[128], out[128];
+    snprintf(exe, sizeof exe, "/tmp/kvt-replay-config-exe-%d", (int)getpid());
+    snprintf(out, sizeof out, "/tmp/kvt-replay-config-args-%d", (int)getpid());
+    FILE *f = fopen(exe, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\necho \"$@\" > %s\n", out);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(exe, 0700), 0);
+    const char *flags[] = {"model",
+                           "qwen3-next-like",
+                           "max_running",
+                           "8",
+                           "driver",
+                           "live",
+                           "lookup_ttl",
+                           "3s",
+                           "pool_ttl",
+                           "40s",
+                           "lane_deadline",
+                           "1s",
+                           "fence_timeout",
+                           "4s",
+                           NULL};
+    kvt_config_t kc;
+    cr_assert_eq(s_config(flags, &kc), 0, "%s", s_err);
+    kvt_replay_cfg_t c;
+    cr_assert_eq(kvt_replay_from_config(&kc, &c, s_err, sizeof s_err), 0, "%s", s_err);
+    c.ranks_as_processes = true;
+    int pid = kvt_rank_spawn(exe, &c, 1, "ipc:///tmp/x", s_err, sizeof s_err);
+    cr_assert_gt(pid, 0, "%s", s_err);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    char args[4096] = "", want[160];
+    f = fopen(out, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(args, 1, sizeof args - 1, f);
+    args[n] = 0;
+    fclose(f);
+    unlink(out);
+    unlink(exe);
+    snprintf(want, sizeof want, "--state-bytes %llu --max-running 8 ",
+             (unsigned long long)kc.state_bytes);
+    cr_assert(strstr(args, want), "no state lane: %s", args);
+    snprintf(want, sizeof want, "--namespace %016llx%016llx ", (unsigned long long)kc.ns.hi,
+             (unsigned long long)kc.ns.lo);
+    cr_assert(strstr(args, want), "no namespace: %s", args);
+    snprintf(want, sizeof want, "--layout-id %016llx ",
+             (unsigned long long)kvt_config_layout_id(&kc));
+    cr_assert(strstr(args, want), "no layout id: %s", args);
+    cr_assert(strstr(args, "--lookup-ttl 3000000000 "), "%s", args);
+    cr_assert(strstr(args, "--lane-deadline 1000000000 "), "%s", args);
+    cr_assert(strstr(args, "--fence-timeout 4000000000 "), "%s", args);
+    cr_assert(strstr(args, "--pool-ttl 40000000000"), "%s", args);
 }
