@@ -62,6 +62,26 @@ Test(cli, bad_flags_and_values_exit_2_naming_them)
     s_bad("rank --rank 0 --world 1 --engine ipc:///tmp/x --frobnicate 1", "--frobnicate");
 }
 
+//  The settings a rank process takes beyond the KV geometry (the state
+//  lane, the namespace, the layout id, the timeouts), and what a replay
+//  cannot run: each bad value exits 2 naming it, before anything starts.
+Test(cli, rank_state_namespace_and_timeout_flags_are_checked_naming_them)
+{
+#define R0 "rank --rank 0 --world 1 --engine ipc:///tmp/x --connect-timeout 100 "
+    s_bad(R0 "--state-bytes 0", "--state-bytes");
+    s_bad(R0 "--max-running 5000", "--max-running");
+    s_bad(R0 "--namespace 0123", "--namespace");
+    s_bad(R0 "--namespace 0123456789abcdef0123456789abcdeg", "--namespace");
+    s_bad(R0 "--namespace 00000000000000000000000000000000", "--namespace");
+    s_bad(R0 "--layout-id 0x0123456789abcd", "--layout-id");
+    s_bad(R0 "--layout-id 0123456789abcdeX", "--layout-id");
+    s_bad(R0 "--lane-deadline 0", "--lane-deadline");
+    s_bad(R0 "--pool-ttl soon", "--pool-ttl");
+#undef R0
+    s_bad("replay --pipeline-parallel 2", "pipeline_parallel = 2");
+    s_bad("replay --tp-rank-collapse on", "tp_rank_collapse = on");
+}
+
 Test(cli, bad_trace_line_exits_2_naming_line_and_field)
 {
     char path[64];

@@ -234,6 +234,10 @@ Test(config, rule_C1_an_empty_value_is_the_default)
     cr_assert_eq(s_build3("state_bytes: 1MiB\n", NULL, flags, &c, NULL, NULL, NULL), 0, "%s",
                  s_err);
     cr_assert_eq(c.state_bytes, 1608 * 128);
+    //  An empty disk setting says nothing, so it needs no disk; a value does.
+    cr_assert_eq(s_yaml("disk_pool:\ndisk_write: ''\n", &c), 0, "%s", s_err);
+    REFUSED(s_yaml("disk_pool: 1GiB\n", &c), "a disk size without a disk", "disk_pool",
+            "needs disk_dir");
 }
 
 Test(config, rule_C1_a_bad_width_size_or_timeout_is_refused_naming_it)
@@ -723,6 +727,44 @@ Test(config, the_docs_example_file_builds)
     cr_assert_eq(c.cpu_pool_bytes, 8 * GiB);
     cr_assert_eq(c.verified_window_ns, 5 * SEC);
     cr_assert_eq(c.min_tail_tokens, 2);
+}
+
+Test(config, the_docs_defaults_file_lists_every_setting_and_builds_the_defaults)
+{
+    FILE *f = fopen(KVT_SOURCE_DIR "/docs/configuration.md", "r");
+    cr_assert_not_null(f);
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    const char *at = strstr(doc, "(`kvtier-defaults.yaml`");
+    cr_assert_not_null(at, "docs/configuration.md has no defaults file");
+    at = strstr(at, "```yaml\n");
+    cr_assert_not_null(at);
+    at += strlen("```yaml\n");
+    const char *end = strstr(at, "```");
+    cr_assert_not_null(end);
+    static char yaml[8192];
+    snprintf(yaml, sizeof yaml, "\n%.*s", (int)(end - at), at);
+    for (size_t i = 0; i < kvt_config_key_count(); i++) {
+        const char *name, *def, *unit;
+        cr_assert_eq(kvt_config_key_at(i, &name, &def, &unit), 0);
+        char line[96];
+        snprintf(line, sizeof line, "\n%s:", name);
+        cr_assert_not_null(strstr(yaml, line), "the defaults file does not list %s", name);
+    }
+    kvt_config_t c, d;
+    cr_assert_eq(s_yaml(yaml + 1, &c), 0, "the defaults file: %s", s_err);
+    kvt_config_defaults(&d);
+    cr_assert(kvt_hash_eq(c.ns, d.ns), "the defaults file gives another namespace: %s", c.ns_desc);
+    cr_assert_eq(c.hbm_pool_bytes, d.hbm_pool_bytes);
+    cr_assert_eq(c.cpu_pool_bytes, d.cpu_pool_bytes);
+    cr_assert_eq(c.verified_window_ns, d.verified_window_ns);
+    cr_assert_eq(c.lookup_timeout_ns, d.lookup_timeout_ns);
+    cr_assert_eq(c.pool_ttl_ns, d.pool_ttl_ns);
+    cr_assert_eq(c.lookup_pin, d.lookup_pin);
+    cr_assert_eq(c.state_tier, d.state_tier);
+    cr_assert_eq(c.max_running, d.max_running);
 }
 
 Test(config, a_bad_value_is_refused_even_where_a_higher_layer_overrides_it)

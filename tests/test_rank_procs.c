@@ -324,6 +324,103 @@ Test(rank_procs, two_rank_replay_as_processes_matches_threads, .timeout = 120)
     s_rm(tmp);
 }
 
+//  state_loads.completed of a JSON report.
+static long long s_state_loads(const char *path)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    cr_assert_not_null(root, "%s: %s", path, je.text);
+    long long n =
+        json_integer_value(json_object_get(json_object_get(root, "state_loads"), "completed"));
+    json_decref(root);
+    return n;
+}
+
+//  runner.r's counter `name` summed over the ranks of a JSON report.
+static long long s_runner_sum(const char *path, const char *name)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    cr_assert_not_null(root, "%s: %s", path, je.text);
+    json_t *counters = json_object_get(root, "counters");
+    long long sum = 0;
+    const char *actor;
+    json_t *v;
+    json_object_foreach(counters, actor, v)
+    {
+        if (strncmp(actor, "runner.", 7) == 0)
+            sum += json_integer_value(json_object_get(v, name));
+    }
+    json_decref(root);
+    return sum;
+}
+
+//  A hybrid model's ranks as processes: each rank process gets the state
+//  geometry (state bytes, the slot and checkpoint pools), the namespace and
+//  the disk layout id, and the replay is the threads' one: the same
+//  recomputed share, every restored state checked (from an HBM checkpoint or
+//  from the tier's image), no wrong resume. A disk directory the threads
+//  wrote opens in the rank processes (same namespace and layout id in its
+//  manifest).
+Test(rank_procs, hybrid_replay_as_processes_matches_threads, .timeout = 180)
+{
+    char tmp[128], out[200], err[200], jt[200], jp[200], dt[200], dp[200], args[1024], buf[8192];
+    s_tmpdir(tmp, sizeof tmp, "hybrid");
+    snprintf(out, sizeof out, "%s.out", tmp);
+    snprintf(err, sizeof err, "%s.err", tmp);
+    snprintf(jt, sizeof jt, "%s-threads.json", tmp);
+    snprintf(jp, sizeof jp, "%s-procs.json", tmp);
+    snprintf(dt, sizeof dt, "%s-disk-threads", tmp);
+    snprintf(dp, sizeof dp, "%s-disk-procs", tmp);
+#define HYBRID                                                                                   \
+    "--model qwen3-next-like --tp 2 --limit 100 --hbm-pool 2MiB --cpu-pool 64MiB --max-running " \
+    "8 --log-level 0 --quiet"
+    snprintf(args, sizeof args, "replay --driver live " HYBRID " --disk-dir %s --json %s", dt, jt);
+    int st = s_wait(s_start(tmp, args, out, err), 90000);
+    s_slurp(err, buf, sizeof buf);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "threads: status %d: %s", st, buf);
+    snprintf(args, sizeof args, "replay --ranks-as-processes " HYBRID " --disk-dir %s --json %s",
+             dp, jp);
+    st = s_wait(s_start(tmp, args, out, err), 90000);
+    s_slurp(err, buf, sizeof buf);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "processes: status %d: %s", st,
+              buf);
+    double share_t, share_p;
+    long long wrong_t, wrong_p, cpu_t, cpu_p;
+    s_report(jt, &share_t, &wrong_t, &cpu_t);
+    s_report(jp, &share_p, &wrong_p, &cpu_p);
+    cr_assert_eq(wrong_t, 0);
+    cr_assert_eq(wrong_p, 0);
+    cr_assert(fabs(share_p - share_t) < 1e-9, "recomputed share: processes %f, threads %f", share_p,
+              share_t);
+    long long ver_t = s_runner_sum(jt, "runner.states_verified");
+    long long ver_p = s_runner_sum(jp, "runner.states_verified");
+    cr_assert_gt(ver_p, 0, "no state was restored and checked in the rank processes");
+    cr_assert_eq(ver_p, ver_t);
+    cr_assert_eq(s_runner_sum(jp, "runner.states_wrong"), 0);
+    //  8 running requests hold 32 HBM checkpoints: states come back from the
+    //  tier's images too, through the rank processes' state lanes.
+    long long loads_t = s_state_loads(jt), loads_p = s_state_loads(jp);
+    cr_assert_gt(loads_p, 0, "no state image was loaded from the tier");
+    cr_assert_eq(loads_p, loads_t);
+    //  The rank processes open the directories the threads wrote.
+    snprintf(args, sizeof args, "replay --ranks-as-processes " HYBRID " --disk-dir %s --json %s",
+             dt, jp);
+    st = s_wait(s_start(tmp, args, out, err), 90000);
+    s_slurp(err, buf, sizeof buf);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "processes on the threads' disk: status %d: %s", st, buf);
+#undef HYBRID
+    s_assert_nothing_left(tmp);
+    unlink(out);
+    unlink(err);
+    unlink(jt);
+    unlink(jp);
+    s_rm(dt);
+    s_rm(dp);
+    s_rm(tmp);
+}
+
 //  The same over tcp:// on the loopback (topology actor i at PORT + i):
 //  again the threads' recomputed share. The port range is picked from the
 //  pid, so two test runs at once do not collide.

@@ -229,6 +229,9 @@ Test(replay_hybrid, config_file_then_environment_then_flags)
     const char *ns = strstr(s_err, "config: namespace = ");
     cr_assert_not_null(ns, "the namespace is not logged: %s", s_err);
     cr_assert_null(strstr(ns + 1, "config: namespace = "), "logged twice: %s", s_err);
+    const char *vw = strstr(s_err, "config: verified_window = ");
+    cr_assert_not_null(vw, "the verified window is not logged: %s", s_err);
+    cr_assert_null(strstr(vw + 1, "config: verified_window = "), "logged twice: %s", s_err);
     cr_assert_not_null(strstr(s_err, "config: layout = gdn"), "%s", s_err);
 }
 
@@ -251,9 +254,10 @@ Test(replay_hybrid, bad_settings_are_refused_naming_them_before_any_rank_starts)
     cr_assert_eq(st, 2, "%s", s_err);
     cr_assert_null(r);
     cr_assert_not_null(strstr(s_err, "KVTIER_CHECKPOINT_INTERVAL"), "%s", s_err);
-    r = s_replay(NULL, "--model qwen3-next-like --driver live --ranks-as-processes --quiet", &st);
+    r = s_replay(NULL, "--pipeline-parallel 2 --quiet", &st);
     cr_assert_eq(st, 2, "%s", s_err);
-    cr_assert_not_null(strstr(s_err, "state-bytes"), "%s", s_err);
+    cr_assert_null(r);
+    cr_assert_not_null(strstr(s_err, "pipeline_parallel = 2"), "%s", s_err);
 }
 
 Test(replay_hybrid, conversation_trace_reports_joint_state_loads_and_state_tax, .timeout = 300)

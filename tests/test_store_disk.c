@@ -735,11 +735,8 @@ Test(disk, a_file_of_another_rank_is_a_counted_miss_and_is_left_alone)
     cr_assert_eq(st.identity_mismatch, 5);
     cr_assert_eq(st.rescanned, 0);
     kvt_disk_destroy(&d);
-    d = s_disk_as(s_dir, 0, 2, LAYOUT + 1);
-    kvt_disk_stats(d, &st);
-    cr_assert_eq(st.identity_mismatch, 5);
-    cr_assert_eq(st.rescanned, 0);
-    kvt_disk_destroy(&d);
+    //  (Another layout is refused at open by the directory's manifest:
+    //  disk.a_directory_written_with_another_layout_is_refused_naming_both.)
     //  And rank 0 still finds all of its own.
     d = s_disk_as(s_dir, 0, 2, LAYOUT);
     kvt_disk_stats(d, &st);
@@ -872,4 +869,109 @@ Test(disk, an_inline_put_is_written_on_the_calling_thread_before_it_returns)
     cr_assert_eq(st.objects_writing, 0);
     cr_assert_eq(st.puts_dropped, 0, "a queue of one never found busy");
     kvt_disk_destroy(&d);
+}
+
+// ---------------------------------------------------------- manifest --
+
+//  kvt_disk_new of dir as rank 0 of 1 with layout and ns_id; NULL with err.
+static kvt_disk_t *s_try_open(const char *dir, uint64_t layout, uint64_t ns_id, char *err,
+                              size_t errlen)
+{
+    kvt_disk_config_t cfg;
+    kvt_disk_config_defaults(&cfg);
+    cfg.log = s_log;
+    cfg.dir = dir;
+    cfg.capacity_bytes = 1 << 20;
+    cfg.io_threads = 1;
+    cfg.layout_id = layout;
+    cfg.ns_id = ns_id;
+    return kvt_disk_new(&cfg, err, errlen);
+}
+
+Test(disk, a_fresh_directory_records_its_layout_and_namespace_and_a_matching_one_opens)
+{
+    char err[512] = "", path[600];
+    kvt_disk_t *d = s_try_open(s_dir, LAYOUT, 0x1234, err, sizeof err);
+    cr_assert_not_null(d, "%s", err);
+    for (uint64_t i = 0; i < 3; i++)
+        s_put(d, i, 3000);
+    kvt_disk_destroy(&d);
+    snprintf(path, sizeof path, "%s/.kvt-manifest", s_dir);
+    size_t len = 0;
+    char *text = (char *)s_slurp(path, &len);
+    cr_assert_not_null(text, "no manifest written");
+    text = realloc(text, len + 1);
+    text[len] = 0;
+    cr_assert(strstr(text, "layout_id=abcdef0123456789\n"), "%s", text);
+    cr_assert(strstr(text, "namespace=0000000000001234\n"), "%s", text);
+    free(text);
+    uint64_t refused = kvt_disk_manifest_refusals();
+    d = s_try_open(s_dir, LAYOUT, 0x1234, err, sizeof err);
+    cr_assert_not_null(d, "the same layout and namespace: %s", err);
+    kvt_disk_stats_t st;
+    kvt_disk_stats(d, &st);
+    cr_assert_eq(st.rescanned, 3, "its own objects are found again");
+    cr_assert_eq(st.foreign_files, 0, "the manifest is not a foreign entry");
+    for (uint64_t i = 0; i < 3; i++)
+        cr_assert_eq(s_read(d, i, 3000), KVT_STORE_OK);
+    kvt_disk_destroy(&d);
+    cr_assert_eq(kvt_disk_manifest_refusals(), refused);
+}
+
+Test(disk, a_directory_written_with_another_layout_is_refused_naming_both)
+{
+    char err[512] = "";
+    kvt_disk_t *d = s_try_open(s_dir, LAYOUT, 7, err, sizeof err);
+    cr_assert_not_null(d, "%s", err);
+    s_put(d, 1, 3000);
+    kvt_disk_destroy(&d);
+    uint64_t refused = kvt_disk_manifest_refusals();
+    cr_assert_null(s_try_open(s_dir, LAYOUT + 1, 7, err, sizeof err),
+                   "a directory of another layout was opened");
+    cr_assert(strstr(err, s_dir), "%s", err);
+    cr_assert(strstr(err, "abcdef0123456789"), "the recorded id is not named: %s", err);
+    cr_assert(strstr(err, "abcdef012345678a"), "this tier's id is not named: %s", err);
+    cr_assert(strstr(err, "layout_id"), "%s", err);
+    cr_assert_eq(kvt_disk_manifest_refusals(), refused + 1, "the refusal is not counted");
+    //  Nothing was touched: the rightful owner still finds its object.
+    d = s_try_open(s_dir, LAYOUT, 7, err, sizeof err);
+    cr_assert_not_null(d, "%s", err);
+    cr_assert_eq(s_read(d, 1, 3000), KVT_STORE_OK);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_directory_written_for_another_namespace_is_refused_naming_both)
+{
+    char err[512] = "";
+    kvt_disk_t *d = s_try_open(s_dir, LAYOUT, 0xaa, err, sizeof err);
+    cr_assert_not_null(d, "%s", err);
+    kvt_disk_destroy(&d);
+    uint64_t refused = kvt_disk_manifest_refusals();
+    cr_assert_null(s_try_open(s_dir, LAYOUT, 0xbb, err, sizeof err));
+    cr_assert(strstr(err, "namespace 00000000000000aa"), "%s", err);
+    cr_assert(strstr(err, "namespace is 00000000000000bb"), "%s", err);
+    cr_assert_eq(kvt_disk_manifest_refusals(), refused + 1);
+    //  A tier that records no namespace checks only the layout.
+    d = s_try_open(s_dir, LAYOUT, 0, err, sizeof err);
+    cr_assert_not_null(d, "%s", err);
+    kvt_disk_destroy(&d);
+}
+
+Test(disk, a_manifest_that_is_not_one_is_refused_and_left_alone)
+{
+    char err[512] = "", path[600];
+    snprintf(path, sizeof path, "%s/.kvt-manifest", s_dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("kvtier-disk-manifest 1\nlayout_id=zz\n", f);
+    fclose(f);
+    uint64_t refused = kvt_disk_manifest_refusals();
+    cr_assert_null(s_try_open(s_dir, LAYOUT, 0, err, sizeof err));
+    cr_assert(strstr(err, "not a kvtier disk manifest"), "%s", err);
+    cr_assert_eq(kvt_disk_manifest_refusals(), refused + 1);
+    size_t len = 0;
+    uint8_t *still = s_slurp(path, &len);
+    cr_assert_not_null(still);
+    cr_assert_eq(len, strlen("kvtier-disk-manifest 1\nlayout_id=zz\n"), "it was rewritten");
+    free(still);
 }

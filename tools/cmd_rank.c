@@ -13,6 +13,25 @@
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
 
+//  Exactly `digits` hex digits into *out (big-endian text); 0 or -1.
+static int s_hex(const char *s, size_t digits, uint64_t *out)
+{
+    if (strlen(s) != digits)
+        return -1;
+    *out = 0;
+    for (size_t i = 0; i < digits; i++) {
+        int c = s[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            return -1;
+        *out = *out << 4 | (uint64_t)d;
+    }
+    return 0;
+}
+
 static void s_usage(FILE *out)
 {
     fprintf(
@@ -29,6 +48,13 @@ static void s_usage(FILE *out)
         "  --disk-pool SIZE, --disk-write always|evict, --layers N, --planes N,\n"
         "  --token-bytes N, --block-size N, --chunk-size N, --fault corrupt-resume=N\n"
         "                     as for kvtier replay (they must match the engine's)\n"
+        "  --state-bytes N, --max-running N  a hybrid model's state lane: bytes of one\n"
+        "                     state image per rank, and the requests the slot and\n"
+        "                     checkpoint pools are sized for\n"
+        "  --namespace HEX32  the run's namespace (kvt_config's); --layout-id HEX16 the\n"
+        "                     id its disk directories record (default: from the geometry)\n"
+        "  --lookup-ttl NS, --lane-deadline NS, --fence-timeout NS, --pool-ttl NS\n"
+        "                     the data path's timeouts, in ns (default: each one's own)\n"
         "Exit status: 0 stopped by SIGTERM/SIGINT with a quiescent pool; 1 set-up failed;\n"
         "2 bad usage; 3 stopped but not quiescent or an actor erred; 4 the engine went\n"
         "away (its connection closed, its process exited, or it was never reached).\n");
@@ -103,7 +129,29 @@ int kvt_cmd_rank(int argc, char **argv)
         } else if (!strcmp(a, "--chunk-size")) {
             if ((rc = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
                 pc.cfg.chunk_size = (uint32_t)n;
-        } else if (!strcmp(a, "--fault")) {
+        } else if (!strcmp(a, "--state-bytes"))
+            rc = kvt_cli_uint(v, 1, 1ull << 32, &pc.cfg.state_bytes);
+        else if (!strcmp(a, "--max-running")) {
+            if ((rc = kvt_cli_uint(v, 1, 4096, &n)) == 0)
+                pc.cfg.max_running = (uint32_t)n;
+        } else if (!strcmp(a, "--namespace")) {
+            rc = strlen(v) == 32 ? 0 : -1;
+            char hi[17];
+            snprintf(hi, sizeof hi, "%.16s", v);
+            if (rc == 0 && (s_hex(hi, 16, &pc.cfg.ns.hi) != 0 ||
+                            s_hex(v + 16, 16, &pc.cfg.ns.lo) != 0 || kvt_hash_is_zero(pc.cfg.ns)))
+                rc = -1;
+        } else if (!strcmp(a, "--layout-id"))
+            rc = s_hex(v, 16, &pc.cfg.layout_id);
+        else if (!strcmp(a, "--lookup-ttl"))
+            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.lookup_ttl_ns);
+        else if (!strcmp(a, "--lane-deadline"))
+            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.lane_deadline_ns);
+        else if (!strcmp(a, "--fence-timeout"))
+            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.fence_timeout_ns);
+        else if (!strcmp(a, "--pool-ttl"))
+            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.pool_ttl_ns);
+        else if (!strcmp(a, "--fault")) {
             const char *key = "corrupt-resume=";
             if (strncmp(v, key, strlen(key)) != 0 ||
                 kvt_cli_uint(v + strlen(key), 1, UINT32_MAX, &n) != 0)

@@ -520,7 +520,10 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     kvt_config_loader_destroy(&ld);
     if (rc != 0)
         return rc;
-    kvt_replay_from_config(kc, cfg);
+    if (kvt_replay_from_config(kc, cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        return 2;
+    }
     cfg->ranks_as_processes = own.ranks_as_processes;
     cfg->rank_endpoint = own.rank_endpoint;
     cfg->record = own.record;

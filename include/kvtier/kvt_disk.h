@@ -10,6 +10,13 @@
     file (a swapped or shared directory) is a counted miss
     (identity_mismatch), never served and never deleted — it is not ours.
 
+    Manifest (rule C3 at the tier). The directory records the layout id and
+    namespace (ns_id) it is written with in ".kvt-manifest" (written to a
+    temporary and renamed). A fresh directory gets one; a directory whose
+    manifest names another layout id or namespace is refused by
+    kvt_disk_new, naming both values and counted
+    (kvt_disk_manifest_refusals), before any of its files is looked at.
+
     File: a 80-byte header (magic, version, kind, namespace, key, payload
     length, layout id, rank, world size, XXH3-64 of the payload, XXH3-64 of
     the header) followed by the payload. Name: <ns 16 hex>-<key 32 hex>-
@@ -79,6 +86,7 @@ typedef struct {
     uint32_t rank;              //  TP rank whose bytes these are, default 0; below world_size
     uint32_t world_size;        //  TP world size, default 1
     uint64_t layout_id;         //  geometry / layout of the bytes (caller-derived), default 0
+    uint64_t ns_id;             //  namespace the directory is written for (0: not recorded)
     bool fsync;                 //  fsync each file and the directory after rename, default false
     kvt_store_clock_fn *clock;  //  time source (ns), used for log lines only; NULL: monotonic
     void *clock_arg;            //  argument of clock
@@ -129,6 +137,10 @@ void kvt_disk_config_defaults(kvt_disk_config_t *cfg);
 //  Validates, creates the directory if needed, rescans it, starts the I/O
 //  threads. NULL on a bad setting or an unusable directory (err says which).
 kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *cfg, char *err, size_t errlen);
+
+//  Directories kvt_disk_new refused since the process started because
+//  their manifest names another layout id or namespace (or is unreadable).
+uint64_t kvt_disk_manifest_refusals(void);
 
 //  Finishes every queued write, stops the threads, frees (NULL-safe, nulls
 //  *self_p). Files stay on disk for the next start.

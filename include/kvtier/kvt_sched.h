@@ -99,9 +99,13 @@ typedef struct {
     bool lookup_pin;            //  pin what a lookup found until the load that uses it
     uint32_t lookup_ttl_ms;     //  the pin's lease on the ranks (0 = the worker's default)
     //  Touches and the verify hold (hybrid models, rules I5, I6).
-    uint64_t cpu_pool_bytes; //  per rank: sets the verified window (kvt_stidx_window_us;
-                             //  0 = its 5 s floor)
-    uint64_t hold_bound_us;  //  a verify hold ends this long after its first hold (0 = 2 s)
+    uint64_t cpu_pool_bytes;     //  per rank: sets the verified window (kvt_stidx_window_us;
+                                 //  0 = its 5 s floor)
+    uint64_t hold_bound_us;      //  a verify hold ends this long after its first hold (0 = 2 s)
+    uint64_t verified_window_us; //  an image confirmed within it needs no hold (0 = derived
+                                 //  from cpu_pool_bytes)
+    bool no_state_tier; //  state images stay out of the tier: chunks are saved without them
+                        //  and only HBM checkpoints resume (the state_tier setting off)
     void (*log)(void *arg, const char *line); //  the state index's warnings (may be NULL)
     void *log_arg;                            //  passed to log
 } kvt_sched_cfg_t;

@@ -35,6 +35,8 @@ struct kvt_rank_t {
 
 kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg)
 {
+    if (!kvt_hash_is_zero(cfg->ns))
+        return cfg->ns; //  the configuration's (rule C2)
     char nsdesc[256];
     snprintf(nsdesc, sizeof nsdesc,
              "kvtier/1 model=replay layers=%u planes=%u token_bytes=%u block=%u chunk=%u tp=%u "
@@ -104,6 +106,7 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
     sc.pool.log = s_log;
     sc.pool.log_arg = (void *)&cfg->log_level;
     sc.pool.max_objects = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes) + 64;
+    sc.pool.ttl_ms = cfg->pool_ttl_ns / 1000000u;
     if (cfg->disk_dir) {
         snprintf(rk->disk_dir, sizeof rk->disk_dir, "%s/rank%u", cfg->disk_dir, r);
         sc.disk_enabled = true;
@@ -123,7 +126,9 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
                  cfg->layers, cfg->planes, cfg->chunk_size);
         sc.disk.rank = r;
         sc.disk.world_size = cfg->tp;
-        sc.disk.layout_id = kvt_namespace_id(kvt_namespace_hash(layout));
+        sc.disk.layout_id =
+            cfg->layout_id ? cfg->layout_id : kvt_namespace_id(kvt_namespace_hash(layout));
+        sc.disk.ns_id = kvt_namespace_id(kvt_rank_namespace(cfg));
         //  Under SIM every disk write runs inside the storage call
         //  that queued it: the tier never depends on thread timing.
         sc.disk.io_mode = cfg->driver == KVT_DRIVER_SIM ? KVT_DISK_IO_INLINE : KVT_DISK_IO_THREADS;
@@ -229,6 +234,9 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     wa->chunk_size = cfg->chunk_size;
     wa->aggregator = "aggregator";
     wa->board = rk->board;
+    wa->lookup_ttl_ns = cfg->lookup_ttl_ns;
+    wa->lane_deadline_ns = cfg->lane_deadline_ns;
+    wa->fence_timeout_ns = cfg->fence_timeout_ns;
     return rk;
 fail:
     kvt_rank_destroy(&rk);
@@ -327,8 +335,8 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
                    char *err, size_t errlen)
 {
     //  Every value as a plain decimal: what `kvtier rank` reads back.
-    char v[20][448];
-    char *argv[48];
+    char v[32][448];
+    char *argv[72];
     int n = 0, k = 0;
 #define S_ARG(s)   (argv[n++] = (char *)(s))
 #define S_VAL(...) (snprintf(v[k], sizeof v[k], __VA_ARGS__), argv[n++] = v[k++])
@@ -368,6 +376,30 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
         S_ARG("--disk-write");
         S_ARG(cfg->disk_write_on_evict ? "evict" : "always");
     }
+    //  A hybrid rank's state lane: its unit and the pools it sizes (one
+    //  slot per running request, its HBM checkpoints).
+    if (cfg->state_bytes) {
+        S_ARG("--state-bytes");
+        S_VAL("%llu", (unsigned long long)cfg->state_bytes);
+        S_ARG("--max-running");
+        S_VAL("%u", cfg->max_running);
+    }
+    if (!kvt_hash_is_zero(cfg->ns)) {
+        S_ARG("--namespace");
+        S_VAL("%016llx%016llx", (unsigned long long)cfg->ns.hi, (unsigned long long)cfg->ns.lo);
+    }
+    if (cfg->layout_id) {
+        S_ARG("--layout-id");
+        S_VAL("%016llx", (unsigned long long)cfg->layout_id);
+    }
+    const char *tname[] = {"--lookup-ttl", "--lane-deadline", "--fence-timeout", "--pool-ttl"};
+    const uint64_t tval[] = {cfg->lookup_ttl_ns, cfg->lane_deadline_ns, cfg->fence_timeout_ns,
+                             cfg->pool_ttl_ns};
+    for (int t = 0; t < 4; t++)
+        if (tval[t]) {
+            S_ARG(tname[t]);
+            S_VAL("%llu", (unsigned long long)tval[t]);
+        }
     if (r == 0 && cfg->fault_corrupt_resume) {
         S_ARG("--fault");
         S_VAL("corrupt-resume=%u", cfg->fault_corrupt_resume);

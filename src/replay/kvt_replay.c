@@ -42,6 +42,7 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     cfg->chunk_size = 256;
     cfg->max_running = 64;
     cfg->step_tokens = 4096;
+    cfg->lookup_pin = true;
     cfg->sim_bw_Bps = 25000000000ull;
     cfg->sim_lat_ns = 5000;
     cfg->log_level = 1;
@@ -84,9 +85,6 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "state-bytes: must be at most 4 GiB per request per rank";
     else if (c->checkpoint_interval % c->chunk_size)
         bad = "checkpoint-interval: must be a multiple of chunk_size";
-    else if (c->state_bytes && c->ranks_as_processes)
-        bad = "state-bytes: a hybrid model runs its ranks as threads only (a rank process is "
-              "not given the state geometry)";
     else if (c->rank_endpoint && strncmp(c->rank_endpoint, "tcp://", 6) != 0 &&
              strncmp(c->rank_endpoint, "ipc://", 6) != 0)
         bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
@@ -535,8 +533,15 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.hbm_checkpoints = KVT_REPLAY_STATE_CKPTS(cfg);
     run->sched.cfg.min_load_tokens = cfg->min_load_tokens;
     run->sched.cfg.orphan_reclaim_us = cfg->orphan_reclaim_us;
+    run->sched.cfg.no_state_tier = cfg->no_state_tier;
+    run->sched.cfg.spec_tokens = cfg->spec_tokens;
+    run->sched.cfg.lookup_pin = cfg->lookup_pin;
+    run->sched.cfg.lookup_timeout_us = cfg->lookup_timeout_ns / 1000u;
+    run->sched.cfg.verified_window_us = cfg->verified_window_ns / 1000u;
+    run->sched.cfg.hold_bound_us = cfg->verify_hold_ns / 1000u;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;
+    run->agg.timeout_ns = cfg->agg_timeout_ns;
     run->agg.scheduler = "scheduler";
     run->stats_from[nn++] = "scheduler";
     run->stats_from[nn++] = "aggregator";

@@ -39,6 +39,21 @@ typedef struct {
                                    //  chunk_size; 0 = chunk_size)
     uint32_t min_load_tokens;      //  hybrid: a joint gaining fewer tokens recomputes (default 0)
     uint64_t orphan_reclaim_us;    //  an orphaned load is reclaimed this long after (0 = 60 s)
+    bool no_state_tier;            //  hybrid: state images stay out of the tier (state_tier off)
+    uint32_t spec_tokens;          //  speculative draft tokens per step (> 0: a hit leaves 2)
+    kvt_hash_t ns;                 //  namespace of every key (kvt_config's, rule C2); zero:
+                                   //  derived from the geometry (kvt_rank_namespace)
+    uint64_t layout_id;            //  id a disk directory records (kvt_config_layout_id); 0:
+                                   //  derived from the geometry
+    bool lookup_pin;               //  a lookup pins what it found until its load (default on)
+    uint64_t lookup_timeout_ns;    //  a lookup not settled by then uses the HBM hit (0 = 1 s)
+    uint64_t lookup_ttl_ns;        //  lifetime of a pinned lookup's lease (0 = 5 s)
+    uint64_t verified_window_ns;   //  hybrid: no verify hold within it (0 = from cpu_pool)
+    uint64_t verify_hold_ns;       //  hybrid: bound of a verify hold (0 = 2 s)
+    uint64_t agg_timeout_ns;       //  an open aggregator key settles failed (0 = 30 s)
+    uint64_t lane_deadline_ns;     //  a transfer job not terminal by then fails (0 = 2 s)
+    uint64_t fence_timeout_ns;     //  a fence waiting longer fails its lane (0 = 5 s)
+    uint64_t pool_ttl_ns;          //  lifetime of a pool lease not renewed (0 = 60 s)
     uint32_t max_running;          //  requests admitted at once (default 64)
     uint32_t step_tokens;          //  token budget per step (default 4096)
     uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)

@@ -1,6 +1,8 @@
 /*  kvt_replay_config — see kvt_replay_config.h. */
 #include "kvt_replay_config.h"
 
+#include <stdio.h>
+
 const char *kvt_replay_model_name(kvt_model_t model)
 {
     switch (model) {
@@ -14,9 +16,21 @@ const char *kvt_replay_model_name(kvt_model_t model)
     }
 }
 
-void kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg)
+int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *err, size_t errlen)
 {
     kvt_replay_defaults(cfg);
+    //  What a replay cannot be: refused, never run as something else.
+    if (kc->pipeline_parallel > 1) {
+        snprintf(err, errlen,
+                 "pipeline_parallel = %u: the replay runs one pipeline stage per rank (1)",
+                 kc->pipeline_parallel);
+        return -1;
+    }
+    if (kc->tp_rank_collapse == KVT_ON) {
+        snprintf(err, errlen,
+                 "tp_rank_collapse = on: the replay's ranks each store their own shard (off)");
+        return -1;
+    }
     cfg->trace = kc->trace[0] ? kc->trace : NULL;
     cfg->limit = kc->limit;
     cfg->driver = kc->driver;
@@ -43,4 +57,20 @@ void kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg)
     cfg->orphan_reclaim_us = kc->orphan_reclaim_ns / 1000;
     cfg->max_running = kc->max_running;
     cfg->step_tokens = kc->step_tokens;
+    cfg->no_state_tier = kc->state_bytes && kc->state_tier != KVT_ON;
+    cfg->spec_tokens = kc->speculative_tokens;
+    //  The namespace hashes the model id, layout, dtype, TP and speculation
+    //  (C2); the layout id is what a disk directory records (C3).
+    cfg->ns = kc->ns;
+    cfg->layout_id = kvt_config_layout_id(kc);
+    cfg->lookup_pin = kc->lookup_pin;
+    cfg->lookup_timeout_ns = kc->lookup_timeout_ns;
+    cfg->lookup_ttl_ns = kc->lookup_ttl_ns;
+    cfg->verified_window_ns = kc->verified_window_ns;
+    cfg->verify_hold_ns = kc->verify_hold_ns;
+    cfg->agg_timeout_ns = kc->agg_timeout_ns;
+    cfg->lane_deadline_ns = kc->lane_deadline_ns;
+    cfg->fence_timeout_ns = kc->fence_timeout_ns;
+    cfg->pool_ttl_ns = kc->pool_ttl_ns;
+    return 0;
 }

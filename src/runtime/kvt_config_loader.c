@@ -235,6 +235,16 @@ const char *kvt_config_loader_origin(const kvt_config_loader_t *self, const char
     return k < 0 ? NULL : self->origin[k];
 }
 
+//  Whether the value that wins for setting k is no value at all: no layer
+//  gave one, or the highest that did gave it empty (the default).
+static bool s_says_nothing(const kvt_config_loader_t *self, int k)
+{
+    for (int l = L_COUNT; l-- > 0;)
+        if (self->given[k][l].value)
+            return !*self->given[k][l].value;
+    return true;
+}
+
 int kvt_config_loader_build(kvt_config_loader_t *self, kvt_config_t *cfg, kvt_config_log_fn *log,
                             void *log_arg, char *err, size_t errlen)
 {
@@ -277,12 +287,13 @@ int kvt_config_loader_build(kvt_config_loader_t *self, kvt_config_t *cfg, kvt_co
             memcpy(self->origin[i], from, sizeof from);
         }
     }
-    //  Disk settings without a disk say nothing: refused rather than ignored.
+    //  Disk settings without a disk say nothing: refused rather than ignored
+    //  (an empty value, the default, says nothing either).
     static const char *const disk_only[] = {"disk_pool", "disk_write"};
     int kd = kvt_config_key_index("disk_dir");
     for (size_t i = 0; !cfg->disk_dir[0] && i < 2; i++) {
         int k = kvt_config_key_index(disk_only[i]);
-        if (strcmp(self->origin[k], "default") == 0)
+        if (s_says_nothing(self, k))
             continue;
         snprintf(err, errlen, "%s (%s) needs disk_dir (%s: none)", disk_only[i], self->origin[k],
                  self->origin[kd]);

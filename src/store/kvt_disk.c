@@ -153,7 +153,8 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
         self->ent_free = i;
     }
     kvt_ilist_init(&self->lru);
-    if (kvt_disk_rescan(self, err, errlen) != 0)
+    if (kvt_disk_manifest_open(self, cfg.ns_id, err, errlen) != 0 ||
+        kvt_disk_rescan(self, err, errlen) != 0)
         goto cleanup;
     if (kvt_disk_io_start(self, cfg.io_threads, err, errlen) != 0)
         goto cleanup;

@@ -256,6 +256,21 @@ uint32_t kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, si
                              void *owned, kvt_disk_done_fn *done, void *arg);
 void kvt_disk_io_run_inline(kvt_disk_t *self, uint32_t job);
 
+//  The directory's manifest (kvt_disk_manifest.c): the layout id and the
+//  namespace its objects were written with.
+#define KVT_DISK_MANIFEST     ".kvt-manifest"
+#define KVT_DISK_MANIFEST_TMP ".kvt-manifest.tmp"
+
+//  At open, before the rescan: writes the manifest of a fresh directory, or
+//  checks the one found against this instance's layout id and ns_id (0: not
+//  recorded; a recorded namespace is then not checked). 0, or -1 (counted
+//  in kvt_disk_manifest_refusals) with err naming the directory and both
+//  values.
+int kvt_disk_manifest_open(kvt_disk_t *self, uint64_t ns_id, char *err, size_t errlen);
+
+//  True for the manifest's names (the rescan skips them: not objects, not foreign).
+bool kvt_disk_manifest_name(const char *name);
+
 //  Logs a line drawn from `budget`. Call without the disk lock.
 void kvt_disk_logf(kvt_disk_t *self, int level, kvt_dlog_t budget, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -78,7 +78,7 @@ int kvt_disk_rescan(kvt_disk_t *self, char *err, size_t errlen)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         const char *name = de->d_name;
-        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || kvt_disk_manifest_name(name))
             continue;
         t.entries++;
         const char *why = "";

@@ -182,6 +182,8 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
             .hold_bound_us = cfg->hold_bound_us,
             .log = cfg->log,
             .log_arg = cfg->log_arg};
+        if (cfg->verified_window_us)
+            sc.window_us = cfg->verified_window_us; //  the configuration's, not derived
         self->stidx = kvt_stidx_new(&sc);
         self->loading_keys = kvt_hmap_new(256, false);
         if (!self->ck || !self->stidx || !self->loading_keys)

@@ -80,7 +80,8 @@ static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_ha
     self->leased += self->bpc;
     //  A chunk whose end holds an HBM checkpoint is saved with its image;
     //  the save pins the checkpoint until its verdict.
-    self->save_ck[si] = kvt_sched_hybrid(self) ? kvt_ckpt_pin(self->ck, key) : KVT_CKPT_NONE;
+    bool image = kvt_sched_hybrid(self) && !self->cfg.no_state_tier;
+    self->save_ck[si] = image ? kvt_ckpt_pin(self->ck, key) : KVT_CKPT_NONE;
     r->saves_inflight++;
     self->stats.saves_dispatched++;
     self->stats.saves_outstanding++;
@@ -121,8 +122,8 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
         kvt_hash_t key = kvt_sched_chunk_key(self, r, t / cs);
         //  A stored chunk is saved again only to add the image it lacks.
         bool stored = kvt_tierindex_contains(self->tier, key) &&
-                      (!kvt_sched_hybrid(self) || kvt_stidx_could_serve(self->stidx, key) ||
-                       !kvt_ckpt_has(self->ck, key));
+                      (!kvt_sched_hybrid(self) || self->cfg.no_state_tier ||
+                       kvt_stidx_could_serve(self->stidx, key) || !kvt_ckpt_has(self->ck, key));
         bool skip = stored || kvt_hmap_get(self->inflight, key, NULL);
         uint32_t si = 0;
         if (skip)
