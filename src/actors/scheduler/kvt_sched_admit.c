@@ -48,6 +48,11 @@ static int s_issue_lookup(kvt_sched_t *self, kvt_sreq_t *r, uint32_t n)
     l->nkeys = n;
     l->pin = self->cfg.lookup_pin;
     l->ttl_ms = self->cfg.lookup_pin ? self->cfg.lookup_ttl_ms : 0;
+    //  Rank 0 only: its answer stands for every rank's. A rank whose pool
+    //  disagrees (less held) fails the load that trusts it, which then
+    //  retreats to the HBM hit (B2); only rank 0 takes the pin, and the
+    //  load or LookupRelease that names it reaches rank 0 as it reaches all.
+    l->rank0_only = self->cfg.lookup_ranks == KVT_SCHED_LOOKUP_RANK0;
     for (uint32_t c = 0; c < n; c++)
         self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, c);
     self->p_bytes += bytes;
@@ -94,16 +99,29 @@ int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         return -1;
     self->stats.lookups_out--;
     r->lk = S_LK_READY;
+    r->lk_at = self->now_us;
     r->lk_held = v->ok ? v->held : 0;
     if (!v->ok)
         self->stats.lookup_failed++;
     return 0;
 }
 
+//  True when r's settled lookup is too old to admit with: past
+//  lookup_max_age_us, or, pinned, past its lease's TTL on the ranks.
+static bool s_lookup_stale(const kvt_sched_t *self, const kvt_sreq_t *r)
+{
+    uint64_t age = self->cfg.lookup_max_age_us ? self->cfg.lookup_max_age_us : 1000000u;
+    if (r->lk_pinned && self->cfg.lookup_ttl_ms && (uint64_t)self->cfg.lookup_ttl_ms * 1000u < age)
+        age = (uint64_t)self->cfg.lookup_ttl_ms * 1000u;
+    return self->now_us - r->lk_at > age;
+}
+
 //  The tier hit of r, in leading chunks of its first max_chunks: true with
 //  *chunks when it is known (no tier: 0), false while r waits for its
 //  lookup (issued now or in an earlier plan). A lookup past its bound
-//  falls back to the HBM hit (counted; its pin is released).
+//  falls back to the HBM hit (counted; its pin is released). A settled
+//  lookup too old to trust (its request kept waiting: its blocks did not
+//  fit) is asked again under a new id, its pin released first.
 static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks)
 {
     *chunks = 0;
@@ -116,7 +134,17 @@ static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, ui
         self->stats.lookups_out--;
         s_release_pin(self, r);
         r->lk = S_LK_READY;
+        r->lk_at = self->now_us;
         r->lk_held = 0;
+    }
+    if (r->lk == S_LK_READY && s_lookup_stale(self, r)) {
+        //  The id {id, gen + 1} is spent (its reports are tombstoned, the
+        //  ranks remember it): the next admission skips a generation, so
+        //  the new lookup and the load that uses it share a fresh one.
+        self->stats.lookup_refreshes++;
+        s_release_pin(self, r);
+        r->gen++; //  a generation skipped: the new lookup's id is fresh
+        r->lk = S_LK_NONE;
     }
     if (r->lk == S_LK_READY) {
         *chunks = r->lk_held < max_chunks ? r->lk_held : max_chunks;
