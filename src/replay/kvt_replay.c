@@ -534,6 +534,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
         cfg->checkpoint_interval ? cfg->checkpoint_interval : cfg->chunk_size;
     run->sched.cfg.hbm_checkpoints = KVT_REPLAY_STATE_CKPTS(cfg);
     run->sched.cfg.min_load_tokens = cfg->min_load_tokens;
+    run->sched.cfg.lookup_ranks = cfg->lookup_rank0 ? KVT_SCHED_LOOKUP_RANK0 : KVT_SCHED_LOOKUP_ALL;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;
     run->agg.scheduler = "scheduler";

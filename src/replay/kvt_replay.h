@@ -40,6 +40,7 @@ typedef struct {
     uint32_t min_load_tokens;      //  hybrid: a joint gaining fewer tokens recomputes (default 0)
     uint32_t max_running;          //  requests admitted at once (default 64)
     uint32_t step_tokens;          //  token budget per step (default 4096)
+    bool lookup_rank0;             //  tier lookups ask rank 0 only (default: every rank)
     uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)
     uint64_t sim_lat_ns;           //  SIM copy latency (default 5000)
     const char *record;            //  SIM: record every delivery to this file (NULL = no)

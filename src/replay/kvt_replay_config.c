@@ -42,4 +42,5 @@ void kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg)
     cfg->min_load_tokens = kc->min_load_tokens;
     cfg->max_running = kc->max_running;
     cfg->step_tokens = kc->step_tokens;
+    cfg->lookup_rank0 = kc->lookup == KVT_LOOKUP_RANK0;
 }
