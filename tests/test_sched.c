@@ -2043,8 +2043,32 @@ static void lk2_wait(rig_t *r, uint64_t t0, uint64_t dt, kvt_lookup_t *first)
     cr_assert_fail("request 3 was neither admitted nor asked again");
 }
 
+//  Steps (delivering every verdict but the lookups') until a plan loads.
+static void lk2_until_load(rig_t *r)
+{
+    for (uint32_t i = 0; i < 200; i++) {
+        rig_deliver(r);
+        rig_step_once(r);
+        if (r->plan.nloads)
+            return;
+    }
+    cr_assert_fail("no load within 200 steps");
+}
+
+//  Request 4 still runs: the refresh came while request 3 waited for its
+//  blocks, not when they freed up.
+static void lk2_assert_while_blocked(const rig_t *r)
+{
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r->s, 4, &info), 0);
+    cr_assert_eq(info.state, 3, "asked again while request 4 still holds the blocks");
+    cr_assert_eq(kvt_sched_req_info(r->s, 3, &info), 0);
+    cr_assert_eq(info.state, 1);
+}
+
 //  A settled lookup is trusted up to lookup_max_age_us; past it the
-//  request that kept waiting asks again (a new id) before it loads.
+//  request that keeps waiting for its blocks asks again (a new id) while it
+//  waits, and loads on the fresh answer once its blocks free up.
 Test(sched, a_settled_lookup_is_used_up_to_its_max_age_and_asked_again_past_it)
 {
     static rig_t r;
@@ -2065,6 +2089,7 @@ Test(sched, a_settled_lookup_is_used_up_to_its_max_age_and_asked_again_past_it)
     lk2_wait(&r, 10000000, 300001, &l);
     cr_assert_eq(r.plan.nlookups, 1, "past it the request asks again");
     cr_assert_eq(r.plan.nloads, 0, "and does not load on the stale answer");
+    lk2_assert_while_blocked(&r);
     kvt_lookup_t l2 = r.plan.lookups[0];
     cr_assert_eq(l2.op.req, 3);
     cr_assert_neq(l2.op.gen, l.op.gen, "under a new id");
@@ -2075,8 +2100,9 @@ Test(sched, a_settled_lookup_is_used_up_to_its_max_age_and_asked_again_past_it)
     cr_assert_eq(st.lookups_out, 1);
     cr_assert_eq(lk_answer(&r, l.op, true, 2), -1, "the old id is stale");
     cr_assert_eq(lk_answer(&r, l2.op, true, 1), 0, "the tier holds less now");
-    cr_assert_eq(rig_step_once(&r), 1);
+    lk2_until_load(&r);
     cr_assert_eq(r.plan.nloads, 1);
+    cr_assert_eq(r.plan.nlookups, 0, "the fresh answer needs no second refresh");
     cr_assert_eq(r.plan.loads[0].end, CS, "the fresh answer is the one used");
     cr_assert_eq(r.plan.loads[0].op.gen, l2.op.gen, "the load carries the new id");
     r.lose_lookups = false;
@@ -2087,7 +2113,7 @@ Test(sched, a_settled_lookup_is_used_up_to_its_max_age_and_asked_again_past_it)
 }
 
 //  A pinned settled lookup is stale once its lease's TTL (500 ms) passed,
-//  under the 1 s default max age: the request asks again, and the old pin
+//  under the 1 s default max age: the waiting request asks again, and the old pin
 //  is released once (a LookupRelease of the old id) while the new one is
 //  released by the load that uses it.
 Test(sched, a_stale_pinned_lookup_is_asked_again_and_its_old_pin_released_once)
@@ -2098,6 +2124,7 @@ Test(sched, a_stale_pinned_lookup_is_asked_again_and_its_old_pin_released_once)
     lk2_wait(&r, 10000000, 600000, &l);
     cr_assert_eq(r.plan.nlookups, 1, "past the pin's TTL the request asks again");
     cr_assert_eq(r.plan.nloads, 0);
+    lk2_assert_while_blocked(&r);
     kvt_lookup_t l2 = r.plan.lookups[0];
     cr_assert(l2.pin);
     cr_assert_neq(l2.op.gen, l.op.gen);
@@ -2105,7 +2132,7 @@ Test(sched, a_stale_pinned_lookup_is_asked_again_and_its_old_pin_released_once)
     cr_assert_eq(r.plan.lookup_releases[0].op.req, 3);
     cr_assert_eq(r.plan.lookup_releases[0].op.gen, l.op.gen, "under the old id");
     cr_assert_eq(lk_answer(&r, l2.op, true, 2), 0);
-    cr_assert_eq(rig_step_once(&r), 1);
+    lk2_until_load(&r);
     cr_assert_eq(r.plan.nloads, 1);
     cr_assert(r.plan.loads[0].lookup && r.plan.loads[0].op.gen == l2.op.gen,
               "the new pin goes with the load");
@@ -2119,6 +2146,49 @@ Test(sched, a_stale_pinned_lookup_is_asked_again_and_its_old_pin_released_once)
     cr_assert_eq(st.lookup_refreshes, 1);
     kvt_sched_req_info_t info;
     cr_assert_eq(kvt_sched_req_info(r.s, 3, &info), -1, "finished and freed");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  The other way a stale answer is met: the request's blocks free up in
+//  the very plan that finds its settled lookup past its max age (no plan in
+//  between saw it wait). It asks again there instead of loading on it.
+Test(sched, a_stale_lookup_met_at_admission_is_asked_again_before_use)
+{
+    static rig_t r;
+    lk2_init(&r, false, KVT_SCHED_LOOKUP_ALL, 300000);
+    uint64_t t0 = 10000000;
+    kvt_sched_set_now(r.s, t0);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_arrive(&r, 4, 40, 50000, 40);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    cr_assert_eq(lk_answer(&r, l.op, true, 2), 0);
+    rig_deliver(&r);
+    rig_step_once(&r);
+    cr_assert_eq(r.plan.nlookups + r.plan.nloads, 0, "request 3 waits for its blocks");
+    //  Request 4 stops before it completes a chunk: nothing leases its
+    //  blocks, so the next plan frees them and considers request 3.
+    cr_assert_eq(kvt_sched_finish(r.s, 4), 0);
+    kvt_sched_set_now(r.s, t0 + 300001);
+    rig_deliver(&r);
+    rig_step_once(&r);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 4, &info), -1, "request 4 retired in this plan");
+    cr_assert_eq(r.plan.nloads, 0, "no load on the stale answer");
+    cr_assert_eq(r.plan.nlookups, 1, "asked again");
+    kvt_lookup_t l2 = r.plan.lookups[0];
+    cr_assert_neq(l2.op.gen, l.op.gen);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.lookup_refreshes, 1);
+    cr_assert_eq(lk_answer(&r, l2.op, true, 2), 0);
+    cr_assert_eq(rig_step_once(&r), 1);
+    cr_assert_eq(r.plan.nloads, 1, "admitted on the fresh answer");
+    cr_assert_eq(r.plan.loads[0].op.gen, l2.op.gen);
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 200);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }

@@ -116,12 +116,39 @@ static bool s_lookup_stale(const kvt_sched_t *self, const kvt_sreq_t *r)
     return self->now_us - r->lk_at > age;
 }
 
+//  Drops r's stale settled lookup so that it is asked again: counted, its
+//  pin released, a generation skipped. The id {id, gen + 1} is spent (its
+//  reports are tombstoned, the ranks remember it), so the new lookup and
+//  the load that uses it share a fresh one.
+static void s_lookup_refresh(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    self->stats.lookup_refreshes++;
+    s_release_pin(self, r);
+    r->gen++; //  a generation skipped: the new lookup's id is fresh
+    r->lk = S_LK_NONE;
+}
+
+//  A request that waits for its blocks (admission stops at it) keeps its
+//  settled lookup fresh: a stale one is asked again now, so the answer is
+//  current when its blocks free up and it is admitted then, rather than
+//  stepping aside for a new lookup while the requests behind it take the
+//  blocks.
+static void s_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    if (r->lk != S_LK_READY || !s_lookup_stale(self, r))
+        return;
+    uint32_t tail = s_tail(self);
+    uint32_t n = r->nprompt > tail ? (r->nprompt - tail) / self->cfg.chunk_size : 0;
+    s_lookup_refresh(self, r);
+    (void)s_issue_lookup(self, r, n < KVT_MSG_MAX_CHUNKS ? n : KVT_MSG_MAX_CHUNKS);
+}
+
 //  The tier hit of r, in leading chunks of its first max_chunks: true with
 //  *chunks when it is known (no tier: 0), false while r waits for its
 //  lookup (issued now or in an earlier plan). A lookup past its bound
 //  falls back to the HBM hit (counted; its pin is released). A settled
-//  lookup too old to trust (its request kept waiting: its blocks did not
-//  fit) is asked again under a new id, its pin released first.
+//  lookup too old to trust (its request kept waiting) is asked again under
+//  a new id, its pin released first.
 static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks)
 {
     *chunks = 0;
@@ -137,15 +164,8 @@ static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, ui
         r->lk_at = self->now_us;
         r->lk_held = 0;
     }
-    if (r->lk == S_LK_READY && s_lookup_stale(self, r)) {
-        //  The id {id, gen + 1} is spent (its reports are tombstoned, the
-        //  ranks remember it): the next admission skips a generation, so
-        //  the new lookup and the load that uses it share a fresh one.
-        self->stats.lookup_refreshes++;
-        s_release_pin(self, r);
-        r->gen++; //  a generation skipped: the new lookup's id is fresh
-        r->lk = S_LK_NONE;
-    }
+    if (r->lk == S_LK_READY && s_lookup_stale(self, r))
+        s_lookup_refresh(self, r);
     if (r->lk == S_LK_READY) {
         *chunks = r->lk_held < max_chunks ? r->lk_held : max_chunks;
         return true;
@@ -183,8 +203,10 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  The last probe needed more fresh blocks than exist now: nothing that
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
-    if (r->probe_demand > kvt_blockmgr_available(self->bm))
+    if (r->probe_demand > kvt_blockmgr_available(self->bm)) {
+        s_lookup_keep_fresh(self, r);
         return 0;
+    }
     //  A hit always leaves a prefill tail: one token, two with speculation.
     uint32_t tail = s_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
@@ -380,12 +402,15 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
 {
     kvt_sreq_t *r = &self->reqs[slot];
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
-    if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0)
+    if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0) {
+        s_lookup_keep_fresh(self, r);
         return 0;
+    }
     kvt_sched_probe_t *p = &self->probe;
     uint32_t want = s_probe(self, r, p);
     if (!p->has_demand) {
         r->probe_demand = want;
+        s_lookup_keep_fresh(self, r);
         return 0;
     }
     uint32_t tail = s_tail(self);
