@@ -61,11 +61,11 @@
       rank holds and, per held chunk, whether it carries an image (object
       kind KV_STATE); a rank-0-only lookup (rank0_only) is answered by
       rank 0 alone, with rank0_only in its report, and skipped by every
-      other rank (no report, no pin). A pinned lookup keeps the pool-resident chunks
-      read-pinned under one lease that exactly one of three releases: the
-      LoadSpec naming the lookup (after its own reads took their leases),
-      a LookupRelease, or the TTL (kvt_wlease.h); shutdown releases the
-      rest. Release paths are counted separately.
+      other rank (no report, no pin). A pinned lookup keeps the
+      pool-resident chunks read-pinned under one lease that exactly one of
+      three releases: the LoadSpec naming the lookup (after its own reads
+      took their leases), a LookupRelease, or the TTL (kvt_wlease.h);
+      shutdown releases the rest. Release paths are counted separately.
 
     Every report carries the worker's epoch (its incarnation), so the
     aggregator can drop what an earlier incarnation of this rank reported.
