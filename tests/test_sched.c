@@ -2192,3 +2192,47 @@ Test(sched, a_stale_lookup_met_at_admission_is_asked_again_before_use)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+//  A hybrid request keeps its settled lookup fresh while it waits for its
+//  blocks, on both paths where it waits: the probe that finds no room
+//  (scene 0) and, later, a last probe's demand still above what is free
+//  (scene 1).
+Test(sched, a_hybrid_request_waiting_for_its_blocks_keeps_its_lookup_fresh)
+{
+    for (int scene = 0; scene < 2; scene++) {
+        static rig_t r;
+        kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 16, 64);
+        cfg.lookup_max_age_us = 300000;
+        rig_init_cfg(&r, &cfg);
+        r.lose_lookups = true;
+        uint64_t t0 = 10000000;
+        kvt_sched_set_now(r.s, t0);
+        rig_arrive(&r, 3, 150, 100, 1);   //  10 blocks
+        rig_arrive(&r, 4, 60, 50000, 60); //  8 blocks, no chunk to look up
+        rig_step_once(&r);
+        kvt_lookup_t l = lk_only(&r);
+        cr_assert_eq(lk_answer(&r, l.op, true, 2), 0);
+        if (scene == 1) {
+            rig_deliver(&r);
+            rig_step_once(&r);
+            cr_assert_eq(r.plan.nlookups, 0, "a fresh answer is kept while it waits");
+        }
+        kvt_sched_set_now(r.s, t0 + 300001);
+        rig_deliver(&r);
+        rig_step_once(&r);
+        cr_assert_eq(r.plan.nlookups, 1, "scene %d: asked again while it waits", scene);
+        kvt_lookup_t l2 = r.plan.lookups[0];
+        cr_assert_eq(l2.op.req, 3);
+        cr_assert_neq(l2.op.gen, l.op.gen);
+        lk2_assert_while_blocked(&r);
+        kvt_sched_stats_t st;
+        kvt_sched_stats(r.s, &st);
+        cr_assert_eq(st.lookup_refreshes, 1);
+        cr_assert_eq(lk_answer(&r, l2.op, true, 2), 0);
+        r.lose_lookups = false;
+        rig_deliver(&r);
+        rig_run(&r, 300);
+        cr_assert(kvt_sched_quiescent(r.s));
+        kvt_sched_destroy(&r.s);
+    }
+}

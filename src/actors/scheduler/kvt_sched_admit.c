@@ -204,7 +204,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
     if (r->probe_demand > kvt_blockmgr_available(self->bm)) {
-        s_lookup_keep_fresh(self, r);
+        s_lookup_keep_fresh(self, r); //  waiting: its blocks do not fit yet
         return 0;
     }
     //  A hit always leaves a prefill tail: one token, two with speculation.
@@ -403,14 +403,14 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sreq_t *r = &self->reqs[slot];
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0) {
-        s_lookup_keep_fresh(self, r);
+        s_lookup_keep_fresh(self, r); //  waiting: no blocks or no slot for it yet
         return 0;
     }
     kvt_sched_probe_t *p = &self->probe;
     uint32_t want = s_probe(self, r, p);
     if (!p->has_demand) {
         r->probe_demand = want;
-        s_lookup_keep_fresh(self, r);
+        s_lookup_keep_fresh(self, r); //  waiting: its probe found no room
         return 0;
     }
     uint32_t tail = s_tail(self);
