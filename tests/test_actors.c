@@ -747,3 +747,89 @@ Test(actors, mixed_touches_lookups_and_loads_settle_every_key_once_and_leave_not
         rig_down();
     }
 }
+
+//  A lookup that asks rank 0 only, on two ranks: rank 0 answers (and pins),
+//  rank 1 neither answers nor pins, the aggregator settles the key on rank
+//  0's report alone, and the load that uses it lands on both ranks (rank 1
+//  had no pin to release). Rank 0's view stands for every rank's: where
+//  rank 1 holds less, the load that trusted it fails there (the scheduler
+//  retreats, B2), which is why every rank is asked by default.
+Test(actors, a_rank0_only_lookup_settles_on_rank_0_and_its_load_lands_on_every_rank, .timeout = 30)
+{
+    rig_up(25000000000ull);
+    for (int r = 0; r < TP; r++)
+        rig_fill(r, SRC, 8, 1200);
+    rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 1200);
+    rig_run();
+    kvt_hash_t keys[2] = {K(1200), K(1201)};
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_LOOKUP;
+    m.u.lookup =
+        (kvt_lookup_t){.op = {2, 1}, .keys = keys, .nkeys = 2, .pin = true, .rank0_only = true};
+    rig_all(&m);
+    kvt_system_run(R.sys, kvt_system_now(R.sys) + 10000000ull, 0);
+    const kvt_verdict_t *v = rig_verdict(KVT_CHAN_LOOKUP, 2);
+    cr_assert(v->ok, "settled on rank 0's report, not by the aggregator's bound");
+    cr_assert_eq(v->held, 2);
+    //  Leases first: a counter read runs the system to quiescence (and the
+    //  lease out to its TTL).
+    for (int r = 0; r < TP; r++) {
+        kvt_pool_stats_t ps;
+        kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
+        cr_assert_eq(ps.leases_active, r == 0 ? 1 : 0, "rank %d: only rank 0 pins", r);
+    }
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_LOAD_SPEC;
+    m.u.load_spec = (kvt_load_spec_t){.op = {2, 1},
+                                      .start = 0,
+                                      .end = 2 * CS,
+                                      .keys = keys,
+                                      .nkeys = 2,
+                                      .blocks = (uint32_t *)DST,
+                                      .nblocks = 2 * BPC,
+                                      .lookup = true};
+    rig_all(&m);
+    kvt_system_run(R.sys, kvt_system_now(R.sys) + 10000000ull, 0);
+    cr_assert(rig_verdict(KVT_CHAN_LOAD, 2)->ok, "the load lands on both ranks");
+    for (int r = 0; r < TP; r++)
+        cr_assert(rig_check(r, DST, 2 * BPC, 1200), "rank %d restored the right bytes", r);
+    cr_assert_eq(rig_counter(R.w[0], "worker.lookup_rel_load"), 1);
+    cr_assert_eq(rig_counter(R.w[1], "worker.lookup_rel_none"), 1, "rank 1 had no pin");
+    cr_assert_eq(rig_counter(R.w[0], "worker.lookups"), 1);
+    cr_assert_eq(rig_counter(R.w[1], "worker.lookups"), 0, "rank 1 was not asked");
+    cr_assert_eq(rig_counter(R.w[1], "worker.lookups_not_asked"), 1);
+
+    //  Rank 1 lost chunk 1: rank 0's answer (2) is optimistic for it.
+    cr_assert_eq(kvt_pool_remove(kvt_storage_pool(R.st[1]), 7, K(1201), KVT_OBJ_KV), 0);
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_LOOKUP;
+    m.u.lookup = (kvt_lookup_t){.op = {3, 1}, .keys = keys, .nkeys = 2, .rank0_only = true};
+    rig_all(&m);
+    kvt_system_run(R.sys, kvt_system_now(R.sys) + 10000000ull, 0);
+    cr_assert_eq(rig_verdict(KVT_CHAN_LOOKUP, 3)->held, 2, "rank 0's view");
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_LOAD_SPEC;
+    m.u.load_spec = (kvt_load_spec_t){.op = {3, 1},
+                                      .start = 0,
+                                      .end = 2 * CS,
+                                      .keys = keys,
+                                      .nkeys = 2,
+                                      .blocks = (uint32_t *)DST,
+                                      .nblocks = 2 * BPC};
+    rig_all(&m);
+    rig_run();
+    const kvt_verdict_t *lv = rig_verdict(KVT_CHAN_LOAD, 3);
+    cr_assert_not(lv->ok, "the load that trusted it fails on rank 1");
+    cr_assert_eq(lv->detail, KVT_DETAIL_MISS);
+    cr_assert_eq(rig_counter(R.agg, "agg.not_asked"), 0);
+    cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 0);
+    cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
+    for (int r = 0; r < TP; r++) {
+        kvt_pool_stats_t ps;
+        kvt_pool_stats(kvt_storage_pool(R.st[r]), &ps);
+        cr_assert_eq(ps.leases_active, 0, "rank %d: nothing pinned at the end", r);
+    }
+    rig_no_drops();
+    rig_down();
+}

@@ -800,3 +800,57 @@ Test(agg, rule_A1_lookup_bitmap_is_folded_only_over_the_fewest_held_chunks)
     cr_assert_eq(v.images[1], 0x0c);
     kvt_agg_destroy(&a);
 }
+
+//  A lookup that asked rank 0 only settles on rank 0's report alone (its
+//  rank0_only says so), exactly once: another rank's rank0_only report,
+//  before or after, is dropped and counted and opens no key; a late
+//  duplicate of rank 0's is dropped as late. A lookup of every rank still
+//  waits for all of them.
+Test(agg, a_rank0_only_lookup_settles_on_rank_0s_report_alone_and_once)
+{
+    kvt_agg_t *a = kvt_agg_new(4, 16, 1000);
+    kvt_verdict_t v;
+    kvt_agg_stats_t st;
+    kvt_completion_t c1 = C(KVT_CHAN_LOOKUP, 5, 2, 0, 1, true, 0);
+    c1.rank0_only = true;
+    c1.held = 1;
+    cr_assert_eq(kvt_agg_report(a, &c1, 0, &v), -1, "rank 1 was not asked");
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.not_asked, 1);
+    cr_assert_eq(st.open, 0, "and opened no key");
+    kvt_completion_t c0 = C(KVT_CHAN_LOOKUP, 5, 2, 0, 0, true, 0);
+    c0.rank0_only = true;
+    c0.held = 3;
+    memset(&v, 0, sizeof v);
+    cr_assert_eq(kvt_agg_report(a, &c0, 0, &v), 1, "rank 0's report settles the key");
+    cr_assert_eq(v.chan, KVT_CHAN_LOOKUP);
+    cr_assert(v.op.req == 5 && v.op.gen == 2);
+    cr_assert(v.ok);
+    cr_assert_eq(v.nfailed, 0);
+    cr_assert_eq(v.held, 3, "rank 0's answer, not rank 1's dropped one");
+    kvt_completion_t c2 = C(KVT_CHAN_LOOKUP, 5, 2, 0, 2, true, 0);
+    c2.rank0_only = true;
+    cr_assert_eq(kvt_agg_report(a, &c2, 1, &v), -1);
+    cr_assert_eq(kvt_agg_report(a, &c0, 1, &v), -1, "a late duplicate");
+    kvt_agg_stats(a, &st);
+    cr_assert_eq(st.not_asked, 2);
+    s_drops(a, 1, 0);
+    cr_assert_eq(st.settled, 1, "exactly one verdict");
+    bool warn[4];
+    kvt_verdict_t out[4];
+    cr_assert_eq(kvt_agg_expire(a, 5000, out, warn, 4), 0, "nothing left open to time out");
+
+    kvt_completion_t d0 = C(KVT_CHAN_LOOKUP, 6, 2, 0, 0, true, 0);
+    d0.held = 3;
+    cr_assert_eq(kvt_agg_report(a, &d0, 2, &v), 0, "an every-rank lookup waits for all");
+    for (uint32_t r = 1; r < 3; r++) {
+        kvt_completion_t d = C(KVT_CHAN_LOOKUP, 6, 2, 0, r, true, 0);
+        d.held = 3;
+        cr_assert_eq(kvt_agg_report(a, &d, 2, &v), 0);
+    }
+    kvt_completion_t d3 = C(KVT_CHAN_LOOKUP, 6, 2, 0, 3, true, 0);
+    d3.held = 1;
+    cr_assert_eq(kvt_agg_report(a, &d3, 2, &v), 1);
+    cr_assert_eq(v.held, 1, "the minimum");
+    kvt_agg_destroy(&a);
+}

@@ -214,6 +214,7 @@ static void s_eq_msg(const kvt_msg_t *a, const kvt_msg_t *b)
         cr_assert_eq(x->nimages, y->nimages);
         s_eq_bytes(x->images, y->images, x->nimages, "images");
         cr_assert_eq(x->fenced, y->fenced);
+        cr_assert_eq(x->rank0_only, y->rank0_only);
         break;
     }
     case KVT_MSG_VERDICT: {
@@ -248,6 +249,7 @@ static void s_eq_msg(const kvt_msg_t *a, const kvt_msg_t *b)
         s_eq_bytes(x->keys, y->keys, x->nkeys * sizeof *x->keys, "keys");
         cr_assert_eq(x->pin, y->pin);
         cr_assert_eq(x->ttl_ms, y->ttl_ms);
+        cr_assert_eq(x->rank0_only, y->rank0_only);
         break;
     }
     case KVT_MSG_LOOKUP_RELEASE:

@@ -25,7 +25,7 @@ static void s_fill(void)
         g_keys[i] = s_h(i);
     g_lookups[0] =
         (kvt_lookup_t){.op = {7, 3}, .keys = g_keys, .nkeys = 3, .pin = true, .ttl_ms = 250};
-    g_lookups[1] = (kvt_lookup_t){.op = {9, 1}, .keys = g_keys, .nkeys = 1};
+    g_lookups[1] = (kvt_lookup_t){.op = {9, 1}, .keys = g_keys, .nkeys = 1, .rank0_only = true};
     g_releases[0] = (kvt_lookup_release_t){.op = {11, 2}};
     g_touches[0] = (kvt_touch_msg_t){.hash = s_h(40), .round = 5};
     g_touches[1] = (kvt_touch_msg_t){.hash = s_h(41), .round = 1, .keys = g_keys + 1, .nkeys = 2};
@@ -57,6 +57,8 @@ static void s_check_arrays(const kvt_lookup_t *l, uint32_t nl, const kvt_lookup_
     cr_assert_eq(l[0].ttl_ms, 250);
     cr_assert_eq(l[1].op.req, 9);
     cr_assert(!l[1].pin);
+    cr_assert_not(l[0].rank0_only);
+    cr_assert(l[1].rank0_only, "a rank-0-only lookup stays one in the plan and the exec");
     cr_assert_eq(l[1].nkeys, 1);
     cr_assert_eq(nr, 1);
     cr_assert_eq(r[0].op.req, 11);

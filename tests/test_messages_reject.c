@@ -295,8 +295,11 @@ static const s_tf_t f_done[] = {{1, "step", W_UINT, 0, NULL},
     {                                                                                         \
         10, "epoch", W_UINT, 1, NULL                                                          \
     }
-static const s_tf_t f_completion[] = {
-    F_COMPLETION, {12, "held", W_UINT, 1, NULL}, {13, "images", W_BIN, 1, NULL}, END_FIELDS};
+static const s_tf_t f_completion[] = {F_COMPLETION,
+                                      {12, "held", W_UINT, 1, NULL},
+                                      {13, "images", W_BIN, 1, NULL},
+                                      {15, "rank0_only", W_BOOL, 1, NULL},
+                                      END_FIELDS};
 static const s_tf_t f_completion_touch[] = {
     F_COMPLETION, {11, "touch", W_UINT, 1, NULL}, END_FIELDS};
 static const s_tf_t f_completion_store[] = {
@@ -319,9 +322,13 @@ static const s_tf_t f_touch[] = {{1, "hash", W_BIN, 0, NULL},
                                  {2, "round", W_UINT, 0, NULL},
                                  {3, "keys", W_BIN, 1, NULL},
                                  END_FIELDS};
-static const s_tf_t f_lookup[] = {{1, "req", W_UINT, 0, NULL},    {2, "gen", W_UINT, 0, NULL},
-                                  {3, "keys", W_BIN, 0, NULL},    {4, "pin", W_BOOL, 1, NULL},
-                                  {5, "ttl_ms", W_UINT, 1, NULL}, END_FIELDS};
+static const s_tf_t f_lookup[] = {{1, "req", W_UINT, 0, NULL},
+                                  {2, "gen", W_UINT, 0, NULL},
+                                  {3, "keys", W_BIN, 0, NULL},
+                                  {4, "pin", W_BOOL, 1, NULL},
+                                  {5, "ttl_ms", W_UINT, 1, NULL},
+                                  {6, "rank0_only", W_BOOL, 1, NULL},
+                                  END_FIELDS};
 static const s_tf_t f_lookup_release[] = {
     {1, "req", W_UINT, 0, NULL}, {2, "gen", W_UINT, 0, NULL}, END_FIELDS};
 static const s_tf_t f_stats[] = {{1, "request", W_BOOL, 0, NULL},
@@ -707,6 +714,10 @@ static const s_add_row_t s_add_rows[] = {
     {KVT_MSG_COMPLETION, KVT_SAMPLE_ALT2, 14, RAW(0xc3), "fenced", "fenced on channel 8"},
     {KVT_MSG_COMPLETION, SHAPE_MIN, 14, RAW(0xc3), "fenced", "fenced on channel 1"},
     {KVT_MSG_COMPLETION, SHAPE_MIN, 11, RAW(0x02), "touch", "touch on channel 1"},
+    {KVT_MSG_COMPLETION, SHAPE_MIN, 15, RAW(0xc3), "rank0_only",
+     "rank0_only on channel 1 (only lookup"},
+    {KVT_MSG_COMPLETION, KVT_SAMPLE_ALT1, 15, RAW(0xc3), "rank0_only", "rank0_only on channel 4"},
+    {KVT_MSG_COMPLETION, KVT_SAMPLE_MAX, 15, RAW(0xc3), "rank0_only", "rank0_only on channel 2"},
     {KVT_MSG_VERDICT, KVT_SAMPLE_ALT2, 10, RAW(0x01), "touch", "touch on channel 2"},
     {KVT_MSG_VERDICT, KVT_SAMPLE_ALT2, 11, RAW(0x01), "held", "held on channel 2"},
     {KVT_MSG_VERDICT, KVT_SAMPLE_ALT2, 12, RAW(0xc4, 0x01, 0x01), "images", "images on channel 2"},

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "replay/kvt_replay.h"
+#include "replay/kvt_replay_config.h"
 
 #define TRACE KVT_SOURCE_DIR "/../shared/traces/conversation_trace.jsonl"
 
@@ -588,6 +589,47 @@ Test(replay, live_run_past_its_wall_limit_fails_naming_the_limit, .timeout = 60)
     cr_assert_eq(r->exit_code, KVT_RUN_TIME_LIMIT);
     cr_assert(strstr(r->failures, "wall-clock limit of 1 ms") != NULL, "failures: %s", r->failures);
     cr_assert(r->wall_s < 5.0, "took %.2f s", r->wall_s);
+    kvt_replay_report_clear(r);
+    free(r);
+}
+
+//  `--lookup rank0` (the configuration's `lookup` setting) reaches the
+//  replay's scheduler: on two ranks every tier lookup is answered by rank 0
+//  alone and settles on its report (none times out), admissions restore
+//  from the CPU tier on both ranks and every resume is right. Without the
+//  flag every rank is asked.
+Test(replay, lookup_rank0_asks_rank_0_only_and_restores_clean, .timeout = 120)
+{
+    char err[256];
+    for (int asked = 0; asked < 2; asked++) {
+        kvt_config_loader_t *ld = kvt_config_loader_new();
+        cr_assert_not_null(ld);
+        if (asked)
+            cr_assert_eq(kvt_config_loader_flag(ld, "--lookup", "rank0", err, sizeof err), 0, "%s",
+                         err);
+        kvt_config_t kc;
+        cr_assert_eq(kvt_config_loader_build(ld, &kc, NULL, NULL, err, sizeof err), 0, "%s", err);
+        kvt_config_loader_destroy(&ld);
+        kvt_replay_cfg_t c;
+        kvt_replay_from_config(&kc, &c);
+        cr_assert_eq(c.lookup_rank0, asked == 1);
+    }
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.lookup_rank0 = true;
+    kvt_replay_report_t *r = s_run(&c);
+    s_assert_clean(r);
+    cr_assert_gt(r->hit_cpu_tokens, 0);
+    cr_assert_gt(r->engine.loads_ok, 0);
+    cr_assert_eq(r->engine.loads_failed, 0);
+    uint64_t sent = kvt_replay_counter(r, "scheduler", "sched.lookups_sent");
+    cr_assert_gt(sent, 0);
+    cr_assert_eq(kvt_replay_counter(r, "worker.0", "worker.lookups"), sent);
+    cr_assert_eq(kvt_replay_counter(r, "worker.1", "worker.lookups"), 0, "rank 1 is never asked");
+    cr_assert_eq(kvt_replay_counter(r, "worker.1", "worker.lookups_not_asked"), sent);
+    cr_assert_eq(kvt_replay_counter(r, "aggregator", "agg.not_asked"), 0);
+    cr_assert_eq(kvt_replay_counter(r, "scheduler", "sched.lookup_timeouts"), 0,
+                 "every lookup settled on rank 0's report");
     kvt_replay_report_clear(r);
     free(r);
 }

@@ -52,6 +52,7 @@ static void s_usage(FILE *out)
         "                     every setting of docs/configuration.md)\n"
         "  --max-running N    requests admitted at once (default 64)\n"
         "  --step-tokens N    token budget of one step (default 4096)\n"
+        "  --lookup all|rank0 tier lookups ask every rank, the minimum (default), or rank 0 only\n"
         "  --json PATH        write the report as JSON\n"
         "  --record FILE      SIM: record every delivery (read with kvtier inspect)\n"
         "  --log-level N      0 errors .. 3 debug (default 1)\n"

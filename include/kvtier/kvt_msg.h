@@ -307,7 +307,7 @@ typedef struct {
 //  Completion: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: rank u32,
 //   6: ok bool, 7: detail u32, 8: attempt u32 (optional), 9: lower u32 (optional),
 //   10: epoch u64 (optional), 11: touch u8 (optional), 12: held u32 (optional),
-//   13: images bin (optional), 14: fenced bool (optional)}
+//   13: images bin (optional), 14: fenced bool (optional), 15: rank0_only bool (optional)}
 //  The report key is (chan, op, key, attempt): key is the chunk key (or the
 //  image's state_hash) for a save, the state_hash for a state verdict, the
 //  spec's last item key for source_safe, the prefix hash for a touch and the
@@ -319,6 +319,8 @@ typedef struct {
 //  image; only on the lookup channel); bytes past its end are zero, bits at
 //  or past held mean nothing (the aggregator ignores them). fenced: the
 //  save's stream waited on its producer event (store channel only).
+//  rank0_only: rank 0 answered a Lookup that asked only rank 0 (lookup
+//  channel only): the key settles on this one report.
 typedef struct {
     uint8_t chan;     //  kvt_chan_t
     kvt_opid_t op;    //  operation id
@@ -334,6 +336,7 @@ typedef struct {
     uint8_t *images;  //  lookup: image bitmap over the held chunks (may be NULL)
     uint32_t nimages; //  bytes of images (≤ KVT_MSG_MAX_IMAGES)
     bool fenced;      //  store: the save waited on its producer event (S1)
+    bool rank0_only;  //  lookup: the Lookup asked rank 0 only (settles on this report)
 } kvt_completion_t;
 
 //  Verdict: {1: chan u8, 2: req u64, 3: gen u32, 4: key bin16, 5: ok bool,
@@ -373,17 +376,20 @@ typedef struct _kvt_touch_msg_t {
 } kvt_touch_msg_t;
 
 //  Lookup: {1: req u64, 2: gen u32, 3: keys bin (16 B × n), 4: pin bool
-//   (optional), 5: ttl_ms u32 (optional, pin only)}
+//   (optional), 5: ttl_ms u32 (optional, pin only), 6: rank0_only bool (optional)}
 //  Counts the leading keys this rank holds and which carry an image; with
 //  pin, keeps the pool-resident ones read-pinned under a lease until a
 //  LoadSpec with `lookup` of the same (req, gen) uses it, a LookupRelease,
 //  or ttl_ms (0: the worker's default) — whichever comes first, once.
+//  rank0_only: only rank 0 answers (its report says so and settles the
+//  key alone); every other rank neither answers nor pins.
 typedef struct _kvt_lookup_t {
     kvt_opid_t op;    //  the lookup's id (the report key with the zero key)
     kvt_hash_t *keys; //  chunk keys, in prefix order
     uint32_t nkeys;   //  length of keys
     bool pin;         //  keep the held chunks pinned under a lease
     uint32_t ttl_ms;  //  lease lifetime in ms (0 = the worker's default; ignored without pin)
+    bool rank0_only;  //  only rank 0 answers (and pins); the others skip it
 } kvt_lookup_t;
 
 //  LookupRelease: {1: req u64, 2: gen u32} — drops the lease of a pinned

@@ -69,6 +69,12 @@ typedef struct _kvt_sched_t kvt_sched_t;
 //  timeout (a load no rank answered settles failed by then) and well above
 //  the 5 s fence timeout past which no lane writes a job's destination.
 #define KVT_SCHED_ORPHAN_RECLAIM_US 60000000ull
+//  Which ranks a tier lookup asks (kvt_sched_cfg_t.lookup_ranks).
+typedef enum {
+    KVT_SCHED_LOOKUP_ALL = 0,   //  every rank; the tier hit is the minimum of their answers
+    KVT_SCHED_LOOKUP_RANK0 = 1, //  rank 0 only (Lookup.rank0_only): one answer, taken as
+                                //  every rank's; optimistic where ranks disagree
+} kvt_sched_lookup_ranks_t;
 
 typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
@@ -93,11 +99,15 @@ typedef struct {
     uint32_t min_load_tokens;     //  a joint gaining fewer tokens than this recomputes
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
     //  from a Lookup to the ranks, settled by the aggregator as the minimum
-    //  over them.
+    //  over them (or rank 0's answer alone, lookup_ranks = RANK0).
     uint64_t lookup_timeout_us; //  a lookup unanswered this long falls back to the HBM hit
                                 //  (0 = 1 s)
     bool lookup_pin;            //  pin what a lookup found until the load that uses it
     uint32_t lookup_ttl_ms;     //  the pin's lease on the ranks (0 = the worker's default)
+    kvt_sched_lookup_ranks_t lookup_ranks; //  ranks a lookup asks (default ALL)
+    uint64_t lookup_max_age_us; //  a settled lookup older than this when its request is still
+                                //  waiting is asked again, its pin released (0 = 1 s; a pinned
+                                //  one also once its lookup_ttl_ms passed)
     //  Touches and the verify hold (hybrid models, rules I5, I6).
     uint64_t cpu_pool_bytes;     //  per rank: sets the verified window (kvt_stidx_window_us;
                                  //  0 = its 5 s floor)
@@ -169,6 +179,7 @@ typedef struct {
     uint64_t lookup_failed;    //  lookup verdicts that failed (no tier hit)
     uint64_t lookup_releases;  //  LookupReleases put into plans (a pin no load used)
     uint64_t lookup_pins_used; //  loads that released their lookup's pin (LoadSpec.lookup)
+    uint64_t lookup_refreshes; //  settled lookups asked again: too old for a request still waiting
     uint32_t lookups_out;      //  gauge: lookups without a verdict
     uint64_t touches_planned;  //  Touches put into plans (a tier hit voting for an image)
     uint64_t verify_holds;     //  admission passes held for a touch verdict (I6)

@@ -317,8 +317,10 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         c->epoch = max ? UINT64_MAX : min ? 0 : 3;
         c->touch = alt1 ? 1 : 0;
         c->fenced = max;
-        if (!min && !max && !alt1 && !alt2)
+        if (!min && !max && !alt1 && !alt2) {
             s_images(false, &c->chan, &c->held, &c->images, &c->nimages, ok);
+            c->rank0_only = true;
+        }
         break;
     }
     case KVT_MSG_VERDICT: {
@@ -363,6 +365,7 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
         l->keys = s_hashes(rng, l->nkeys, 0, ok);
         l->pin = !min;
         l->ttl_ms = max ? UINT32_MAX : min ? 0 : 500;
+        l->rank0_only = !min;
         break;
     }
     case KVT_MSG_LOOKUP_RELEASE: {

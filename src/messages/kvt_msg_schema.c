@@ -173,7 +173,12 @@ static int s_check_report(uint8_t chan, kvt_opid_t op, kvt_hash_t key, uint8_t t
 static int s_check_completion(const void *body, kvt_path_t *path)
 {
     const kvt_completion_t *c = body;
-    return s_check_report(c->chan, c->op, c->key, c->touch, c->held, c->nimages, c->fenced, path);
+    if (s_check_report(c->chan, c->op, c->key, c->touch, c->held, c->nimages, c->fenced, path))
+        return -1;
+    if (c->rank0_only && c->chan != KVT_CHAN_LOOKUP)
+        return kvt_path_fail(path, "rank0_only", "rank0_only on channel %u (only lookup, 6)",
+                             c->chan);
+    return 0;
 }
 
 static int s_check_verdict(const void *body, kvt_path_t *path)
@@ -357,6 +362,7 @@ static const kvt_field_t s_completion[] = {
     S_OPT_ARRAY(13, "images", KVT_F_BYTES, kvt_completion_t, images, nimages, 0,
                 KVT_MSG_MAX_IMAGES),
     S_OPTIONAL(14, "fenced", KVT_F_BOOL, kvt_completion_t, fenced, 0, 1),
+    S_OPTIONAL(15, "rank0_only", KVT_F_BOOL, kvt_completion_t, rank0_only, 0, 1),
 };
 
 static const kvt_field_t s_verdict[] = {
@@ -387,6 +393,7 @@ static const kvt_field_t s_lookup[] = {
     S_ARRAY(3, "keys", KVT_F_HASHES, kvt_lookup_t, keys, nkeys, 0, KVT_MSG_MAX_CHUNKS, NULL, -1),
     S_OPTIONAL(4, "pin", KVT_F_BOOL, kvt_lookup_t, pin, 0, 1),
     S_OPTIONAL(5, "ttl_ms", KVT_F_U32, kvt_lookup_t, ttl_ms, 0, UINT32_MAX),
+    S_OPTIONAL(6, "rank0_only", KVT_F_BOOL, kvt_lookup_t, rank0_only, 0, 1),
 };
 
 static const kvt_field_t s_lookup_release[] = {

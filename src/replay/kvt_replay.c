@@ -539,6 +539,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.lookup_timeout_us = cfg->lookup_timeout_ns / 1000u;
     run->sched.cfg.verified_window_us = cfg->verified_window_ns / 1000u;
     run->sched.cfg.hold_bound_us = cfg->verify_hold_ns / 1000u;
+    run->sched.cfg.lookup_ranks = cfg->lookup_rank0 ? KVT_SCHED_LOOKUP_RANK0 : KVT_SCHED_LOOKUP_ALL;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;
     run->agg.timeout_ns = cfg->agg_timeout_ns;

@@ -56,6 +56,7 @@ typedef struct {
     uint64_t pool_ttl_ns;          //  lifetime of a pool lease not renewed (0 = 60 s)
     uint32_t max_running;          //  requests admitted at once (default 64)
     uint32_t step_tokens;          //  token budget per step (default 4096)
+    bool lookup_rank0;             //  tier lookups ask rank 0 only (default: every rank)
     uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)
     uint64_t sim_lat_ns;           //  SIM copy latency (default 5000)
     const char *record;            //  SIM: record every delivery to this file (NULL = no)

@@ -72,5 +72,6 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
     cfg->lane_deadline_ns = kc->lane_deadline_ns;
     cfg->fence_timeout_ns = kc->fence_timeout_ns;
     cfg->pool_ttl_ns = kc->pool_ttl_ns;
+    cfg->lookup_rank0 = kc->lookup == KVT_LOOKUP_RANK0;
     return 0;
 }

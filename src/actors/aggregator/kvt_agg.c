@@ -273,6 +273,12 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     }
     if (c->epoch > self->epoch[c->rank])
         self->epoch[c->rank] = c->epoch;
+    //  A rank-0-only lookup settles on rank 0's report: another rank's
+    //  answer was not asked for and must not vote (nor open the key).
+    if (c->rank0_only && c->rank != 0) {
+        self->stats.not_asked++;
+        return -1;
+    }
     kvt_hash_t id = s_id(c);
     if (kvt_seen_contains(s_tombstoned(c->chan) ? self->tomb : self->touched, id)) {
         self->stats.late_dropped++;
@@ -296,7 +302,7 @@ int kvt_agg_report(kvt_agg_t *self, const kvt_completion_t *c, uint64_t now, kvt
     o->nreported++;
     self->stats.reports++;
     s_fold(o, c, o->nreported == 1);
-    if (o->nreported < self->nranks)
+    if (o->nreported < self->nranks && !c->rank0_only)
         return 0;
 
     memset(verdict, 0, sizeof(*verdict));

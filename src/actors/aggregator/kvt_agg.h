@@ -7,7 +7,10 @@
     measure take its minimum over the ranks: a touch's answer (GONE <
     PRESENT < REFRESHED) and a lookup's held chunks; a lookup's image bitmap
     is the AND of the ranks' bitmaps, cut at that minimum (a chunk counts
-    only when every rank holds it with its image).
+    only when every rank holds it with its image). A lookup that asked rank
+    0 only (its report carries rank0_only) settles on rank 0's report
+    alone; a rank0_only report from any other rank is dropped and counted
+    (not_asked), so such a key settles exactly once.
 
     State channel (neutral verdicts): a rank whose state leg did not run
     reports ok with detail SKIPPED; it does not vote. The verdict's ok is
@@ -64,6 +67,7 @@ typedef struct {
     uint64_t epoch_dropped;  //  reports of an epoch older than the rank's newest
     uint64_t timeouts;       //  open keys settled failed by the bound (A4)
     uint64_t oom_dropped;    //  reports dropped: no memory to open their key
+    uint64_t not_asked;      //  rank-0-only lookup reports from another rank: dropped
     uint64_t open;           //  keys waiting for ranks (gauge)
 } kvt_agg_stats_t;
 

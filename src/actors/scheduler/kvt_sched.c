@@ -148,6 +148,9 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     else if (cfg->state_bytes > 0 &&
              (cfg->checkpoint_interval == 0 || cfg->checkpoint_interval % cfg->chunk_size))
         bad = "checkpoint_interval must be a positive multiple of chunk_size (hybrid model)";
+    else if (cfg->lookup_ranks != KVT_SCHED_LOOKUP_ALL &&
+             cfg->lookup_ranks != KVT_SCHED_LOOKUP_RANK0)
+        bad = "lookup_ranks must be KVT_SCHED_LOOKUP_ALL or KVT_SCHED_LOOKUP_RANK0";
     if (bad) {
         snprintf(err, errlen, "scheduler: %s", bad);
         return NULL;

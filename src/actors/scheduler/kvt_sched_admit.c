@@ -48,6 +48,11 @@ static int s_issue_lookup(kvt_sched_t *self, kvt_sreq_t *r, uint32_t n)
     l->nkeys = n;
     l->pin = self->cfg.lookup_pin;
     l->ttl_ms = self->cfg.lookup_pin ? self->cfg.lookup_ttl_ms : 0;
+    //  Rank 0 only: its answer stands for every rank's. A rank whose pool
+    //  disagrees (less held) fails the load that trusts it, which then
+    //  retreats to the HBM hit (B2); only rank 0 takes the pin, and the
+    //  load or LookupRelease that names it reaches rank 0 as it reaches all.
+    l->rank0_only = self->cfg.lookup_ranks == KVT_SCHED_LOOKUP_RANK0;
     for (uint32_t c = 0; c < n; c++)
         self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, c);
     self->p_bytes += bytes;
@@ -94,16 +99,56 @@ int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         return -1;
     self->stats.lookups_out--;
     r->lk = S_LK_READY;
+    r->lk_at = self->now_us;
     r->lk_held = v->ok ? v->held : 0;
     if (!v->ok)
         self->stats.lookup_failed++;
     return 0;
 }
 
+//  True when r's settled lookup is too old to admit with: past
+//  lookup_max_age_us, or, pinned, past its lease's TTL on the ranks.
+static bool s_lookup_stale(const kvt_sched_t *self, const kvt_sreq_t *r)
+{
+    uint64_t age = self->cfg.lookup_max_age_us ? self->cfg.lookup_max_age_us : 1000000u;
+    if (r->lk_pinned && self->cfg.lookup_ttl_ms && (uint64_t)self->cfg.lookup_ttl_ms * 1000u < age)
+        age = (uint64_t)self->cfg.lookup_ttl_ms * 1000u;
+    return self->now_us - r->lk_at > age;
+}
+
+//  Drops r's stale settled lookup so that it is asked again: counted, its
+//  pin released, a generation skipped. The id {id, gen + 1} is spent (its
+//  reports are tombstoned, the ranks remember it), so the new lookup and
+//  the load that uses it share a fresh one.
+static void s_lookup_refresh(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    self->stats.lookup_refreshes++;
+    s_release_pin(self, r);
+    r->gen++; //  a generation skipped: the new lookup's id is fresh
+    r->lk = S_LK_NONE;
+}
+
+//  A request that waits for its blocks (admission stops at it) keeps its
+//  settled lookup fresh: a stale one is asked again now, so the answer is
+//  current when its blocks free up and it is admitted then, rather than
+//  stepping aside for a new lookup while the requests behind it take the
+//  blocks.
+static void s_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    if (r->lk != S_LK_READY || !s_lookup_stale(self, r))
+        return;
+    uint32_t tail = s_tail(self);
+    uint32_t n = r->nprompt > tail ? (r->nprompt - tail) / self->cfg.chunk_size : 0;
+    s_lookup_refresh(self, r);
+    (void)s_issue_lookup(self, r, n < KVT_MSG_MAX_CHUNKS ? n : KVT_MSG_MAX_CHUNKS);
+}
+
 //  The tier hit of r, in leading chunks of its first max_chunks: true with
 //  *chunks when it is known (no tier: 0), false while r waits for its
 //  lookup (issued now or in an earlier plan). A lookup past its bound
-//  falls back to the HBM hit (counted; its pin is released).
+//  falls back to the HBM hit (counted; its pin is released). A settled
+//  lookup too old to trust (its request kept waiting) is asked again under
+//  a new id, its pin released first.
 static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks)
 {
     *chunks = 0;
@@ -116,8 +161,11 @@ static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, ui
         self->stats.lookups_out--;
         s_release_pin(self, r);
         r->lk = S_LK_READY;
+        r->lk_at = self->now_us;
         r->lk_held = 0;
     }
+    if (r->lk == S_LK_READY && s_lookup_stale(self, r))
+        s_lookup_refresh(self, r);
     if (r->lk == S_LK_READY) {
         *chunks = r->lk_held < max_chunks ? r->lk_held : max_chunks;
         return true;
@@ -155,8 +203,10 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  The last probe needed more fresh blocks than exist now: nothing that
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
-    if (r->probe_demand > kvt_blockmgr_available(self->bm))
+    if (r->probe_demand > kvt_blockmgr_available(self->bm)) {
+        s_lookup_keep_fresh(self, r); //  waiting: its blocks do not fit yet
         return 0;
+    }
     //  A hit always leaves a prefill tail: one token, two with speculation.
     uint32_t tail = s_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
@@ -353,12 +403,15 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
 {
     kvt_sreq_t *r = &self->reqs[slot];
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
-    if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0)
+    if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0) {
+        s_lookup_keep_fresh(self, r); //  waiting: no blocks or no slot for it yet
         return 0;
+    }
     kvt_sched_probe_t *p = &self->probe;
     uint32_t want = s_probe(self, r, p);
     if (!p->has_demand) {
         r->probe_demand = want;
+        s_lookup_keep_fresh(self, r); //  waiting: its probe found no room
         return 0;
     }
     uint32_t tail = s_tail(self);

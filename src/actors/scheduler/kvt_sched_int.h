@@ -79,6 +79,7 @@ typedef struct {
     bool lk_pinned;       //  the ranks hold its pin: a load or a release must drop it
     uint32_t lk_held;     //  settled: leading chunks every rank holds
     uint64_t lk_deadline; //  out: when it falls back to the HBM hit
+    uint64_t lk_at;       //  settled: when (past lookup_max_age_us it is asked again)
     kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 

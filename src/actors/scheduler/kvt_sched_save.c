@@ -395,6 +395,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(lookup_failed);
     S_C(lookup_releases);
     S_C(lookup_pins_used);
+    S_C(lookup_refreshes);
     S_C(lookups_out);
     S_C(touches_planned);
     S_C(verify_holds);

@@ -61,11 +61,13 @@
       when it was REFRESHED in the CPU pool; both carry the answer;
     * a lookup (id: op) reports once on `lookup`: the leading chunks this
       rank holds and, per held chunk, whether it carries an image (object
-      kind KV_STATE). A pinned lookup keeps the pool-resident chunks
-      read-pinned under one lease that exactly one of three releases: the
-      LoadSpec naming the lookup (after its own reads took their leases),
-      a LookupRelease, or the TTL (kvt_wlease.h); shutdown releases the
-      rest. Release paths are counted separately.
+      kind KV_STATE); a rank-0-only lookup (rank0_only) is answered by
+      rank 0 alone, with rank0_only in its report, and skipped by every
+      other rank (no report, no pin). A pinned lookup keeps the
+      pool-resident chunks read-pinned under one lease that exactly one of
+      three releases: the LoadSpec naming the lookup (after its own reads
+      took their leases), a LookupRelease, or the TTL (kvt_wlease.h);
+      shutdown releases the rest. Release paths are counted separately.
 
     Every report carries the worker's epoch (its incarnation), so the
     aggregator can drop what an earlier incarnation of this rank reported.
@@ -157,6 +159,7 @@ typedef struct {
     uint64_t touches_gone;      //  ... GONE
     uint64_t lookups;           //  lookups answered
     uint64_t lookups_failed;    //  ... with ok = false (a store error, no room to pin)
+    uint64_t lookups_not_asked; //  rank-0-only lookups a rank other than 0 skipped
     uint64_t lookup_pins;       //  pinned lookups that took a lease
     uint64_t lookup_rel_load;   //  lookup leases released by the load that used them
     uint64_t lookup_rel_msg;    //  ... by a LookupRelease

@@ -67,6 +67,13 @@ static void s_images(kvt_wcore_t *self, const kvt_hash_t *keys, uint32_t held, u
 void kvt_wcore_lookup(kvt_wcore_t *self, const kvt_lookup_t *l, uint64_t now)
 {
     kvt_hash_t zero = {0, 0};
+    //  A lookup that asks rank 0 only is not this rank's to answer: no
+    //  report (the aggregator settles on rank 0's), no pin (no load would
+    //  release one here: a load naming it finds none, lookup_rel_none).
+    if (l->rank0_only && self->c.rank != 0) {
+        self->st.lookups_not_asked++;
+        return;
+    }
     if (kvt_wcore_reserve_(self, 1, l->op) != 0)
         return;
     if (self->nimgs == self->imgcap) {
@@ -117,6 +124,7 @@ void kvt_wcore_lookup(kvt_wcore_t *self, const kvt_lookup_t *l, uint64_t now)
         self->st.lookups_failed++;
     kvt_completion_t *c = kvt_wcore_out_(self, KVT_CHAN_LOOKUP, l->op, 0, zero, ok, detail, 0);
     c->held = ok ? held : 0;
+    c->rank0_only = l->rank0_only;
     if (ok && bits) {
         uint32_t n = (held + 7) / 8;
         while (n > 0 && bits[n - 1] == 0)

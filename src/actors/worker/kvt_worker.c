@@ -163,6 +163,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, cap, "worker.touches_gone", s.touches_gone);
     kvt_counter_add(c, &n, cap, "worker.lookups", s.lookups);
     kvt_counter_add(c, &n, cap, "worker.lookups_failed", s.lookups_failed);
+    kvt_counter_add(c, &n, cap, "worker.lookups_not_asked", s.lookups_not_asked);
     kvt_counter_add(c, &n, cap, "worker.lookup_pins", s.lookup_pins);
     kvt_counter_add(c, &n, cap, "worker.lookup_rel_load", s.lookup_rel_load);
     kvt_counter_add(c, &n, cap, "worker.lookup_rel_msg", s.lookup_rel_msg);
