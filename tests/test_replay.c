@@ -611,7 +611,7 @@ Test(replay, lookup_rank0_asks_rank_0_only_and_restores_clean, .timeout = 120)
         cr_assert_eq(kvt_config_loader_build(ld, &kc, NULL, NULL, err, sizeof err), 0, "%s", err);
         kvt_config_loader_destroy(&ld);
         kvt_replay_cfg_t c;
-        kvt_replay_from_config(&kc, &c);
+        cr_assert_eq(kvt_replay_from_config(&kc, &c, err, sizeof err), 0, "%s", err);
         cr_assert_eq(c.lookup_rank0, asked == 1);
     }
     kvt_replay_cfg_t c;
