@@ -218,6 +218,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     ra->engine = "engine";
     ra->worker = rk->worker_name;
     ra->corrupt_resume = r == 0 ? cfg->fault_corrupt_resume : 0;
+    ra->corrupt_state = r == 0 ? cfg->fault_corrupt_state : 0;
     ra->board = rk->board;
     ra->chunk_size = cfg->chunk_size;
     kvt_worker_args_t *wa = &rk->worker;
@@ -229,6 +230,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     wa->chunk_size = cfg->chunk_size;
     wa->aggregator = "aggregator";
     wa->board = rk->board;
+    wa->fault_miss_state = r == 0 ? cfg->fault_miss_state : 0;
     return rk;
 fail:
     kvt_rank_destroy(&rk);

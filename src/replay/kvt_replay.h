@@ -38,6 +38,8 @@ typedef struct {
     uint32_t checkpoint_interval;  //  hybrid: tokens between state checkpoints (multiple of
                                    //  chunk_size; 0 = chunk_size)
     uint32_t min_load_tokens;      //  hybrid: a joint gaining fewer tokens recomputes (default 0)
+    bool interval_checkpoints;     //  hybrid: checkpoints on the interval grid only, no prompt-end
+                                   //  or decode-keep ones (--checkpoints interval; default off)
     uint32_t max_running;          //  requests admitted at once (default 64)
     uint32_t step_tokens;          //  token budget per step (default 4096)
     uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)
@@ -46,6 +48,9 @@ typedef struct {
     int log_level;                 //  0..3 (default 1)
     uint32_t fault_corrupt_resume; //  testing fault: rank 0 flips one restored byte of the
                                    //  Nth resumed request before its check (0 = off)
+    uint32_t fault_corrupt_state;  //  testing fault: rank 0 flips one byte of the Nth restored
+                                   //  state slot before its check (0 = off)
+    uint32_t fault_miss_state;     //  testing fault: rank 0's Nth state leg read misses (0 = off)
     bool mem_overcommit;           //  start even when the memory asked for exceeds the limit
     kvt_mem_limit_fn *mem_limit;   //  the limit's source; NULL: kvt_mem_limit_system
     void *mem_limit_arg;           //  its argument
