@@ -680,41 +680,113 @@ static bool s_state_holds(rdev_t *d, kvt_gpu_state_pool_t pool, uint32_t i, kvt_
     return kvt_oracle_state_mismatch(kvt_gpu_state_ptr(d->gpu, pool, i), SBYTES, h, 0) == SBYTES;
 }
 
+//  An entry with state work in slot `slot` (no restore, no take).
+static kvt_entry_t s_sentry(uint64_t req, uint32_t start, uint32_t end, uint32_t first_block,
+                            uint32_t *blocks, kvt_hash_t *hashes, uint32_t n, uint32_t verify_end,
+                            uint32_t slot)
+{
+    kvt_entry_t e = s_entry(req, start, end, first_block, blocks, hashes, n, verify_end);
+    e.state = true;
+    e.state_slot = slot;
+    return e;
+}
+
+//  A tier load's state leg of request req: the image at `boundary` in `slot`.
+static kvt_load_spec_t s_state_load(uint64_t req, uint32_t boundary, kvt_hash_t h, uint32_t slot)
+{
+    kvt_load_spec_t ld;
+    memset(&ld, 0, sizeof ld);
+    ld.op = (kvt_opid_t){req, 1};
+    ld.state = true;
+    ld.state_boundary = boundary;
+    ld.state_hash = h;
+    ld.state_slot = slot;
+    return ld;
+}
+
 Test(sim_runner_core, forward_writes_state_at_every_checkpoint_boundary_it_crosses)
 {
     rdev_t d;
     s_dev_open(&d, 1000, true);
     uint32_t b[] = {0, 1, 2, 3, 4, 5, 6};
     kvt_hash_t h[] = {s_h(0), s_h(1), s_h(2), s_h(3), s_h(4), s_h(5), {0}};
-    //  [0, 64): boundaries 32 and 64 (the step's end); the slot ends at
-    //  64's state.
-    kvt_entry_t e = s_entry(3, 0, 64, 0, b, h, 4, 0);
+    //  [0, 64) in the slot the entry names (1): boundaries 32 and 64 (the
+    //  step's end); the slot ends at 64's state.
+    kvt_entry_t e = s_sentry(3, 0, 64, 0, b, h, 4, 0, 1);
     kvt_step_exec_t x = s_exec(1, 0, &e, 1);
     kvt_sim_runner_out_t out;
     kvt_sim_runner_core_exec(d.r, &x, &out);
-    uint32_t slot = kvt_sim_runner_core_slot(d.r, 3);
-    cr_assert_lt(slot, SLOTS);
-    cr_assert(!s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[3]), "not before it lands");
+    cr_assert(!s_state_holds(&d, KVT_GPU_STATE_SLOTS, 1, h[3]), "not before it lands");
     cr_assert(s_dev_done_at(&d, 10000, &out));
-    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[3]), "state at B = 64");
-    cr_assert(s_state_holds(&d, KVT_GPU_STATE_CKPT, slot, h[3]), "and its checkpoint unit");
-    //  [64, 100): crosses 96 = block 5's end.
-    kvt_entry_t e2 = s_entry(3, 64, 100, 4, b + 4, h + 4, 3, 0);
+    cr_assert(out.done.ok, "%s", out.refused ? out.refused : "");
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, 1, h[3]), "state at B = 64");
+    for (uint32_t i = 0; i < SLOTS; i++)
+        cr_assert(!s_state_holds(&d, KVT_GPU_STATE_CKPT, i, h[3]), "no take: no unit written");
+    //  [64, 100): crosses 96 = block 5's end; takes the slot into unit 3.
+    kvt_entry_t e2 = s_sentry(3, 64, 100, 4, b + 4, h + 4, 3, 0, 1);
+    e2.take_unit = 3;
+    e2.take_at = 96;
     x = s_exec(2, 0, &e2, 1);
     kvt_sim_runner_core_exec(d.r, &x, &out);
     cr_assert(s_dev_done_at(&d, 20000, &out));
-    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 3), slot, "the request keeps its slot");
-    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[5]));
-    cr_assert(s_state_holds(&d, KVT_GPU_STATE_CKPT, slot, h[5]));
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, 1, h[5]));
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_CKPT, 3, h[5]), "the taken checkpoint unit");
     //  [100, 110) crosses no boundary: the state stays.
-    kvt_entry_t e3 = s_entry(3, 100, 110, 6, b + 6, h + 6, 1, 0);
+    kvt_entry_t e3 = s_sentry(3, 100, 110, 6, b + 6, h + 6, 1, 0, 1);
     x = s_exec(3, 0, &e3, 1);
     kvt_sim_runner_core_exec(d.r, &x, &out);
     cr_assert(s_dev_done_at(&d, 30000, &out));
-    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, slot, h[5]));
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, 1, h[5]));
+    for (uint32_t i = 0; i < SLOTS; i++)
+        if (i != 1)
+            cr_assert(!s_state_holds(&d, KVT_GPU_STATE_SLOTS, i, h[5]), "only the entry's slot");
     kvt_sim_runner_stats_t st;
     kvt_sim_runner_core_stats(d.r, &st);
     cr_assert_eq(st.states_written, 3);
+    cr_assert_eq(st.states_taken, 1);
+    s_dev_close(&d);
+}
+
+//  A step ending on the block grid off the chunk grid (a prompt's end,
+//  where the scheduler may take a checkpoint) leaves that boundary's state
+//  in the slot, and a resume there has its state checked.
+Test(sim_runner_core, state_at_a_prompt_end_off_the_chunk_grid_is_written_and_checked)
+{
+    rdev_t d;
+    s_dev_open(&d, 0, true);
+    uint32_t b[] = {0, 1, 2, 3};
+    kvt_hash_t h[] = {s_h(0), s_h(1), s_h(2), {0}};
+    //  [0, 48): chunk boundary 32, then the step's end 48 (block 2's end).
+    kvt_entry_t e = s_sentry(8, 0, 48, 0, b, h, 3, 0, 1);
+    e.take_unit = 2;
+    e.take_at = 48;
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, 10000, &out));
+    cr_assert(out.done.ok);
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, 1, h[2]), "the state at 48");
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_CKPT, 2, h[2]), "taken at 48");
+    //  Request 8 resumes at 48 from that checkpoint into slot 3: checked, right.
+    kvt_entry_t r = s_sentry(8, 48, 52, 0, b, h, 4, 48, 3);
+    r.restore_unit = 2;
+    r.restore_at = 48;
+    x = s_exec(2, 0, &r, 1);
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, 20000, &out));
+    cr_assert_eq(out.done.nwrong, 0);
+    //  The same resume from a unit holding the state at 32 is wrong.
+    kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_CKPT, 2), SBYTES, h[1], 0);
+    x.step = 3;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, 30000, &out));
+    cr_assert_eq(out.done.nwrong, 1);
+    cr_assert_eq(out.where[0].plane, KVT_RUNNER_STATE);
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(d.r, &st);
+    cr_assert_eq(st.states_written, 2, "32 and 48");
+    cr_assert_eq(st.states_verified, 2);
+    cr_assert_eq(st.states_restored, 2);
     s_dev_close(&d);
 }
 
@@ -726,23 +798,18 @@ Test(sim_runner_core, restored_state_slot_is_checked_against_the_oracle)
     kvt_hash_t h[] = {s_h(0), s_h(1), s_h(2), s_h(3), {0}};
     for (uint32_t i = 0; i < 4; i++)
         s_dev_fill(&d, b[i], h[i]);
-    //  The load's state leg puts request 4's image at B = 64 into slot 2.
+    //  The load's state leg put request 4's image at B = 64 into slot 2
+    //  (the worker's copy); the entry names slot 2.
     kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 2), SBYTES, h[3], 0);
-    kvt_load_spec_t ld;
-    memset(&ld, 0, sizeof ld);
-    ld.op = (kvt_opid_t){4, 1};
-    ld.state = true;
-    ld.state_boundary = 64;
-    ld.state_hash = h[3];
-    ld.state_slot = 2;
-    kvt_entry_t e = s_entry(4, 64, 70, 0, b, h, 5, 64);
+    kvt_load_spec_t ld = s_state_load(4, 64, h[3], 2);
+    kvt_entry_t e = s_sentry(4, 64, 70, 0, b, h, 5, 64, 2);
     kvt_step_exec_t x = s_exec(1, 0, &e, 1);
     x.loads = &ld;
     x.nloads = 1;
     kvt_sim_runner_out_t out;
     kvt_sim_runner_core_exec(d.r, &x, &out);
-    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 4), 2, "the load's slot binds the request");
     cr_assert(s_dev_done_at(&d, 10000, &out));
+    cr_assert(out.done.ok, "%s", out.refused ? out.refused : "");
     cr_assert_eq(out.done.nwrong, 0);
     //  A slot holding another boundary's state is a wrong resume.
     kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 2), SBYTES, h[1], 0);
@@ -763,43 +830,143 @@ Test(sim_runner_core, restored_state_slot_is_checked_against_the_oracle)
     s_dev_close(&d);
 }
 
-Test(sim_runner_core, slot_allocator_reclaims_the_least_recently_seen_request)
+//  Requests 4 and 5 resume at B = 32 from the tier, their state images in
+//  slots 1 and 2 (where their loads put them); request 4's entry names
+//  slot 2: the oracle sees request 5's state there, a wrong resume.
+Test(sim_runner_core, entry_naming_another_requests_slot_is_a_wrong_resume)
+{
+    rdev_t d;
+    s_dev_open(&d, 1000, true);
+    uint32_t b4[] = {0, 1, 2}, b5[] = {3, 4, 5};
+    kvt_hash_t h4[] = {s_h(0), s_h(1), {0}}, h5[] = {s_h(10), s_h(11), {0}};
+    for (uint32_t i = 0; i < 2; i++) {
+        s_dev_fill(&d, b4[i], h4[i]);
+        s_dev_fill(&d, b5[i], h5[i]);
+    }
+    kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 1), SBYTES, h4[1], 0);
+    kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 2), SBYTES, h5[1], 0);
+    kvt_load_spec_t ld[] = {s_state_load(4, 32, h4[1], 1), s_state_load(5, 32, h5[1], 2)};
+    kvt_entry_t es[] = {s_sentry(4, 32, 40, 0, b4, h4, 3, 32, 2),
+                        s_sentry(5, 32, 40, 0, b5, h5, 3, 32, 2)};
+    kvt_step_exec_t x = s_exec(1, 0, es, 2);
+    x.loads = ld;
+    x.nloads = 2;
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(s_dev_done_at(&d, 10000, &out));
+    cr_assert_eq(out.done.nwrong, 1, "request 4 sees another request's state");
+    cr_assert_eq(out.done.wrong[0], 4);
+    cr_assert_eq(out.where[0].plane, KVT_RUNNER_STATE);
+    cr_assert_eq(out.where[0].block, 2, "names the slot the entry named");
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(d.r, &st);
+    cr_assert_eq(st.states_verified, 2);
+    cr_assert_eq(st.states_wrong, 1);
+    cr_assert_eq(st.blocks_wrong, 0, "the KV blocks were right");
+    s_dev_close(&d);
+}
+
+//  On a device with state slots the runner has no slot of its own: an
+//  entry that names none, or one the device lacks, refuses the step
+//  before anything is written (and the loads still go out).
+Test(sim_runner_core, refuses_an_entry_without_a_state_slot_the_device_has)
 {
     rdev_t d;
     s_dev_open(&d, 0, true);
-    uint32_t b[] = {0};
-    kvt_hash_t h[] = {{0}};
-    kvt_sim_runner_out_t out;
-    //  Requests 1..4 take the 4 slots in steps 1..4; request 1 is seen again
-    //  in step 5; request 6 in step 6 takes request 2's slot (the oldest).
-    uint64_t reqs[] = {1, 2, 3, 4, 1};
-    for (uint64_t s = 0; s < 5; s++) {
-        kvt_entry_t e = s_entry(reqs[s], 0, 8, 0, b, h, 1, 0);
-        kvt_step_exec_t x = s_exec(s + 1, 0, &e, 1);
+    uint32_t b[] = {0, 1};
+    kvt_hash_t h[] = {s_h(0), s_h(1)};
+    kvt_load_spec_t ld = s_state_load(9, 32, h[1], 0);
+    kvt_entry_t cases[] = {s_entry(6, 0, 32, 0, b, h, 2, 0),
+                           s_sentry(6, 0, 32, 0, b, h, 2, 0, SLOTS)};
+    const char *why[] = {"no state slot", "state_slot beyond"};
+    for (uint32_t i = 0; i < 2; i++) {
+        kvt_entry_t es[] = {s_sentry(7, 0, 16, 0, b, h, 1, 0, 0), cases[i]};
+        kvt_step_exec_t x = s_exec(1 + i, 0, es, 2);
+        x.loads = &ld;
+        x.nloads = 1;
+        kvt_sim_runner_out_t out;
         kvt_sim_runner_core_exec(d.r, &x, &out);
-        cr_assert(s_dev_done_at(&d, d.now + 1000, &out));
+        cr_assert(!out.pending && !out.done.ok, "case %u: refused at once", i);
+        cr_assert_eq(out.done.detail, KVT_DETAIL_INVALID);
+        cr_assert(out.refused && strstr(out.refused, "entry 1") && strstr(out.refused, why[i]),
+                  "%s", out.refused ? out.refused : "(none)");
+        cr_assert_eq(out.nloads, 1, "the step's loads still go out");
+        cr_assert_eq(out.done.blocks_written, 0);
+        for (uint32_t s = 0; s < SLOTS; s++)
+            cr_assert(!s_state_holds(&d, KVT_GPU_STATE_SLOTS, s, h[0]), "nothing written");
+        kvt_sim_runner_stats_t st;
+        kvt_sim_runner_core_stats(d.r, &st);
+        cr_assert_eq(st.slots_refused, i + 1);
+        cr_assert_eq(st.steps_failed, i + 1);
     }
-    uint32_t slot2 = kvt_sim_runner_core_slot(d.r, 2);
-    kvt_entry_t e = s_entry(6, 0, 8, 0, b, h, 1, 0);
-    kvt_step_exec_t x = s_exec(6, 0, &e, 1);
+    //  The same step with the slots named runs.
+    kvt_entry_t ok = s_sentry(6, 0, 32, 0, b, h, 2, 0, 3);
+    kvt_step_exec_t x = s_exec(3, 0, &ok, 1);
+    kvt_sim_runner_out_t out;
     kvt_sim_runner_core_exec(d.r, &x, &out);
-    cr_assert(s_dev_done_at(&d, d.now + 1000, &out));
-    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 6), slot2);
-    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 2), UINT32_MAX);
-    cr_assert_lt(kvt_sim_runner_core_slot(d.r, 1), SLOTS, "request 1 was seen recently");
-    //  Five requests in one step: the fifth has no slot (none is free of
-    //  this step).
-    kvt_entry_t es[5];
-    uint32_t bl[5] = {0, 1, 2, 3, 4};
-    for (uint32_t i = 0; i < 5; i++)
-        es[i] = s_entry(10 + i, 0, 8, 0, &bl[i], h, 1, 0);
-    x = s_exec(7, 0, es, 5);
-    kvt_sim_runner_core_exec(d.r, &x, &out);
-    cr_assert(s_dev_done_at(&d, d.now + 1000, &out));
-    cr_assert_eq(kvt_sim_runner_core_slot(d.r, 14), UINT32_MAX);
+    cr_assert(s_dev_done_at(&d, 10000, &out));
+    cr_assert(out.done.ok);
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, 3, h[1]));
+    s_dev_close(&d);
+}
+
+//  corrupt_state = 2: the second restored state slot checked has one byte
+//  flipped before its check and put back after it.
+Test(sim_runner_core, corrupt_state_fault_gives_exactly_one_wrong_state)
+{
+    rdev_t d;
+    s_dev_open(&d, 0, true);
+    kvt_sim_runner_core_destroy(&d.r);
+    kvt_sim_runner_core_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.block_size = BS;
+    c.planes = PLANES;
+    c.layers = LAYERS;
+    c.num_blocks = NBLOCKS;
+    for (int p = 0; p < PLANES; p++)
+        c.plane_block_bytes[p] = PBB;
+    c.block = s_dev_block;
+    c.block_arg = d.gpu;
+    c.state_slots = SLOTS;
+    c.ckpt_units = SLOTS;
+    c.state_bytes = SBYTES;
+    c.ckpt_interval = CKPT_IV;
+    c.state = s_dev_state;
+    c.state_arg = d.gpu;
+    c.corrupt_state = 2;
+    d.r = kvt_sim_runner_core_new(&c);
+    cr_assert_not_null(d.r);
+    uint32_t b[] = {0, 1, 2};
+    kvt_hash_t h[] = {s_h(0), s_h(1), {0}};
+    s_dev_fill(&d, 0, h[0]);
+    s_dev_fill(&d, 1, h[1]);
+    uint32_t wrong[3];
+    bool fault[3];
+    //  Three resumes from the same slot (a flip left behind would be seen again).
+    kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 1), SBYTES, h[1], 0);
+    for (uint32_t i = 0; i < 3; i++) {
+        kvt_entry_t e = s_sentry(20 + i, 32, 40, 0, b, h, 3, 32, 1);
+        kvt_step_exec_t x = s_exec(1 + i, 0, &e, 1);
+        kvt_sim_runner_out_t out;
+        kvt_sim_runner_core_exec(d.r, &x, &out);
+        cr_assert(out.done.ok);
+        wrong[i] = out.done.nwrong;
+        fault[i] = out.fault_injected;
+        if (i == 1) {
+            cr_assert_eq(out.done.wrong[0], 21, "the second state check is the wrong one");
+            cr_assert_eq(out.where[0].plane, KVT_RUNNER_STATE);
+            cr_assert_eq(out.where[0].block, 1);
+            cr_assert_eq(out.where[0].offset, SBYTES / 2);
+        }
+    }
+    cr_assert(wrong[0] == 0 && wrong[1] == 1 && wrong[2] == 0);
+    cr_assert(s_state_holds(&d, KVT_GPU_STATE_SLOTS, 1, h[1]), "the flipped byte was put back");
+    cr_assert(!fault[0] && fault[1] && !fault[2]);
     kvt_sim_runner_stats_t st;
     kvt_sim_runner_core_stats(d.r, &st);
-    cr_assert_eq(st.slots_reclaimed, 5);
+    cr_assert_eq(st.faults_injected, 1);
+    cr_assert_eq(st.states_wrong, 1);
+    cr_assert_eq(st.blocks_wrong, 0, "the KV bytes were right");
     s_dev_close(&d);
 }
 

@@ -149,6 +149,9 @@ static void s_assert_hybrid(const json_t *r)
     //  tier image) held the state of its boundary.
     cr_assert_eq(s_counter(r, "runner.states_wrong"), 0);
     cr_assert_eq(s_int(r, "wrong_resumes", NULL, NULL), 0, "wrong resumes");
+    //  Every entry named a state slot the ranks have (the runner has none of its own).
+    cr_assert_eq(s_counter(r, "runner.slots_refused"), 0);
+    cr_assert_eq(s_counter(r, "runner.steps_failed"), 0);
     //  No load failed at all, KV leg or state leg (no fault injected).
     cr_assert_eq(s_int(r, "loads", "failed", NULL), 0, "a load failed");
     cr_assert_eq(s_int(r, "state_loads", "failed", NULL), 0, "a state load failed");
@@ -271,4 +274,95 @@ Test(replay_hybrid, conversation_trace_reports_joint_state_loads_and_state_tax, 
     cr_assert_eq(st, 0, "exit %d: %s", st, s_err);
     s_assert_hybrid(r);
     json_decref(r);
+}
+
+//  --fault corrupt-state=N: rank 0 flips one byte of the Nth restored state
+//  slot before the oracle checks it. The state check must see it: exactly
+//  one wrong resume (a state, the KV bytes right) and the run fails.
+Test(replay_hybrid, corrupt_state_fault_is_one_wrong_resume_and_fails_the_run)
+{
+    int st;
+    json_t *r = s_replay(
+        NULL, "--model qwen3-next-like " SMALL " --fault corrupt-state=2 --log-level 0 --quiet",
+        &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(st, 1, "a wrong resume fails the run (exit %d): %s", st, s_err);
+    cr_assert_eq(s_counter(r, "runner.faults_injected"), 1, "the fault fired once");
+    cr_assert_eq(s_int(r, "wrong_resumes", NULL, NULL), 1);
+    cr_assert_eq(s_counter(r, "runner.states_wrong"), 1, "the state check saw it");
+    cr_assert_eq(s_counter(r, "runner.blocks_wrong"), 0, "the KV bytes were right");
+    cr_assert_not_null(strstr(s_err, "restored state that differs"), "%s", s_err);
+    json_decref(r);
+}
+
+//  --fault miss-state=1: rank 0's first state leg read misses. The load
+//  fails on its state leg, the scheduler forgets the image (I3) and the
+//  request retreats (B2): no wrong resume, the run passes and ends
+//  quiescent.
+Test(replay_hybrid, miss_state_fault_retreats_with_no_wrong_resume, .timeout = 300)
+{
+    if (access(TRACE, R_OK) != 0)
+        cr_skip_test("no conversation trace at %s", TRACE);
+    int st;
+    json_t *r =
+        s_replay(NULL,
+                 "--trace " TRACE " --limit 150 --model qwen3-next-like --fault miss-state=1 "
+                 "--log-level 0 --quiet",
+                 &st);
+    cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(st, 0, "exit %d: %s", st, s_err);
+    cr_assert(json_is_true(json_object_get(r, "quiescent")));
+    cr_assert_eq(s_counter(r, "worker.faults_injected"), 1, "the fault fired once");
+    cr_assert_eq(s_int(r, "state_loads", "failed", NULL), 1, "the state leg failed");
+    cr_assert_geq(s_int(r, "loads", "failed", NULL), 1, "and with it the load");
+    cr_assert_eq(s_sched(r, "stidx.forgotten_miss"), 1, "a real miss retracts the image (I3)");
+    cr_assert_eq(s_int(r, "joint", "retreats", "to_hbm") + s_int(r, "joint", "retreats", "to_zero"),
+                 1, "the failed load retreats (B2)");
+    cr_assert_eq(s_int(r, "wrong_resumes", NULL, NULL), 0);
+    cr_assert_eq(s_counter(r, "runner.states_wrong"), 0);
+    json_decref(r);
+}
+
+Test(replay_hybrid, state_faults_are_refused_without_a_state)
+{
+    int st;
+    json_t *r = s_replay(NULL, "--limit 3 --fault corrupt-state=1 --quiet", &st);
+    cr_assert_eq(st, 2, "%s", s_err);
+    cr_assert_null(r);
+    cr_assert_not_null(strstr(s_err, "corrupt-state"), "%s", s_err);
+    r = s_replay(NULL, "--model qwen3-next-like --limit 3 --fault miss-state=0 --quiet", &st);
+    cr_assert_eq(st, 2, "%s", s_err);
+    cr_assert_not_null(strstr(s_err, "miss-state=0"), "%s", s_err);
+    r = s_replay(NULL, "--model qwen3-next-like --limit 3 --checkpoints some --quiet", &st);
+    cr_assert_eq(st, 2, "%s", s_err);
+    cr_assert_not_null(strstr(s_err, "--checkpoints"), "%s", s_err);
+}
+
+//  §1: the prompt-end (b) and decode-keep (c) checkpoints let a later turn
+//  resume at the end of the earlier one; with the interval grid alone
+//  (--checkpoints interval) fewer checkpoints are taken and the state tax
+//  per resume is higher.
+Test(replay_hybrid, prompt_end_and_decode_keep_checkpoints_lower_the_state_tax)
+{
+    int st;
+    json_t *all = s_replay(NULL, "--model qwen3-next-like " SMALL " --log-level 0 --quiet", &st);
+    cr_assert_not_null(all, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(st, 0, "%s", s_err);
+    json_t *grid = s_replay(
+        NULL, "--model qwen3-next-like " SMALL " --checkpoints interval --log-level 0 --quiet",
+        &st);
+    cr_assert_not_null(grid, "no report (exit %d): %s", st, s_err);
+    cr_assert_eq(st, 0, "%s", s_err);
+    cr_assert_str_eq(json_string_value(json_object_get(all, "checkpoints")), "all");
+    cr_assert_str_eq(json_string_value(json_object_get(grid, "checkpoints")), "interval");
+    s_assert_hybrid(grid);
+    cr_assert_lt(s_sched(grid, "sched.ckpt_takes"), s_sched(all, "sched.ckpt_takes"));
+    double per_all =
+        json_real_value(json_object_get(json_object_get(all, "state_tax"), "tokens_per_resume"));
+    double per_grid =
+        json_real_value(json_object_get(json_object_get(grid, "state_tax"), "tokens_per_resume"));
+    cr_assert_gt(per_grid, per_all, "grid only %.1f, with (b) and (c) %.1f", per_grid, per_all);
+    cr_assert_leq(per_all, 256.0);
+    json_decref(all);
+    json_decref(grid);
 }

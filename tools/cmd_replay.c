@@ -47,6 +47,8 @@ static void s_usage(FILE *out)
         "  --state-bytes SIZE recurrent state per request per rank (default: the model's)\n"
         "  --checkpoint-interval N  tokens between state checkpoints (default: the model's)\n"
         "  --min-load-tokens N  a joint load gaining fewer tokens recomputes (default 0)\n"
+        "  --checkpoints all|interval  hybrid: checkpoints on the interval grid, at prompt ends\n"
+        "                     and decode keeps (all, default) or on the grid only\n"
         "  --block-size N, --chunk-size N  tokens per block / chunk (default 16 / 256)\n"
         "  --config FILE      settings from a YAML file (KVTIER_* and flags override it;\n"
         "                     every setting of docs/configuration.md)\n"
@@ -62,6 +64,10 @@ static void s_usage(FILE *out)
         "  --fault corrupt-resume=N  testing fault: flip one restored byte of the Nth resumed\n"
         "                     request on rank 0 before its oracle check (the run must fail\n"
         "                     with exactly one wrong resume)\n"
+        "  --fault corrupt-state=N  testing fault (hybrid): flip one byte of the Nth restored\n"
+        "                     state slot on rank 0 before its oracle check (must fail likewise)\n"
+        "  --fault miss-state=N  testing fault (hybrid): rank 0's Nth state leg read misses\n"
+        "                     (the load retreats, B2; no wrong resume)\n"
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
@@ -296,6 +302,8 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
         rc |= json_object_set_new(root, "state_bytes", s_u64(cfg->state_bytes));
         rc |= json_object_set_new(root, "checkpoint_interval",
                                   json_integer(cfg->checkpoint_interval));
+        rc |= json_object_set_new(root, "checkpoints",
+                                  json_string(cfg->interval_checkpoints ? "interval" : "all"));
         rc |= s_hybrid_json(root, r);
     }
     //  Counters grouped by actor, actors in the order they first reported.
@@ -371,8 +379,9 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, (double)e->model_time_us / 1e6);
     if (cfg->state_bytes) {
         printf("  model         %s, state %" PRIu64 " bytes/request/rank, checkpoint every %u "
-               "tokens\n",
-               cfg->model ? cfg->model : "?", cfg->state_bytes, cfg->checkpoint_interval);
+               "tokens%s\n",
+               cfg->model ? cfg->model : "?", cfg->state_bytes, cfg->checkpoint_interval,
+               cfg->interval_checkpoints ? " (grid only)" : " (+ prompt ends, decode keeps)");
         printf("  joint         state from hbm %" PRIu64 ", from tier %" PRIu64
                "; skipped: tier within hbm %" PRIu64 ", no rung above hbm %" PRIu64
                ", no room %" PRIu64 ", no demand %" PRIu64 ", below min load %" PRIu64 "\n",
@@ -480,13 +489,23 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
             own.rank_endpoint = v;
         else if (!strcmp(a, "--record"))
             own.record = v;
-        else if (!strcmp(a, "--fault")) {
-            const char *key = "corrupt-resume=";
-            if (strncmp(v, key, strlen(key)) != 0 ||
-                kvt_cli_uint(v + strlen(key), 1, UINT32_MAX, &n) != 0)
-                bad = -1;
+        else if (!strcmp(a, "--checkpoints")) {
+            if (!strcmp(v, "interval") || !strcmp(v, "all"))
+                own.interval_checkpoints = !strcmp(v, "interval");
             else
-                own.fault_corrupt_resume = (uint32_t)n;
+                bad = -1;
+        } else if (!strcmp(a, "--fault")) {
+            //  KIND=N, N >= 1; each kind its own field (--fault may repeat).
+            const char *kinds[] = {"corrupt-resume=", "corrupt-state=", "miss-state="};
+            uint32_t *fields[] = {&own.fault_corrupt_resume, &own.fault_corrupt_state,
+                                  &own.fault_miss_state};
+            bad = -1;
+            for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+                if (strncmp(v, kinds[k], strlen(kinds[k])) == 0 &&
+                    kvt_cli_uint(v + strlen(kinds[k]), 1, UINT32_MAX, &n) == 0) {
+                    *fields[k] = (uint32_t)n;
+                    bad = 0;
+                }
         } else if (!strcmp(a, "--wall-limit")) {
             if ((bad = kvt_cli_uint(v, 0, UINT32_MAX / 1000, &n)) == 0)
                 own.wall_limit_ms = (uint32_t)n * 1000u;
@@ -529,6 +548,9 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->rank_endpoint = own.rank_endpoint;
     cfg->record = own.record;
     cfg->fault_corrupt_resume = own.fault_corrupt_resume;
+    cfg->fault_corrupt_state = own.fault_corrupt_state;
+    cfg->interval_checkpoints = own.interval_checkpoints;
+    cfg->fault_miss_state = own.fault_miss_state;
     cfg->wall_limit_ms = own.wall_limit_ms;
     if (cfg->ranks_as_processes && !driver_set)
         cfg->driver = KVT_DRIVER_LIVE;

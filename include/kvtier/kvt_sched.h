@@ -97,6 +97,8 @@ typedef struct {
     uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running)
     uint32_t spec_tokens;         //  speculative tokens per step (> 0: a hit leaves 2 tokens)
     uint32_t min_load_tokens;     //  a joint gaining fewer tokens than this recomputes
+    bool interval_checkpoints;    //  only (a), the interval grid: no prompt-end (b) or decode
+                                  //  keep (c) checkpoints (false, the default: all three)
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
     //  from a Lookup to the ranks, settled by the aggregator as the minimum
     //  over them (or rank 0's answer alone, lookup_ranks = RANK0).

@@ -223,6 +223,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     ra->engine = "engine";
     ra->worker = rk->worker_name;
     ra->corrupt_resume = r == 0 ? cfg->fault_corrupt_resume : 0;
+    ra->corrupt_state = r == 0 ? cfg->fault_corrupt_state : 0;
     ra->board = rk->board;
     ra->chunk_size = cfg->chunk_size;
     kvt_worker_args_t *wa = &rk->worker;
@@ -237,6 +238,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     wa->lookup_ttl_ns = cfg->lookup_ttl_ns;
     wa->lane_deadline_ns = cfg->lane_deadline_ns;
     wa->fence_timeout_ns = cfg->fence_timeout_ns;
+    wa->fault_miss_state = r == 0 ? cfg->fault_miss_state : 0;
     return rk;
 fail:
     kvt_rank_destroy(&rk);

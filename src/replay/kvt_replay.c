@@ -88,6 +88,10 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     else if (c->rank_endpoint && strncmp(c->rank_endpoint, "tcp://", 6) != 0 &&
              strncmp(c->rank_endpoint, "ipc://", 6) != 0)
         bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
+    else if ((c->fault_corrupt_state || c->fault_miss_state) && !c->state_bytes)
+        bad = "fault: corrupt-state / miss-state need a model with state (state-bytes > 0)";
+    else if ((c->fault_corrupt_state || c->fault_miss_state) && c->ranks_as_processes)
+        bad = "fault: corrupt-state / miss-state need the ranks as threads";
     if (bad) {
         snprintf(err, errlen, "%s", bad);
         return -1;
@@ -540,6 +544,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.verified_window_us = cfg->verified_window_ns / 1000u;
     run->sched.cfg.hold_bound_us = cfg->verify_hold_ns / 1000u;
     run->sched.cfg.lookup_ranks = cfg->lookup_rank0 ? KVT_SCHED_LOOKUP_RANK0 : KVT_SCHED_LOOKUP_ALL;
+    run->sched.cfg.interval_checkpoints = cfg->interval_checkpoints;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;
     run->agg.timeout_ns = cfg->agg_timeout_ns;

@@ -54,6 +54,8 @@ typedef struct {
     uint64_t lane_deadline_ns;     //  a transfer job not terminal by then fails (0 = 2 s)
     uint64_t fence_timeout_ns;     //  a fence waiting longer fails its lane (0 = 5 s)
     uint64_t pool_ttl_ns;          //  lifetime of a pool lease not renewed (0 = 60 s)
+    bool interval_checkpoints;     //  hybrid: checkpoints on the interval grid only, no prompt-end
+                                   //  or decode-keep ones (--checkpoints interval; default off)
     uint32_t max_running;          //  requests admitted at once (default 64)
     uint32_t step_tokens;          //  token budget per step (default 4096)
     bool lookup_rank0;             //  tier lookups ask rank 0 only (default: every rank)
@@ -63,6 +65,9 @@ typedef struct {
     int log_level;                 //  0..3 (default 1)
     uint32_t fault_corrupt_resume; //  testing fault: rank 0 flips one restored byte of the
                                    //  Nth resumed request before its check (0 = off)
+    uint32_t fault_corrupt_state;  //  testing fault: rank 0 flips one byte of the Nth restored
+                                   //  state slot before its check (0 = off)
+    uint32_t fault_miss_state;     //  testing fault: rank 0's Nth state leg read misses (0 = off)
     bool mem_overcommit;           //  start even when the memory asked for exceeds the limit
     kvt_mem_limit_fn *mem_limit;   //  the limit's source; NULL: kvt_mem_limit_system
     void *mem_limit_arg;           //  its argument

@@ -158,7 +158,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_CAP, "runner.states_wrong", st.states_wrong);
     kvt_counter_add(c, &n, S_CAP, "runner.states_restored", st.states_restored);
     kvt_counter_add(c, &n, S_CAP, "runner.states_taken", st.states_taken);
-    kvt_counter_add(c, &n, S_CAP, "runner.slots_reclaimed", st.slots_reclaimed);
+    kvt_counter_add(c, &n, S_CAP, "runner.slots_refused", st.slots_refused);
     if (self->a.board) {
         kvt_fence_board_stats_t fb;
         kvt_fence_board_stats(self->a.board, &fb);
@@ -206,6 +206,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     cc.block = s_block;
     cc.block_arg = self->a.gpu;
     cc.corrupt_resume = self->a.corrupt_resume;
+    cc.corrupt_state = self->a.corrupt_state;
     if (!self->a.poll_ns)
         self->a.poll_ns = 20000;
     char name[48];

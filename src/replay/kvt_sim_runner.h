@@ -18,7 +18,7 @@
     The forward writes device memory through the host backend's plane and
     state pointers, so the replay runs on the host backend; on a device
     whose memory is not host-addressable the runner refuses to start. The
-    testing fault corrupt_resume is described in kvt_sim_runner_core.h;
+    testing faults corrupt_resume and corrupt_state are described in kvt_sim_runner_core.h;
     fault_producer_step = N makes the producer record of step N fail
     (kvt_fence_board_fail_next), so that step's saves go out refused. */
 #ifndef KVT_SIM_RUNNER_H_INCLUDED
@@ -42,6 +42,7 @@ typedef struct {
     const char *engine;                              //  name of the engine actor
     const char *worker;                              //  name of this rank's worker actor
     uint32_t corrupt_resume; //  testing fault: corrupt the Nth resume (0 = off)
+    uint32_t corrupt_state;  //  testing fault: corrupt the Nth restored state slot (0 = off)
     kvt_fence_board_t
         *board;          //  the rank's fence board (borrowed, shared with the worker); NULL: none
     uint64_t forward_ns; //  modelled device time of one forward, ns (default 0: lands when due)

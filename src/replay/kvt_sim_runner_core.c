@@ -9,21 +9,14 @@
 
 #define S_NO_SLOT UINT32_MAX //  a request without a state slot
 
-//  One state slot of the allocator.
-typedef struct {
-    uint64_t req;   //  the request holding it
-    uint64_t seen1; //  step + 1 of the last step that named the request (0 = free)
-} s_slot_t;
-
 //  The step's work, copied out of the StepExec (the forward may land after
 //  the message is gone), and what the forward found. Between queueing and
 //  landing only the forward touches it.
 typedef struct {
     uint64_t step;            //  the step
     kvt_entry_t *entries;     //  its entries (blocks / hashes point into the arrays below)
-    uint32_t *slots;          //  per entry: its state slot or S_NO_SLOT
     uint32_t nentries;        //  entries
-    uint32_t entries_cap;     //  allocated entries (entries and slots)
+    uint32_t entries_cap;     //  allocated entries
     uint32_t *blocks;         //  every entry's block ids
     kvt_hash_t *hashes;       //  every entry's block hashes
     size_t nb_cap;            //  allocated blocks and hashes
@@ -55,7 +48,7 @@ struct kvt_sim_runner_core_t {
     uint32_t loads_cap;            //  allocated loads
     kvt_save_spec_t *saves;        //  the step's saves to forward
     uint32_t saves_cap;            //  allocated saves
-    s_slot_t *slot;                //  state slot allocator, one per slot
+    uint64_t state_resumes;        //  forward: restored state slots checked (corrupt_state's N)
     kvt_sim_runner_stats_t st;     //  counters
     char why[160];                 //  why the last step was refused
 };
@@ -74,10 +67,6 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
     if (!self)
         return NULL;
     self->cfg = *cfg;
-    if (cfg->state_slots && !(self->slot = calloc(cfg->state_slots, sizeof *self->slot))) {
-        free(self);
-        return NULL;
-    }
     return self;
 }
 
@@ -95,12 +84,10 @@ void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
     }
     kvt_gpu_event_destroy(&self->done_ev);
     free(self->job.entries);
-    free(self->job.slots);
     free(self->job.blocks);
     free(self->job.hashes);
     free(self->loads);
     free(self->saves);
-    free(self->slot);
     free(self->wrong);
     free(self->where);
     free(self);
@@ -220,19 +207,37 @@ static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en,
     return good;
 }
 
-//  Checks a resumed entry's state slot at verify_end (on the checkpoint
-//  grid) against the state bytes; true when right, else *w says where.
+//  The state slot an entry names (the scheduler's), or S_NO_SLOT for an
+//  entry without state work (a dense model: s_check_entry refuses one on a
+//  runner with state slots).
+static uint32_t s_slot(const kvt_entry_t *en)
+{
+    return en->state ? en->state_slot : S_NO_SLOT;
+}
+
+//  Checks a resumed entry's state slot at verify_end (on the block grid:
+//  a chunk boundary or a prompt's end) against the state bytes; true when
+//  right, else *w says where.
+//  The testing fault corrupt_state applies here.
 static bool s_verify_state(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot,
                            kvt_sim_runner_wrong_t *w)
 {
     const kvt_sim_runner_core_cfg_t *c = &self->cfg;
     uint32_t b = en->verify_end;
-    if (slot == S_NO_SLOT || b == 0 || b % c->ckpt_interval)
+    if (slot == S_NO_SLOT || b == 0 || b % c->block_size)
         return true;
     self->job.states_verified++;
     kvt_hash_t h = en->hashes[b / c->block_size - 1];
-    const void *ptr = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+    uint8_t *ptr = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+    uint8_t *flipped = NULL;
+    if (ptr && ++self->state_resumes == c->corrupt_state) {
+        flipped = ptr + c->state_bytes / 2;
+        flipped[0] ^= 0x80; //  the fault
+        self->job.fault = true;
+    }
     size_t at = ptr ? kvt_oracle_state_mismatch(ptr, c->state_bytes, h, c->rank) : 0;
+    if (flipped)
+        flipped[0] ^= 0x80; //  put back: only this check sees it
     if (ptr && at == c->state_bytes)
         return true;
     *w = (kvt_sim_runner_wrong_t){en->op.req, slot, KVT_RUNNER_STATE, 0, at};
@@ -254,9 +259,27 @@ static bool s_state_copy(kvt_sim_runner_core_t *self, kvt_gpu_state_pool_t dpool
     return true;
 }
 
-//  Writes the state bytes of every checkpoint boundary B with
-//  start < B <= end into the slot and, for an entry without state work
-//  (the runner's own slot), its checkpoint unit. An entry with state work
+//  Writes the state bytes of boundary b (on the block grid, start < b <=
+//  end) into the slot: PRF (hash of the block ending at b, "state", rank).
+static void s_write_state_at(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot,
+                             uint32_t b)
+{
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    uint32_t i = b / c->block_size - 1;
+    if (i < en->first_block || i - en->first_block >= en->nblocks)
+        return;
+    kvt_hash_t h = en->hashes[i - en->first_block];
+    if (kvt_hash_is_zero(h))
+        return;
+    void *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+    if (sp)
+        kvt_oracle_state_fill(sp, c->state_bytes, h, c->rank);
+    self->job.states_written++;
+}
+
+//  Writes the state bytes of every chunk boundary B with start < B <= end
+//  and of the step's end when that is on the block grid (a prompt's end:
+//  the scheduler may take a checkpoint there) into the entry's slot, then
 //  takes the checkpoint the scheduler named (take_unit) from the slot.
 static void s_write_states(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot)
 {
@@ -264,24 +287,11 @@ static void s_write_states(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
     if (slot == S_NO_SLOT)
         return;
     uint32_t iv = c->ckpt_interval;
-    for (uint32_t b = (en->start / iv + 1) * iv; b <= en->end; b += iv) {
-        uint32_t i = b / c->block_size - 1;
-        if (i < en->first_block || i - en->first_block >= en->nblocks)
-            continue;
-        kvt_hash_t h = en->hashes[i - en->first_block];
-        if (kvt_hash_is_zero(h))
-            continue;
-        void *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
-        if (sp)
-            kvt_oracle_state_fill(sp, c->state_bytes, h, c->rank);
-        void *cp = !en->state && slot < c->ckpt_units
-                       ? c->state(c->state_arg, KVT_GPU_STATE_CKPT, slot)
-                       : NULL;
-        if (cp)
-            kvt_oracle_state_fill(cp, c->state_bytes, h, c->rank);
-        self->job.states_written++;
-    }
-    if (en->state && en->take_at > 0 &&
+    for (uint32_t b = (en->start / iv + 1) * iv; b <= en->end; b += iv)
+        s_write_state_at(self, en, slot, b);
+    if (en->end % c->block_size == 0 && en->end % iv != 0)
+        s_write_state_at(self, en, slot, en->end);
+    if (en->take_at > 0 &&
         s_state_copy(self, KVT_GPU_STATE_CKPT, en->take_unit, KVT_GPU_STATE_SLOTS, slot))
         self->job.states_taken++;
 }
@@ -296,15 +306,15 @@ static void s_forward(kvt_sim_runner_core_t *self)
     for (uint32_t e = 0; job->ok && e < job->nentries; e++) {
         const kvt_entry_t *en = &job->entries[e];
         kvt_sim_runner_wrong_t w;
+        uint32_t slot = s_slot(en);
         //  The scheduler's checkpoint restore lands before the check.
-        if (en->state && en->restore_at > 0 && job->slots[e] != S_NO_SLOT &&
-            s_state_copy(self, KVT_GPU_STATE_SLOTS, job->slots[e], KVT_GPU_STATE_CKPT,
-                         en->restore_unit))
+        if (en->state && en->restore_at > 0 && slot != S_NO_SLOT &&
+            s_state_copy(self, KVT_GPU_STATE_SLOTS, slot, KVT_GPU_STATE_CKPT, en->restore_unit))
             job->states_restored++;
         if (en->verify_end > 0) {
             bool good = s_verify_entry(self, en, &w);
             if (good)
-                good = s_verify_state(self, en, job->slots[e], &w);
+                good = s_verify_state(self, en, slot, &w);
             if (!good && s_add_wrong(self, job->nwrong, &w))
                 job->nwrong++;
         }
@@ -323,7 +333,7 @@ static void s_forward(kvt_sim_runner_core_t *self)
             job->written++;
         }
         if (job->ok)
-            s_write_states(self, en, job->slots[e]);
+            s_write_states(self, en, slot);
     }
 }
 
@@ -332,62 +342,15 @@ static void s_forward_fn(void *arg)
     s_forward(arg);
 }
 
-// ------------------------------------------------------------ state slots
-
-static uint32_t s_slot_find(const kvt_sim_runner_core_t *self, uint64_t req)
-{
-    for (uint32_t i = 0; i < self->cfg.state_slots; i++)
-        if (self->slot[i].seen1 && self->slot[i].req == req)
-            return i;
-    return S_NO_SLOT;
-}
-
-uint32_t kvt_sim_runner_core_slot(const kvt_sim_runner_core_t *self, uint64_t req)
-{
-    return s_slot_find(self, req);
-}
-
-//  A load's state leg names the request's slot: it wins over the allocator.
-static void s_slot_bind(kvt_sim_runner_core_t *self, uint64_t req, uint32_t slot, uint64_t step)
-{
-    if (slot >= self->cfg.state_slots)
-        return;
-    uint32_t had = s_slot_find(self, req);
-    if (had != S_NO_SLOT)
-        self->slot[had].seen1 = 0;
-    self->slot[slot] = (s_slot_t){req, step + 1};
-}
-
-//  The request's slot, allocated when it has none: a free slot, else the
-//  one whose request was seen least recently before this step.
-static uint32_t s_slot_for(kvt_sim_runner_core_t *self, uint64_t req, uint64_t step)
-{
-    uint32_t s = s_slot_find(self, req);
-    if (s == S_NO_SLOT) {
-        for (uint32_t i = 0; i < self->cfg.state_slots; i++) {
-            const s_slot_t *c = &self->slot[i];
-            if (c->seen1 == 0) {
-                s = i;
-                break;
-            }
-            if (c->seen1 <= step && (s == S_NO_SLOT || c->seen1 < self->slot[s].seen1))
-                s = i;
-        }
-        if (s == S_NO_SLOT)
-            return S_NO_SLOT;
-        if (self->slot[s].seen1)
-            self->st.slots_reclaimed++;
-    }
-    self->slot[s] = (s_slot_t){req, step + 1};
-    return s;
-}
-
 // ------------------------------------------------------------------- exec
 
 //  Checks an entry's shape against the geometry before anything is written:
 //  its blocks must cover exactly [first_block * bs, end), exist on the
-//  device, and include every block to verify. NULL or what was wrong.
-static const char *s_check_entry(const kvt_sim_runner_core_t *self, const kvt_entry_t *en)
+//  device, and include every block to verify; on a runner with state
+//  slots it must name a slot the device has (*slot_bad when that is what
+//  was wrong). NULL or what was wrong.
+static const char *s_check_entry(const kvt_sim_runner_core_t *self, const kvt_entry_t *en,
+                                 bool *slot_bad)
 {
     uint32_t bs = self->cfg.block_size;
     uint64_t last = (en->end - 1) / bs;
@@ -400,8 +363,14 @@ static const char *s_check_entry(const kvt_sim_runner_core_t *self, const kvt_en
     for (uint32_t i = 0; i < en->nblocks; i++)
         if (en->blocks[i] >= self->cfg.num_blocks)
             return "block id beyond the device's blocks";
+    //  The forward uses exactly the slot the scheduler names: an entry of
+    //  a model with state must name one the device has.
+    *slot_bad = true;
+    if (self->cfg.state_slots && !en->state)
+        return "no state slot (the model has recurrent state: the entry must name its slot)";
     if (en->state && en->state_slot >= self->cfg.state_slots)
         return "state_slot beyond the device's state slots";
+    *slot_bad = false;
     if (en->state && en->restore_at > 0 && en->restore_unit >= self->cfg.ckpt_units)
         return "restore_unit beyond the device's checkpoint units";
     if (en->state && en->take_at > 0 && en->take_unit >= self->cfg.ckpt_units)
@@ -418,13 +387,9 @@ static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
         nb += x->entries[e].nblocks;
     if (x->nentries > job->entries_cap) {
         kvt_entry_t *en = realloc(job->entries, x->nentries * sizeof *en);
-        if (en)
-            job->entries = en;
-        uint32_t *sl = realloc(job->slots, x->nentries * sizeof *sl);
-        if (sl)
-            job->slots = sl;
-        if (!en || !sl)
+        if (!en)
             return false;
+        job->entries = en;
         job->entries_cap = x->nentries;
     }
     if (nb > job->nb_cap) {
@@ -448,13 +413,6 @@ static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
         memcpy(dst->blocks, src->blocks, src->nblocks * sizeof *src->blocks);
         memcpy(dst->hashes, src->hashes, src->nblocks * sizeof *src->hashes);
         at += src->nblocks;
-        //  An entry with state work names the scheduler's slot; the
-        //  allocator serves only entries without it.
-        if (src->state)
-            job->slots[e] = src->state_slot;
-        else
-            job->slots[e] =
-                self->cfg.state_slots ? s_slot_for(self, src->op.req, x->step) : S_NO_SLOT;
     }
     job->nentries = x->nentries;
     return true;
@@ -589,11 +547,14 @@ void kvt_sim_runner_core_exec(kvt_sim_runner_core_t *self, const kvt_step_exec_t
         ok = false;
     }
     for (uint32_t e = 0; ok && e < x->nentries; e++) {
-        const char *bad = s_check_entry(self, &x->entries[e]);
+        bool slot_bad = false;
+        const char *bad = s_check_entry(self, &x->entries[e], &slot_bad);
         if (bad) {
             snprintf(self->why, sizeof self->why, "entry %u (request %llu): %s", e,
                      (unsigned long long)x->entries[e].op.req, bad);
             ok = false;
+            if (slot_bad)
+                self->st.slots_refused++;
         }
     }
     if (!s_specs(self, x)) {
@@ -603,9 +564,6 @@ void kvt_sim_runner_core_exec(kvt_sim_runner_core_t *self, const kvt_step_exec_t
         return;
     }
     if (ok) {
-        for (uint32_t i = 0; c->state_slots && i < x->nloads; i++)
-            if (x->loads[i].state)
-                s_slot_bind(self, x->loads[i].op.req, x->loads[i].state_slot, x->step);
         s_job_reset(&self->job, x->step);
         if (!s_job_copy(self, x)) {
             snprintf(self->why, sizeof self->why, "out of memory for the step's work");

@@ -9,10 +9,12 @@
     oracle, then writes the oracle bytes PRF (prefix hash, layer, plane,
     rank) into every block the step completes and, with state, the state
     bytes PRF (prefix hash at B, "state", rank) into the request's slot
-    (and, for an entry without state work, the HBM checkpoint unit of the
-    same index) at every checkpoint boundary B the step crosses; and fills the StepDone with the
-   blocks it wrote and verified and the requests whose restored bytes were wrong (each with where
-   its first wrong byte is). Every step gives exactly one StepDone, on every path.
+    at every chunk boundary B the step crosses and at its end when that is
+    on the block grid (a prompt's end, where the scheduler may take a
+    checkpoint; a state is checked at any block-grid verify_end); and
+    fills the StepDone with the blocks it wrote and verified and the
+    requests whose restored bytes were wrong (each with where its first
+    wrong byte is). Every step gives exactly one StepDone, on every path.
 
     The forward is device work. With a compute stream (cfg.compute) it is a
     host function queued on that stream (kvt_gpu_launch_host_fn, costing
@@ -39,18 +41,20 @@
     a time: a StepExec while one is pending is refused (its loads and saves
     still go out).
 
-    State slots. An entry with state work (Entry.state, from the
-    scheduler) names the request's slot (state_slot): the forward uses it,
-    first copying HBM checkpoint unit restore_unit into it when restore_at
-    > 0 (before the check), and after its writes copies the slot into
-    checkpoint unit take_unit when take_at > 0. Both copies are part of the
+    State slots. The runner has no slots of its own: on a device with
+    state slots every entry must carry state work (Entry.state, from the
+    scheduler) naming the request's slot (state_slot), and the forward
+    uses exactly that slot, first copying HBM checkpoint unit restore_unit
+    into it when restore_at > 0 (before the check), and after its writes
+    copying the slot into checkpoint unit take_unit when take_at > 0. A
+    tier load's state leg lands in the slot its LoadSpec names (the
+    worker's copy), which is the Entry's when the scheduler is right; a
+    wrong slot is then a wrong resume. Both copies are part of the
     forward, so they are on the compute stream before the step's producer
     event: a save of the taken image reads the unit only after the take.
-    For entries without state work (the core's own tests) the core keeps a
-    table request -> slot: a load with a state leg binds its request to the
-    load's state_slot; a request seen without a binding gets a slot from a
-    small allocator (a free slot, else the one seen least recently by a
-    step before this one). A request without a slot has no state bytes.
+    An entry without state work, or naming a slot (or checkpoint unit)
+    the device does not have, refuses the whole step before anything is
+    written (counted in slots_refused for a slot).
 
     No context, no messages sent, no clock: device memory is reached
     through accessors (the host backend's plane / state pointers in the
@@ -61,7 +65,9 @@
     restored block (last plane, last layer, middle byte) is flipped; the
     byte is flipped back after the check, so exactly one request sees wrong
     bytes. It proves the check: the replay must then report exactly one
-    wrong resume. */
+    wrong resume. Testing fault corrupt_state = N > 0: the same for the
+    Nth restored state slot checked (one byte in the middle of the slot,
+    flipped before its check and back after): it proves the state check. */
 #ifndef KVT_SIM_RUNNER_CORE_H_INCLUDED
 #define KVT_SIM_RUNNER_CORE_H_INCLUDED
 
@@ -92,6 +98,7 @@ typedef struct {
     kvt_sim_runner_block_fn *block;                  //  block accessor
     void *block_arg;                                 //  its argument
     uint32_t corrupt_resume;                         //  testing fault: the Nth resume (0 = off)
+    uint32_t corrupt_state;         //  testing fault: the Nth state check (0 = off)
     kvt_gpu_t *gpu;                 //  the rank's device (borrowed; required with compute)
     kvt_gpu_stream_t *compute;      //  the rank's compute stream (borrowed); NULL: forward in exec
     kvt_fence_board_t *board;       //  the rank's fence board (borrowed); NULL: no fencing
@@ -144,7 +151,7 @@ typedef struct {
     uint64_t states_wrong;      //  restored state slots whose bytes were wrong
     uint64_t states_restored;   //  checkpoint units copied into slots (entry restore_at)
     uint64_t states_taken;      //  slots copied into checkpoint units (entry take_at)
-    uint64_t slots_reclaimed;   //  slots taken from a request not seen in the step
+    uint64_t slots_refused;     //  entries refused: no state slot, or one beyond the device's
 } kvt_sim_runner_stats_t;
 
 typedef struct kvt_sim_runner_core_t kvt_sim_runner_core_t;
@@ -177,9 +184,6 @@ uint64_t kvt_sim_runner_core_wake(kvt_sim_runner_core_t *self, uint64_t now_ns, 
 
 //  True while a forward is pending.
 bool kvt_sim_runner_core_busy(const kvt_sim_runner_core_t *self);
-
-//  The state slot the core holds for a request; UINT32_MAX when none.
-uint32_t kvt_sim_runner_core_slot(const kvt_sim_runner_core_t *self, uint64_t req);
 
 void kvt_sim_runner_core_stats(const kvt_sim_runner_core_t *self, kvt_sim_runner_stats_t *st);
 

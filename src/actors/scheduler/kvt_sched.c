@@ -396,7 +396,7 @@ static void s_apply_state(kvt_sched_t *self, kvt_sreq_t *r, bool failed)
 //  The next boundary above `from` where request r takes a checkpoint, or 0:
 //  (a) the interval grid, (b) the prompt's last chunk boundary and its end
 //  on the block grid, (c) the last chunk boundary of the fed tokens (a
-//  decode keep).
+//  decode keep); (b) and (c) not with cfg.interval_checkpoints.
 static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32_t from)
 {
     uint32_t iv = self->cfg.checkpoint_interval, cs = self->cfg.chunk_size;
@@ -404,7 +404,7 @@ static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32
     uint32_t extra[3] = {r->nprompt / cs * cs,
                          r->nprompt / self->cfg.block_size * self->cfg.block_size,
                          r->nfeed / cs * cs};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3 && !self->cfg.interval_checkpoints; i++)
         if (extra[i] > from && extra[i] < best)
             best = extra[i];
     return best > r->nfeed ? 0 : (uint32_t)best;

@@ -247,6 +247,12 @@ static uint32_t s_state_leg(kvt_wcore_t *self, const kvt_load_spec_t *sp, kvt_wj
     job->spool = KVT_GPU_STATE_SLOTS;
     job->sindex = sp->state_slot;
     job->sbytes = kvt_gpu_state_bytes(self->c.gpu, KVT_GPU_STATE_SLOTS);
+    if (self->c.miss_state && ++self->state_legs == self->c.miss_state) {
+        //  The testing fault: this read misses as if the image were gone.
+        it->lease.id = 0;
+        self->st.faults_injected++;
+        return KVT_DETAIL_MISS;
+    }
     kvt_obj_view_t view;
     int rc = kvt_storage_get(self->c.storage, self->c.ns, sp->state_hash, KVT_OBJ_STATE,
                              self->c.lanes[KVT_WCORE_LANE_STATE].holder, &it->lease, &view);

@@ -132,6 +132,8 @@ typedef struct {
                                              //  expect them)
     uint64_t lookup_ttl_ns;                  //  lifetime of a pinned lookup's lease when the
                                              //  Lookup names none (0 = 5 s)
+    uint32_t miss_state;                     //  testing fault: the Nth state leg's read
+                                             //  misses (answered MISS, nothing read; 0 = off)
     kvt_wcore_log_fn *log;                   //  log sink (NULL: none)
     void *log_arg;                           //  argument of log
 } kvt_wcore_cfg_t;
@@ -180,6 +182,7 @@ typedef struct {
     uint64_t lane_timeouts;     //  lane jobs ended by a deadline or a fence timeout
     uint64_t fences_ok;         //  Fence reports ok
     uint64_t fences_failed;     //  Fence reports failed (a lane's fence timed out)
+    uint64_t faults_injected;   //  testing faults applied (miss_state)
 } kvt_wcore_stats_t;
 
 typedef struct _kvt_wcore_t kvt_wcore_t;

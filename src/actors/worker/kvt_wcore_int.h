@@ -139,6 +139,7 @@ struct _kvt_wcore_t {
     uint32_t imgcap;             //  entries of imgs allocated
     kvt_wlease_t *lookups;       //  pinned lookups' leases
     uint64_t lookups_renewed_at; //  when the lookup leases' TTL was last restarted
+    uint64_t state_legs;         //  state legs started (the miss_state fault's count)
     bool copy_failed_logged;     //  a failed copy stream was logged (once)
     bool present_logged;         //  a touch answered PRESENT was logged (once)
     bool producer_logged;        //  a missing producer fence was logged (once)

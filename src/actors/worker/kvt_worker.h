@@ -82,6 +82,7 @@ typedef struct {
     uint64_t fence_timeout_ns; //  a lane fence's timeout; past it the lane fails (default 5 s)
     bool source_safe;          //  report each save once on KVT_CHAN_SOURCE_SAFE (default off: for
                                //  a scheduler that does not consume them yet)
+    uint32_t fault_miss_state; //  testing fault: the Nth state leg's read misses (0 = off)
 } kvt_worker_args_t;
 
 //  The actor class.
