@@ -26,6 +26,7 @@ typedef struct {
     uint8_t img[64][16];         //  the first bytes of each verdict's image bitmap
     uint64_t at[64];             //  virtual time of each verdict
     uint32_t nverdicts;          //  entries
+    uint32_t nsafe;              //  source_safe verdicts (counted, not in verdicts)
     kvt_counter_t counters[256]; //  last Stats reply
     uint32_t ncounters;          //  entries
 } probe_t;
@@ -34,6 +35,10 @@ static probe_t s_probe;
 
 static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m)
 {
+    if (m->u.verdict.chan == KVT_CHAN_SOURCE_SAFE) {
+        s_probe.nsafe++; //  the workers report each save's sources once (on by default)
+        return 0;
+    }
     if (s_probe.nverdicts < 64) {
         uint32_t i = s_probe.nverdicts++;
         s_probe.at[i] = kvt_ctx_now(ctx);
@@ -276,6 +281,7 @@ Test(actors, save_then_load_round_trips_every_byte_on_every_rank, .timeout = 30)
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 100);
     rig_run();
     cr_assert_eq(s_probe.nverdicts, 2, "one verdict per chunk");
+    cr_assert_eq(s_probe.nsafe, 1, "one source_safe for the spec, settled over both ranks");
     for (int i = 0; i < 2; i++) {
         cr_assert(s_probe.verdicts[i].ok);
         cr_assert_eq(s_probe.verdicts[i].chan, KVT_CHAN_SAVE);
@@ -287,7 +293,8 @@ Test(actors, save_then_load_round_trips_every_byte_on_every_rank, .timeout = 30)
     cr_assert_eq(s_probe.verdicts[2].chan, KVT_CHAN_LOAD);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 8, 100), "rank %d restored wrong bytes", r);
-    cr_assert_eq(rig_counter(R.agg, "agg.reports"), 3 * TP);
+    //  Two chunks, the save's source_safe, the load: per rank.
+    cr_assert_eq(rig_counter(R.agg, "agg.reports"), (2 + 1 + 1) * TP);
     cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
     rig_no_drops();
     rig_down();
@@ -335,7 +342,8 @@ Test(actors, rule_L4_off_grid_spec_is_refused_with_one_report_per_item, .timeout
         cr_assert_eq(s_probe.verdicts[i].detail, KVT_DETAIL_INVALID);
     }
     cr_assert_eq(rig_counter(R.w[0], "worker.saves_refused"), 1);
-    cr_assert_eq(rig_counter(R.agg, "agg.reports"), 2 * TP);
+    cr_assert_eq(s_probe.nsafe, 1, "nothing read the sources of the refused spec");
+    cr_assert_eq(rig_counter(R.agg, "agg.reports"), (2 + 1) * TP);
     rig_no_drops();
     rig_down();
 }
@@ -384,12 +392,15 @@ Test(actors, rule_A4_dropped_completion_settles_the_key_failed_by_the_bound, .ti
     rig_up(25000000000ull);
     for (int r = 0; r < TP; r++)
         rig_fill(r, SRC, 4, 500);
-    int rule = kvt_sim_fault(R.sys, KVT_FAULT_DROP, R.w[1], R.agg, KVT_MSG_COMPLETION, 1, 0);
+    //  Rank 1's two reports are lost: the spec's source_safe (sent first)
+    //  and the chunk's store.
+    int rule = kvt_sim_fault(R.sys, KVT_FAULT_DROP, R.w[1], R.agg, KVT_MSG_COMPLETION, 2, 0);
     cr_assert_gt(rule, 0);
     uint64_t t0 = kvt_system_now(R.sys);
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 500);
     rig_run(); //  the aggregator's timer runs until the key settled
-    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
+    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 2);
+    cr_assert_eq(s_probe.nsafe, 1, "the source_safe key settles by the bound too");
     cr_assert_eq(s_probe.nverdicts, 1, "one rank never reported: the bound settles the key");
     const kvt_verdict_t *v = &s_probe.verdicts[0];
     cr_assert_not(v->ok, "a timeout is a failure");
@@ -398,7 +409,7 @@ Test(actors, rule_A4_dropped_completion_settles_the_key_failed_by_the_bound, .ti
     cr_assert_geq(s_probe.at[0] - t0, R.aa.timeout_ns, "not before the bound");
     cr_assert_leq(s_probe.at[0] - t0, R.aa.timeout_ns + 10000000ull, "at the bound");
     cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
-    cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 1);
+    cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 2, "the store key and the source_safe key");
     rig_no_drops();
     rig_down();
 }

@@ -7,7 +7,6 @@
 #include "actors/common/kvt_prefix.h"
 #include "actors/scheduler/kvt_blockmgr.h"
 #include "actors/scheduler/kvt_sched.h"
-#include "actors/scheduler/kvt_tierindex.h"
 #include "kvtier/kvt_store.h"
 
 static kvt_hash_t H(uint64_t x)
@@ -109,48 +108,6 @@ Test(blockmgr, duplicate_hash_keeps_first_block)
     cr_assert_eq(kvt_blockmgr_match(bm, &h, t, 1, &got), 1);
     cr_assert_eq(got, b[0]);
     kvt_blockmgr_destroy(&bm);
-}
-
-// ------------------------------------------------------------ tier view ----
-
-Test(tierindex, lookup_refreshes_prefix_younger_than_suffix)
-{
-    kvt_tierindex_t *t = kvt_tierindex_new(4);
-    for (int i = 0; i < 4; i++)
-        kvt_tierindex_insert(t, H(i)); //  0 is the oldest
-    kvt_hash_t keys[3] = {H(0), H(1), H(2)};
-    cr_assert_eq(kvt_tierindex_lookup(t, keys, 3), 3);
-    //  After the lookup the order old → young is 3, 2, 1, 0: inserting two
-    //  more evicts 3 then 2 — the suffix goes before the prefix.
-    kvt_tierindex_insert(t, H(10));
-    cr_assert_not(kvt_tierindex_contains(t, H(3)));
-    kvt_tierindex_insert(t, H(11));
-    cr_assert_not(kvt_tierindex_contains(t, H(2)));
-    cr_assert(kvt_tierindex_contains(t, H(0)));
-    cr_assert(kvt_tierindex_contains(t, H(1)));
-    kvt_tierindex_destroy(&t);
-}
-
-Test(tierindex, lookup_stops_at_first_missing_and_retract_removes)
-{
-    kvt_tierindex_t *t = kvt_tierindex_new(8);
-    kvt_tierindex_insert(t, H(0));
-    kvt_tierindex_insert(t, H(2));
-    kvt_hash_t keys[3] = {H(0), H(1), H(2)};
-    cr_assert_eq(kvt_tierindex_lookup(t, keys, 3), 1);
-    cr_assert(kvt_tierindex_retract(t, H(0)));
-    cr_assert_not(kvt_tierindex_retract(t, H(0)));
-    cr_assert_eq(kvt_tierindex_lookup(t, keys, 3), 0);
-    cr_assert_eq(kvt_tierindex_size(t), 1);
-    kvt_tierindex_destroy(&t);
-}
-
-Test(tierindex, zero_capacity_indexes_nothing)
-{
-    kvt_tierindex_t *t = kvt_tierindex_new(0);
-    kvt_tierindex_insert(t, H(1));
-    cr_assert_not(kvt_tierindex_contains(t, H(1)));
-    kvt_tierindex_destroy(&t);
 }
 
 // ------------------------------------------------------------ scheduler ----
@@ -757,8 +714,12 @@ Test(sched, one_save_in_flight_per_chunk_key_across_requests)
     rig_deliver(&r);
     rig_run(&r, 50);
     kvt_sched_stats(r.s, &st);
-    cr_assert_eq(st.saves_dispatched, 2, "each chunk key is saved once, not once per request");
-    cr_assert_eq(st.saves_skipped, 2);
+    //  Request 2's second chunk completes once request 1's save of it
+    //  settled: nothing of that key is in flight, and the scheduler keeps
+    //  no view of what the tier holds, so it is saved again (the tier
+    //  takes a repeated key as stored).
+    cr_assert_eq(st.saves_dispatched, 3, "a key in flight is not sent twice");
+    cr_assert_eq(st.saves_skipped, 1);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
@@ -863,9 +824,11 @@ Test(sched, rule_S3_a_failed_save_is_saved_again_from_the_failed_chunk)
     cr_assert_eq(st.saves_failed, 1);
     cr_assert_eq(st.saves_reemitted, 1);
     cr_assert_eq(st.saves_stopped, 0);
-    //  200 prompt + 80 decoded tokens: chunks [0, 256) of 64 tokens, each
-    //  stored once (the failed one by its re-emit).
-    cr_assert_eq(st.saves_ok, 4, "saves_ok %llu", (unsigned long long)st.saves_ok);
+    //  200 prompt + 80 decoded tokens: chunks [0, 256) of 64 tokens. The
+    //  first plan saved [0, 192) and chunk 0 failed: the re-emit goes from
+    //  the failed chunk (the frontier never passes a gap), so chunks 1 and
+    //  2 are stored twice, 0 and 3 once.
+    cr_assert_eq(st.saves_ok, 6, "saves_ok %llu", (unsigned long long)st.saves_ok);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
