@@ -296,6 +296,46 @@ Test(savetrack, rule_S4_leases_are_released_once_through_one_path)
     kvt_savetrack_destroy(&t);
 }
 
+Test(savetrack, rule_S4_source_safe_releases_every_save_of_its_spec)
+{
+    s_pool_t p;
+    kvt_savetrack_t *t = s_new(&p, 1);
+    uint32_t table[16];
+    for (uint32_t i = 0; i < 16; i++)
+        table[i] = i;
+    kvt_opid_t op = OP(1, 1);
+    kvt_savetrack_admit(t, op, 0);
+    kvt_savetrack_forwarded(t, op, 4 * CS);
+    //  One SaveSpec of chunks 0..2 (named by chunk 2), chunk 3 on its own.
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), s_chunk(table, 1), -1, true), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(2), s_chunk(table, 2), 5, true), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(3), s_chunk(table, 3), -1, false), 0);
+    //  The middle chunk's store verdict comes first: the spec holds together.
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(1), 0, true), 0);
+    cr_assert_eq(p.blocks[4], 0);
+    cr_assert_eq(kvt_savetrack_sources_safe(t, op, K(2), 0), 0);
+    for (uint32_t b = 0; b < 12; b++)
+        cr_assert_eq(p.blocks[b], 0, "block %u of the spec still leased", b);
+    cr_assert_eq(p.slots[5], 0);
+    cr_assert_eq(p.blocks[12], 1, "chunk 3 is another spec");
+    cr_assert_eq(kvt_savetrack_sources_safe(t, op, K(0), 0), -1, "already released: stale");
+    int32_t slot = -2;
+    cr_assert(kvt_savetrack_save_slot(t, op, K(2), 0, &slot));
+    cr_assert_eq(slot, 5, "the slot it was built with, after its lease went");
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(0), 0, true), 0);
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(2), 0, true), 0);
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(3), 0, true), 0);
+    cr_assert_not(kvt_savetrack_save_slot(t, op, K(2), 0, NULL));
+    cr_assert_eq(s_refs(&p), 0);
+    cr_assert(!p.negative);
+    kvt_savetrack_stats_t st = s_stats(t);
+    cr_assert_eq(st.leases_released, 4);
+    cr_assert_eq(st.stale_reports, 1);
+    s_check(t);
+    kvt_savetrack_destroy(&t);
+}
+
 Test(savetrack, rule_S4_finished_requests_unbuilt_save_is_retired_and_its_lease_released)
 {
     s_pool_t p;

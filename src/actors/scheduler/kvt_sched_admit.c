@@ -144,7 +144,7 @@ static void s_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *l
 }
 
 //  The probe (HBM match, tier count, fit) has no side effects; only a
-//  committed admission refreshes the tier view and counts hits.
+//  committed admission counts hits.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 {
     if (kvt_sched_hybrid(self))
