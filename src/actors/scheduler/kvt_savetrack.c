@@ -49,26 +49,28 @@ typedef struct {
     bool leased;        //  its lease is still held
     uint32_t spec_prev; //  save before it in its SaveSpec (S_NONE: first)
     uint32_t spec_next; //  save after it in its SaveSpec (S_NONE: last)
+    kvt_hash_t spec_id; //  at the spec's last save in flight: the spec's report id
     kvt_ilink_t link;   //  free list
 } s_save_t;
 
 #define S_NONE UINT32_MAX
 
 struct _kvt_savetrack_t {
-    kvt_savetrack_cfg_t cfg;     //  configuration
-    uint32_t bpc;                //  blocks per chunk
-    s_rec_t *recs;               //  request records
-    uint32_t recs_cap;           //  allocated
-    kvt_ilist_t rec_free;        //  unused records
-    kvt_ilist_t tails;           //  records holding a tail lease
-    kvt_hmap_t *by_req;          //  req → record
-    s_save_t *saves;             //  save records
-    uint32_t *save_blocks;       //  bpc leased blocks per save record
-    uint32_t saves_cap;          //  allocated save records
-    uint32_t save_blocks_cap;    //  allocated entries of save_blocks
-    kvt_ilist_t save_free;       //  unused save records
-    kvt_hmap_t *by_id;           //  hash (op, key, attempt) → save record
-    kvt_hmap_t *by_key;          //  chunk key → save record in flight
+    kvt_savetrack_cfg_t cfg;  //  configuration
+    uint32_t bpc;             //  blocks per chunk
+    s_rec_t *recs;            //  request records
+    uint32_t recs_cap;        //  allocated
+    kvt_ilist_t rec_free;     //  unused records
+    kvt_ilist_t tails;        //  records holding a tail lease
+    kvt_hmap_t *by_req;       //  req → record
+    s_save_t *saves;          //  save records
+    uint32_t *save_blocks;    //  bpc leased blocks per save record
+    uint32_t saves_cap;       //  allocated save records
+    uint32_t save_blocks_cap; //  allocated entries of save_blocks
+    kvt_ilist_t save_free;    //  unused save records
+    kvt_hmap_t *by_id;        //  hash (op, key, attempt) → save record
+    kvt_hmap_t *by_key;       //  chunk key → save record in flight
+    kvt_hmap_t *by_spec; //  SaveSpec id (op, last chunk key, attempt) → its last save in flight
     kvt_savetrack_stats_t stats; //  counters
 };
 
@@ -96,7 +98,8 @@ kvt_savetrack_t *kvt_savetrack_new(const kvt_savetrack_cfg_t *cfg)
     self->by_req = kvt_hmap_new(64, false);
     self->by_id = kvt_hmap_new(64, false);
     self->by_key = kvt_hmap_new(64, false);
-    if (!self->by_req || !self->by_id || !self->by_key) {
+    self->by_spec = kvt_hmap_new(64, false);
+    if (!self->by_req || !self->by_id || !self->by_key || !self->by_spec) {
         kvt_savetrack_destroy(&self);
         return NULL;
     }
@@ -119,6 +122,7 @@ void kvt_savetrack_destroy(kvt_savetrack_t **self_p)
     kvt_hmap_destroy(&self->by_req);
     kvt_hmap_destroy(&self->by_id);
     kvt_hmap_destroy(&self->by_key);
+    kvt_hmap_destroy(&self->by_spec);
     free(self);
     *self_p = NULL;
 }
@@ -367,6 +371,13 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
         self->stats.refused++;
         return -1;
     }
+    //  The save ends its SaveSpec for now: the spec is reported under its id.
+    if (kvt_hmap_put(self->by_spec, id, si) != 0) {
+        kvt_hmap_del(self->by_key, key, NULL);
+        kvt_hmap_del(self->by_id, id, NULL);
+        self->stats.refused++;
+        return -1;
+    }
     kvt_ilist_unlink(&self->save_free, S_SAVE_LINKS(self), si);
     s_save_t *sv = &self->saves[si];
     sv->op = r->op;
@@ -378,9 +389,11 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
     sv->live = true;
     sv->leased = true;
     sv->spec_prev = sv->spec_next = S_NONE;
+    sv->spec_id = id;
     uint32_t lb = r->last_built;
     if (joins && lb != S_NONE && self->saves[lb].leased && self->saves[lb].attempt == r->attempt &&
         self->saves[lb].op.gen == r->op.gen && self->saves[lb].spec_next == S_NONE) {
+        kvt_hmap_del(self->by_spec, self->saves[lb].spec_id, NULL);
         sv->spec_prev = lb;
         self->saves[lb].spec_next = si;
     }
@@ -417,15 +430,20 @@ bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key)
 int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
                                uint32_t attempt)
 {
-    uint32_t si;
-    if (!kvt_hmap_get(self->by_id, s_save_id(op, key, attempt), &si) || !self->saves[si].leased) {
+    //  The report names the SaveSpec by its last chunk: every save of the
+    //  spec still in flight lets its sources go (the last one may have
+    //  settled already, when the store had it).
+    uint32_t si, n = 0;
+    if (kvt_hmap_get(self->by_spec, s_save_id(op, key, attempt), &si))
+        for (; si != S_NONE; si = self->saves[si].spec_prev)
+            if (self->saves[si].leased) {
+                s_release_save(self, &self->saves[si]);
+                n++;
+            }
+    if (n == 0) {
         self->stats.stale_reports++;
         return -1;
     }
-    //  The report names the SaveSpec by its last chunk: every save of the
-    //  spec lets its sources go.
-    for (; si != S_NONE; si = self->saves[si].spec_prev)
-        s_release_save(self, &self->saves[si]);
     return 0;
 }
 
@@ -440,9 +458,19 @@ bool kvt_savetrack_save_slot(const kvt_savetrack_t *self, kvt_opid_t op, kvt_has
     return true;
 }
 
-//  Takes a settled save out of its SaveSpec.
+//  Takes a settled save out of its SaveSpec; the spec's last save in
+//  flight carries its report id.
 static void s_spec_unlink(kvt_savetrack_t *self, s_save_t *sv)
 {
+    if (sv->spec_next == S_NONE) {
+        if (sv->spec_prev != S_NONE) {
+            self->saves[sv->spec_prev].spec_id = sv->spec_id;
+            //  The entry is replaced in place: the map does not grow.
+            kvt_hmap_del(self->by_spec, sv->spec_id, NULL);
+            (void)kvt_hmap_put(self->by_spec, sv->spec_id, sv->spec_prev);
+        } else
+            kvt_hmap_del(self->by_spec, sv->spec_id, NULL);
+    }
     if (sv->spec_prev != S_NONE)
         self->saves[sv->spec_prev].spec_next = sv->spec_next;
     if (sv->spec_next != S_NONE)
@@ -645,7 +673,7 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
     }
     if (!deep)
         return 0;
-    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0;
+    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0, specs = 0;
     uint32_t *inflight = calloc(self->recs_cap ? self->recs_cap : 1, sizeof(uint32_t));
     if (!inflight) {
         snprintf(err, errlen, "savetrack: out of memory");
@@ -666,6 +694,13 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
             goto done;
         }
         inflight[sv->rec]++;
+        if (sv->spec_next == S_NONE) {
+            specs++;
+            if (!kvt_hmap_get(self->by_spec, sv->spec_id, &j) || j != i) {
+                snprintf(err, errlen, "savetrack: save %u ends a spec not under its id", i);
+                goto done;
+            }
+        }
     }
     for (uint32_t i = 0; i < self->recs_cap; i++) {
         const s_rec_t *r = &self->recs[i];
@@ -685,6 +720,11 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
                      r->retired);
             goto done;
         }
+    }
+    if (specs != kvt_hmap_size(self->by_spec)) {
+        snprintf(err, errlen, "savetrack: %llu specs in flight, %u under an id",
+                 (unsigned long long)specs, kvt_hmap_size(self->by_spec));
+        goto done;
     }
     if (live_saves != st->saves_outstanding || records != st->records ||
         tails != self->tails.count || leases != st->leases_outstanding) {
