@@ -27,9 +27,13 @@
     frontier goes back to hbm's chunk floor. A load withdrawn for any other
     reason reopens nothing (the tier still holds what is recomputed).
 
-    Reports are keyed like the SaveSpec: (op, chunk key, attempt). Every
-    call is O(1) but end_plan (O(finished tails)) and kvt_savetrack_check
-    with deep. Pure: no I/O, no clock, no threads; one owner. */
+    Reports are keyed like the SaveSpec: a store verdict by (op, chunk key,
+    attempt), a source_safe by (op, the spec's last chunk key, attempt):
+    builds that join the one before them form one SaveSpec, and its
+    source_safe releases every save of it still in flight. Every call is
+    O(1) but sources_safe (O(chunks of the spec)), end_plan (O(finished
+    tails)) and kvt_savetrack_check with deep. Pure: no I/O, no clock, no
+    threads; one owner. */
 #ifndef KVT_SAVETRACK_H_INCLUDED
 #define KVT_SAVETRACK_H_INCLUDED
 

@@ -1,6 +1,8 @@
-/*  kvt_sched_save — the scheduler core's saves (frontier, leases, one save
-    in flight per chunk key), its verdicts (loads: resume or retreat; saves:
-    index or re-emit), its counters and its audit. See kvt_sched.h. */
+/*  kvt_sched_save — the scheduler core's saves, all through the save
+    tracker (kvt_savetrack: the frontier, leases taken and released through
+    one path, re-emits, finished requests' tails, the save floor), its
+    verdicts (loads: resume or retreat; saves: settle, source_safe: release
+    the leases), its counters and its audit. See kvt_sched.h. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
