@@ -141,6 +141,7 @@ Test(actors, save_then_load_round_trips_every_byte_on_every_rank, .timeout = 30)
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 2, SRC, 100);
     rig_run();
     cr_assert_eq(s_probe->nverdicts, 2, "one verdict per chunk");
+    cr_assert_eq(s_probe->nsafe, 1, "one source_safe for the spec, settled over both ranks");
     for (int i = 0; i < 2; i++) {
         cr_assert(s_probe->verdicts[i].ok);
         cr_assert_eq(s_probe->verdicts[i].chan, KVT_CHAN_SAVE);
@@ -152,7 +153,8 @@ Test(actors, save_then_load_round_trips_every_byte_on_every_rank, .timeout = 30)
     cr_assert_eq(s_probe->verdicts[2].chan, KVT_CHAN_LOAD);
     for (int r = 0; r < TP; r++)
         cr_assert(rig_check(r, DST, 8, 100), "rank %d restored wrong bytes", r);
-    cr_assert_eq(rig_counter(R.agg, "agg.reports"), 3 * TP);
+    //  Two chunks, the save's source_safe, the load: per rank.
+    cr_assert_eq(rig_counter(R.agg, "agg.reports"), (2 + 1 + 1) * TP);
     cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
     rig_no_drops();
     rig_down();
@@ -200,7 +202,8 @@ Test(actors, rule_L4_off_grid_spec_is_refused_with_one_report_per_item, .timeout
         cr_assert_eq(s_probe->verdicts[i].detail, KVT_DETAIL_INVALID);
     }
     cr_assert_eq(rig_counter(R.w[0], "worker.saves_refused"), 1);
-    cr_assert_eq(rig_counter(R.agg, "agg.reports"), 2 * TP);
+    cr_assert_eq(s_probe->nsafe, 1, "nothing read the sources of the refused spec");
+    cr_assert_eq(rig_counter(R.agg, "agg.reports"), (2 + 1) * TP);
     rig_no_drops();
     rig_down();
 }
@@ -249,12 +252,15 @@ Test(actors, rule_A4_dropped_completion_settles_the_key_failed_by_the_bound, .ti
     rig_up(25000000000ull);
     for (int r = 0; r < TP; r++)
         rig_fill(r, SRC, 4, 500);
-    int rule = kvt_sim_fault(R.sys, KVT_FAULT_DROP, R.w[1], R.agg, KVT_MSG_COMPLETION, 1, 0);
+    //  Rank 1's two reports are lost: the spec's source_safe (sent first)
+    //  and the chunk's store.
+    int rule = kvt_sim_fault(R.sys, KVT_FAULT_DROP, R.w[1], R.agg, KVT_MSG_COMPLETION, 2, 0);
     cr_assert_gt(rule, 0);
     uint64_t t0 = kvt_system_now(R.sys);
     rig_spec(KVT_MSG_SAVE_SPEC, 1, 0, 1, SRC, 500);
     rig_run(); //  the aggregator's timer runs until the key settled
-    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 1);
+    cr_assert_eq(kvt_sim_fault_hits(R.sys, rule), 2);
+    cr_assert_eq(s_probe->nsafe, 1, "the source_safe key settles by the bound too");
     cr_assert_eq(s_probe->nverdicts, 1, "one rank never reported: the bound settles the key");
     const kvt_verdict_t *v = &s_probe->verdicts[0];
     cr_assert_not(v->ok, "a timeout is a failure");
@@ -263,7 +269,7 @@ Test(actors, rule_A4_dropped_completion_settles_the_key_failed_by_the_bound, .ti
     cr_assert_geq(s_probe->at[0] - t0, R.aa.timeout_ns, "not before the bound");
     cr_assert_leq(s_probe->at[0] - t0, R.aa.timeout_ns + 10000000ull, "at the bound");
     cr_assert_eq(rig_counter(R.agg, "agg.open"), 0);
-    cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 1);
+    cr_assert_eq(rig_counter(R.agg, "agg.timeouts"), 2, "the store key and the source_safe key");
     rig_no_drops();
     rig_down();
 }

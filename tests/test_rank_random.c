@@ -569,7 +569,7 @@ static void rig_up(uint64_t seed)
                                       .chunk_size = CS,
                                       .aggregator = "aggregator",
                                       .lookup_ttl_ns = 3000000ull,
-                                      .source_safe = R.source_safe,
+                                      .no_source_safe = !R.source_safe,
                                       .board = R.board[r]};
         R.w[r] = kvt_trig_add_worker(R.sys, &R.wa[r]);
     }

@@ -194,8 +194,6 @@ Test(replay_config, state_tier_off_keeps_state_images_out_of_the_tier, .timeout 
     cr_assert_eq(kvt_replay_counter(r, NULL, "worker.images_saved"), 0, "images reached the tier");
     cr_assert_eq(kvt_replay_counter(r, NULL, "sched.joint_state_tier"), 0);
     cr_assert_gt(kvt_replay_counter(r, NULL, "sched.saves_ok"), 0, "KV is still saved");
-    cr_assert_eq(kvt_replay_counter(r, NULL, "worker.saves_present"), 0,
-                 "a chunk the tier holds was saved again for an image that never comes");
     cr_assert_eq(r->engine.wrong_resumes, 0);
     cr_assert_not(r->failed, "%s", r->failures);
     kvt_replay_report_clear(r);

@@ -124,15 +124,15 @@ Test(savetrack, only_forwarded_chunks_are_saved)
     cr_assert_eq(s, 0);
     cr_assert_eq(e, 128, "a partial chunk is not saved");
     cr_assert_eq(a, 0);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
     cr_assert_eq(kvt_savetrack_skip(t, 1), 0);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(2), s_chunk(table, 2), -1), -1,
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(2), s_chunk(table, 2), -1, false), -1,
                  "the third chunk was not forwarded");
     kvt_savetrack_forwarded(t, OP(1, 1), 192);
     cr_assert(kvt_savetrack_next(t, 1, &s, &e, &a));
     cr_assert_eq(s, 128);
     cr_assert_eq(e, 192);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 2), -1), -1,
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 2), -1, false), -1,
                  "one save in flight per chunk key");
     cr_assert(kvt_savetrack_key_inflight(t, K(0)));
     s_check(t);
@@ -153,7 +153,7 @@ Test(savetrack, rule_S3_failed_save_keeps_the_frontier_and_is_reemitted_after_qu
     kvt_savetrack_admit(t, op, 0);
     kvt_savetrack_forwarded(t, op, 192);
     for (uint32_t c = 0; c < 3; c++)
-        cr_assert_eq(kvt_savetrack_build(t, 1, K(c), s_chunk(table, c), -1), 0);
+        cr_assert_eq(kvt_savetrack_build(t, 1, K(c), s_chunk(table, c), -1, false), 0);
     uint32_t f, s, e, a;
     cr_assert_eq(kvt_savetrack_stored(t, op, K(1), 0, false), 0);
     cr_assert(kvt_savetrack_frontier(t, 1, &f));
@@ -166,7 +166,7 @@ Test(savetrack, rule_S3_failed_save_keeps_the_frontier_and_is_reemitted_after_qu
     cr_assert_eq(s, 64);
     cr_assert_eq(e, 192);
     cr_assert_eq(a, 1, "a new attempt: a fresh report key");
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), s_chunk(table, 1), -1), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), s_chunk(table, 1), -1, false), 0);
     cr_assert_eq(kvt_savetrack_stored(t, op, K(1), 0, true), -1, "the old attempt's key");
     cr_assert_eq(kvt_savetrack_stored(t, op, K(1), 1, true), 0);
     kvt_savetrack_stats_t st = s_stats(t);
@@ -187,7 +187,7 @@ Test(savetrack, rule_S3_a_failure_after_the_request_retired_is_dropped)
     kvt_opid_t op = OP(1, 1);
     kvt_savetrack_admit(t, op, 0);
     kvt_savetrack_forwarded(t, op, 64);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), 3), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), 3, false), 0);
     cr_assert_eq(kvt_savetrack_finish(t, 1, table, 16, 3), 0);
     cr_assert_eq(kvt_savetrack_stored(t, op, K(0), 0, false), 0);
     uint32_t f;
@@ -200,8 +200,8 @@ Test(savetrack, rule_S3_a_failure_after_the_request_retired_is_dropped)
     //  A failure waiting for quiescence is dropped when its request finishes.
     kvt_savetrack_admit(t, OP(2, 1), 0);
     kvt_savetrack_forwarded(t, OP(2, 1), 128);
-    cr_assert_eq(kvt_savetrack_build(t, 2, K(10), s_chunk(table, 0), -1), 0);
-    cr_assert_eq(kvt_savetrack_build(t, 2, K(11), s_chunk(table, 1), -1), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 2, K(10), s_chunk(table, 0), -1, false), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 2, K(11), s_chunk(table, 1), -1, false), 0);
     cr_assert_eq(kvt_savetrack_stored(t, OP(2, 1), K(10), 0, false), 0);
     cr_assert_eq(kvt_savetrack_finish(t, 2, table, 16, -1), 0);
     cr_assert_eq(kvt_savetrack_stored(t, OP(2, 1), K(11), 0, true), 0);
@@ -224,7 +224,7 @@ Test(savetrack, rule_S3_with_no_reemit_left_the_request_saves_nothing_more)
     kvt_opid_t op = OP(1, 1);
     kvt_savetrack_admit(t, op, 0);
     kvt_savetrack_forwarded(t, op, 64);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
     cr_assert_eq(kvt_savetrack_stored(t, op, K(0), 0, false), 0);
     kvt_savetrack_forwarded(t, op, 256);
     uint32_t s, e, a;
@@ -244,7 +244,7 @@ Test(savetrack, rule_S3_a_failure_of_an_earlier_admission_moves_nothing)
         table[i] = i;
     kvt_savetrack_admit(t, OP(1, 1), 0);
     kvt_savetrack_forwarded(t, OP(1, 1), 64);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
     //  Preempted and re-admitted with the tier already holding [0, 128).
     kvt_savetrack_abort(t, 1);
     cr_assert_eq(kvt_savetrack_admit(t, OP(1, 2), 128), 0);
@@ -271,7 +271,7 @@ Test(savetrack, rule_S4_leases_are_released_once_through_one_path)
     kvt_opid_t op = OP(1, 1);
     kvt_savetrack_admit(t, op, 0);
     kvt_savetrack_forwarded(t, op, 128);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), 2), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), 2, false), 0);
     cr_assert_eq(p.blocks[0], 1);
     cr_assert_eq(p.blocks[3], 1);
     cr_assert_eq(p.slots[2], 1, "the slot its image is read from is leased too");
@@ -283,7 +283,7 @@ Test(savetrack, rule_S4_leases_are_released_once_through_one_path)
     cr_assert_eq(kvt_savetrack_stored(t, op, K(0), 0, true), 0);
     cr_assert_eq(p.releases, 1, "the store verdict does not release it again");
     //  A store verdict with no source_safe releases the lease itself.
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), s_chunk(table, 1), 2), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), s_chunk(table, 1), 2, false), 0);
     cr_assert_eq(kvt_savetrack_stored(t, op, K(1), 0, false), 0);
     cr_assert_eq(p.releases, 2);
     cr_assert_eq(s_refs(&p), 0);
@@ -292,6 +292,46 @@ Test(savetrack, rule_S4_leases_are_released_once_through_one_path)
     cr_assert_eq(st.leases_taken, 2);
     cr_assert_eq(st.leases_released, 2);
     cr_assert_eq(st.leases_outstanding, 0);
+    s_check(t);
+    kvt_savetrack_destroy(&t);
+}
+
+Test(savetrack, rule_S4_source_safe_releases_every_save_of_its_spec)
+{
+    s_pool_t p;
+    kvt_savetrack_t *t = s_new(&p, 1);
+    uint32_t table[16];
+    for (uint32_t i = 0; i < 16; i++)
+        table[i] = i;
+    kvt_opid_t op = OP(1, 1);
+    kvt_savetrack_admit(t, op, 0);
+    kvt_savetrack_forwarded(t, op, 4 * CS);
+    //  One SaveSpec of chunks 0..2 (named by chunk 2), chunk 3 on its own.
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), s_chunk(table, 1), -1, true), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(2), s_chunk(table, 2), 5, true), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(3), s_chunk(table, 3), -1, false), 0);
+    //  The middle chunk's store verdict comes first: the spec holds together.
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(1), 0, true), 0);
+    cr_assert_eq(p.blocks[4], 0);
+    cr_assert_eq(kvt_savetrack_sources_safe(t, op, K(2), 0), 0);
+    for (uint32_t b = 0; b < 12; b++)
+        cr_assert_eq(p.blocks[b], 0, "block %u of the spec still leased", b);
+    cr_assert_eq(p.slots[5], 0);
+    cr_assert_eq(p.blocks[12], 1, "chunk 3 is another spec");
+    cr_assert_eq(kvt_savetrack_sources_safe(t, op, K(0), 0), -1, "already released: stale");
+    int32_t slot = -2;
+    cr_assert(kvt_savetrack_save_slot(t, op, K(2), 0, &slot));
+    cr_assert_eq(slot, 5, "the slot it was built with, after its lease went");
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(0), 0, true), 0);
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(2), 0, true), 0);
+    cr_assert_eq(kvt_savetrack_stored(t, op, K(3), 0, true), 0);
+    cr_assert_not(kvt_savetrack_save_slot(t, op, K(2), 0, NULL));
+    cr_assert_eq(s_refs(&p), 0);
+    cr_assert(!p.negative);
+    kvt_savetrack_stats_t st = s_stats(t);
+    cr_assert_eq(st.leases_released, 4);
+    cr_assert_eq(st.stale_reports, 1);
     s_check(t);
     kvt_savetrack_destroy(&t);
 }
@@ -340,7 +380,7 @@ Test(savetrack, rule_S4_a_finished_tail_the_next_plan_builds_hands_its_lease_to_
     kvt_opid_t op = OP(1, 1);
     kvt_savetrack_admit(t, op, 0);
     kvt_savetrack_forwarded(t, op, 128);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1), 0);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
     cr_assert_eq(kvt_savetrack_finish(t, 1, table, 8, 1), 0);
     cr_assert_eq(p.blocks[4], 1, "chunk 1 is the tail");
     cr_assert_eq(p.blocks[0], 1, "chunk 0's own save lease");
@@ -348,7 +388,7 @@ Test(savetrack, rule_S4_a_finished_tail_the_next_plan_builds_hands_its_lease_to_
     cr_assert(kvt_savetrack_next(t, 1, &s, &e, &a));
     cr_assert_eq(s, 64);
     cr_assert_eq(e, 128);
-    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), NULL, -1), 0, "the tail names its blocks");
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), NULL, -1, false), 0, "the tail names its blocks");
     cr_assert_eq(p.blocks[4], 1, "the tail lease went, the save's lease holds it");
     cr_assert_eq(p.slots[1], 1, "the save reads the image from the tail's slot");
     cr_assert_eq(kvt_savetrack_end_plan(t), 0, "nothing left to retire");
@@ -490,7 +530,8 @@ Test(savetrack, property_random_sequences_keep_leases_and_saves_balanced)
                         }
                         kvt_hash_t key = K(next_key++);
                         const uint32_t *blocks = alive[r] ? &table[r][c / BS] : NULL;
-                        cr_assert_eq(kvt_savetrack_build(t, req, key, blocks, (int32_t)r), 0);
+                        cr_assert_eq(kvt_savetrack_build(t, req, key, blocks, (int32_t)r, false),
+                                     0);
                         p_save_t ps = {OP(req, gen[r]), key, a, false};
                         out[nout++] = ps;
                     }

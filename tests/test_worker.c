@@ -1789,3 +1789,37 @@ Test(wcore, rule_X1_a_fence_waits_for_a_queued_leg_behind_a_stuck_submit)
     w_pool_clean();
     w_down();
 }
+
+//  A save's source_safe goes ahead of its store reports (gathered, all
+//  present, or refused), so the scheduler's leases on its sources end
+//  before the store verdicts.
+Test(wcore, source_safe_goes_ahead_of_the_saves_store_reports)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    w_fill(SRC, 2 * BPC, 1400);
+    wspec_t s;
+    w_spec(&s, 1, 0, 2, SRC, 1400);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    w_settle();
+    cr_assert_eq(W.ngot, 3);
+    cr_assert_eq(W.got[0].c.chan, KVT_CHAN_SOURCE_SAFE, "gathered: source_safe first");
+    cr_assert(kvt_hash_eq(W.got[0].c.key, K(1401)), "keyed by the last chunk");
+    W.ngot = 0;
+    //  Every chunk present: nothing to gather, reported at once.
+    w_spec(&s, 2, 0, 2, SRC, 1400);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 3);
+    cr_assert_eq(W.got[0].c.chan, KVT_CHAN_SOURCE_SAFE, "all present: source_safe first");
+    cr_assert_eq(W.got[1].c.chan, KVT_CHAN_SAVE);
+    cr_assert_eq(W.got[2].c.chan, KVT_CHAN_SAVE);
+    W.ngot = 0;
+    //  Refused (off the chunk grid): the same order.
+    w_spec(&s, 3, 0, 2, SRC, 1500);
+    s.sp.start += 1;
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 3);
+    cr_assert_eq(W.got[0].c.chan, KVT_CHAN_SOURCE_SAFE, "refused: source_safe first");
+    cr_assert_not(W.got[1].c.ok);
+    w_pool_clean();
+    w_down();
+}

@@ -80,7 +80,7 @@ typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
     uint32_t chunk_size;   //  tokens per chunk (default 256, multiple of block_size)
     uint32_t hbm_blocks;   //  device blocks per rank
-    uint32_t tier_chunks;  //  chunks the tier view holds (0 = no tier)
+    uint32_t tier_chunks;  //  chunks the tier holds (0 = no tier: no lookups, no saves)
     uint32_t max_running;  //  requests admitted at once (running + loading)
     uint32_t step_tokens;  //  token budget per step
     uint32_t save_retries; //  re-emits of a failed chunk save per request
@@ -137,7 +137,7 @@ typedef struct {
     uint64_t saves_ok;         //  chunk save verdicts ok (indexed)
     uint64_t saves_failed;     //  chunk save verdicts failed
     uint64_t saves_reemitted;  //  failed chunk saves emitted again
-    uint64_t saves_skipped;    //  complete chunks not saved because the tier holds them
+    uint64_t saves_skipped;    //  complete chunks not saved: a save of the key was in flight
     uint64_t stale_verdicts;   //  verdicts for an unknown or superseded operation
     uint64_t stale_schedules;  //  Schedules for a step already planned or not next (refused)
     uint64_t steps_failed;     //  steps that did not run on every rank (rolled back)
@@ -150,7 +150,7 @@ typedef struct {
     uint32_t running;        //  gauge: requests running
     uint32_t loading;        //  gauge: requests parked on a load
     uint32_t saves_outstanding; //  gauge: chunk saves without a verdict
-    uint32_t leased_blocks;     //  gauge: block references held by saves
+    uint32_t leased_blocks;     //  gauge: block references held by save leases
     uint32_t blocks_in_use;     //  gauge: blocks with a reference
     uint32_t records;           //  gauge: request records alive (incl. DONE with saves out)
     uint64_t aborted;           //  requests aborted by the engine
@@ -282,9 +282,13 @@ int kvt_sched_finish(kvt_sched_t *self, uint64_t req);
 int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_plan_t *plan);
 
 //  Applies a verdict: a load's KV leg (load channel), a load's state leg
-//  (state channel, key = the prefix hash at B), a chunk save. A load settles
-//  once every leg it dispatched reported; any failed leg retreats it (B2).
-//  Returns 0, or -1 when it was stale (counted).
+//  (state channel, key = the prefix hash at B), a chunk save (store
+//  channel), a SaveSpec's source_safe (key = its last chunk key: every rank
+//  read its sources, so the leases on its blocks and checkpoint go before
+//  the store verdicts; ok = false keeps them), a lookup, a touch. A load
+//  settles once every leg it dispatched reported; any failed leg retreats
+//  it (B2). Returns 0, or -1 when it was stale (counted; a duplicate or a
+//  source_safe after the store verdicts is stale).
 int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *verdict);
 
 //  True when no request, load or save is left (every block free).
@@ -295,7 +299,7 @@ uint64_t kvt_sched_next_step(const kvt_sched_t *self);
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out);
 
-//  Appends every counter (scheduler, block manager, tier view) as named
+//  Appends every counter (scheduler, block manager, save tracker) as named
 //  counters to c[*n..cap) for a Stats reply.
 void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, uint32_t cap);
 

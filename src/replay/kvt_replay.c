@@ -518,7 +518,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.block_size = cfg->block_size;
     run->sched.cfg.chunk_size = cfg->chunk_size;
     run->sched.cfg.hbm_blocks = hbm_blocks;
-    //  The tier view holds what the pool and the disk hold together: with
+    //  The tier holds what the pool and the disk hold together: with
     //  write-through the disk holds a superset, with write-back the union.
     uint64_t view = cfg->cpu_pool_bytes / chunk_bytes;
     if (cfg->disk_dir && cfg->cpu_pool_bytes) {

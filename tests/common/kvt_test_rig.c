@@ -126,6 +126,10 @@ static int s_on_verdict(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *m
     (void)self;
     (void)from;
     kvt_trig_probe_t *p = &kvt_trig_probe;
+    if (m->u.verdict.chan == KVT_CHAN_SOURCE_SAFE) {
+        p->nsafe++; //  the workers report each save's sources once (on by default)
+        return 0;
+    }
     if (p->nverdicts < 64) {
         uint32_t i = p->nverdicts++;
         p->at[i] = kvt_ctx_now(ctx);

@@ -81,6 +81,7 @@ typedef struct {
     uint8_t img[64][16];        //  the first bytes of each verdict's image bitmap
     uint64_t at[64];            //  virtual time of each verdict
     uint32_t nverdicts;         //  entries
+    uint32_t nsafe;             //  source_safe verdicts (counted, not in verdicts)
 } kvt_trig_probe_t;
 
 extern kvt_trig_probe_t kvt_trig_probe;

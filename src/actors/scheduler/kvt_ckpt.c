@@ -188,6 +188,20 @@ uint32_t kvt_ckpt_pin(kvt_ckpt_t *self, kvt_hash_t hash)
     return e;
 }
 
+uint32_t kvt_ckpt_find(const kvt_ckpt_t *self, kvt_hash_t hash)
+{
+    uint32_t e;
+    if (!kvt_hmap_get(self->index, hash, &e) || self->state[e] != E_VALID)
+        return KVT_CKPT_NONE;
+    return e;
+}
+
+void kvt_ckpt_pin_entry(kvt_ckpt_t *self, uint32_t entry)
+{
+    assert(entry < self->nentries && self->state[entry] != E_FREE);
+    s_pin(self, entry);
+}
+
 void kvt_ckpt_unpin(kvt_ckpt_t *self, uint32_t entry)
 {
     assert(entry < self->nentries && self->pins[entry] > 0);

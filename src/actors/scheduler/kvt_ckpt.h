@@ -73,6 +73,13 @@ void kvt_ckpt_abandon(kvt_ckpt_t *self, uint32_t entry);
 //  index, or KVT_CKPT_NONE when there is none.
 uint32_t kvt_ckpt_pin(kvt_ckpt_t *self, kvt_hash_t hash);
 
+//  The valid checkpoint of `hash` (pure: no pin, no refresh), or
+//  KVT_CKPT_NONE.
+uint32_t kvt_ckpt_find(const kvt_ckpt_t *self, kvt_hash_t hash);
+
+//  Pins an entry that is valid or pinned already (a save lease takes it).
+void kvt_ckpt_pin_entry(kvt_ckpt_t *self, uint32_t entry);
+
 //  Drops one pin of an entry; at zero a valid entry goes to the young end.
 void kvt_ckpt_unpin(kvt_ckpt_t *self, uint32_t entry);
 

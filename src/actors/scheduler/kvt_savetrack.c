@@ -33,37 +33,44 @@ typedef struct {
     uint32_t *tail_blocks; //  leased blocks of [tail_start, tail_end)
     uint32_t tail_cap;     //  allocated entries of tail_blocks
     int32_t tail_slot;     //  leased state slot of the tail (-1: none)
+    uint32_t last_built;   //  save record built last for it (S_NONE: none or settled)
     kvt_ilink_t link;      //  tails list (has_tail) or free list
 } s_rec_t;
 
 //  One built chunk save.
 typedef struct {
-    kvt_opid_t op;    //  admission that built it
-    kvt_hash_t key;   //  chunk key
-    uint32_t attempt; //  attempt it was sent with
-    uint32_t rec;     //  its request's record
-    uint32_t start;   //  first token of the chunk
-    int32_t slot;     //  leased state slot (-1: none)
-    bool live;        //  in use
-    bool leased;      //  its lease is still held
-    kvt_ilink_t link; //  free list
+    kvt_opid_t op;      //  admission that built it
+    kvt_hash_t key;     //  chunk key
+    uint32_t attempt;   //  attempt it was sent with
+    uint32_t rec;       //  its request's record
+    uint32_t start;     //  first token of the chunk
+    int32_t slot;       //  leased state slot (-1: none)
+    bool live;          //  in use
+    bool leased;        //  its lease is still held
+    uint32_t spec_prev; //  save before it in its SaveSpec (S_NONE: first)
+    uint32_t spec_next; //  save after it in its SaveSpec (S_NONE: last)
+    kvt_hash_t spec_id; //  at the spec's last save in flight: the spec's report id
+    kvt_ilink_t link;   //  free list
 } s_save_t;
 
+#define S_NONE UINT32_MAX
+
 struct _kvt_savetrack_t {
-    kvt_savetrack_cfg_t cfg;     //  configuration
-    uint32_t bpc;                //  blocks per chunk
-    s_rec_t *recs;               //  request records
-    uint32_t recs_cap;           //  allocated
-    kvt_ilist_t rec_free;        //  unused records
-    kvt_ilist_t tails;           //  records holding a tail lease
-    kvt_hmap_t *by_req;          //  req → record
-    s_save_t *saves;             //  save records
-    uint32_t *save_blocks;       //  bpc leased blocks per save record
-    uint32_t saves_cap;          //  allocated save records
-    uint32_t save_blocks_cap;    //  allocated entries of save_blocks
-    kvt_ilist_t save_free;       //  unused save records
-    kvt_hmap_t *by_id;           //  hash (op, key, attempt) → save record
-    kvt_hmap_t *by_key;          //  chunk key → save record in flight
+    kvt_savetrack_cfg_t cfg;  //  configuration
+    uint32_t bpc;             //  blocks per chunk
+    s_rec_t *recs;            //  request records
+    uint32_t recs_cap;        //  allocated
+    kvt_ilist_t rec_free;     //  unused records
+    kvt_ilist_t tails;        //  records holding a tail lease
+    kvt_hmap_t *by_req;       //  req → record
+    s_save_t *saves;          //  save records
+    uint32_t *save_blocks;    //  bpc leased blocks per save record
+    uint32_t saves_cap;       //  allocated save records
+    uint32_t save_blocks_cap; //  allocated entries of save_blocks
+    kvt_ilist_t save_free;    //  unused save records
+    kvt_hmap_t *by_id;        //  hash (op, key, attempt) → save record
+    kvt_hmap_t *by_key;       //  chunk key → save record in flight
+    kvt_hmap_t *by_spec; //  SaveSpec id (op, last chunk key, attempt) → its last save in flight
     kvt_savetrack_stats_t stats; //  counters
 };
 
@@ -91,7 +98,8 @@ kvt_savetrack_t *kvt_savetrack_new(const kvt_savetrack_cfg_t *cfg)
     self->by_req = kvt_hmap_new(64, false);
     self->by_id = kvt_hmap_new(64, false);
     self->by_key = kvt_hmap_new(64, false);
-    if (!self->by_req || !self->by_id || !self->by_key) {
+    self->by_spec = kvt_hmap_new(64, false);
+    if (!self->by_req || !self->by_id || !self->by_key || !self->by_spec) {
         kvt_savetrack_destroy(&self);
         return NULL;
     }
@@ -114,6 +122,7 @@ void kvt_savetrack_destroy(kvt_savetrack_t **self_p)
     kvt_hmap_destroy(&self->by_req);
     kvt_hmap_destroy(&self->by_id);
     kvt_hmap_destroy(&self->by_key);
+    kvt_hmap_destroy(&self->by_spec);
     free(self);
     *self_p = NULL;
 }
@@ -191,6 +200,7 @@ static void s_maybe_free(kvt_savetrack_t *self, s_rec_t *r)
     memset(r, 0, sizeof(*r));
     r->tail_blocks = tb; //  kept for reuse
     r->tail_cap = tc;
+    r->last_built = S_NONE;
     kvt_ilist_prepend(&self->rec_free, S_REC_LINKS(self), i);
     self->stats.records--;
 }
@@ -222,6 +232,7 @@ int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier)
         kvt_ilist_unlink(&self->rec_free, S_REC_LINKS(self), i);
         r = &self->recs[i];
         r->live = true;
+        r->last_built = S_NONE;
         self->stats.records++;
     } else if (r->has_tail) {
         s_count_retired(self, r, r->tail_end);
@@ -231,6 +242,7 @@ int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier)
     uint32_t cs = self->cfg.chunk_size;
     r->op = op;
     r->frontier = frontier / cs * cs;
+    r->last_built = S_NONE; //  a new admission's saves start a new SaveSpec
     r->forwarded = 0;
     r->attempt = 0;
     r->retries_left = self->cfg.retries;
@@ -322,7 +334,7 @@ static void s_advance(kvt_savetrack_t *self, s_rec_t *r)
 }
 
 int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, const uint32_t *blocks,
-                        int32_t slot)
+                        int32_t slot, bool joins)
 {
     s_rec_t *r = s_rec(self, req);
     if (!r || s_upto(self, r) == 0 || kvt_hmap_get(self->by_key, key, NULL) ||
@@ -332,7 +344,8 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
     }
     if (!blocks) {
         blocks = r->tail_blocks + (r->frontier - r->tail_start) / self->cfg.block_size;
-        slot = r->tail_slot;
+        if (slot < 0)
+            slot = r->tail_slot;
     }
     if (self->save_free.count == 0) {
         uint32_t old = self->saves_cap, cap = old;
@@ -358,6 +371,13 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
         self->stats.refused++;
         return -1;
     }
+    //  The save ends its SaveSpec for now: the spec is reported under its id.
+    if (kvt_hmap_put(self->by_spec, id, si) != 0) {
+        kvt_hmap_del(self->by_key, key, NULL);
+        kvt_hmap_del(self->by_id, id, NULL);
+        self->stats.refused++;
+        return -1;
+    }
     kvt_ilist_unlink(&self->save_free, S_SAVE_LINKS(self), si);
     s_save_t *sv = &self->saves[si];
     sv->op = r->op;
@@ -368,6 +388,16 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
     sv->slot = slot;
     sv->live = true;
     sv->leased = true;
+    sv->spec_prev = sv->spec_next = S_NONE;
+    sv->spec_id = id;
+    uint32_t lb = r->last_built;
+    if (joins && lb != S_NONE && self->saves[lb].leased && self->saves[lb].attempt == r->attempt &&
+        self->saves[lb].op.gen == r->op.gen && self->saves[lb].spec_next == S_NONE) {
+        kvt_hmap_del(self->by_spec, self->saves[lb].spec_id, NULL);
+        sv->spec_prev = lb;
+        self->saves[lb].spec_next = si;
+    }
+    r->last_built = si;
     uint32_t *lease = self->save_blocks + (size_t)si * self->bpc;
     memcpy(lease, blocks, (size_t)self->bpc * sizeof(uint32_t));
     s_acquire(self, lease, self->bpc, slot);
@@ -400,13 +430,51 @@ bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key)
 int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
                                uint32_t attempt)
 {
-    uint32_t si;
-    if (!kvt_hmap_get(self->by_id, s_save_id(op, key, attempt), &si) || !self->saves[si].leased) {
+    //  The report names the SaveSpec by its last chunk: every save of the
+    //  spec still in flight lets its sources go (the last one may have
+    //  settled already, when the store had it).
+    uint32_t si, n = 0;
+    if (kvt_hmap_get(self->by_spec, s_save_id(op, key, attempt), &si))
+        for (; si != S_NONE; si = self->saves[si].spec_prev)
+            if (self->saves[si].leased) {
+                s_release_save(self, &self->saves[si]);
+                n++;
+            }
+    if (n == 0) {
         self->stats.stale_reports++;
         return -1;
     }
-    s_release_save(self, &self->saves[si]);
     return 0;
+}
+
+bool kvt_savetrack_save_slot(const kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
+                             uint32_t attempt, int32_t *slot)
+{
+    uint32_t si;
+    if (!kvt_hmap_get(self->by_id, s_save_id(op, key, attempt), &si))
+        return false;
+    if (slot)
+        *slot = self->saves[si].slot;
+    return true;
+}
+
+//  Takes a settled save out of its SaveSpec; the spec's last save in
+//  flight carries its report id.
+static void s_spec_unlink(kvt_savetrack_t *self, s_save_t *sv)
+{
+    if (sv->spec_next == S_NONE) {
+        if (sv->spec_prev != S_NONE) {
+            self->saves[sv->spec_prev].spec_id = sv->spec_id;
+            //  The entry is replaced in place: the map does not grow.
+            kvt_hmap_del(self->by_spec, sv->spec_id, NULL);
+            (void)kvt_hmap_put(self->by_spec, sv->spec_id, sv->spec_prev);
+        } else
+            kvt_hmap_del(self->by_spec, sv->spec_id, NULL);
+    }
+    if (sv->spec_prev != S_NONE)
+        self->saves[sv->spec_prev].spec_next = sv->spec_next;
+    if (sv->spec_next != S_NONE)
+        self->saves[sv->spec_next].spec_prev = sv->spec_prev;
 }
 
 //  A failed save of record r (S3): the frontier goes back to the failed
@@ -434,8 +502,11 @@ int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, u
     }
     s_save_t *sv = &self->saves[si];
     s_release_save(self, sv);
+    s_spec_unlink(self, sv);
     kvt_hmap_del(self->by_key, sv->key, NULL);
     s_rec_t *r = &self->recs[sv->rec];
+    if (r->last_built == si)
+        r->last_built = S_NONE;
     assert(r->live && r->inflight > 0);
     r->inflight--;
     self->stats.saves_outstanding--;
@@ -557,6 +628,22 @@ bool kvt_savetrack_frontier(const kvt_savetrack_t *self, uint64_t req, uint32_t 
     return true;
 }
 
+void kvt_savetrack_leases(const kvt_savetrack_t *self,
+                          void (*fn)(void *arg, const uint32_t *blocks, uint32_t nblocks,
+                                     int32_t slot),
+                          void *arg)
+{
+    for (uint32_t i = 0; i < self->saves_cap; i++)
+        if (self->saves[i].live && self->saves[i].leased)
+            fn(arg, self->save_blocks + (size_t)i * self->bpc, self->bpc, self->saves[i].slot);
+    for (uint32_t i = 0; i < self->recs_cap; i++) {
+        const s_rec_t *r = &self->recs[i];
+        if (r->live && r->has_tail)
+            fn(arg, r->tail_blocks, (r->tail_end - r->tail_start) / self->cfg.block_size,
+               r->tail_slot);
+    }
+}
+
 void kvt_savetrack_stats(const kvt_savetrack_t *self, kvt_savetrack_stats_t *out)
 {
     *out = self->stats;
@@ -586,7 +673,7 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
     }
     if (!deep)
         return 0;
-    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0;
+    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0, specs = 0;
     uint32_t *inflight = calloc(self->recs_cap ? self->recs_cap : 1, sizeof(uint32_t));
     if (!inflight) {
         snprintf(err, errlen, "savetrack: out of memory");
@@ -607,6 +694,13 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
             goto done;
         }
         inflight[sv->rec]++;
+        if (sv->spec_next == S_NONE) {
+            specs++;
+            if (!kvt_hmap_get(self->by_spec, sv->spec_id, &j) || j != i) {
+                snprintf(err, errlen, "savetrack: save %u ends a spec not under its id", i);
+                goto done;
+            }
+        }
     }
     for (uint32_t i = 0; i < self->recs_cap; i++) {
         const s_rec_t *r = &self->recs[i];
@@ -626,6 +720,11 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
                      r->retired);
             goto done;
         }
+    }
+    if (specs != kvt_hmap_size(self->by_spec)) {
+        snprintf(err, errlen, "savetrack: %llu specs in flight, %u under an id",
+                 (unsigned long long)specs, kvt_hmap_size(self->by_spec));
+        goto done;
     }
     if (live_saves != st->saves_outstanding || records != st->records ||
         tails != self->tails.count || leases != st->leases_outstanding) {

@@ -27,9 +27,13 @@
     frontier goes back to hbm's chunk floor. A load withdrawn for any other
     reason reopens nothing (the tier still holds what is recomputed).
 
-    Reports are keyed like the SaveSpec: (op, chunk key, attempt). Every
-    call is O(1) but end_plan (O(finished tails)) and kvt_savetrack_check
-    with deep. Pure: no I/O, no clock, no threads; one owner. */
+    Reports are keyed like the SaveSpec: a store verdict by (op, chunk key,
+    attempt), a source_safe by (op, the spec's last chunk key, attempt):
+    builds that join the one before them form one SaveSpec, and its
+    source_safe releases every save of it still in flight. Every call is
+    O(1) but sources_safe (O(chunks of the spec)), end_plan (O(finished
+    tails)) and kvt_savetrack_check with deep. Pure: no I/O, no clock, no
+    threads; one owner. */
 #ifndef KVT_SAVETRACK_H_INCLUDED
 #define KVT_SAVETRACK_H_INCLUDED
 
@@ -108,10 +112,13 @@ bool kvt_savetrack_next(const kvt_savetrack_t *self, uint64_t req, uint32_t *sta
 //  Builds the save of the chunk at req's frontier under `key`: leases its
 //  chunk_size / block_size source `blocks` and the state `slot` its image is
 //  read from (-1: none) and moves the frontier on. blocks NULL: the
-//  finished request's tail lease names them (and its slot). 0, or -1
-//  (nothing buildable: see next; key already in flight; out of memory).
+//  finished request's tail lease names them (and, with slot < 0, its
+//  slot). joins: the chunk travels in the same SaveSpec as the save built
+//  just before it for req (a run of consecutive chunks; source_safe names
+//  a spec by its last chunk). 0, or -1 (nothing buildable: see next; key
+//  already in flight; out of memory).
 int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, const uint32_t *blocks,
-                        int32_t slot);
+                        int32_t slot, bool joins);
 
 //  Moves req's frontier over the chunk at it without a save (the tier
 //  holds it, or another request's save of its key is in flight). 0 / -1.
@@ -120,10 +127,17 @@ int kvt_savetrack_skip(kvt_savetrack_t *self, uint64_t req);
 //  True while a built save of key has no store verdict.
 bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key);
 
-//  Every rank reported source_safe for save (op, key, attempt): releases
-//  its lease. 0, or -1 when no such save holds a lease.
+//  Every rank reported source_safe for the SaveSpec whose last chunk save
+//  is (op, key, attempt): releases the lease of every save of that spec.
+//  0, or -1 when no such save holds a lease (late, duplicate: counted).
 int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
                                uint32_t attempt);
+
+//  True while save (op, key, attempt) has no store verdict; *slot (may be
+//  NULL): the state slot it was built with (-1: none), even once its lease
+//  was released.
+bool kvt_savetrack_save_slot(const kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
+                             uint32_t attempt, int32_t *slot);
 
 //  The store verdict of save (op, key, attempt): settles it (its lease is
 //  released if source_safe did not). ok: the caller indexes the key.
@@ -150,6 +164,13 @@ uint32_t kvt_savetrack_end_plan(kvt_savetrack_t *self);
 
 //  The frontier of request req; false when it is not tracked.
 bool kvt_savetrack_frontier(const kvt_savetrack_t *self, uint64_t req, uint32_t *frontier);
+
+//  Calls fn once for every lease held now (a built save's, a tail's), with
+//  what it holds (audits).
+void kvt_savetrack_leases(const kvt_savetrack_t *self,
+                          void (*fn)(void *arg, const uint32_t *blocks, uint32_t nblocks,
+                                     int32_t slot),
+                          void *arg);
 
 void kvt_savetrack_stats(const kvt_savetrack_t *self, kvt_savetrack_stats_t *out);
 

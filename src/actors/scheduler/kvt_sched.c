@@ -163,17 +163,14 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->next_step = 1;
     self->applied = true; //  no step ran before the first plan
     self->bm = kvt_blockmgr_new(cfg->hbm_blocks, cfg->block_size);
-    self->tier = kvt_tierindex_new(cfg->tier_chunks);
     self->by_id = kvt_hmap_new(256, false);
-    self->save_by_id = kvt_hmap_new(256, false);
-    self->inflight = kvt_hmap_new(256, false);
     self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
     self->scratch_unref = malloc(((size_t)cfg->hbm_blocks + 1) * sizeof(uint32_t));
     kvt_stidx_cfg_t lc = {.hash_cap = 0, .can_load = false}; //  loads only, no images
     self->kvidx = kvt_stidx_new(&lc);
     self->orph_by_op = kvt_hmap_new(64, false);
-    if (!self->bm || !self->tier || !self->by_id || !self->save_by_id || !self->inflight ||
-        !self->scratch_blocks || !self->scratch_unref || !self->kvidx || !self->orph_by_op)
+    if (!self->bm || !self->by_id || !self->scratch_blocks || !self->scratch_unref ||
+        !self->kvidx || !self->orph_by_op || kvt_sched_track_new(self) != 0)
         goto oom;
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
@@ -194,6 +191,7 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     }
     kvt_ilist_init(&self->waiting);
     kvt_ilist_init(&self->active);
+    kvt_ilist_init(&self->tails);
     return self;
 oom:
     kvt_sched_destroy(&self);
@@ -215,13 +213,8 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     free(self->reqs);
     free(self->req_free);
     kvt_hmap_destroy(&self->by_id);
-    free(self->saves);
-    free(self->save_blocks);
-    free(self->save_free);
-    kvt_hmap_destroy(&self->save_by_id);
-    kvt_hmap_destroy(&self->inflight);
+    kvt_savetrack_destroy(&self->track);
     free(self->scratch_blocks);
-    free(self->save_ck);
     kvt_ckpt_destroy(&self->ck);
     kvt_stidx_destroy(&self->stidx);
     kvt_sched_orphan_destroy(self);
@@ -240,7 +233,6 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     free(self->rel_q);
     free(self->p_touches);
     kvt_blockmgr_destroy(&self->bm);
-    kvt_tierindex_destroy(&self->tier);
     free(self);
     *self_p = NULL;
 }
@@ -362,13 +354,18 @@ void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
 {
     kvt_sreq_t *r = &self->reqs[slot];
     kvt_sched_release_state(self, r);
-    //  With saves out, the record keeps its blocks until the last verdict
-    //  and releases them all at once, tail first, so the LRU order does not
-    //  depend on the order verdicts arrive.
-    if (r->saves_inflight == 0) {
-        kvt_sched_release_blocks(self, r);
-        kvt_sched_free_record(self, slot);
-    }
+    //  While the save tracker holds anything of it (saves in flight, a
+    //  tail), the record stays and keeps its blocks, releasing them all at
+    //  once, tail first, when the tracker lets go: the LRU order does not
+    //  depend on the order verdicts arrive (kvt_sched_forget).
+    if (!kvt_sched_tracked(self, r))
+        kvt_sched_forget(self, slot);
+}
+
+void kvt_sched_forget(kvt_sched_t *self, uint32_t slot)
+{
+    kvt_sched_release_blocks(self, &self->reqs[slot]);
+    kvt_sched_free_record(self, slot);
 }
 
 //  The state side of an applied step: the checkpoint the entry took becomes
@@ -440,7 +437,7 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
             self->stats.running--;
             self->stats.finished++;
             kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, generated, 0);
-            kvt_sched_emit_saves(self, slot);
+            kvt_sched_track_finish(self, slot);
             kvt_sched_retire(self, slot);
         }
         slot = next;
@@ -627,7 +624,11 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  Orphans whose verdict never came go back before admission (I2).
     kvt_sched_reclaim(self);
 
-    //  Saves for chunks completed by the step that just ran.
+    //  Saves: the tails of requests that finished (their one chance), then
+    //  the chunks the step that just ran completed.
+    for (uint32_t slot = self->tails.head; slot != KVT_ILIST_NONE;
+         slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
+        kvt_sched_emit_saves(self, slot);
     for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE;
          slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
         if (self->reqs[slot].state == R_RUNNING)
@@ -677,8 +678,9 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     }
     bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate ||
                 self->p_nlookups || self->nrel_q || self->p_ntouches;
-    bool outstanding = self->stats.loading > 0 || self->stats.saves_outstanding > 0 ||
+    bool outstanding = self->stats.loading > 0 || kvt_sched_saves_outstanding(self) > 0 ||
                        self->stats.lookups_out > 0 || self->stats.load_orphans > 0;
+    kvt_sched_end_plan(self);
     if (!work && outstanding) {
         self->p_open = false; //  nothing was added: the next call starts afresh
         return KVT_SCHED_HOLD;
@@ -705,13 +707,24 @@ bool kvt_sched_quiescent(const kvt_sched_t *self)
         if (c.slots_in_use != 0 || c.pinned_entries != 0 || kvt_hmap_size(self->loading_keys))
             return false;
     }
-    return self->stats.records == 0 && self->stats.saves_outstanding == 0 &&
+    return self->stats.records == 0 && kvt_sched_saves_outstanding(self) == 0 &&
            self->stats.load_orphans == 0 && kvt_blockmgr_in_use(self->bm) == 0;
 }
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
 {
     *out = self->stats;
+    if (self->track) {
+        kvt_savetrack_stats_t t;
+        kvt_savetrack_stats(self->track, &t);
+        out->saves_dispatched = t.saves_built;
+        out->saves_ok = t.saves_ok;
+        out->saves_failed = t.saves_failed;
+        out->saves_reemitted = t.saves_reemitted;
+        out->saves_skipped = t.saves_skipped;
+        out->saves_stopped = t.saves_stopped;
+        out->saves_outstanding = (uint32_t)t.saves_outstanding;
+    }
     out->leased_blocks = self->leased;
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
 }
@@ -764,6 +777,7 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
     }
     r->state = R_DONE;
     r->planned_end = 0;
+    kvt_sched_track_abort(self, r);
     kvt_sched_retire(self, slot);
     return 0;
 }
@@ -779,6 +793,7 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
         kvt_sched_orphan_load(self, r); //  as on an abort: the index owns the load
     else
         self->stats.running--;
+    kvt_sched_track_abort(self, r);
     kvt_sched_release_state(self, r);
     kvt_sched_release_blocks(self, r);
     kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
@@ -787,7 +802,6 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
     r->state = R_WAITING;
     r->computed = r->planned_end = r->registered = 0;
     r->hbm_hit = r->block_hit = 0;
-    r->save_frontier = 0;
     r->verify_end = 0;
     r->probe_demand = 0;
     free(r->blocks);

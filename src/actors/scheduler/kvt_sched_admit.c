@@ -192,7 +192,7 @@ static void s_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *l
 }
 
 //  The probe (HBM match, tier count, fit) has no side effects; only a
-//  committed admission refreshes the tier view and counts hits.
+//  committed admission counts hits.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 {
     if (kvt_sched_hybrid(self))
@@ -221,7 +221,6 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     if (!s_tier_hit(self, r, max_chunks, &tier_chunks))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
-    kvt_hash_t keys[64];
     bool load = tier > hbm;
     //  The KV leg starts on the chunk grid: keep the shared blocks below the
     //  chunk floor of the HBM hit and refill [floor, B) privately, so no
@@ -275,16 +274,6 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     r->gen++;
     r->hbm_hit = hbm;
     kvt_blockmgr_count_hit(self->bm, m);
-    if (self->cfg.tier_chunks > 0 && tier > 0) {
-        //  Refresh what the admission votes for, deepest first (the view
-        //  mirrors the pools' LRU discipline).
-        for (uint32_t c = 0; c < tier / cs; c += 64) {
-            uint32_t n = tier / cs - c < 64 ? tier / cs - c : 64;
-            for (uint32_t i = 0; i < n; i++)
-                keys[i] = kvt_sched_chunk_key(self, r, c + i);
-            kvt_tierindex_lookup(self->tier, keys, n);
-        }
-    }
     kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
     kvt_ilist_append(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
     self->stats.waiting--;
@@ -293,7 +282,6 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  at its chunk floor; the tier is credited with what lies above it.
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
-    r->save_budget = self->cfg.save_retries;
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
     s_lookup_settle(self, r, planned ? &self->p_loads[self->p_nloads - 1] : NULL);
     if (planned) {
@@ -304,7 +292,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
         r->load_floor = keep_tokens;
         r->load_end = tier;
         //  The save floor, recorded once when the load is decided (S5).
-        r->save_frontier = tier;
+        kvt_sched_track_admit(self, r, keep_tokens, hbm, tier);
         r->verify_end = tier;
         self->stats.loading++;
         self->stats.loads_dispatched++;
@@ -314,7 +302,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     r->state = R_RUNNING;
     r->computed = keep_tokens;
     //  Chunks the tier already holds need no save.
-    r->save_frontier = tier < keep_tokens ? tier : keep_tokens / cs * cs;
+    kvt_sched_track_admit(self, r, tier < keep_tokens ? tier : keep_tokens, 0, 0);
     r->verify_end = keep_tokens;
     self->stats.running++;
     return 1;
@@ -536,14 +524,6 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     r->legs = r->legs_failed = 0;
     kvt_blockmgr_count_hit(self->bm, hb);
     s_add_joint_stats(self, &js);
-    if (joint && kv_leg && tier > 0)
-        for (uint32_t c = 0; c < tier / cs; c += 64) {
-            kvt_hash_t keys[64];
-            uint32_t n = tier / cs - c < 64 ? tier / cs - c : 64;
-            for (uint32_t i = 0; i < n; i++)
-                keys[i] = kvt_sched_chunk_key(self, r, c + i);
-            kvt_tierindex_lookup(self->tier, keys, n);
-        }
     kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
     kvt_ilist_append(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
     self->stats.waiting--;
@@ -562,7 +542,6 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     }
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
                     r->nprompt);
-    r->save_budget = self->cfg.save_retries;
     if (!joint) {
         s_lookup_settle(self, r, NULL);
         if (hb > 0) {
@@ -573,7 +552,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         r->state = R_RUNNING;
         r->computed = p->hbm;
         //  Chunks the tier already holds need no save.
-        r->save_frontier = tier < p->hbm ? tier : p->hbm / cs * cs;
+        kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, 0, 0);
         r->verify_end = p->hbm;
         self->stats.running++;
         return 1;
@@ -621,7 +600,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     s_lookup_settle(self, r, self->p_nloads ? &self->p_loads[self->p_nloads - 1] : NULL);
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
-    r->save_frontier = d.b;
+    kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);
     r->verify_end = d.b;
     self->stats.loading++;
     self->stats.loads_dispatched++;

@@ -10,9 +10,9 @@
 #include "base/kvt_vec.h"
 #include "kvt_blockmgr.h"
 #include "kvt_ckpt.h"
+#include "kvt_savetrack.h"
 #include "kvt_sched.h"
 #include "kvt_stidx.h"
-#include "kvt_tierindex.h"
 
 enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
 
@@ -26,35 +26,30 @@ enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
 #define KVT_SCHED_SPEC_BYTES(nblocks, nkeys) (48u + 4u * (size_t)(nblocks) + 16u * (size_t)(nkeys))
 
 typedef struct {
-    uint64_t id;             //  request id
-    uint32_t gen;            //  generation of the current admission
-    uint8_t state;           //  R_*
-    bool saves_stopped;      //  a save failed with no re-emit left: save nothing more
-    uint32_t *tokens;        //  prompt + predetermined outputs (nfeed + 1 tokens)
-    uint32_t nprompt;        //  prompt tokens
-    uint32_t max_new;        //  tokens to generate
-    uint32_t nfeed;          //  tokens that go through a forward: nprompt + max_new - 1
-    kvt_hash_t *hashes;      //  prefix hash per full block of the fed tokens
-    uint32_t nhashed;        //  hashes[0..nhashed) computed
-    uint32_t *blocks;        //  block table (ceil (nfeed / bs) entries once admitted)
-    uint32_t nblocks;        //  entries in blocks (0 while waiting)
-    uint32_t computed;       //  tokens whose KV is valid in the blocks
-    uint32_t hbm_hit;        //  HBM hit at admission (tokens)
-    uint32_t load_floor;     //  first token of the outstanding load (chunk floor of hbm_hit)
-    uint32_t load_end;       //  resume point B of the outstanding load
-    uint32_t save_frontier;  //  tokens [0, frontier) are in the tier or being saved
-    uint32_t saves_inflight; //  chunk saves without a verdict
-    uint32_t save_budget;    //  failed-save re-emits left
-    uint32_t save_attempt;   //  attempt number of the request's saves (bumped by a re-emit)
-    uint32_t verify_end;     //  > 0: the next entry asks the runner to verify [0, verify_end)
-    uint32_t registered;     //  blocks [0, registered) are shared or indexed
-    uint32_t planned_end;    //  end token of this request's entry in the last plan (0 = none)
-    uint32_t probe_demand;   //  fresh blocks the last admission probe needed (0 = none yet)
-    uint32_t *hit_pins;      //  while loading: what a retreat swaps into the table at pin_lo
-                             //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
-                             //  spares for [hbm, claim) when the claim is above the hit
-    uint32_t nhit_pins;      //  entries in hit_pins
-    uint32_t pin_lo;         //  block index of hit_pins[0] in the table
+    uint64_t id;           //  request id
+    uint32_t gen;          //  generation of the current admission
+    uint8_t state;         //  R_*
+    uint32_t *tokens;      //  prompt + predetermined outputs (nfeed + 1 tokens)
+    uint32_t nprompt;      //  prompt tokens
+    uint32_t max_new;      //  tokens to generate
+    uint32_t nfeed;        //  tokens that go through a forward: nprompt + max_new - 1
+    kvt_hash_t *hashes;    //  prefix hash per full block of the fed tokens
+    uint32_t nhashed;      //  hashes[0..nhashed) computed
+    uint32_t *blocks;      //  block table (ceil (nfeed / bs) entries once admitted)
+    uint32_t nblocks;      //  entries in blocks (0 while waiting)
+    uint32_t computed;     //  tokens whose KV is valid in the blocks
+    uint32_t hbm_hit;      //  HBM hit at admission (tokens)
+    uint32_t load_floor;   //  first token of the outstanding load (chunk floor of hbm_hit)
+    uint32_t load_end;     //  resume point B of the outstanding load
+    uint32_t verify_end;   //  > 0: the next entry asks the runner to verify [0, verify_end)
+    uint32_t registered;   //  blocks [0, registered) are shared or indexed
+    uint32_t planned_end;  //  end token of this request's entry in the last plan (0 = none)
+    uint32_t probe_demand; //  fresh blocks the last admission probe needed (0 = none yet)
+    uint32_t *hit_pins;    //  while loading: what a retreat swaps into the table at pin_lo
+                           //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
+                           //  spares for [hbm, claim) when the claim is above the hit
+    uint32_t nhit_pins;    //  entries in hit_pins
+    uint32_t pin_lo;       //  block index of hit_pins[0] in the table
     //  Hybrid requests (UINT32_MAX / 0 for a dense one).
     uint32_t block_hit;   //  ungated HBM block hit at admission (tokens)
     uint32_t sslot;       //  state slot (KVT_CKPT_NONE: none)
@@ -83,15 +78,6 @@ typedef struct {
     kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 
-typedef struct {
-    uint32_t req_slot; //  request record
-    kvt_opid_t op;     //  save operation id
-    uint32_t attempt;  //  attempt it was sent with
-    kvt_hash_t key;    //  chunk key
-    uint32_t start;    //  first token of the chunk
-    bool live;         //  slot in use
-} kvt_ssave_t;
-
 //  What an orphaned load still holds (kvt_sched_orphan.c): the load was
 //  handed to its index (stidx for a load with a state leg, kvidx for a
 //  KV-only one) when its request was torn down mid-load; the blocks it
@@ -118,7 +104,9 @@ struct _kvt_sched_t {
     bool applied;                  //  the last planned step was applied (apply or plan did it)
     bool p_open;                   //  the plan scratch holds the plan being built
     kvt_blockmgr_t *bm;            //  HBM blocks
-    kvt_tierindex_t *tier;         //  tier view
+    kvt_savetrack_t *track;        //  saves: frontier, leases, re-emits (NULL: no tier)
+    uint32_t leased;               //  block references held by save leases
+    kvt_ilist_t tails;             //  finished requests whose unbuilt saves the next plan builds
     kvt_sreq_t *reqs;              //  request records
     uint32_t nreqs_cap;            //  records allocated
     uint32_t *req_free;            //  free record slots (capacity nreqs_cap)
@@ -126,15 +114,6 @@ struct _kvt_sched_t {
     kvt_hmap_t *by_id;             //  request id → slot
     kvt_ilist_t waiting;           //  R_WAITING, arrival order
     kvt_ilist_t active;            //  R_LOADING and R_RUNNING, admission order
-    kvt_ssave_t *saves;            //  outstanding chunk saves
-    uint32_t *save_blocks;         //  bpc leased blocks per save slot
-    uint32_t nsaves_cap;           //  save slots allocated
-    uint32_t *save_free;           //  free save slots
-    uint32_t nsave_free;           //  entries in save_free
-    kvt_hmap_t *save_by_id;        //  hash (op, key, attempt) → save slot
-    kvt_hmap_t *inflight;          //  chunk key → 1 while any request's save of it is out
-    uint32_t leased;               //  block references held by saves
-    uint32_t *save_ck;             //  per save slot: checkpoint whose image it carries (pinned)
     kvt_ckpt_t *ck;                //  state slots and HBM checkpoints (hybrid; NULL when dense)
     kvt_stidx_t *stidx;            //  state images and state loads (hybrid; NULL when dense)
     kvt_stidx_t *kvidx;            //  KV-only loads' lifecycle (every model; no images)
@@ -230,9 +209,38 @@ void kvt_sched_index_blocks(kvt_sched_t *self, kvt_sreq_t *r, uint32_t upto_toke
 //  True while the plan may grow by `bytes` more.
 bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
 
-//  Emits saves for the request's complete chunks beyond its save frontier
+//  Emits what the save tracker offers for the request: its forwarded
+//  chunks past the save frontier, or a finished request's leased tail
 //  (kvt_sched_save.c).
 void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot);
+
+//  The save tracker of a new scheduler (NULL when there is no tier):
+//  leases take block references and pin the checkpoint an image is read
+//  from. 0, or -1 when out of memory.
+int kvt_sched_track_new(kvt_sched_t *self);
+
+//  Starts tracking admission r->gen of r with the save frontier at
+//  `frontier` (the tokens the tier holds); a decided load records its save
+//  floor [hbm, hit) (S5; hit > hbm).
+void kvt_sched_track_admit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t frontier, uint32_t hbm,
+                           uint32_t hit);
+
+//  Request r finished: its forwarded chunks not yet saved keep a lease as
+//  a tail the next plan builds (S4); r then goes on the tails list.
+void kvt_sched_track_finish(kvt_sched_t *self, uint32_t slot);
+
+//  Request r was torn down (abort, preemption): its unbuilt saves retire.
+void kvt_sched_track_abort(kvt_sched_t *self, kvt_sreq_t *r);
+
+//  True while the save tracker still holds something of request r.
+bool kvt_sched_tracked(const kvt_sched_t *self, const kvt_sreq_t *r);
+
+//  End of a plan: tails the plan did not build are retired (S4) and
+//  finished records nothing holds any more are freed.
+void kvt_sched_end_plan(kvt_sched_t *self);
+
+//  Saves outstanding (built, no store verdict).
+uint64_t kvt_sched_saves_outstanding(const kvt_sched_t *self);
 
 //  Tier lookup of a waiting request.
 enum { S_LK_NONE = 0, S_LK_OUT, S_LK_READY };
@@ -321,5 +329,8 @@ void kvt_sched_orphan_destroy(kvt_sched_t *self);
 //  Retires request `slot` whose admission ended (finished or aborted): its
 //  state goes back now, its blocks once no save reads them.
 void kvt_sched_retire(kvt_sched_t *self, uint32_t slot);
+
+//  Releases a retired record's blocks (tail first) and frees it.
+void kvt_sched_forget(kvt_sched_t *self, uint32_t slot);
 
 #endif

@@ -1,6 +1,8 @@
-/*  kvt_sched_save — the scheduler core's saves (frontier, leases, one save
-    in flight per chunk key), its verdicts (loads: resume or retreat; saves:
-    index or re-emit), its counters and its audit. See kvt_sched.h. */
+/*  kvt_sched_save — the scheduler core's saves, all through the save
+    tracker (kvt_savetrack: the frontier, leases taken and released through
+    one path, re-emits, finished requests' tails, the save floor), its
+    verdicts (loads: resume or retreat; saves: settle, source_safe: release
+    the leases), its counters and its audit. See kvt_sched.h. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,96 +13,129 @@
 #include "kvt_joint.h"
 #include "kvt_sched_int.h"
 
-static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
+// ------------------------------------------------------ save tracker ----
+
+//  The one lease path (S4): a lease holds a reference on each source block
+//  and a pin on the checkpoint its image is read from.
+static void s_lease_acquire(void *arg, const uint32_t *blocks, uint32_t n, int32_t ck)
 {
-    uint64_t in[5] = {op.req, op.gen, key.hi, key.lo, attempt};
-    XXH128_hash_t h = XXH3_128bits(in, sizeof in);
-    kvt_hash_t out = {h.high64, h.low64};
-    return out;
+    kvt_sched_t *self = arg;
+    for (uint32_t i = 0; i < n; i++)
+        kvt_blockmgr_ref(self->bm, blocks[i]);
+    self->leased += n;
+    if (ck >= 0)
+        kvt_ckpt_pin_entry(self->ck, (uint32_t)ck);
 }
 
-//  Doubles the save slots (their block leases and the free-slot stack with
-//  them).
-static int s_grow_saves(kvt_sched_t *self)
+static void s_lease_release(void *arg, const uint32_t *blocks, uint32_t n, int32_t ck)
 {
-    uint32_t old = self->nsaves_cap, cap = old, free_cap = old, blocks_cap = old * self->bpc;
-    uint32_t ck_cap = old;
-    if (kvt_vec_reserve((void **)&self->saves, &cap, old + 1, sizeof(kvt_ssave_t)) ||
-        kvt_vec_reserve((void **)&self->save_free, &free_cap, cap, sizeof(uint32_t)) ||
-        kvt_vec_reserve((void **)&self->save_blocks, &blocks_cap, cap * self->bpc,
-                        sizeof(uint32_t)) ||
-        kvt_vec_reserve((void **)&self->save_ck, &ck_cap, cap, sizeof(uint32_t)))
-        return -1;
-    memset(self->saves + old, 0, (size_t)(cap - old) * sizeof(kvt_ssave_t));
-    for (uint32_t i = cap; i-- > old;)
-        self->save_free[self->nsave_free++] = i;
-    self->nsaves_cap = cap;
-    return 0;
+    kvt_sched_t *self = arg;
+    //  Last block first: a suffix lands at the old end of the LRU.
+    for (uint32_t i = n; i-- > 0;)
+        kvt_blockmgr_unref(self->bm, blocks[i]);
+    self->leased -= n;
+    if (ck >= 0)
+        kvt_ckpt_unpin(self->ck, (uint32_t)ck);
+}
+
+int kvt_sched_track_new(kvt_sched_t *self)
+{
+    if (self->cfg.tier_chunks == 0)
+        return 0;
+    kvt_savetrack_cfg_t c = {.chunk_size = self->cfg.chunk_size,
+                             .block_size = self->cfg.block_size,
+                             .retries = self->cfg.save_retries,
+                             .acquire = s_lease_acquire,
+                             .release = s_lease_release,
+                             .arg = self};
+    self->track = kvt_savetrack_new(&c);
+    return self->track ? 0 : -1;
+}
+
+void kvt_sched_track_admit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t frontier, uint32_t hbm,
+                           uint32_t hit)
+{
+    if (!self->track)
+        return;
+    kvt_opid_t op = {r->id, r->gen};
+    //  Refused only when out of memory: the admission then saves nothing.
+    if (kvt_savetrack_admit(self->track, op, frontier) == 0 && hit > hbm)
+        kvt_savetrack_load_decided(self->track, op, hbm, hit);
+}
+
+void kvt_sched_track_finish(kvt_sched_t *self, uint32_t slot)
+{
+    kvt_sreq_t *r = &self->reqs[slot];
+    if (!self->track)
+        return;
+    kvt_savetrack_forwarded(self->track, (kvt_opid_t){r->id, r->gen}, r->computed);
+    uint32_t a, b;
+    if (kvt_savetrack_finish(self->track, r->id, r->blocks, r->nblocks, -1) == 0 &&
+        kvt_savetrack_next(self->track, r->id, &a, &b, NULL))
+        kvt_ilist_append(&self->tails, KVT_SCHED_REQ_LINKS(self), slot);
+}
+
+void kvt_sched_track_abort(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    if (self->track)
+        kvt_savetrack_abort(self->track, r->id);
+}
+
+bool kvt_sched_tracked(const kvt_sched_t *self, const kvt_sreq_t *r)
+{
+    uint32_t f;
+    return self->track && kvt_savetrack_frontier(self->track, r->id, &f);
+}
+
+uint64_t kvt_sched_saves_outstanding(const kvt_sched_t *self)
+{
+    if (!self->track)
+        return 0;
+    kvt_savetrack_stats_t t;
+    kvt_savetrack_stats(self->track, &t);
+    return t.saves_outstanding;
+}
+
+void kvt_sched_end_plan(kvt_sched_t *self)
+{
+    if (!self->track)
+        return;
+    kvt_savetrack_end_plan(self->track);
+    while (self->tails.head != KVT_ILIST_NONE) {
+        uint32_t slot = self->tails.head;
+        kvt_ilist_unlink(&self->tails, KVT_SCHED_REQ_LINKS(self), slot);
+        if (!kvt_sched_tracked(self, &self->reqs[slot]))
+            kvt_sched_forget(self, slot);
+    }
 }
 
 //  Appends a SaveSpec for [start, end) of request r. The scratch was
 //  reserved by the caller, so this cannot fail.
-static kvt_save_spec_t *s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end)
+static kvt_save_spec_t *s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
+                                    uint32_t attempt)
 {
     kvt_save_spec_t *sp = &self->p_saves[self->p_nsaves++];
     kvt_sched_fill_spec(self, r, start, end, sp);
-    sp->attempt = r->save_attempt;
+    sp->attempt = attempt;
     return sp;
-}
-
-//  Records an outstanding chunk save and leases its source blocks. Returns
-//  0, or -1 when out of memory (nothing recorded).
-static int s_track_save(kvt_sched_t *self, uint32_t slot, uint32_t chunk, kvt_hash_t key,
-                        uint32_t *si_out)
-{
-    kvt_sreq_t *r = &self->reqs[slot];
-    if (self->nsave_free == 0 && s_grow_saves(self) != 0)
-        return -1;
-    uint32_t si = self->save_free[self->nsave_free - 1];
-    kvt_opid_t op = {r->id, r->gen};
-    if (kvt_hmap_put(self->inflight, key, 1) != 0)
-        return -1;
-    if (kvt_hmap_put(self->save_by_id, s_save_id(op, key, r->save_attempt), si) != 0) {
-        kvt_hmap_del(self->inflight, key, NULL);
-        return -1;
-    }
-    self->nsave_free--;
-    kvt_ssave_t *s = &self->saves[si];
-    s->req_slot = slot;
-    s->op = op;
-    s->attempt = r->save_attempt;
-    s->key = key;
-    s->start = chunk * self->cfg.chunk_size;
-    s->live = true;
-    uint32_t *lease = self->save_blocks + (size_t)si * self->bpc;
-    for (uint32_t i = 0; i < self->bpc; i++) {
-        lease[i] = r->blocks[chunk * self->bpc + i];
-        kvt_blockmgr_ref(self->bm, lease[i]);
-    }
-    self->leased += self->bpc;
-    //  A chunk whose end holds an HBM checkpoint is saved with its image;
-    //  the save pins the checkpoint until its verdict.
-    bool image = kvt_sched_hybrid(self) && !self->cfg.no_state_tier;
-    self->save_ck[si] = image ? kvt_ckpt_pin(self->ck, key) : KVT_CKPT_NONE;
-    r->saves_inflight++;
-    self->stats.saves_dispatched++;
-    self->stats.saves_outstanding++;
-    *si_out = si;
-    return 0;
 }
 
 void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
 {
     kvt_sreq_t *r = &self->reqs[slot];
-    if (self->cfg.tier_chunks == 0 || r->saves_stopped)
+    if (!self->track)
         return;
-    uint32_t cs = self->cfg.chunk_size, bs = self->cfg.block_size;
-    uint32_t upto = r->computed / cs * cs;
-    if (r->save_frontier >= upto)
+    //  A finished request's tail names its leased blocks (its own
+    //  references are gone); a running one's forward wrote up to computed.
+    bool tail = r->state == R_DONE;
+    if (!tail)
+        kvt_savetrack_forwarded(self->track, (kvt_opid_t){r->id, r->gen}, r->computed);
+    uint32_t cs = self->cfg.chunk_size, start, upto, attempt;
+    if (!kvt_savetrack_next(self->track, r->id, &start, &upto, &attempt))
         return;
     //  Reserve the worst case first (every chunk saved, every chunk its own
-    //  run), so that once a save is tracked its spec is always emitted.
-    uint32_t nchunks = (upto - r->save_frontier) / cs;
+    //  run), so that once a save is built its spec is always emitted.
+    uint32_t nchunks = (upto - start) / cs;
     uint32_t room = self->p_nsaves < KVT_MSG_MAX_ENTRIES ? KVT_MSG_MAX_ENTRIES - self->p_nsaves : 0;
     if (nchunks > room)
         nchunks = room;
@@ -113,46 +148,47 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
                         sizeof(kvt_save_spec_t)) ||
         kvt_sched_reserve_scratch(self, nchunks * self->bpc, nchunks)) {
         self->stats.plan_deferred++;
-        return; //  the frontier stays: these chunks are saved by a later plan
+        return; //  the frontier stays: a later plan saves them (a tail retires)
     }
-    uint32_t limit = r->save_frontier + nchunks * cs;
+    uint32_t limit = start + nchunks * cs;
     uint32_t run_start = UINT32_MAX;
-    uint32_t t = r->save_frontier;
+    uint32_t t = start;
     for (; t < limit; t += cs) {
         kvt_hash_t key = kvt_sched_chunk_key(self, r, t / cs);
-        //  A stored chunk is saved again only to add the image it lacks.
-        bool stored = kvt_tierindex_contains(self->tier, key) &&
-                      (!kvt_sched_hybrid(self) || self->cfg.no_state_tier ||
-                       kvt_stidx_could_serve(self->stidx, key) || !kvt_ckpt_has(self->ck, key));
-        bool skip = stored || kvt_hmap_get(self->inflight, key, NULL);
-        uint32_t si = 0;
-        if (skip)
-            self->stats.saves_skipped++;
-        else if (s_track_save(self, slot, t / cs, key, &si) != 0)
-            break; //  out of memory: stop here, the frontier stays at t
-        if (skip) {
+        //  Another save of this chunk is in flight: it needs no second one.
+        if (kvt_savetrack_key_inflight(self->track, key)) {
+            if (kvt_savetrack_skip(self->track, r->id) != 0)
+                break;
             if (run_start != UINT32_MAX)
-                s_plan_save(self, r, run_start, t);
+                s_plan_save(self, r, run_start, t, attempt);
             run_start = UINT32_MAX;
             continue;
         }
+        //  A chunk whose end holds an HBM checkpoint is saved with its
+        //  image; the lease pins the checkpoint.
+        uint32_t ck = kvt_sched_hybrid(self) && !self->cfg.no_state_tier
+                          ? kvt_ckpt_find(self->ck, key)
+                          : KVT_CKPT_NONE;
+        const uint32_t *src = tail ? NULL : r->blocks + (size_t)(t / cs) * self->bpc;
+        if (kvt_savetrack_build(self->track, r->id, key, src,
+                                ck == KVT_CKPT_NONE ? -1 : (int32_t)ck,
+                                run_start != UINT32_MAX) != 0)
+            break; //  out of memory: the frontier stays at t
         if (run_start == UINT32_MAX)
             run_start = t;
-        if (self->save_ck && self->save_ck[si] != KVT_CKPT_NONE) {
+        if (ck != KVT_CKPT_NONE) {
             //  The image rides with the chunk that ends at its checkpoint,
             //  the last chunk of its spec (object kind "KV chunk + image").
-            kvt_save_spec_t *sp = s_plan_save(self, r, run_start, t + cs);
+            kvt_save_spec_t *sp = s_plan_save(self, r, run_start, t + cs, attempt);
             sp->image = true;
             sp->state_boundary = t + cs;
             sp->state_hash = key;
-            sp->state_slot = self->save_ck[si];
+            sp->state_slot = ck;
             run_start = UINT32_MAX;
         }
     }
     if (run_start != UINT32_MAX)
-        s_plan_save(self, r, run_start, t);
-    r->save_frontier = t;
-    (void)bs;
+        s_plan_save(self, r, run_start, t, attempt);
 }
 
 // ----------------------------------------------------------- verdicts ----
@@ -255,18 +291,15 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         kvt_sched_event(self, r->id, r->gen, KVT_EV_LOADED, r->load_end, tier, lower_tokens);
         return 0;
     }
-    //  A miss means the tier view was stale: retract those keys so this
-    //  request (and others) save them again rather than load them again.
+    //  The tier hit is lost: [hbm, hit) is saved again (S5).
     self->stats.loads_failed++;
     uint32_t resume = s_retreat(self, r);
     uint32_t lost = r->hbm_hit > resume ? r->hbm_hit - resume : 0;
     self->stats.hbm_lost_tokens += lost;
     r->computed = resume;
     r->verify_end = resume;
-    r->save_frontier = r->load_floor / cs * cs;
-    if ((r->legs_failed & S_LEG_KV) && r->kv_detail == KVT_DETAIL_MISS)
-        for (uint32_t t = r->load_floor; t < r->load_end; t += cs)
-            kvt_tierindex_retract(self->tier, kvt_sched_chunk_key(self, r, t / cs));
+    if (self->track)
+        kvt_savetrack_hit_lost(self->track, (kvt_opid_t){r->id, r->gen});
     uint32_t detail = (r->legs_failed & S_LEG_KV) ? r->kv_detail : r->st_detail;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_RETREAT, resume, detail, lost);
     return 0;
@@ -274,56 +307,32 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 
 static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
-    uint32_t si;
-    if (!kvt_hmap_del(self->save_by_id, s_save_id(v->op, v->key, v->attempt), &si))
+    int32_t ck;
+    if (!self->track || !kvt_savetrack_save_slot(self->track, v->op, v->key, v->attempt, &ck))
         return -1;
-    kvt_ssave_t *s = &self->saves[si];
-    kvt_hmap_del(self->inflight, s->key, NULL);
-    uint32_t *lease = self->save_blocks + (size_t)si * self->bpc;
-    for (uint32_t i = 0; i < self->bpc; i++)
-        kvt_blockmgr_unref(self->bm, lease[i]);
-    self->leased -= self->bpc;
-    if (self->save_ck[si] != KVT_CKPT_NONE) {
-        kvt_ckpt_unpin(self->ck, self->save_ck[si]);
-        if (v->ok)
-            kvt_stidx_note_stored(self->stidx, s->key, self->now_us);
-    }
-    self->save_ck[si] = KVT_CKPT_NONE;
-    self->stats.saves_outstanding--;
-    kvt_sreq_t *r = &self->reqs[s->req_slot];
-    assert(r->saves_inflight > 0 && r->id == s->op.req);
-    r->saves_inflight--;
-    if (v->ok) {
-        kvt_tierindex_insert(self->tier, s->key);
-        self->stats.saves_ok++;
-    } else {
-        self->stats.saves_failed++;
-        //  The frontier goes back to the lowest failed chunk so it is saved
-        //  again (rule S3), with a new attempt number (a fresh report key).
-        //  A failure of the current attempt with no re-emit left stops the
-        //  request's saves: chunks above a gap could never be reached.
-        if (r->state == R_RUNNING && r->gen == s->op.gen && !r->saves_stopped) {
-            bool current = s->attempt == r->save_attempt;
-            if (current && r->save_budget == 0) {
-                r->saves_stopped = true;
-                self->stats.saves_stopped++;
-            } else if (s->start < r->save_frontier) {
-                r->save_frontier = s->start;
-                if (current) {
-                    r->save_budget--;
-                    r->save_attempt++;
-                    self->stats.saves_reemitted++;
-                }
-            }
-        }
-    }
-    s->live = false;
-    self->save_free[self->nsave_free++] = si;
-    if (r->state == R_DONE && r->saves_inflight == 0) {
-        kvt_sched_release_blocks(self, r);
-        kvt_sched_free_record(self, s->req_slot);
-    }
+    kvt_savetrack_stored(self->track, v->op, v->key, v->attempt, v->ok);
+    //  The image rode with the chunk: the tier holds it now.
+    if (v->ok && ck >= 0)
+        kvt_stidx_note_stored(self->stidx, v->key, self->now_us);
+    //  A finished record goes once the tracker holds nothing of it.
+    uint32_t slot;
+    if (kvt_hmap_get(self->by_id, kvt_hmap_key64(v->op.req), &slot) &&
+        self->reqs[slot].state == R_DONE && !kvt_sched_tracked(self, &self->reqs[slot]))
+        kvt_sched_forget(self, slot);
     return 0;
+}
+
+//  Every rank reported that nothing reads a SaveSpec's sources any more
+//  (its last chunk names it): the lease of each of its saves goes before
+//  the store verdict. ok false: a quarantined copy may still read them,
+//  the leases wait for the store verdicts.
+static int s_source_safe(kvt_sched_t *self, const kvt_verdict_t *v)
+{
+    if (!self->track)
+        return -1;
+    if (v->ok)
+        return kvt_savetrack_sources_safe(self->track, v->op, v->key, v->attempt);
+    return kvt_savetrack_save_slot(self->track, v->op, v->key, v->attempt, NULL) ? 0 : -1;
 }
 
 int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
@@ -333,6 +342,8 @@ int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         rc = s_load_verdict(self, v);
     else if (v->chan == KVT_CHAN_SAVE)
         rc = s_save_verdict(self, v);
+    else if (v->chan == KVT_CHAN_SOURCE_SAFE)
+        rc = s_source_safe(self, v);
     else if (v->chan == KVT_CHAN_LOOKUP)
         rc = kvt_sched_lookup_verdict(self, v);
     else if (v->chan == KVT_CHAN_TOUCH && self->stidx && v->op.gen == KVT_TOUCH_GEN) {
@@ -428,14 +439,8 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C("blocks.", b, duplicate_regs);
     S_C("blocks.", b, hit_blocks);
     S_C("blocks.", b, token_mismatch);
-    kvt_tierindex_stats_t t;
-    kvt_tierindex_stats(self->tier, &t);
-    kvt_counter_add(c, n, cap, "tierview.size", kvt_tierindex_size(self->tier));
-    S_C("tierview.", t, inserted);
-    S_C("tierview.", t, evicted);
-    S_C("tierview.", t, retracted);
-    S_C("tierview.", t, lookups);
-    S_C("tierview.", t, hit_keys);
+    if (self->track)
+        kvt_savetrack_counters(self->track, c, n, cap);
     if (kvt_sched_hybrid(self)) {
         kvt_ckpt_stats_t k;
         kvt_ckpt_stats(self->ck, &k);
@@ -457,8 +462,33 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
 
 // -------------------------------------------------------------- audit ----
 
+//  Audit walkers: a lease's block references, a lease's checkpoint pin.
+typedef struct {
+    uint32_t *expect; //  references expected per block
+    uint32_t blocks;  //  block references the leases hold
+} s_audit_t;
+
+static void s_audit_lease_blocks(void *arg, const uint32_t *blocks, uint32_t n, int32_t ck)
+{
+    s_audit_t *a = arg;
+    for (uint32_t i = 0; i < n; i++)
+        a->expect[blocks[i]]++;
+    a->blocks += n;
+    (void)ck;
+}
+
+static void s_audit_lease_ck(void *arg, const uint32_t *blocks, uint32_t n, int32_t ck)
+{
+    uint32_t *expect = arg;
+    if (ck >= 0)
+        expect[ck]++;
+    (void)blocks;
+    (void)n;
+}
+
 //  Every checkpoint pin belongs to a request (its hit, its restore, its
-//  take) or a save (its image), and every held slot to a live admission.
+//  take) or a save lease (its image), and every held slot to a live
+//  admission or an orphaned load.
 static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *err, size_t errlen)
 {
     uint32_t cap = kvt_ckpt_capacity(self->ck);
@@ -478,9 +508,8 @@ static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *e
             if (e[k] != KVT_CKPT_NONE)
                 expect[e[k]]++;
     }
-    for (uint32_t i = 0; i < self->nsaves_cap; i++)
-        if (self->saves[i].live && self->save_ck[i] != KVT_CKPT_NONE)
-            expect[self->save_ck[i]]++;
+    if (self->track)
+        kvt_savetrack_leases(self->track, s_audit_lease_ck, expect);
     kvt_ckpt_stats_t k;
     kvt_ckpt_stats(self->ck, &k);
     int rc = -1;
@@ -503,36 +532,35 @@ done:
 int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
 {
     //  Cheap checks first: the counters' identities and the maps' sizes.
-    const kvt_sched_stats_t *st = &self->stats;
-    if (st->saves_dispatched != st->saves_ok + st->saves_failed + st->saves_outstanding) {
+    kvt_sched_stats_t st;
+    kvt_sched_stats(self, &st);
+    if (st.saves_dispatched != st.saves_ok + st.saves_failed + st.saves_outstanding) {
         snprintf(err, errlen, "audit: saves dispatched != settled + outstanding");
         return -1;
     }
-    if (st->loads_dispatched !=
-        st->loads_ok + st->loads_failed + st->loads_reclaimed + st->loading + st->load_orphans) {
+    if (st.loads_dispatched !=
+        st.loads_ok + st.loads_failed + st.loads_reclaimed + st.loading + st.load_orphans) {
         snprintf(err, errlen, "audit: loads dispatched != settled + outstanding");
         return -1;
     }
-    if (kvt_hmap_size(self->save_by_id) != st->saves_outstanding ||
-        kvt_hmap_size(self->inflight) != st->saves_outstanding ||
-        kvt_hmap_size(self->by_id) != st->records) {
-        snprintf(err, errlen,
-                 "audit: maps hold %u saves / %u in-flight keys / %u requests, gauges say %u / "
-                 "%u / %u",
-                 kvt_hmap_size(self->save_by_id), kvt_hmap_size(self->inflight),
-                 kvt_hmap_size(self->by_id), st->saves_outstanding, st->saves_outstanding,
-                 st->records);
+    if (kvt_hmap_size(self->by_id) != st.records) {
+        snprintf(err, errlen, "audit: the map holds %u requests, the gauge says %u",
+                 kvt_hmap_size(self->by_id), st.records);
         return -1;
     }
+    //  The save tracker's own identities and walk (its leases, its saves
+    //  in flight per request).
+    if (self->track && kvt_savetrack_check(self->track, true, err, errlen) != 0)
+        return -1;
     //  Then the full walk: every block reference is a request's or a lease.
     uint32_t total = kvt_blockmgr_total(self->bm);
-    uint32_t *expect = calloc(total, sizeof(uint32_t));
-    if (!expect) {
+    s_audit_t a = {.expect = calloc(total, sizeof(uint32_t))};
+    if (!a.expect) {
         snprintf(err, errlen, "audit: out of memory");
         return -1;
     }
     int rc = -1;
-    uint32_t waiting = 0, running = 0, loading = 0, records = 0, inflight = 0;
+    uint32_t waiting = 0, running = 0, loading = 0, records = 0;
     for (uint32_t i = 0; i < self->nreqs_cap; i++) {
         const kvt_sreq_t *r = &self->reqs[i];
         if (r->state == R_FREE)
@@ -541,42 +569,41 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         waiting += r->state == R_WAITING;
         running += r->state == R_RUNNING;
         loading += r->state == R_LOADING;
-        inflight += r->saves_inflight;
-        for (uint32_t b = 0; b < r->nblocks; b++)
-            expect[r->blocks[b]]++;
-        for (uint32_t b = 0; b < r->nhit_pins; b++)
-            expect[r->hit_pins[b]]++;
-    }
-    uint32_t orphan_slots = 0;
-    if (kvt_sched_orphan_audit(self, expect, &orphan_slots, err, errlen) != 0)
-        goto done;
-    uint32_t live_saves = 0;
-    for (uint32_t i = 0; i < self->nsaves_cap; i++) {
-        if (!self->saves[i].live)
-            continue;
-        live_saves++;
-        for (uint32_t b = 0; b < self->bpc; b++)
-            expect[self->save_blocks[(size_t)i * self->bpc + b]]++;
-    }
-    for (uint32_t b = 0; b < total; b++)
-        if (expect[b] != kvt_blockmgr_refs(self->bm, b)) {
-            snprintf(err, errlen, "audit: block %u has %u references, expected %u", b,
-                     kvt_blockmgr_refs(self->bm, b), expect[b]);
+        //  A finished record stays only while the tracker holds something
+        //  of it.
+        if (r->state == R_DONE && !kvt_sched_tracked(self, r)) {
+            snprintf(err, errlen, "audit: finished request %llu is kept for nothing",
+                     (unsigned long long)r->id);
             goto done;
         }
-    if (waiting != st->waiting || running != st->running || loading != st->loading ||
-        records != st->records) {
+        for (uint32_t b = 0; b < r->nblocks; b++)
+            a.expect[r->blocks[b]]++;
+        for (uint32_t b = 0; b < r->nhit_pins; b++)
+            a.expect[r->hit_pins[b]]++;
+    }
+    uint32_t orphan_slots = 0;
+    if (kvt_sched_orphan_audit(self, a.expect, &orphan_slots, err, errlen) != 0)
+        goto done;
+    if (self->track)
+        kvt_savetrack_leases(self->track, s_audit_lease_blocks, &a);
+    for (uint32_t b = 0; b < total; b++)
+        if (a.expect[b] != kvt_blockmgr_refs(self->bm, b)) {
+            snprintf(err, errlen, "audit: block %u has %u references, expected %u", b,
+                     kvt_blockmgr_refs(self->bm, b), a.expect[b]);
+            goto done;
+        }
+    if (waiting != st.waiting || running != st.running || loading != st.loading ||
+        records != st.records) {
         snprintf(err, errlen,
                  "audit: gauges waiting/running/loading/records %u/%u/%u/%u, records say "
                  "%u/%u/%u/%u",
-                 st->waiting, st->running, st->loading, st->records, waiting, running, loading,
+                 st.waiting, st.running, st.loading, st.records, waiting, running, loading,
                  records);
         goto done;
     }
-    if (live_saves != st->saves_outstanding || inflight != live_saves ||
-        live_saves * self->bpc != self->leased) {
-        snprintf(err, errlen, "audit: %u live saves, %u in flight per requests, gauge %u",
-                 live_saves, inflight, st->saves_outstanding);
+    if (a.blocks != self->leased) {
+        snprintf(err, errlen, "audit: leases hold %u block references, gauge %u", a.blocks,
+                 self->leased);
         goto done;
     }
     if (kvt_stidx_check(self->kvidx, true, err, errlen) != 0)
@@ -586,6 +613,6 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         goto done;
     rc = 0;
 done:
-    free(expect);
+    free(a.expect);
     return rc;
 }

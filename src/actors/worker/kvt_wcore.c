@@ -370,12 +370,27 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
 
 // -------------------------------------------------------------- saves ----
 
+//  Reports a spec's source_safe ahead of its store reports already in the
+//  outbox from out[first] on, as a gathered save sends it, so the
+//  scheduler's leases end before the store verdicts.
+static void s_safe_first(kvt_wcore_t *self, uint32_t first, const kvt_save_spec_t *sp,
+                         kvt_hash_t safe_key)
+{
+    uint32_t n0 = self->nout;
+    kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true, KVT_DETAIL_OK);
+    if (self->nout == n0 || first >= n0)
+        return;
+    kvt_completion_t c = self->out[n0];
+    memmove(self->out + first + 1, self->out + first, (size_t)(n0 - first) * sizeof c);
+    self->out[first] = c;
+}
+
 //  Every item of a save that goes no further reports now, and its
 //  source_safe (nothing reads its sources).
 static void s_save_refuse(kvt_wcore_t *self, const kvt_save_spec_t *sp, const kvt_hash_t *keys,
                           uint32_t n, kvt_hash_t safe_key, uint32_t detail)
 {
-    uint32_t fresh = 0;
+    uint32_t fresh = 0, first = self->nout;
     for (uint32_t i = 0; i < n; i++)
         if (kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, keys[i])) {
             fresh++;
@@ -383,7 +398,7 @@ static void s_save_refuse(kvt_wcore_t *self, const kvt_save_spec_t *sp, const kv
         }
     //  A repeated spec (no item new) reports nothing, source_safe included.
     if (fresh || n == 0)
-        kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true, KVT_DETAIL_OK);
+        s_safe_first(self, first, sp, safe_key);
 }
 
 void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
@@ -438,7 +453,7 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
     if (kv)
         memcpy(job->blocks, sp->blocks, (size_t)sp->nblocks * sizeof *sp->blocks);
     kvt_holder_t holder = self->c.lanes[KVT_WCORE_LANE_SAVE].holder;
-    uint32_t j = 0, fresh = 0;
+    uint32_t j = 0, fresh = 0, first = self->nout;
     for (uint32_t i = 0; i < n; i++) {
         kvt_hash_t key = keys[i];
         if (!kvt_wcore_first_time_(self, KVT_CHAN_SAVE, sp->op, sp->attempt, key))
@@ -476,7 +491,7 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         kvt_wjob_unref(job);
         kvt_wcore_rec_free_(rec);
         if (fresh)
-            kvt_wcore_safe_report_(self, sp->op, sp->attempt, safe_key, true, KVT_DETAIL_OK);
+            s_safe_first(self, first, sp, safe_key);
         else
             kvt_wcore_log_(self, 1, "dropping a repeated save %llu/%u (attempt %u)",
                            (unsigned long long)sp->op.req, sp->op.gen, sp->attempt);

@@ -136,6 +136,10 @@ static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
                                (unsigned long long)rec->op.req, rec->op.gen);
             }
         }
+        //  The sources are free before the store settles: source_safe goes
+        //  first, so the scheduler's lease ends before the store verdict.
+        kvt_wcore_safe_report_(self, rec->op, rec->attempt, rec->safe_key, !s_may_run(r),
+                               r->detail);
         bool fenced = r->ok && job->fenced;
         for (uint32_t i = 0; i < job->n; i++) {
             uint32_t detail = r->ok ? job->items[i].fail : r->detail;
@@ -146,8 +150,6 @@ static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
             kvt_wcore_save_report_(self, rec->op, rec->attempt, rec->keys[i], detail == 0, detail,
                                    fenced);
         }
-        kvt_wcore_safe_report_(self, rec->op, rec->attempt, rec->safe_key, !s_may_run(r),
-                               r->detail);
         rec->leg[0] = NULL;
     }
     kvt_wjob_unref(job); //  the core's reference

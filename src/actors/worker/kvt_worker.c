@@ -301,7 +301,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
                           .lookup_ttl_ns = self->a.lookup_ttl_ns,
                           .gpu = self->a.gpu,
                           .board = self->a.board,
-                          .source_safe = self->a.source_safe,
+                          .source_safe = !self->a.no_source_safe,
                           .miss_state = self->a.fault_miss_state,
                           .storage = self->a.storage,
                           .holder = self->holder,

@@ -80,8 +80,8 @@ typedef struct {
                                //  block); false: in the handler (default; deterministic)
     uint64_t lane_deadline_ns; //  a lane job's deadline (default 2 s)
     uint64_t fence_timeout_ns; //  a lane fence's timeout; past it the lane fails (default 5 s)
-    bool source_safe;          //  report each save once on KVT_CHAN_SOURCE_SAFE (default off: for
-                               //  a scheduler that does not consume them yet)
+    bool no_source_safe;       //  true: no KVT_CHAN_SOURCE_SAFE reports (default false: each save
+                               //  reports once, and the scheduler releases its leases on it)
     uint32_t fault_miss_state; //  testing fault: the Nth state leg's read misses (0 = off)
 } kvt_worker_args_t;
 
