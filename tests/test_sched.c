@@ -1,4 +1,5 @@
-/*  Scheduler core: block manager, tier view and the step planner, driven
+/*  Scheduler core: block manager, admission, saves, orphans, lookups and
+    the step planner, driven
     directly (no actors). */
 #include <criterion/criterion.h>
 #include <stdlib.h>

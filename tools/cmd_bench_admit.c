@@ -9,7 +9,7 @@
       the hybrid geometry (16-token blocks, 256-token chunks, a checkpoint
       every 1024 tokens, state_bytes > 0). The state is built through the
       API: request P (the whole prompt) runs with every save ok, so the
-      tier view holds its chunks and its images; request X, as long as the
+      tier holds its chunks and its images; request X, as long as the
       HBM pool, evicts every block of P; request A (the first half of P)
       runs, so HBM holds [0, hit) and a checkpoint at the hit. Then, per
       iteration, a new request D with P's tokens arrives and the plan that

@@ -141,7 +141,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
         return 0;
     kvt_sim_runner_stats_t st;
     kvt_sim_runner_core_stats(self->core, &st);
-    enum { S_CAP = 22 };
+    enum { S_CAP = 48 }; //  22 counters today, room for more
     kvt_counter_t c[S_CAP];
     uint32_t n = 0;
     kvt_counter_add(c, &n, S_CAP, "runner.steps", st.steps);

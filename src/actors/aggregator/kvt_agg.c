@@ -201,8 +201,8 @@ static void s_fold(s_open_t *o, const kvt_completion_t *c, bool first)
         o->nneutral++;
     if (!c->ok) {
         //  The detail is the first failing rank's, except that a miss on any
-        //  rank wins: the scheduler corrects its tier view only on a miss, so
-        //  that must not depend on which rank reported first.
+        //  rank wins: only a real miss retracts an image or reopens a lost tier
+        //  hit, so that must not depend on which rank reported first.
         uint32_t d = c->detail ? c->detail : KVT_DETAIL_IO;
         if (o->nfailed == 0 || d == KVT_DETAIL_MISS)
             o->detail = d;

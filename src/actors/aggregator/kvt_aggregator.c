@@ -81,20 +81,21 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
         return 0;
     kvt_agg_stats_t st;
     kvt_agg_stats(self->core, &st);
-    kvt_counter_t c[12];
+    enum { S_CAP = 32 }; //  12 counters today, room for more
+    kvt_counter_t c[S_CAP];
     uint32_t n = 0;
-    kvt_counter_add(c, &n, 12, "agg.reports", st.reports);
-    kvt_counter_add(c, &n, 12, "agg.settled", st.settled);
-    kvt_counter_add(c, &n, 12, "agg.settled_failed", st.settled_failed);
-    kvt_counter_add(c, &n, 12, "agg.late_dropped", st.late_dropped);
-    kvt_counter_add(c, &n, 12, "agg.dup_dropped", st.dup_dropped);
-    kvt_counter_add(c, &n, 12, "agg.bad_rank", st.bad_rank);
-    kvt_counter_add(c, &n, 12, "agg.epoch_dropped", st.epoch_dropped);
-    kvt_counter_add(c, &n, 12, "agg.timeouts", st.timeouts);
-    kvt_counter_add(c, &n, 12, "agg.oom_dropped", st.oom_dropped);
-    kvt_counter_add(c, &n, 12, "agg.not_asked", st.not_asked);
-    kvt_counter_add(c, &n, 12, "agg.open", st.open);
-    kvt_counter_add(c, &n, 12, "agg.send_errors", self->send_errors);
+    kvt_counter_add(c, &n, S_CAP, "agg.reports", st.reports);
+    kvt_counter_add(c, &n, S_CAP, "agg.settled", st.settled);
+    kvt_counter_add(c, &n, S_CAP, "agg.settled_failed", st.settled_failed);
+    kvt_counter_add(c, &n, S_CAP, "agg.late_dropped", st.late_dropped);
+    kvt_counter_add(c, &n, S_CAP, "agg.dup_dropped", st.dup_dropped);
+    kvt_counter_add(c, &n, S_CAP, "agg.bad_rank", st.bad_rank);
+    kvt_counter_add(c, &n, S_CAP, "agg.epoch_dropped", st.epoch_dropped);
+    kvt_counter_add(c, &n, S_CAP, "agg.timeouts", st.timeouts);
+    kvt_counter_add(c, &n, S_CAP, "agg.oom_dropped", st.oom_dropped);
+    kvt_counter_add(c, &n, S_CAP, "agg.not_asked", st.not_asked);
+    kvt_counter_add(c, &n, S_CAP, "agg.open", st.open);
+    kvt_counter_add(c, &n, S_CAP, "agg.send_errors", self->send_errors);
     return kvt_counters_reply(ctx, from, c, n);
 }
 
