@@ -2791,3 +2791,36 @@ Test(sched, rule_S5_a_lost_tier_hit_reopens_hbm_to_hit_and_nothing_else)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+//  B1: the fit counts the cached blocks an HBM hit keeps when nothing
+//  references them (they sit in the evictable pool, so taking them shrinks
+//  what is available for the fresh blocks). 8 blocks: request 1's 4 blocks
+//  stay cached, request 2 runs in 1; request 3 (128 tokens, 8 blocks) hits
+//  request 1's prefix and needs 4 fresh blocks plus those 4: 7 are
+//  available, so it waits for request 2 instead of failing its allocation.
+Test(sched, rule_B1_the_fit_counts_the_unreferenced_cached_blocks_a_hit_keeps)
+{
+    rig_t r;
+    rig_init(&r, 8, 0);
+    rig_arrive(&r, 1, 64, 1, 1);
+    rig_run(&r, 50);
+    rig_arrive(&r, 2, 8, 5000, 20);
+    cr_assert_eq(rig_step(&r), 1);
+    rig_deliver(&r);
+    rig_arrive(&r, 3, 128, 1, 1);
+    rig_step(&r);
+    rig_deliver(&r);
+    rig_audit(&r);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 2, &info), 0);
+    cr_assert_eq(info.state, 3, "request 2 still runs");
+    cr_assert_eq(kvt_sched_req_info(r.s, 3, &info), 0);
+    cr_assert_eq(info.state, 1, "request 3 waits: 4 fresh + 4 kept > 7 available");
+    rig_run(&r, 200);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.finished, 3);
+    cr_assert_gt(st.hbm_hit_tokens, 0, "request 3 was admitted on its hit once request 2 ended");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
