@@ -287,6 +287,7 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"lookup", "x"},
         {"lookup_pin", "x"},
         {"lookup_timeout", "1"},
+        {"lookup_max_age", "0s"},
         {"verified_window", "x"},
         {"verify_hold", "0ms"},
         {"orphan_reclaim", "2h"},

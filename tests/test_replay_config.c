@@ -397,3 +397,13 @@ Test(replay_config, every_rank_setting_travels_to_a_rank_process, .timeout = 30)
     cr_assert(strstr(args, "--fence-timeout 4000000000 "), "%s", args);
     cr_assert(strstr(args, "--pool-ttl 40000000000"), "%s", args);
 }
+
+Test(replay_config, lookup_max_age_reaches_the_scheduler)
+{
+    const char *age[] = {"lookup_max_age", "250ms", NULL};
+    kvt_config_t kc;
+    cr_assert_eq(s_config(age, &kc), 0, "%s", s_err);
+    kvt_replay_cfg_t c;
+    cr_assert_eq(kvt_replay_from_config(&kc, &c, s_err, sizeof s_err), 0, "%s", s_err);
+    cr_assert_eq(c.lookup_max_age_us, 250000);
+}

@@ -2551,6 +2551,14 @@ Test(sched, a_hybrid_request_waiting_for_its_blocks_keeps_its_lookup_fresh)
         kvt_sched_set_now(r.s, t0 + 300001);
         rig_deliver(&r);
         rig_step_once(&r);
+        if (scene == 0) {
+            //  No plan used the answer yet: this one does (the request
+            //  waits on it), and only a used answer goes stale.
+            cr_assert_eq(r.plan.nlookups, 0, "asked again before its answer was used once");
+            kvt_sched_set_now(r.s, t0 + 600002);
+            rig_deliver(&r);
+            rig_step_once(&r);
+        }
         cr_assert_eq(r.plan.nlookups, 1, "scene %d: asked again while it waits", scene);
         kvt_lookup_t l2 = r.plan.lookups[0];
         cr_assert_eq(l2.op.req, 3);
@@ -2821,6 +2829,35 @@ Test(sched, rule_B1_the_fit_counts_the_unreferenced_cached_blocks_a_hit_keeps)
     kvt_sched_stats(r.s, &st);
     cr_assert_eq(st.finished, 3);
     cr_assert_gt(st.hbm_hit_tokens, 0, "request 3 was admitted on its hit once request 2 ended");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A lookup bound shorter than a lookup's round trip: the answer is older
+//  than lookup_max_age_us by the plan after it settled, every time. An
+//  answer no admission attempt has used is not stale, so the request is
+//  admitted on it instead of asking again forever.
+Test(sched, a_max_age_below_the_round_trip_still_admits_on_the_first_answer)
+{
+    static rig_t r;
+    lk2_init(&r, false, KVT_SCHED_LOOKUP_ALL, 1);
+    uint64_t now = 10000000;
+    kvt_sched_set_now(r.s, now);
+    rig_arrive(&r, 3, 150, 100, 1);
+    rig_step_once(&r);
+    kvt_lookup_t l = lk_only(&r);
+    cr_assert_eq(lk_answer(&r, l.op, true, 2), 0);
+    kvt_sched_set_now(r.s, now + 1000); //  1 ms later: past the 1 µs bound
+    rig_deliver(&r);
+    cr_assert_eq(rig_step_once(&r), 1);
+    cr_assert_eq(r.plan.nlookups, 0, "asked again before the answer was ever used");
+    cr_assert_eq(r.plan.nloads, 1, "admitted on its answer");
+    kvt_sched_stats_t st;
+    kvt_sched_stats(r.s, &st);
+    cr_assert_eq(st.lookup_refreshes, 0);
+    r.lose_lookups = false;
+    rig_deliver(&r);
+    rig_run(&r, 200);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }

@@ -117,6 +117,7 @@ typedef struct {
     kvt_lookup_mode_t lookup;    //  which ranks answer a lookup
     bool lookup_pin;             //  a lookup pins what it found until its load
     uint64_t lookup_timeout_ns;  //  a lookup not settled by then falls back to the HBM hit
+    uint64_t lookup_max_age_ns;  //  a settled lookup older than this is asked again before use
     uint64_t verified_window_ns; //  an image confirmed within it needs no verify hold (0 = derive)
     uint64_t verify_hold_ns;     //  bound of a verify hold, from the first hold
     uint64_t orphan_reclaim_ns;  //  an orphaned load with no verdict this long is reclaimed

@@ -101,6 +101,7 @@ static const s_key_t s_keys[] = {
     {"verified_window", T_DUR_AUTO, OFF(verified_window_ns), MS, HOUR, NULL, 0, "auto",
      "duration, 1ms..1h, or auto"},
     {"verify_hold", T_DUR, OFF(verify_hold_ns), MS, HOUR, NULL, 0, "2s", "duration, 1ms..1h"},
+    {"lookup_max_age", T_DUR, OFF(lookup_max_age_ns), MS, HOUR, NULL, 0, "1s", "duration, 1ms..1h"},
     {"orphan_reclaim", T_DUR, OFF(orphan_reclaim_ns), MS, HOUR, NULL, 0, "60s",
      "duration, 1ms..1h"},
     {"agg_timeout", T_DUR, OFF(agg_timeout_ns), MS, HOUR, NULL, 0, "30s", "duration, 1ms..1h"},

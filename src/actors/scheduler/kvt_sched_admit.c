@@ -100,6 +100,7 @@ int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     self->stats.lookups_out--;
     r->lk = S_LK_READY;
     r->lk_at = self->now_us;
+    r->lk_seen = false;
     r->lk_held = v->ok ? v->held : 0;
     if (!v->ok)
         self->stats.lookup_failed++;
@@ -107,9 +108,14 @@ int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 }
 
 //  True when r's settled lookup is too old to admit with: past
-//  lookup_max_age_us, or, pinned, past its lease's TTL on the ranks.
+//  lookup_max_age_us, or, pinned, past its lease's TTL on the ranks. An
+//  answer no admission attempt has used yet is never stale: with a bound
+//  shorter than a lookup's round trip, every fresh answer would otherwise
+//  be asked again before it is ever used, and the request never admitted.
 static bool s_lookup_stale(const kvt_sched_t *self, const kvt_sreq_t *r)
 {
+    if (!r->lk_seen)
+        return false;
     uint64_t age = self->cfg.lookup_max_age_us ? self->cfg.lookup_max_age_us : 1000000u;
     if (r->lk_pinned && self->cfg.lookup_ttl_ms && (uint64_t)self->cfg.lookup_ttl_ms * 1000u < age)
         age = (uint64_t)self->cfg.lookup_ttl_ms * 1000u;
@@ -135,8 +141,12 @@ static void s_lookup_refresh(kvt_sched_t *self, kvt_sreq_t *r)
 //  blocks.
 static void s_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r)
 {
-    if (r->lk != S_LK_READY || !s_lookup_stale(self, r))
+    if (r->lk != S_LK_READY)
         return;
+    if (!s_lookup_stale(self, r)) {
+        r->lk_seen = true; //  this plan weighed the answer: it can go stale from now on
+        return;
+    }
     uint32_t tail = s_tail(self);
     uint32_t n = r->nprompt > tail ? (r->nprompt - tail) / self->cfg.chunk_size : 0;
     s_lookup_refresh(self, r);
@@ -162,12 +172,14 @@ static bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, ui
         s_release_pin(self, r);
         r->lk = S_LK_READY;
         r->lk_at = self->now_us;
+        r->lk_seen = false;
         r->lk_held = 0;
     }
     if (r->lk == S_LK_READY && s_lookup_stale(self, r))
         s_lookup_refresh(self, r);
     if (r->lk == S_LK_READY) {
         *chunks = r->lk_held < max_chunks ? r->lk_held : max_chunks;
+        r->lk_seen = true;
         return true;
     }
     if (r->lk == S_LK_NONE)

@@ -75,6 +75,8 @@ typedef struct {
     uint32_t lk_held;     //  settled: leading chunks every rank holds
     uint64_t lk_deadline; //  out: when it falls back to the HBM hit
     uint64_t lk_at;       //  settled: when (past lookup_max_age_us it is asked again)
+    bool lk_seen;         //  settled: an admission attempt has used the answer (only a
+                          //  used answer can go stale, so a slow round trip never loops)
     kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 
