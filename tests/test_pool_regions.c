@@ -118,6 +118,7 @@ typedef struct {
     uint8_t *base; //  arena start, for region indexes (set by the first call)
     size_t region; //  region size
     int calls;
+    int held; //  calls that reached the closed gate
     void *ptrs[16];
     size_t lens[16];
     int unregistered;
@@ -130,6 +131,10 @@ static int s_register(void *arg, void *ptr, size_t len)
     if (!f->base)
         f->base = ptr;
     int r = (int)(((uint8_t *)ptr - f->base) / f->region);
+    if (f->gate_from >= 0 && r >= f->gate_from && !f->gate_open) {
+        f->held++;
+        pthread_cond_broadcast(&f->cv);
+    }
     while (f->gate_from >= 0 && r >= f->gate_from && !f->gate_open)
         pthread_cond_wait(&f->cv, &f->mu);
     if (f->calls < 16) {
@@ -376,6 +381,12 @@ Test(pool_regions, destroy_while_registration_is_held_stops_the_thread)
     s_fake_init(&f, 4 * S_MIB, 1, -1);
     kvt_pool_t *p = s_pool(12 * S_MIB, 4 * S_MIB, &f, false);
     cr_assert_eq(kvt_pool_regions_wait(p, 1), 1);
+    //  Destroy only once the thread is inside region 1's call, held at the
+    //  gate (a loaded machine may not have got it there yet).
+    pthread_mutex_lock(&f.mu);
+    while (f.held < 1)
+        pthread_cond_wait(&f.cv, &f.mu);
+    pthread_mutex_unlock(&f.mu);
     //  The held call (region 1) returns 200 ms later, long after destroy
     //  asked the thread to stop: region 2 is never registered.
     pthread_t t;
