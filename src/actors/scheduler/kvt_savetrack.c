@@ -1,89 +1,15 @@
-/*  kvt_savetrack — see kvt_savetrack.h. */
-#include "kvt_savetrack.h"
+/*  kvt_savetrack — see kvt_savetrack.h; the frontier and leases walks, the
+    stats, the audit and the counters are in kvt_savetrack_check.c. */
+#include "kvt_savetrack_int.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
-#include "actors/common/kvt_counters.h"
 #include "base/kvt_hmap.h"
 #include "base/kvt_ilist.h"
 #include "base/kvt_vec.h"
-
-//  One tracked request.
-typedef struct {
-    kvt_opid_t op;         //  current admission
-    bool live;             //  record in use
-    uint32_t frontier;     //  [0, frontier) in the tier or being saved
-    uint32_t forwarded;    //  tokens the forward wrote
-    uint32_t attempt;      //  attempt number of the saves built now
-    uint32_t retries_left; //  re-emits left to this admission
-    uint32_t inflight;     //  built saves with no store verdict (any admission)
-    uint32_t floor_hbm;    //  save floor: the HBM hit when the load was decided
-    uint32_t floor_hit;    //  save floor: the tier hit it loaded up to
-    bool floor_set;        //  the floor was recorded for this admission
-    bool waiting;          //  a failed save waits for quiescence before its re-emit
-    bool stopped;          //  a failure with no re-emit left: save nothing more
-    bool retired;          //  finished or torn down
-    bool has_tail;         //  a finished request's unbuilt tail holds a lease
-    uint32_t tail_start;   //  token of tail_blocks[0] (chunk grid)
-    uint32_t tail_end;     //  end of the tail (chunk grid)
-    uint32_t *tail_blocks; //  leased blocks of [tail_start, tail_end)
-    uint32_t tail_cap;     //  allocated entries of tail_blocks
-    int32_t tail_slot;     //  leased state slot of the tail (-1: none)
-    uint32_t last_built;   //  save record built last for it (S_NONE: none or settled)
-    kvt_ilink_t link;      //  tails list (has_tail) or free list
-} s_rec_t;
-
-//  One built chunk save.
-typedef struct {
-    kvt_opid_t op;      //  admission that built it
-    kvt_hash_t key;     //  chunk key
-    uint32_t attempt;   //  attempt it was sent with
-    uint32_t rec;       //  its request's record
-    uint32_t start;     //  first token of the chunk
-    int32_t slot;       //  leased state slot (-1: none)
-    bool live;          //  in use
-    bool leased;        //  its lease is still held
-    uint32_t spec_prev; //  save before it in its SaveSpec (S_NONE: first)
-    uint32_t spec_next; //  save after it in its SaveSpec (S_NONE: last)
-    kvt_hash_t spec_id; //  at the spec's last save in flight: the spec's report id
-    kvt_ilink_t link;   //  free list
-} s_save_t;
-
-#define S_NONE UINT32_MAX
-
-struct _kvt_savetrack_t {
-    kvt_savetrack_cfg_t cfg;  //  configuration
-    uint32_t bpc;             //  blocks per chunk
-    s_rec_t *recs;            //  request records
-    uint32_t recs_cap;        //  allocated
-    kvt_ilist_t rec_free;     //  unused records
-    kvt_ilist_t tails;        //  records holding a tail lease
-    kvt_hmap_t *by_req;       //  req → record
-    s_save_t *saves;          //  save records
-    uint32_t *save_blocks;    //  bpc leased blocks per save record
-    uint32_t saves_cap;       //  allocated save records
-    uint32_t save_blocks_cap; //  allocated entries of save_blocks
-    kvt_ilist_t save_free;    //  unused save records
-    kvt_hmap_t *by_id;        //  hash (op, key, attempt) → save record
-    kvt_hmap_t *by_key;       //  chunk key → save record in flight
-    kvt_hmap_t *by_spec; //  SaveSpec id (op, last chunk key, attempt) → its last save in flight
-    kvt_savetrack_stats_t stats; //  counters
-};
-
-#define S_REC_LINKS(self)  KVT_ILINKS((self)->recs, link)
-#define S_SAVE_LINKS(self) KVT_ILINKS((self)->saves, link)
-
-static kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
-{
-    uint64_t in[5] = {op.req, op.gen, key.hi, key.lo, attempt};
-    XXH128_hash_t h = XXH3_128bits(in, sizeof in);
-    kvt_hash_t out = {h.high64, h.low64};
-    return out;
-}
 
 kvt_savetrack_t *kvt_savetrack_new(const kvt_savetrack_cfg_t *cfg)
 {
@@ -166,14 +92,6 @@ static void s_release_tail(kvt_savetrack_t *self, s_rec_t *r)
 }
 
 // -------------------------------------------------------------- records --
-
-static s_rec_t *s_rec(const kvt_savetrack_t *self, uint64_t req)
-{
-    uint32_t i;
-    if (!kvt_hmap_get(self->by_req, kvt_hmap_key64(req), &i))
-        return NULL;
-    return &self->recs[i];
-}
 
 //  The record of admission op exactly (NULL for another generation).
 static s_rec_t *s_rec_op(const kvt_savetrack_t *self, kvt_opid_t op)
@@ -615,155 +533,4 @@ uint32_t kvt_savetrack_end_plan(kvt_savetrack_t *self)
         n++;
     }
     return n;
-}
-
-// ---------------------------------------------------- stats and audit --
-
-bool kvt_savetrack_frontier(const kvt_savetrack_t *self, uint64_t req, uint32_t *frontier)
-{
-    const s_rec_t *r = s_rec(self, req);
-    if (!r)
-        return false;
-    *frontier = r->frontier;
-    return true;
-}
-
-void kvt_savetrack_leases(const kvt_savetrack_t *self,
-                          void (*fn)(void *arg, const uint32_t *blocks, uint32_t nblocks,
-                                     int32_t slot),
-                          void *arg)
-{
-    for (uint32_t i = 0; i < self->saves_cap; i++)
-        if (self->saves[i].live && self->saves[i].leased)
-            fn(arg, self->save_blocks + (size_t)i * self->bpc, self->bpc, self->saves[i].slot);
-    for (uint32_t i = 0; i < self->recs_cap; i++) {
-        const s_rec_t *r = &self->recs[i];
-        if (r->live && r->has_tail)
-            fn(arg, r->tail_blocks, (r->tail_end - r->tail_start) / self->cfg.block_size,
-               r->tail_slot);
-    }
-}
-
-void kvt_savetrack_stats(const kvt_savetrack_t *self, kvt_savetrack_stats_t *out)
-{
-    *out = self->stats;
-}
-
-int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_t errlen)
-{
-    const kvt_savetrack_stats_t *st = &self->stats;
-    if (st->saves_built != st->saves_ok + st->saves_failed + st->saves_outstanding) {
-        snprintf(err, errlen, "savetrack: saves built != settled + outstanding");
-        return -1;
-    }
-    if (st->leases_taken != st->leases_released + st->leases_outstanding) {
-        snprintf(err, errlen, "savetrack: leases taken != released + outstanding");
-        return -1;
-    }
-    if (kvt_hmap_size(self->by_id) != st->saves_outstanding ||
-        kvt_hmap_size(self->by_key) != st->saves_outstanding ||
-        kvt_hmap_size(self->by_req) != st->records) {
-        snprintf(err, errlen,
-                 "savetrack: maps hold %u saves / %u keys / %u requests, counters say "
-                 "%llu / %llu / %llu",
-                 kvt_hmap_size(self->by_id), kvt_hmap_size(self->by_key),
-                 kvt_hmap_size(self->by_req), (unsigned long long)st->saves_outstanding,
-                 (unsigned long long)st->saves_outstanding, (unsigned long long)st->records);
-        return -1;
-    }
-    if (!deep)
-        return 0;
-    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0, specs = 0;
-    uint32_t *inflight = calloc(self->recs_cap ? self->recs_cap : 1, sizeof(uint32_t));
-    if (!inflight) {
-        snprintf(err, errlen, "savetrack: out of memory");
-        return -1;
-    }
-    int rc = -1;
-    for (uint32_t i = 0; i < self->saves_cap; i++) {
-        const s_save_t *sv = &self->saves[i];
-        if (!sv->live)
-            continue;
-        live_saves++;
-        leases += sv->leased;
-        uint32_t j;
-        if (sv->rec >= self->recs_cap || !self->recs[sv->rec].live ||
-            !kvt_hmap_get(self->by_id, s_save_id(sv->op, sv->key, sv->attempt), &j) || j != i ||
-            !kvt_hmap_get(self->by_key, sv->key, &j) || j != i) {
-            snprintf(err, errlen, "savetrack: save %u is not under its keys or has no request", i);
-            goto done;
-        }
-        inflight[sv->rec]++;
-        if (sv->spec_next == S_NONE) {
-            specs++;
-            if (!kvt_hmap_get(self->by_spec, sv->spec_id, &j) || j != i) {
-                snprintf(err, errlen, "savetrack: save %u ends a spec not under its id", i);
-                goto done;
-            }
-        }
-    }
-    for (uint32_t i = 0; i < self->recs_cap; i++) {
-        const s_rec_t *r = &self->recs[i];
-        if (!r->live)
-            continue;
-        records++;
-        tails += r->has_tail;
-        leases += r->has_tail;
-        uint32_t j;
-        if (!kvt_hmap_get(self->by_req, kvt_hmap_key64(r->op.req), &j) || j != i ||
-            inflight[i] != r->inflight || (r->has_tail && !r->retired) ||
-            (r->retired && r->inflight == 0 && !r->has_tail)) {
-            snprintf(err, errlen,
-                     "savetrack: request %llu: %u saves in flight, record says %u (tail %d, "
-                     "retired %d)",
-                     (unsigned long long)r->op.req, inflight[i], r->inflight, r->has_tail,
-                     r->retired);
-            goto done;
-        }
-    }
-    if (specs != kvt_hmap_size(self->by_spec)) {
-        snprintf(err, errlen, "savetrack: %llu specs in flight, %u under an id",
-                 (unsigned long long)specs, kvt_hmap_size(self->by_spec));
-        goto done;
-    }
-    if (live_saves != st->saves_outstanding || records != st->records ||
-        tails != self->tails.count || leases != st->leases_outstanding) {
-        snprintf(err, errlen,
-                 "savetrack: walk found %llu saves / %llu requests / %llu tails / %llu leases",
-                 (unsigned long long)live_saves, (unsigned long long)records,
-                 (unsigned long long)tails, (unsigned long long)leases);
-        goto done;
-    }
-    rc = 0;
-done:
-    free(inflight);
-    return rc;
-}
-
-void kvt_savetrack_counters(const kvt_savetrack_t *self, kvt_counter_t *c, uint32_t *n,
-                            uint32_t cap)
-{
-    const kvt_savetrack_stats_t *st = &self->stats;
-#define S_C(field) kvt_counter_add(c, n, cap, "savetrack." #field, st->field)
-    S_C(records);
-    S_C(saves_built);
-    S_C(saves_skipped);
-    S_C(saves_ok);
-    S_C(saves_failed);
-    S_C(saves_outstanding);
-    S_C(saves_reemitted);
-    S_C(saves_stopped);
-    S_C(saves_dropped);
-    S_C(tails_leased);
-    S_C(tails_retired);
-    S_C(chunks_retired);
-    S_C(leases_taken);
-    S_C(leases_released);
-    S_C(leases_outstanding);
-    S_C(floors_recorded);
-    S_C(floors_ignored);
-    S_C(floors_reopened);
-    S_C(stale_reports);
-    S_C(refused);
-#undef S_C
 }
