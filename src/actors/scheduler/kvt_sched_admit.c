@@ -38,11 +38,11 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
     if (r->probe_demand > kvt_blockmgr_available(self->bm)) {
-        s_lookup_keep_fresh(self, r); //  waiting: its blocks do not fit yet
+        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its blocks do not fit yet
         return 0;
     }
     //  A hit always leaves a prefill tail: one token, two with speculation.
-    uint32_t tail = s_tail(self);
+    uint32_t tail = kvt_sched_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
     for (uint32_t b = 0; b < max_hit_blocks; b++)
         kvt_sched_hash_at(self, r, b);
@@ -52,7 +52,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!s_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     bool load = tier > hbm;
@@ -117,7 +117,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
-    s_lookup_settle(self, r, planned ? &self->p_loads[self->p_nloads - 1] : NULL);
+    kvt_sched_lookup_settle(self, r, planned ? &self->p_loads[self->p_nloads - 1] : NULL);
     if (planned) {
         r->state = R_LOADING;
         r->legs = S_LEG_KV;
@@ -145,7 +145,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 // ------------------------------------------------------------- hybrid ----
 
 //  Prefill tail a hit always leaves: one token, two with speculation.
-uint32_t s_tail(const kvt_sched_t *self)
+uint32_t kvt_sched_tail(const kvt_sched_t *self)
 {
     return self->cfg.spec_tokens > 0 ? 2 : 1;
 }
@@ -156,7 +156,7 @@ static uint32_t s_probe(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
 {
     memset(p, 0, sizeof(*p));
     p->req = r->id;
-    uint32_t bs = self->cfg.block_size, tail = s_tail(self);
+    uint32_t bs = self->cfg.block_size, tail = kvt_sched_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
     for (uint32_t b = 0; b < max_hit_blocks; b++)
         kvt_sched_hash_at(self, r, b);
@@ -226,20 +226,20 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sreq_t *r = &self->reqs[slot];
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0) {
-        s_lookup_keep_fresh(self, r); //  waiting: no blocks or no slot for it yet
+        kvt_sched_lookup_keep_fresh(self, r); //  waiting: no blocks or no slot for it yet
         return 0;
     }
     kvt_sched_probe_t *p = &self->probe;
     uint32_t want = s_probe(self, r, p);
     if (!p->has_demand) {
         r->probe_demand = want;
-        s_lookup_keep_fresh(self, r); //  waiting: its probe found no room
+        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its probe found no room
         return 0;
     }
-    uint32_t tail = s_tail(self);
+    uint32_t tail = kvt_sched_tail(self);
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!s_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     s_joint_ctx_t jc = {self, r};
@@ -377,7 +377,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
                     r->nprompt);
     if (!joint) {
-        s_lookup_settle(self, r, NULL);
+        kvt_sched_lookup_settle(self, r, NULL);
         if (hb > 0) {
             r->ck_restore = kvt_ckpt_pin(self->ck, r->hashes[hb - 1]);
             r->restore_at = p->hbm;
@@ -431,7 +431,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         (void)rc_c;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
-    s_lookup_settle(self, r, self->p_nloads ? &self->p_loads[self->p_nloads - 1] : NULL);
+    kvt_sched_lookup_settle(self, r, self->p_nloads ? &self->p_loads[self->p_nloads - 1] : NULL);
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
     kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);

@@ -258,15 +258,15 @@ void kvt_sched_lookup_drop(kvt_sched_t *self, kvt_sreq_t *r);
 int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v);
 
 //  Shared by kvt_sched_lookup.c and kvt_sched_admit.c, which define them in
-//  that order and kept the names they had as one file's helpers: a waiting
+//  that order: a waiting
 //  request's settled lookup kept fresh; the tier hit of r in leading chunks
 //  of its first max_chunks (false while it waits for its lookup); the
 //  lookup settled at a committed admission (a load carrying its id releases
 //  its pin); the prefill tail a hit always leaves.
-void s_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r);
-bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks);
-void s_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *load);
-uint32_t s_tail(const kvt_sched_t *self);
+void kvt_sched_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r);
+bool kvt_sched_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks);
+void kvt_sched_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *load);
+uint32_t kvt_sched_tail(const kvt_sched_t *self);
 
 //  Load legs.
 #define S_LEG_KV    0x1

@@ -119,7 +119,7 @@ static void s_lookup_refresh(kvt_sched_t *self, kvt_sreq_t *r)
 //  current when its blocks free up and it is admitted then, rather than
 //  stepping aside for a new lookup while the requests behind it take the
 //  blocks.
-void s_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r)
+void kvt_sched_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r)
 {
     if (r->lk != S_LK_READY)
         return;
@@ -127,7 +127,7 @@ void s_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r)
         r->lk_seen = true; //  this plan weighed the answer: it can go stale from now on
         return;
     }
-    uint32_t tail = s_tail(self);
+    uint32_t tail = kvt_sched_tail(self);
     uint32_t n = r->nprompt > tail ? (r->nprompt - tail) / self->cfg.chunk_size : 0;
     s_lookup_refresh(self, r);
     (void)s_issue_lookup(self, r, n < KVT_MSG_MAX_CHUNKS ? n : KVT_MSG_MAX_CHUNKS);
@@ -139,7 +139,7 @@ void s_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r)
 //  falls back to the HBM hit (counted; its pin is released). A settled
 //  lookup too old to trust (its request kept waiting) is asked again under
 //  a new id, its pin released first.
-bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks)
+bool kvt_sched_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks)
 {
     *chunks = 0;
     if (self->cfg.tier_chunks == 0 || max_chunks == 0)
@@ -169,7 +169,7 @@ bool s_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t 
 
 //  The admission committed: a load carrying the lookup's id releases its
 //  pin (LoadSpec.lookup), any other outcome releases it in this plan.
-void s_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *load)
+void kvt_sched_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *load)
 {
     if (load && r->lk_pinned && load->op.gen == r->gen) {
         load->lookup = true;
