@@ -2861,3 +2861,30 @@ Test(sched, a_max_age_below_the_round_trip_still_admits_on_the_first_answer)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+//  An orphan owes no plan work: with its verdicts lost and nothing else
+//  outstanding, the plan is not held (a held step is planned again only on
+//  a verdict, so the reclaim that ends the orphan would never run) and
+//  carries the abort's FINISH event; it only stays short of idle until the
+//  reclaim, which a later plan with a later clock runs.
+Test(sched, an_orphan_with_lost_verdicts_holds_no_plan_back)
+{
+    rig_t r;
+    o_setup(&r, 24, 50000);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_verdict_t lost[16];
+    o_take(&r, lost, 16);
+    cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
+    uint32_t fin = r.finished;
+    kvt_sched_apply(r.s, r.step, true);
+    int rc = rig_step_once(&r);
+    cr_assert_neq(rc, KVT_SCHED_HOLD, "held for an orphan that owes nothing");
+    cr_assert_eq(r.finished, fin + 1, "the abort's FINISH went out");
+    cr_assert_not(r.plan.idle, "the orphan still holds blocks and a slot");
+    uint64_t now = 0;
+    o_run(&r, &now, 200);
+    cr_assert_eq(o_stats(&r).loads_reclaimed, 1);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}

@@ -314,8 +314,12 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     }
     bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate ||
                 self->p_nlookups || self->nrel_q || self->p_ntouches;
+    //  An orphan holds no plan back: it owes no work, and the reclaim that
+    //  ends a lost one runs only in a plan with a later clock, so holding
+    //  for it could wait forever (and keep the abort's FINISH event in).
+    //  It only keeps the core from idling.
     bool outstanding = self->stats.loading > 0 || kvt_sched_saves_outstanding(self) > 0 ||
-                       self->stats.lookups_out > 0 || self->stats.load_orphans > 0;
+                       self->stats.lookups_out > 0;
     kvt_sched_end_plan(self);
     if (!work && outstanding) {
         self->p_open = false; //  nothing was added: the next call starts afresh
@@ -326,6 +330,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     self->applied = false;
     self->p_open = false;
     s_finish_plan(self, step, plan);
-    plan->idle = !work && !outstanding && self->stats.waiting == 0 && self->nevents == 0;
+    plan->idle = !work && !outstanding && self->stats.load_orphans == 0 &&
+                 self->stats.waiting == 0 && self->nevents == 0;
     return work ? 1 : 0;
 }
