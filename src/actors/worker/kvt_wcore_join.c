@@ -223,11 +223,13 @@ uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, uint64_t now)
     //  Every lane job reported at its lane's shutdown; a report the lane
     //  could not hold (out of memory) leaves its record: it reports here.
     while (self->head) {
-        kvt_wrec_t *rec = self->head;
+        //  The legs are read before any report: the last leg's report frees
+        //  the record.
+        kvt_wjob_t *legs[2] = {self->head->leg[0], self->head->leg[1]};
         for (int l = 0; l < 2; l++) {
-            if (!rec->leg[l])
+            if (!legs[l])
                 continue;
-            kvt_lane_report_t r = {.id = (uint64_t)(uintptr_t)rec->leg[l],
+            kvt_lane_report_t r = {.id = (uint64_t)(uintptr_t)legs[l],
                                    .ok = false,
                                    .detail = KVT_DETAIL_SHUTDOWN,
                                    .cause = KVT_LANE_CAUSE_SHUTDOWN,
