@@ -5,6 +5,7 @@
     these itself; the settings must match the engine's (geometry, tiers,
     world size), since both sides derive the namespace and the topology
     from them. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,10 @@
 #include "kvt_cmd.h"
 
 //  Exactly `digits` hex digits into *out (big-endian text); 0 or -1.
+#define S_MS   1000000ull       //  ns: the configuration's timeout bounds are 1 ms ..
+#define S_SEC  1000000000ull    //  ..
+#define S_HOUR 3600000000000ull //  .. 1 h
+
 static int s_hex(const char *s, size_t digits, uint64_t *out)
 {
     if (strlen(s) != digits)
@@ -54,7 +59,8 @@ static void s_usage(FILE *out)
         "  --namespace HEX32  the run's namespace (kvt_config's); --layout-id HEX16 the\n"
         "                     id its disk directories record (default: from the geometry)\n"
         "  --lookup-ttl NS, --lane-deadline NS, --fence-timeout NS, --pool-ttl NS\n"
-        "                     the data path's timeouts, in ns (default: each one's own)\n"
+        "                     the data path's timeouts, in ns, 1 ms .. 1 h (default: each\n"
+        "                     one's own; fence > lane deadline, lookup ttl < pool ttl)\n"
         "Exit status: 0 stopped by SIGTERM/SIGINT with a quiescent pool; 1 set-up failed;\n"
         "2 bad usage; 3 stopped but not quiescent or an actor erred; 4 the engine went\n"
         "away (its connection closed, its process exited, or it was never reached).\n");
@@ -142,15 +148,15 @@ int kvt_cmd_rank(int argc, char **argv)
                             s_hex(v + 16, 16, &pc.cfg.ns.lo) != 0 || kvt_hash_is_zero(pc.cfg.ns)))
                 rc = -1;
         } else if (!strcmp(a, "--layout-id"))
-            rc = s_hex(v, 16, &pc.cfg.layout_id);
+            rc = s_hex(v, 16, &pc.cfg.layout_id) != 0 || pc.cfg.layout_id == 0 ? -1 : 0;
         else if (!strcmp(a, "--lookup-ttl"))
-            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.lookup_ttl_ns);
+            rc = kvt_cli_uint(v, S_MS, S_HOUR, &pc.cfg.lookup_ttl_ns);
         else if (!strcmp(a, "--lane-deadline"))
-            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.lane_deadline_ns);
+            rc = kvt_cli_uint(v, S_MS, S_HOUR, &pc.cfg.lane_deadline_ns);
         else if (!strcmp(a, "--fence-timeout"))
-            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.fence_timeout_ns);
+            rc = kvt_cli_uint(v, S_MS, S_HOUR, &pc.cfg.fence_timeout_ns);
         else if (!strcmp(a, "--pool-ttl"))
-            rc = kvt_cli_uint(v, 1, UINT64_MAX, &pc.cfg.pool_ttl_ns);
+            rc = kvt_cli_uint(v, S_MS, S_HOUR, &pc.cfg.pool_ttl_ns);
         else if (!strcmp(a, "--fault")) {
             const char *key = "corrupt-resume=";
             if (strncmp(v, key, strlen(key)) != 0 ||
@@ -166,6 +172,26 @@ int kvt_cmd_rank(int argc, char **argv)
             fprintf(stderr, "kvtier rank: %s: bad value '%s'\n", a, v);
             return 2;
         }
+    }
+    //  The configuration's cross-field rules, with the defaults standing in
+    //  for a timeout not given.
+    uint64_t lane = pc.cfg.lane_deadline_ns ? pc.cfg.lane_deadline_ns : 2 * S_SEC;
+    uint64_t fence = pc.cfg.fence_timeout_ns ? pc.cfg.fence_timeout_ns : 5 * S_SEC;
+    uint64_t lttl = pc.cfg.lookup_ttl_ns ? pc.cfg.lookup_ttl_ns : 5 * S_SEC;
+    uint64_t pttl = pc.cfg.pool_ttl_ns ? pc.cfg.pool_ttl_ns : 60 * S_SEC;
+    if (fence <= lane) {
+        fprintf(stderr,
+                "kvtier rank: --fence-timeout (%" PRIu64 " ns) must exceed --lane-deadline "
+                "(%" PRIu64 " ns)\n",
+                fence, lane);
+        return 2;
+    }
+    if (lttl >= pttl) {
+        fprintf(stderr,
+                "kvtier rank: --lookup-ttl (%" PRIu64 " ns) must be below --pool-ttl "
+                "(%" PRIu64 " ns)\n",
+                lttl, pttl);
+        return 2;
     }
     if (!have_rank || !have_world || !pc.engine) {
         fprintf(stderr, "kvtier rank: %s is required (see --help)\n",

@@ -90,6 +90,9 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
     else if ((c->fault_corrupt_state || c->fault_miss_state) && !c->state_bytes)
         bad = "fault: corrupt-state / miss-state need a model with state (state-bytes > 0)";
+    else if (c->interval_checkpoints && !c->state_bytes)
+        bad = "checkpoints: needs a model with state (--model qwen3-next-like | "
+              "kimi-linear-like)";
     else if ((c->fault_corrupt_state || c->fault_miss_state) && c->ranks_as_processes)
         bad = "fault: corrupt-state / miss-state need the ranks as threads";
     if (bad) {
