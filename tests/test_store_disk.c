@@ -4,6 +4,7 @@
     and LRU, pins, queued writes (duplicates, full queue, room kept, a stale
     source discarded). Every test uses its own pid-qualified directory. */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -974,4 +975,45 @@ Test(disk, a_manifest_that_is_not_one_is_refused_and_left_alone)
     cr_assert_not_null(still);
     cr_assert_eq(len, strlen("kvtier-disk-manifest 1\nlayout_id=zz\n"), "it was rewritten");
     free(still);
+}
+
+//  A manifest is parsed exactly: each line as written, 16 lowercase hex
+//  digits, a newline, nothing after line 3. Anything else is refused naming
+//  the line, and counted.
+Test(disk, a_manifest_is_parsed_exactly_and_a_bad_line_is_named)
+{
+    char lay[17], good2[64];
+    snprintf(lay, sizeof lay, "%016" PRIx64, (uint64_t)LAYOUT);
+    snprintf(good2, sizeof good2, "layout_id=%s\n", lay);
+    struct {
+        const char *l1, *l2, *l3, *why;
+    } bad[] = {
+        {"kvtier-disk-manifest 2\n", good2, "namespace=00000000000000aa\n", "line 1"},
+        {"kvtier-disk-manifest 1\n", "layout_id=-1\n", "namespace=00000000000000aa\n", "line 2"},
+        {"kvtier-disk-manifest 1\n", "layout_id=0x12\n", "namespace=00000000000000aa\n", "line 2"},
+        {"kvtier-disk-manifest 1\n", good2, "namespace=aa\n", "line 3"},
+        {"kvtier-disk-manifest 1\n", good2, "namespace=00000000000000aa ", "line 3"},
+        {"kvtier-disk-manifest 1\n", good2, "", "line 3"},
+        {"kvtier-disk-manifest 1\n", good2, "namespace=00000000000000aa\nmore\n", "bytes follow"},
+    };
+    char path[600];
+    snprintf(path, sizeof path, "%s/.kvt-manifest", s_dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "%s%s%s", bad[i].l1, bad[i].l2, bad[i].l3);
+        fclose(f);
+        char err[512] = "";
+        uint64_t refused = kvt_disk_manifest_refusals();
+        cr_assert_null(s_try_open(s_dir, LAYOUT, 0xaa, err, sizeof err), "case %zu opened", i);
+        cr_assert(strstr(err, bad[i].why), "case %zu: %s", i, err);
+        cr_assert_eq(kvt_disk_manifest_refusals(), refused + 1);
+    }
+    FILE *f = fopen(path, "w");
+    fprintf(f, "kvtier-disk-manifest 1\n%snamespace=00000000000000aa\n", good2);
+    fclose(f);
+    char err[512] = "";
+    kvt_disk_t *d = s_try_open(s_dir, LAYOUT, 0xaa, err, sizeof err);
+    cr_assert_not_null(d, "the exact form opens: %s", err);
+    kvt_disk_destroy(&d);
 }

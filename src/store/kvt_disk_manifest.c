@@ -42,8 +42,9 @@ static int s_write(kvt_disk_t *self, uint64_t ns_id, char *err, size_t errlen)
                  self->id.layout, ns_id);
     int fd = openat(self->dirfd, KVT_DISK_MANIFEST_TMP,
                     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    errno = 0;
     bool ok = fd >= 0 && write(fd, text, (size_t)n) == n && (!self->fsync || fsync(fd) == 0);
-    int e = errno;
+    int e = errno ? errno : EIO; //  a short write sets no errno
     if (fd >= 0)
         close(fd);
     if (ok && renameat(self->dirfd, KVT_DISK_MANIFEST_TMP, self->dirfd, KVT_DISK_MANIFEST) != 0) {
@@ -58,6 +59,29 @@ static int s_write(kvt_disk_t *self, uint64_t ns_id, char *err, size_t errlen)
                          KVT_DISK_MANIFEST, strerror(e));
         return -1;
     }
+    return 0;
+}
+
+//  Parses "<name>=<16 lowercase hex digits>\n" at *p (exactly: no sign,
+//  prefix, space or short value), moving *p past it. 0, or -1.
+static int s_field(const char **p, const char *name, uint64_t *out)
+{
+    size_t nl = strlen(name);
+    const char *q = *p;
+    if (strncmp(q, name, nl) != 0 || q[nl] != '=')
+        return -1;
+    q += nl + 1;
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++, q++) {
+        int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (*q != '\n')
+        return -1;
+    *out = v;
+    *p = q + 1;
     return 0;
 }
 
@@ -98,13 +122,21 @@ int kvt_disk_manifest_open(kvt_disk_t *self, uint64_t ns_id, char *err, size_t e
     text[got] = 0;
     uint64_t layout = 0, ns = 0;
     size_t ml = strlen(S_MAGIC);
-    int used = 0;
-    if (strncmp(text, S_MAGIC, ml) != 0 ||
-        sscanf(text + ml, "layout_id=%16" SCNx64 "\nnamespace=%16" SCNx64 "\n%n", &layout, &ns,
-               &used) != 2 ||
-        (size_t)used + ml != (size_t)got)
-        return s_refuse(self, err, errlen, "manifest %s is not a kvtier disk manifest",
-                        KVT_DISK_MANIFEST);
+    const char *p = text + ml;
+    const char *bad = NULL;
+    if ((size_t)got != strlen(text))
+        bad = "it holds a NUL byte";
+    else if (strncmp(text, S_MAGIC, ml) != 0)
+        bad = "line 1 is not \"kvtier-disk-manifest 1\"";
+    else if (s_field(&p, "layout_id", &layout) != 0)
+        bad = "line 2 is not layout_id=<16 hex digits>";
+    else if (s_field(&p, "namespace", &ns) != 0)
+        bad = "line 3 is not namespace=<16 hex digits>";
+    else if (*p)
+        bad = "bytes follow line 3";
+    if (bad)
+        return s_refuse(self, err, errlen, "manifest %s is not a kvtier disk manifest: %s",
+                        KVT_DISK_MANIFEST, bad);
     if (layout != self->id.layout)
         return s_refuse(self, err, errlen,
                         "written with layout_id %016" PRIx64
