@@ -78,7 +78,8 @@ Test(cli, rank_state_namespace_and_timeout_flags_are_checked_naming_them)
     s_bad(R0 "--lane-deadline 0", "--lane-deadline");
     s_bad(R0 "--pool-ttl soon", "--pool-ttl");
     s_bad(R0 "--layout-id 0000000000000000", "--layout-id");
-    s_bad(R0 "--pool-ttl 500", "--pool-ttl");
+    s_bad(R0 "--pool-ttl 500", "--pool-ttl: bad value");
+    s_bad(R0 "--lane-deadline 7200000000000", "--lane-deadline: bad value");
     s_bad(R0 "--lookup-ttl 18446744073709551615", "--lookup-ttl");
     s_bad(R0 "--lane-deadline 5000000000 --fence-timeout 1000000", "must exceed --lane-deadline");
     s_bad(R0 "--lookup-ttl 70000000000", "must be below --pool-ttl");
