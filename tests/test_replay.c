@@ -632,4 +632,14 @@ Test(replay, lookup_rank0_asks_rank_0_only_and_restores_clean, .timeout = 120)
                  "every lookup settled on rank 0's report");
     kvt_replay_report_clear(r);
     free(r);
+    //  Without the flag every rank is asked.
+    s_small(&c);
+    r = s_run(&c);
+    s_assert_clean(r);
+    sent = kvt_replay_counter(r, "scheduler", "sched.lookups_sent");
+    cr_assert_gt(sent, 0);
+    cr_assert_eq(kvt_replay_counter(r, "worker.1", "worker.lookups"), sent, "rank 1 is asked too");
+    cr_assert_eq(kvt_replay_counter(r, "worker.1", "worker.lookups_not_asked"), 0);
+    kvt_replay_report_clear(r);
+    free(r);
 }
