@@ -1823,3 +1823,19 @@ Test(wcore, source_safe_goes_ahead_of_the_saves_store_reports)
     w_pool_clean();
     w_down();
 }
+
+//  A spec with no item (refused) reports its source_safe once: a duplicate
+//  of it is dropped like any repeated spec, not reported again.
+Test(wcore, a_repeated_empty_save_reports_its_source_safe_once)
+{
+    w_up(25000000000ull, 16, 0, 0);
+    wspec_t s;
+    w_spec(&s, 4, 0, 0, SRC, 1600);
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 1);
+    cr_assert_eq(W.got[0].c.chan, KVT_CHAN_SOURCE_SAFE);
+    W.ngot = 0;
+    kvt_wcore_save(W.core, &s.sp, W.now);
+    cr_assert_eq(w_drain(), 0, "the repeat reported source_safe again");
+    w_down();
+}

@@ -396,8 +396,10 @@ static void s_save_refuse(kvt_wcore_t *self, const kvt_save_spec_t *sp, const kv
             fresh++;
             kvt_wcore_save_report_(self, sp->op, sp->attempt, keys[i], false, detail, false);
         }
-    //  A repeated spec (no item new) reports nothing, source_safe included.
-    if (fresh || n == 0)
+    //  A repeated spec (no item new) reports nothing, source_safe included;
+    //  an empty one is remembered by its source_safe key.
+    if (fresh || (n == 0 &&
+                  kvt_wcore_first_time_(self, KVT_CHAN_SOURCE_SAFE, sp->op, sp->attempt, safe_key)))
         s_safe_first(self, first, sp, safe_key);
 }
 
