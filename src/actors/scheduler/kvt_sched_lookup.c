@@ -29,7 +29,7 @@ static int s_issue_lookup(kvt_sched_t *self, kvt_sreq_t *r, uint32_t n)
     //  load or LookupRelease that names it reaches rank 0 as it reaches all.
     l->rank0_only = self->cfg.lookup_ranks == KVT_SCHED_LOOKUP_RANK0;
     for (uint32_t c = 0; c < n; c++)
-        keys[c] = kvt_sched_chunk_key(self, r, c);
+        keys[c] = kvt_reqtab_chunk_key(self->rt, r, c);
     r->lk = S_LK_OUT;
     r->lk_pinned = self->cfg.lookup_pin;
     r->lk_held = 0;
@@ -64,9 +64,9 @@ void kvt_sched_lookup_drop(kvt_sched_t *self, kvt_sreq_t *r)
 int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
     uint32_t slot;
-    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(v->op.req), &slot))
+    if (!kvt_reqtab_find(self->rt, v->op.req, &slot))
         return -1;
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (r->state != R_WAITING || r->lk != S_LK_OUT || v->op.gen != r->gen + 1)
         return -1;
     self->stats.lookups_out--;
