@@ -82,8 +82,17 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->kvidx = kvt_stidx_new(&lc);
     self->orph_by_op = kvt_hmap_new(64, false);
     self->pb = kvt_planbuf_new();
-    if (!self->pb || !self->bm || !self->rt || !self->scratch_blocks || !self->scratch_unref ||
-        !self->kvidx || !self->orph_by_op || kvt_sched_track_new(self) != 0)
+    kvt_lookups_cfg_t lkc = {.tier_chunks = cfg->tier_chunks,
+                             .chunk_size = cfg->chunk_size,
+                             .tail = cfg->spec_tokens > 0 ? 2 : 1,
+                             .pin = cfg->lookup_pin,
+                             .ttl_ms = cfg->lookup_ttl_ms,
+                             .rank0_only = cfg->lookup_ranks == KVT_SCHED_LOOKUP_RANK0,
+                             .timeout_us = cfg->lookup_timeout_us,
+                             .max_age_us = cfg->lookup_max_age_us};
+    self->lk = kvt_lookups_new(&lkc);
+    if (!self->pb || !self->lk || !self->bm || !self->rt || !self->scratch_blocks ||
+        !self->scratch_unref || !self->kvidx || !self->orph_by_op || kvt_sched_track_new(self) != 0)
         goto oom;
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
@@ -123,6 +132,7 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     kvt_hmap_destroy(&self->loading_keys);
     free(self->scratch_unref);
     kvt_planbuf_destroy(&self->pb);
+    kvt_lookups_destroy(&self->lk);
     kvt_blockmgr_destroy(&self->bm);
     free(self);
     *self_p = NULL;
@@ -257,6 +267,7 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
     out->plan_deferred = pb.plan_deferred;
     out->tokens_planned = pb.tokens_planned;
     out->records = kvt_reqtab_records(self->rt);
+    kvt_lookups_stats(self->lk, out);
     out->leased_blocks = self->leased;
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
 }
@@ -292,7 +303,7 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
     self->stats.aborted++;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, 0, 0);
     if (r->state == R_WAITING) {
-        kvt_sched_lookup_drop(self, r);
+        kvt_lookups_drop(self->lk, r, self->pb);
         kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);
         self->stats.waiting--;
     } else {

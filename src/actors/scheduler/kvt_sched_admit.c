@@ -30,6 +30,14 @@ static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uin
     return 0;
 }
 
+//  The request waits (admission stops at it): its settled lookup is kept
+//  fresh meanwhile. Returns 0.
+static int s_wait(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    kvt_lookups_keep_fresh(self->lk, r, self->rt, self->pb, self->now_us);
+    return 0;
+}
+
 //  The probe (HBM match, tier count, fit) has no side effects; only a
 //  committed admission counts hits.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
@@ -43,8 +51,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
     if (r->probe_demand > kvt_blockmgr_available(self->bm)) {
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its blocks do not fit yet
-        return 0;
+        return s_wait(self, r); //  waiting: its blocks do not fit yet
     }
     //  A hit always leaves a prefill tail: one token, two with speculation.
     uint32_t tail = kvt_sched_tail(self);
@@ -57,7 +64,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_lookups_tier_hit(self->lk, r, max_chunks, &tier_chunks, self->rt, self->pb,
+                              self->now_us))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     bool load = tier > hbm;
@@ -122,7 +130,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
-    kvt_sched_lookup_settle(self, r, planned ? kvt_planbuf_last_load(self->pb) : NULL);
+    kvt_lookups_settle(self->lk, r, planned ? kvt_planbuf_last_load(self->pb) : NULL, self->pb);
     if (planned) {
         r->state = R_LOADING;
         r->legs = S_LEG_KV;
@@ -231,20 +239,19 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0) {
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: no blocks or no slot for it yet
-        return 0;
+        return s_wait(self, r); //  waiting: no blocks or no slot for it yet
     }
     kvt_sched_probe_t *p = &self->probe;
     uint32_t want = s_probe(self, r, p);
     if (!p->has_demand) {
         r->probe_demand = want;
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its probe found no room
-        return 0;
+        return s_wait(self, r); //  waiting: its probe found no room
     }
     uint32_t tail = kvt_sched_tail(self);
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_lookups_tier_hit(self->lk, r, max_chunks, &tier_chunks, self->rt, self->pb,
+                              self->now_us))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     s_joint_ctx_t jc = {self, r};
@@ -375,7 +382,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
                     r->nprompt);
     if (!joint) {
-        kvt_sched_lookup_settle(self, r, NULL);
+        kvt_lookups_settle(self->lk, r, NULL, self->pb);
         if (hb > 0) {
             r->ck_restore = kvt_ckpt_pin(self->ck, r->hashes[hb - 1]);
             r->restore_at = p->hbm;
@@ -423,7 +430,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         (void)rc_c;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
-    kvt_sched_lookup_settle(self, r, kvt_planbuf_last_load(self->pb));
+    kvt_lookups_settle(self->lk, r, kvt_planbuf_last_load(self->pb), self->pb);
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
     kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);

@@ -10,6 +10,7 @@
 #include "base/kvt_vec.h"
 #include "kvt_blockmgr.h"
 #include "kvt_ckpt.h"
+#include "kvt_lookups.h"
 #include "kvt_planbuf.h"
 #include "kvt_reqtab.h"
 #include "kvt_savetrack.h"
@@ -43,6 +44,7 @@ struct _kvt_sched_t {
     kvt_blockmgr_t *bm;       //  HBM blocks
     kvt_savetrack_t *track;   //  saves: frontier, leases, re-emits (NULL: no tier)
     uint32_t leased;          //  block references held by save leases
+    kvt_lookups_t *lk;        //  tier lookups
     kvt_reqtab_t *rt;         //  request records, their lists and hash chains
     kvt_ckpt_t *ck;           //  state slots and HBM checkpoints (hybrid; NULL when dense)
     kvt_stidx_t *stidx;       //  state images and state loads (hybrid; NULL when dense)
@@ -115,22 +117,7 @@ uint64_t kvt_sched_saves_outstanding(const kvt_sched_t *self);
 //  kvt_sched_admit: the request waits for its tier lookup (others go on).
 #define S_ADMIT_LOOKUP 2
 
-//  Drops what request r's lookup holds (kvt_sched_lookup.c): an outstanding
-//  one stops counting, a pin goes into the plan as a LookupRelease.
-void kvt_sched_lookup_drop(kvt_sched_t *self, kvt_sreq_t *r);
-
-//  Applies a lookup verdict: 0, or -1 when stale.
-int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v);
-
-//  Shared by kvt_sched_lookup.c and kvt_sched_admit.c, which define them in
-//  that order: a waiting
-//  request's settled lookup kept fresh; the tier hit of r in leading chunks
-//  of its first max_chunks (false while it waits for its lookup); the
-//  lookup settled at a committed admission (a load carrying its id releases
-//  its pin); the prefill tail a hit always leaves.
-void kvt_sched_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r);
-bool kvt_sched_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks);
-void kvt_sched_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *load);
+//  The prefill tail a hit always leaves (kvt_sched_admit.c).
 uint32_t kvt_sched_tail(const kvt_sched_t *self);
 
 //  True for a hybrid model.

@@ -348,7 +348,7 @@ int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     else if (v->chan == KVT_CHAN_SOURCE_SAFE)
         rc = s_source_safe(self, v);
     else if (v->chan == KVT_CHAN_LOOKUP)
-        rc = kvt_sched_lookup_verdict(self, v);
+        rc = kvt_lookups_verdict(self->lk, self->rt, v, self->now_us);
     else if (v->chan == KVT_CHAN_TOUCH && self->stidx && v->op.gen == KVT_TOUCH_GEN) {
         //  A touch nobody answered (the aggregator's bound) is no evidence:
         //  the hold it was sent for ends by its own bound.

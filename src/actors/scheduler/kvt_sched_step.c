@@ -230,7 +230,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  for it could wait forever (and keep the abort's FINISH event in).
     //  It only keeps the core from idling.
     bool outstanding = self->stats.loading > 0 || kvt_sched_saves_outstanding(self) > 0 ||
-                       self->stats.lookups_out > 0;
+                       kvt_lookups_out(self->lk) > 0;
     kvt_sched_end_plan(self);
     if (!work && outstanding) {
         kvt_planbuf_close(self->pb); //  nothing was added: the next call starts afresh
