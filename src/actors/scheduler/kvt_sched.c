@@ -78,9 +78,6 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->rt = kvt_reqtab_new(cfg->block_size, cfg->chunk_size, cfg->ns);
     self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
     self->scratch_unref = malloc(((size_t)cfg->hbm_blocks + 1) * sizeof(uint32_t));
-    kvt_stidx_cfg_t lc = {.hash_cap = 0, .can_load = false}; //  loads only, no images
-    self->kvidx = kvt_stidx_new(&lc);
-    self->orph_by_op = kvt_hmap_new(64, false);
     self->pb = kvt_planbuf_new();
     kvt_lookups_cfg_t lkc = {.tier_chunks = cfg->tier_chunks,
                              .chunk_size = cfg->chunk_size,
@@ -92,7 +89,7 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
                              .max_age_us = cfg->lookup_max_age_us};
     self->lk = kvt_lookups_new(&lkc);
     if (!self->pb || !self->lk || !self->bm || !self->rt || !self->scratch_blocks ||
-        !self->scratch_unref || !self->kvidx || !self->orph_by_op || kvt_sched_track_new(self) != 0)
+        !self->scratch_unref || kvt_sched_track_new(self) != 0)
         goto oom;
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
@@ -107,10 +104,16 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         if (cfg->verified_window_us)
             sc.window_us = cfg->verified_window_us; //  the configuration's, not derived
         self->stidx = kvt_stidx_new(&sc);
-        self->loading_keys = kvt_hmap_new(256, false);
-        if (!self->ck || !self->stidx || !self->loading_keys)
+        if (!self->ck || !self->stidx)
             goto oom;
     }
+    kvt_loadtrack_cfg_t ltc = {.block_size = cfg->block_size,
+                               .chunk_size = cfg->chunk_size,
+                               .orphan_reclaim_us = cfg->orphan_reclaim_us};
+    self->lt =
+        kvt_loadtrack_new(&ltc, self->rt, self->pb, self->bm, self->ck, self->stidx, self->track);
+    if (!self->lt)
+        goto oom;
     return self;
 oom:
     kvt_sched_destroy(&self);
@@ -128,8 +131,7 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     free(self->scratch_blocks);
     kvt_ckpt_destroy(&self->ck);
     kvt_stidx_destroy(&self->stidx);
-    kvt_sched_orphan_destroy(self);
-    kvt_hmap_destroy(&self->loading_keys);
+    kvt_loadtrack_destroy(&self->lt);
     free(self->scratch_unref);
     kvt_planbuf_destroy(&self->pb);
     kvt_lookups_destroy(&self->lk);
@@ -160,7 +162,7 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
         kvt_sched_event(self, a->req, 1, KVT_EV_FINISH, a->ntokens, 0, 1);
         return -1;
     }
-    r->gen = self->gen_floor; //  above every orphaned admission of this id (A3)
+    r->gen = kvt_loadtrack_gen_floor(self->lt); //  above every orphaned admission of this id (A3)
     r->arrival_us = a->arrival_us;
     r->state = R_WAITING;
     kvt_reqtab_append(self->rt, KVT_RQ_WAITING, slot);
@@ -198,25 +200,7 @@ void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r)
     r->ck_take = r->ck_restore = r->ck_hit = r->sslot = KVT_CKPT_NONE;
     r->restore_planned = false;
     if (r->convoy)
-        kvt_sched_convoy_mark(self, r, -1);
-}
-
-void kvt_sched_convoy_mark(kvt_sched_t *self, kvt_sreq_t *r, int delta)
-{
-    uint32_t cs = self->cfg.chunk_size;
-    for (uint32_t t = r->load_floor; t < r->load_end; t += cs) {
-        kvt_hash_t key = kvt_reqtab_chunk_key(self->rt, r, t / cs);
-        uint32_t n = 0;
-        kvt_hmap_get(self->loading_keys, key, &n);
-        if (delta > 0) {
-            if (kvt_hmap_put(self->loading_keys, key, n + 1) != 0)
-                continue; //  out of memory: only a convoy is missed
-        } else if (n <= 1)
-            kvt_hmap_del(self->loading_keys, key, NULL);
-        else
-            kvt_hmap_put(self->loading_keys, key, n - 1);
-    }
-    r->convoy = delta > 0;
+        kvt_loadtrack_convoy_mark(self->lt, r, -1);
 }
 
 void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
@@ -241,11 +225,11 @@ bool kvt_sched_quiescent(const kvt_sched_t *self)
     if (kvt_sched_hybrid(self)) {
         kvt_ckpt_stats_t c;
         kvt_ckpt_stats(self->ck, &c);
-        if (c.slots_in_use != 0 || c.pinned_entries != 0 || kvt_hmap_size(self->loading_keys))
+        if (c.slots_in_use != 0 || c.pinned_entries != 0 || kvt_loadtrack_convoy_keys(self->lt))
             return false;
     }
     return kvt_reqtab_records(self->rt) == 0 && kvt_sched_saves_outstanding(self) == 0 &&
-           self->stats.load_orphans == 0 && kvt_blockmgr_in_use(self->bm) == 0;
+           kvt_loadtrack_orphans(self->lt) == 0 && kvt_blockmgr_in_use(self->bm) == 0;
 }
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
@@ -268,6 +252,7 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
     out->tokens_planned = pb.tokens_planned;
     out->records = kvt_reqtab_records(self->rt);
     kvt_lookups_stats(self->lk, out);
+    kvt_loadtrack_stats(self->lt, out);
     out->leased_blocks = self->leased;
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
 }
@@ -294,6 +279,13 @@ void kvt_sched_plan_state(const kvt_sched_t *self, const kvt_sched_state_op_t **
     kvt_planbuf_state_ops(self->pb, ops, n);
 }
 
+//  Request r is torn down while LOADING: the load tracker orphans its load.
+static void s_orphan(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    self->stats.loading--;
+    kvt_loadtrack_orphan(self->lt, r, self->now_us);
+}
+
 int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
 {
     uint32_t slot;
@@ -310,7 +302,7 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
         //  A load in flight goes to its index as an orphan, with what it
         //  still writes; the record lets go of the rest now.
         if (r->state == R_LOADING)
-            kvt_sched_orphan_load(self, r);
+            s_orphan(self, r);
         else
             self->stats.running--;
         kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
@@ -330,7 +322,7 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
         return -1;
     self->stats.preempted++;
     if (r->state == R_LOADING)
-        kvt_sched_orphan_load(self, r); //  as on an abort: the index owns the load
+        s_orphan(self, r); //  as on an abort: the index owns the load
     else
         self->stats.running--;
     kvt_sched_track_abort(self, r);

@@ -142,8 +142,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
         kvt_sched_track_admit(self, r, keep_tokens, hbm, tier);
         r->verify_end = tier;
         self->stats.loading++;
-        self->stats.loads_dispatched++;
-        kvt_sched_load_out(self, r);
+        kvt_loadtrack_start(self->lt, r, self->now_us);
         return 1;
     }
     r->state = R_RUNNING;
@@ -277,7 +276,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  No load convoys: chunks another admission is loading are waited for
     //  (its verdict indexes them in HBM), not loaded a second time.
     for (uint32_t t = kv_leg ? d.claim : d.b; kv_leg && t < d.b; t += cs)
-        if (kvt_hmap_get(self->loading_keys, kvt_reqtab_chunk_key(self->rt, r, t / cs), NULL)) {
+        if (kvt_loadtrack_convoy_busy(self->lt, kvt_reqtab_chunk_key(self->rt, r, t / cs))) {
             if (!r->convoy_waited)
                 self->stats.convoy_waits++;
             r->convoy_waited = true;
@@ -413,7 +412,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     if (kv_leg) {
         r->legs |= S_LEG_KV;
         s_plan_load(self, r, d.claim, d.b);
-        kvt_sched_convoy_mark(self, r, +1);
+        kvt_loadtrack_convoy_mark(self->lt, r, +1);
     } else if (d.src == KVT_JOINT_STATE_TIER) {
         //  A state-only load (rule L3): no KV leg, no keys, no blocks.
         kvt_planbuf_add_empty_load(self->pb, (kvt_opid_t){r->id, r->gen});
@@ -436,7 +435,6 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);
     r->verify_end = d.b;
     self->stats.loading++;
-    self->stats.loads_dispatched++;
-    kvt_sched_load_out(self, r);
+    kvt_loadtrack_start(self->lt, r, self->now_us);
     return 1;
 }

@@ -228,7 +228,7 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
             a.expect[r->hit_pins[b]]++;
     }
     uint32_t orphan_slots = 0;
-    if (kvt_sched_orphan_audit(self, a.expect, &orphan_slots, err, errlen) != 0)
+    if (kvt_loadtrack_check(self->lt, a.expect, &orphan_slots, err, errlen) != 0)
         goto done;
     if (self->track)
         kvt_savetrack_leases(self->track, s_audit_lease_blocks, &a);
@@ -252,8 +252,6 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
                  self->leased);
         goto done;
     }
-    if (kvt_stidx_check(self->kvidx, true, err, errlen) != 0)
-        goto done;
     if (kvt_sched_hybrid(self) && (s_audit_state(self, orphan_slots, err, errlen) != 0 ||
                                    kvt_stidx_check(self->stidx, true, err, errlen) != 0))
         goto done;

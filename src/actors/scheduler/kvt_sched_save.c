@@ -194,43 +194,6 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
 
 // ----------------------------------------------------------- verdicts ----
 
-//  A failed load retreats to the HBM hit (rule B2): the blocks of
-//  [floor, hbm) that are still cached are shared again (the private copies
-//  the load was filling go back), the rest is recomputed in place.
-//  The pins taken at admission make the whole hit come back.
-static uint32_t s_retreat(kvt_sched_t *self, kvt_sreq_t *r)
-{
-    uint32_t bs = self->cfg.block_size;
-    uint32_t b0 = r->pin_lo;
-    for (uint32_t i = 0; i < r->nhit_pins; i++) {
-        kvt_blockmgr_unref(self->bm, r->blocks[b0 + i]);
-        r->blocks[b0 + i] = r->hit_pins[i]; //  the pin's reference moves into the table
-    }
-    r->nhit_pins = 0;
-    r->registered = r->hbm_hit / bs;
-    if (kvt_sched_hybrid(self)) {
-        //  The state goes back to the hit's checkpoint, pinned since the
-        //  admission; with no HBM hit the slot starts from zero at token 0.
-        if (r->ck_restore != KVT_CKPT_NONE)
-            kvt_ckpt_unpin(self->ck, r->ck_restore);
-        r->ck_restore = r->ck_hit;
-        r->restore_at = r->hbm_hit;
-        r->ck_hit = KVT_CKPT_NONE;
-        if (r->hbm_hit > 0)
-            self->stats.retreats_to_hbm++;
-        else
-            self->stats.retreats_to_zero++;
-    }
-    return r->hbm_hit;
-}
-
-static void s_unpin_hit(kvt_sched_t *self, kvt_sreq_t *r)
-{
-    for (uint32_t i = 0; i < r->nhit_pins; i++)
-        kvt_blockmgr_unref(self->bm, r->hit_pins[i]);
-    r->nhit_pins = 0;
-}
-
 static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 {
     //  A state verdict speaks for its image whichever load it belongs to,
@@ -239,71 +202,20 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     if (v->chan == KVT_CHAN_STATE && self->stidx)
         kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
     //  A verdict no live load matches may be an orphan's (its request was
-    //  torn down mid-load): its index settles it (kvt_sched_orphan.c).
+    //  torn down mid-load): its index settles it.
     uint32_t slot;
-    if (!kvt_reqtab_find(self->rt, v->op.req, &slot))
-        return kvt_sched_orphan_verdict(self, v);
-    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
-    if (r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
-        return kvt_sched_orphan_verdict(self, v);
-    //  A load settles once every leg it dispatched reported (L2).
-    uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
-    if (!(r->legs & leg))
+    kvt_sreq_t *r = kvt_reqtab_find(self->rt, v->op.req, &slot);
+    if (!r || r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
+        return kvt_loadtrack_orphan_verdict(self->lt, v, self->now_us);
+    int rc = kvt_loadtrack_verdict(self->lt, r, v, self->now_us);
+    if (rc == KVT_LOAD_STALE)
         return -1;
-    if (leg == S_LEG_STATE &&
-        !kvt_hash_eq(v->key,
-                     kvt_reqtab_hash_at(self->rt, r, r->load_end / self->cfg.block_size - 1)))
-        return -1;
-    r->legs &= (uint8_t)~leg;
-    if (!v->ok) {
-        r->legs_failed |= leg;
-        if (leg == S_LEG_KV)
-            r->kv_detail = v->detail;
-        else
-            r->st_detail = v->detail;
-    } else if (leg == S_LEG_KV)
-        r->kv_lower = v->lower;
-    if (r->legs)
+    if (rc == KVT_LOAD_PENDING)
         return 0;
-    bool ok = r->legs_failed == 0;
+    //  Settled or retreated: the request runs from where the load left it.
     self->stats.loading--;
-    //  The load settles in its index (stidx with a state leg, kvidx
-    //  without); the request keeps its slot (its record holds it).
-    kvt_sched_load_settle(self, r, ok,
-                          (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS);
-    if (r->convoy)
-        kvt_sched_convoy_mark(self, r, -1);
     self->stats.running++;
     r->state = R_RUNNING;
-    uint32_t cs = self->cfg.chunk_size;
-    if (ok) {
-        s_unpin_hit(self, r);
-        if (r->ck_hit != KVT_CKPT_NONE)
-            kvt_ckpt_unpin(self->ck, r->ck_hit);
-        r->ck_hit = KVT_CKPT_NONE;
-        r->computed = r->load_end;
-        kvt_reqtab_index_blocks(self->rt, r, r->computed, self->bm);
-        uint32_t tier = r->load_end - r->hbm_hit;
-        //  lower: the most chunks any rank had to read from below the CPU pool.
-        uint64_t lower = (uint64_t)r->kv_lower * cs;
-        uint32_t lower_tokens = lower > tier ? tier : (uint32_t)lower;
-        self->stats.loads_ok++;
-        self->stats.tier_hit_tokens += tier;
-        self->stats.lower_hit_tokens += lower_tokens;
-        kvt_sched_event(self, r->id, r->gen, KVT_EV_LOADED, r->load_end, tier, lower_tokens);
-        return 0;
-    }
-    //  The tier hit is lost: [hbm, hit) is saved again (S5).
-    self->stats.loads_failed++;
-    uint32_t resume = s_retreat(self, r);
-    uint32_t lost = r->hbm_hit > resume ? r->hbm_hit - resume : 0;
-    self->stats.hbm_lost_tokens += lost;
-    r->computed = resume;
-    r->verify_end = resume;
-    if (self->track)
-        kvt_savetrack_hit_lost(self->track, (kvt_opid_t){r->id, r->gen});
-    uint32_t detail = (r->legs_failed & S_LEG_KV) ? r->kv_detail : r->st_detail;
-    kvt_sched_event(self, r->id, r->gen, KVT_EV_RETREAT, resume, detail, lost);
     return 0;
 }
 

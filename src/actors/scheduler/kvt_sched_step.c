@@ -167,7 +167,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
         s_apply_last_step(self, prev_failed);
     self->applied = true;
     //  Orphans whose verdict never came go back before admission (I2).
-    kvt_sched_reclaim(self);
+    kvt_loadtrack_reclaim(self->lt, self->now_us);
 
     //  Saves: the tails of requests that finished (their one chance), then
     //  the chunks the step that just ran completed.
@@ -241,7 +241,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     self->applied = false;
     kvt_planbuf_finish(self->pb, step, plan);
     kvt_planbuf_counts(self->pb, &pc);
-    plan->idle = !work && !outstanding && self->stats.load_orphans == 0 &&
+    plan->idle = !work && !outstanding && kvt_loadtrack_orphans(self->lt) == 0 &&
                  self->stats.waiting == 0 && pc.events == 0;
     return work ? 1 : 0;
 }
