@@ -89,7 +89,7 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
                              .max_age_us = cfg->lookup_max_age_us};
     self->lk = kvt_lookups_new(&lkc);
     if (!self->pb || !self->lk || !self->bm || !self->rt || !self->scratch_blocks ||
-        !self->scratch_unref || kvt_sched_track_new(self) != 0)
+        !self->scratch_unref)
         goto oom;
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
@@ -107,11 +107,20 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         if (!self->ck || !self->stidx)
             goto oom;
     }
+    kvt_saves_cfg_t svc = {.block_size = cfg->block_size,
+                           .chunk_size = cfg->chunk_size,
+                           .bpc = self->bpc,
+                           .tier_chunks = cfg->tier_chunks,
+                           .save_retries = cfg->save_retries,
+                           .no_state_tier = cfg->no_state_tier};
+    self->sv = kvt_saves_new(&svc, self->rt, self->pb, self->bm, self->ck, self->stidx);
+    if (!self->sv)
+        goto oom;
     kvt_loadtrack_cfg_t ltc = {.block_size = cfg->block_size,
                                .chunk_size = cfg->chunk_size,
                                .orphan_reclaim_us = cfg->orphan_reclaim_us};
-    self->lt =
-        kvt_loadtrack_new(&ltc, self->rt, self->pb, self->bm, self->ck, self->stidx, self->track);
+    self->lt = kvt_loadtrack_new(&ltc, self->rt, self->pb, self->bm, self->ck, self->stidx,
+                                 kvt_saves_tracker(self->sv));
     if (!self->lt)
         goto oom;
     return self;
@@ -126,15 +135,16 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     if (!self_p || !*self_p)
         return;
     kvt_sched_t *self = *self_p;
+    //  The modules first (they borrow the leaves), then the leaves.
+    kvt_loadtrack_destroy(&self->lt);
+    kvt_saves_destroy(&self->sv);
+    kvt_lookups_destroy(&self->lk);
+    kvt_planbuf_destroy(&self->pb);
     kvt_reqtab_destroy(&self->rt);
-    kvt_savetrack_destroy(&self->track);
     free(self->scratch_blocks);
+    free(self->scratch_unref);
     kvt_ckpt_destroy(&self->ck);
     kvt_stidx_destroy(&self->stidx);
-    kvt_loadtrack_destroy(&self->lt);
-    free(self->scratch_unref);
-    kvt_planbuf_destroy(&self->pb);
-    kvt_lookups_destroy(&self->lk);
     kvt_blockmgr_destroy(&self->bm);
     free(self);
     *self_p = NULL;
@@ -211,7 +221,7 @@ void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
     //  tail), the record stays and keeps its blocks, releasing them all at
     //  once, tail first, when the tracker lets go: the LRU order does not
     //  depend on the order verdicts arrive (kvt_reqtab_forget).
-    if (!kvt_sched_tracked(self, r))
+    if (!kvt_saves_tracked(self->sv, r))
         kvt_reqtab_forget(self->rt, slot, self->bm);
 }
 
@@ -228,24 +238,15 @@ bool kvt_sched_quiescent(const kvt_sched_t *self)
         if (c.slots_in_use != 0 || c.pinned_entries != 0 || kvt_loadtrack_convoy_keys(self->lt))
             return false;
     }
-    return kvt_reqtab_records(self->rt) == 0 && kvt_sched_saves_outstanding(self) == 0 &&
+    return kvt_reqtab_records(self->rt) == 0 && kvt_saves_outstanding(self->sv) == 0 &&
            kvt_loadtrack_orphans(self->lt) == 0 && kvt_blockmgr_in_use(self->bm) == 0;
 }
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
 {
+    //  The coordinator's own counters (arrivals, admissions, the request
+    //  gauges), then each module's.
     *out = self->stats;
-    if (self->track) {
-        kvt_savetrack_stats_t t;
-        kvt_savetrack_stats(self->track, &t);
-        out->saves_dispatched = t.saves_built;
-        out->saves_ok = t.saves_ok;
-        out->saves_failed = t.saves_failed;
-        out->saves_reemitted = t.saves_reemitted;
-        out->saves_skipped = t.saves_skipped;
-        out->saves_stopped = t.saves_stopped;
-        out->saves_outstanding = (uint32_t)t.saves_outstanding;
-    }
     kvt_planbuf_stats_t pb;
     kvt_planbuf_stats(self->pb, &pb);
     out->plan_deferred = pb.plan_deferred;
@@ -253,7 +254,7 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
     out->records = kvt_reqtab_records(self->rt);
     kvt_lookups_stats(self->lk, out);
     kvt_loadtrack_stats(self->lt, out);
-    out->leased_blocks = self->leased;
+    kvt_saves_stats(self->sv, out);
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
 }
 
@@ -309,7 +310,7 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
     }
     r->state = R_DONE;
     r->planned_end = 0;
-    kvt_sched_track_abort(self, r);
+    kvt_saves_abort(self->sv, r);
     kvt_sched_retire(self, slot);
     return 0;
 }
@@ -325,7 +326,7 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
         s_orphan(self, r); //  as on an abort: the index owns the load
     else
         self->stats.running--;
-    kvt_sched_track_abort(self, r);
+    kvt_saves_abort(self->sv, r);
     kvt_sched_release_state(self, r);
     kvt_reqtab_release_blocks(self->rt, r, self->bm);
     kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
@@ -361,4 +362,53 @@ int kvt_sched_req_info(const kvt_sched_t *self, uint64_t req, kvt_sched_req_info
     out->nblocks = r->nblocks;
     out->blocks = r->blocks;
     return 0;
+}
+
+static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
+{
+    //  A state verdict speaks for its image whichever load it belongs to,
+    //  even one no longer known here: a real miss retracts it (I3, no
+    //  request id needed).
+    if (v->chan == KVT_CHAN_STATE && self->stidx)
+        kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
+    //  A verdict no live load matches may be an orphan's (its request was
+    //  torn down mid-load): its index settles it.
+    uint32_t slot;
+    kvt_sreq_t *r = kvt_reqtab_find(self->rt, v->op.req, &slot);
+    if (!r || r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
+        return kvt_loadtrack_orphan_verdict(self->lt, v, self->now_us);
+    int rc = kvt_loadtrack_verdict(self->lt, r, v, self->now_us);
+    if (rc == KVT_LOAD_STALE)
+        return -1;
+    if (rc == KVT_LOAD_PENDING)
+        return 0;
+    //  Settled or retreated: the request runs from where the load left it.
+    self->stats.loading--;
+    self->stats.running++;
+    r->state = R_RUNNING;
+    return 0;
+}
+
+int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
+{
+    int rc = -1;
+    if (v->chan == KVT_CHAN_LOAD || v->chan == KVT_CHAN_STATE)
+        rc = s_load_verdict(self, v);
+    else if (v->chan == KVT_CHAN_SAVE)
+        rc = kvt_saves_verdict(self->sv, v, self->now_us);
+    else if (v->chan == KVT_CHAN_SOURCE_SAFE)
+        rc = kvt_saves_source_safe(self->sv, v);
+    else if (v->chan == KVT_CHAN_LOOKUP)
+        rc = kvt_lookups_verdict(self->lk, self->rt, v, self->now_us);
+    else if (v->chan == KVT_CHAN_TOUCH && self->stidx && v->op.gen == KVT_TOUCH_GEN) {
+        //  A touch nobody answered (the aggregator's bound) is no evidence:
+        //  the hold it was sent for ends by its own bound.
+        if (!v->ok && v->detail == KVT_DETAIL_TIMEOUT)
+            return 0;
+        rc = kvt_stidx_touch_verdict(self->stidx, v->key, v->op.req, v->touch, self->now_us);
+    } else if (v->chan == KVT_CHAN_TOUCH_REFRESH)
+        rc = 0; //  whether the CPU pool refreshed it: the index reads the touch channel
+    if (rc != 0)
+        self->stats.stale_verdicts++;
+    return rc;
 }

@@ -139,7 +139,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
         r->load_floor = keep_tokens;
         r->load_end = tier;
         //  The save floor, recorded once when the load is decided (S5).
-        kvt_sched_track_admit(self, r, keep_tokens, hbm, tier);
+        kvt_saves_admit(self->sv, r, keep_tokens, hbm, tier);
         r->verify_end = tier;
         self->stats.loading++;
         kvt_loadtrack_start(self->lt, r, self->now_us);
@@ -148,7 +148,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     r->state = R_RUNNING;
     r->computed = keep_tokens;
     //  Chunks the tier already holds need no save.
-    kvt_sched_track_admit(self, r, tier < keep_tokens ? tier : keep_tokens, 0, 0);
+    kvt_saves_admit(self->sv, r, tier < keep_tokens ? tier : keep_tokens, 0, 0);
     r->verify_end = keep_tokens;
     self->stats.running++;
     return 1;
@@ -390,7 +390,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         r->state = R_RUNNING;
         r->computed = p->hbm;
         //  Chunks the tier already holds need no save.
-        kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, 0, 0);
+        kvt_saves_admit(self->sv, r, tier < p->hbm ? tier : p->hbm, 0, 0);
         r->verify_end = p->hbm;
         self->stats.running++;
         return 1;
@@ -432,7 +432,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_lookups_settle(self->lk, r, kvt_planbuf_last_load(self->pb), self->pb);
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
-    kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);
+    kvt_saves_admit(self->sv, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);
     r->verify_end = d.b;
     self->stats.loading++;
     kvt_loadtrack_start(self->lt, r, self->now_us);

@@ -87,8 +87,8 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C("blocks.", b, duplicate_regs);
     S_C("blocks.", b, hit_blocks);
     S_C("blocks.", b, token_mismatch);
-    if (self->track)
-        kvt_savetrack_counters(self->track, c, n, cap);
+    if (kvt_saves_tracker(self->sv))
+        kvt_savetrack_counters(kvt_saves_tracker(self->sv), c, n, cap);
     if (kvt_sched_hybrid(self)) {
         kvt_ckpt_stats_t k;
         kvt_ckpt_stats(self->ck, &k);
@@ -156,8 +156,7 @@ static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *e
             if (e[k] != KVT_CKPT_NONE)
                 expect[e[k]]++;
     }
-    if (self->track)
-        kvt_savetrack_leases(self->track, s_audit_lease_ck, expect);
+    kvt_saves_leases(self->sv, s_audit_lease_ck, expect);
     kvt_ckpt_stats_t k;
     kvt_ckpt_stats(self->ck, &k);
     int rc = -1;
@@ -196,7 +195,7 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         return -1;
     //  The save tracker's own identities and walk (its leases, its saves
     //  in flight per request).
-    if (self->track && kvt_savetrack_check(self->track, true, err, errlen) != 0)
+    if (kvt_saves_check(self->sv, err, errlen) != 0)
         return -1;
     //  Then the full walk: every block reference is a request's or a lease.
     uint32_t total = kvt_blockmgr_total(self->bm);
@@ -217,7 +216,7 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         loading += r->state == R_LOADING;
         //  A finished record stays only while the tracker holds something
         //  of it.
-        if (r->state == R_DONE && !kvt_sched_tracked(self, r)) {
+        if (r->state == R_DONE && !kvt_saves_tracked(self->sv, r)) {
             snprintf(err, errlen, "audit: finished request %llu is kept for nothing",
                      (unsigned long long)r->id);
             goto done;
@@ -230,8 +229,7 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
     uint32_t orphan_slots = 0;
     if (kvt_loadtrack_check(self->lt, a.expect, &orphan_slots, err, errlen) != 0)
         goto done;
-    if (self->track)
-        kvt_savetrack_leases(self->track, s_audit_lease_blocks, &a);
+    kvt_saves_leases(self->sv, s_audit_lease_blocks, &a);
     for (uint32_t b = 0; b < total; b++)
         if (a.expect[b] != kvt_blockmgr_refs(self->bm, b)) {
             snprintf(err, errlen, "audit: block %u has %u references, expected %u", b,
@@ -247,9 +245,9 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
                  records);
         goto done;
     }
-    if (a.blocks != self->leased) {
+    if (a.blocks != st.leased_blocks) {
         snprintf(err, errlen, "audit: leases hold %u block references, gauge %u", a.blocks,
-                 self->leased);
+                 st.leased_blocks);
         goto done;
     }
     if (kvt_sched_hybrid(self) && (s_audit_state(self, orphan_slots, err, errlen) != 0 ||

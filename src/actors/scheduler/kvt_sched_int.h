@@ -14,6 +14,7 @@
 #include "kvt_lookups.h"
 #include "kvt_planbuf.h"
 #include "kvt_reqtab.h"
+#include "kvt_saves.h"
 #include "kvt_savetrack.h"
 #include "kvt_sched.h"
 #include "kvt_stidx.h"
@@ -24,9 +25,8 @@ struct _kvt_sched_t {
     uint64_t next_step;       //  the step number the next plan must carry
     bool applied;             //  the last planned step was applied (apply or plan did it)
     kvt_blockmgr_t *bm;       //  HBM blocks
-    kvt_savetrack_t *track;   //  saves: frontier, leases, re-emits (NULL: no tier)
-    uint32_t leased;          //  block references held by save leases
     kvt_loadtrack_t *lt;      //  loads: start, verdicts, settle or retreat, convoys, orphans
+    kvt_saves_t *sv;          //  saves through the save tracker
     kvt_lookups_t *lk;        //  tier lookups
     kvt_reqtab_t *rt;         //  request records, their lists and hash chains
     kvt_ckpt_t *ck;           //  state slots and HBM checkpoints (hybrid; NULL when dense)
@@ -55,39 +55,6 @@ void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type
 
 //  True while the plan may grow by `bytes` more.
 bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
-
-//  Emits what the save tracker offers for the request: its forwarded
-//  chunks past the save frontier, or a finished request's leased tail
-//  (kvt_sched_save.c).
-void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot);
-
-//  The save tracker of a new scheduler (NULL when there is no tier):
-//  leases take block references and pin the checkpoint an image is read
-//  from. 0, or -1 when out of memory.
-int kvt_sched_track_new(kvt_sched_t *self);
-
-//  Starts tracking admission r->gen of r with the save frontier at
-//  `frontier` (the tokens the tier holds); a decided load records its save
-//  floor [hbm, hit) (S5; hit > hbm).
-void kvt_sched_track_admit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t frontier, uint32_t hbm,
-                           uint32_t hit);
-
-//  Request r finished: its forwarded chunks not yet saved keep a lease as
-//  a tail the next plan builds (S4); r then goes on the tails list.
-void kvt_sched_track_finish(kvt_sched_t *self, uint32_t slot);
-
-//  Request r was torn down (abort, preemption): its unbuilt saves retire.
-void kvt_sched_track_abort(kvt_sched_t *self, kvt_sreq_t *r);
-
-//  True while the save tracker still holds something of request r.
-bool kvt_sched_tracked(const kvt_sched_t *self, const kvt_sreq_t *r);
-
-//  End of a plan: tails the plan did not build are retired (S4) and
-//  finished records nothing holds any more are freed.
-void kvt_sched_end_plan(kvt_sched_t *self);
-
-//  Saves outstanding (built, no store verdict).
-uint64_t kvt_sched_saves_outstanding(const kvt_sched_t *self);
 
 //  kvt_sched_admit: the request waits for its tier lookup (others go on).
 #define S_ADMIT_LOOKUP 2

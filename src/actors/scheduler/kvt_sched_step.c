@@ -73,7 +73,7 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
             self->stats.running--;
             self->stats.finished++;
             kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, generated, 0);
-            kvt_sched_track_finish(self, slot);
+            kvt_saves_finish(self->sv, slot);
             kvt_sched_retire(self, slot);
         }
         slot = next;
@@ -173,11 +173,11 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  the chunks the step that just ran completed.
     for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_TAILS); slot != KVT_ILIST_NONE;
          slot = kvt_reqtab_next(self->rt, slot))
-        kvt_sched_emit_saves(self, slot);
+        kvt_saves_emit(self->sv, slot);
     for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE); slot != KVT_ILIST_NONE;
          slot = kvt_reqtab_next(self->rt, slot))
         if (kvt_reqtab_at(self->rt, slot)->state == R_RUNNING)
-            kvt_sched_emit_saves(self, slot);
+            kvt_saves_emit(self->sv, slot);
 
     //  Admission, FIFO: stop at the first request that does not fit. A
     //  request waiting for its tier lookup holds up no one behind it, but
@@ -229,9 +229,9 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  ends a lost one runs only in a plan with a later clock, so holding
     //  for it could wait forever (and keep the abort's FINISH event in).
     //  It only keeps the core from idling.
-    bool outstanding = self->stats.loading > 0 || kvt_sched_saves_outstanding(self) > 0 ||
+    bool outstanding = self->stats.loading > 0 || kvt_saves_outstanding(self->sv) > 0 ||
                        kvt_lookups_out(self->lk) > 0;
-    kvt_sched_end_plan(self);
+    kvt_saves_end_plan(self->sv);
     if (!work && outstanding) {
         kvt_planbuf_close(self->pb); //  nothing was added: the next call starts afresh
         return KVT_SCHED_HOLD;

@@ -1,18 +1,21 @@
-/*  kvt_sched_save — the scheduler core's saves, all through the save
-    tracker (kvt_savetrack: the frontier, leases taken and released through
-    one path, re-emits, finished requests' tails, the save floor), and its
-    verdicts (loads: resume or retreat; saves: settle, source_safe: release
-    the leases). Its counters and its audit are in kvt_sched_audit.c. See
-    kvt_sched.h. */
+/*  kvt_saves — see kvt_saves.h. */
+#include "kvt_saves.h"
+
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
-#include "actors/common/kvt_counters.h"
-#include "kvt_joint.h"
-#include "kvt_sched_int.h"
+struct _kvt_saves_t {
+    kvt_saves_cfg_t cfg;    //  configuration
+    kvt_reqtab_t *rt;       //  request records (borrowed)
+    kvt_planbuf_t *pb;      //  the plan (borrowed)
+    kvt_blockmgr_t *bm;     //  HBM blocks (borrowed)
+    kvt_ckpt_t *ck;         //  state pool (borrowed; NULL when dense)
+    kvt_stidx_t *stidx;     //  state images (borrowed; NULL when dense)
+    kvt_savetrack_t *track; //  saves: frontier, leases, re-emits (owned; NULL: no tier)
+    uint32_t leased;        //  block references held by save leases
+};
 
 // ------------------------------------------------------ save tracker ----
 
@@ -20,7 +23,7 @@
 //  and a pin on the checkpoint its image is read from.
 static void s_lease_acquire(void *arg, const uint32_t *blocks, uint32_t n, int32_t ck)
 {
-    kvt_sched_t *self = arg;
+    kvt_saves_t *self = arg;
     for (uint32_t i = 0; i < n; i++)
         kvt_blockmgr_ref(self->bm, blocks[i]);
     self->leased += n;
@@ -30,7 +33,7 @@ static void s_lease_acquire(void *arg, const uint32_t *blocks, uint32_t n, int32
 
 static void s_lease_release(void *arg, const uint32_t *blocks, uint32_t n, int32_t ck)
 {
-    kvt_sched_t *self = arg;
+    kvt_saves_t *self = arg;
     //  Last block first: a suffix lands at the old end of the LRU.
     for (uint32_t i = n; i-- > 0;)
         kvt_blockmgr_unref(self->bm, blocks[i]);
@@ -39,7 +42,7 @@ static void s_lease_release(void *arg, const uint32_t *blocks, uint32_t n, int32
         kvt_ckpt_unpin(self->ck, (uint32_t)ck);
 }
 
-int kvt_sched_track_new(kvt_sched_t *self)
+static int s_track_new(kvt_saves_t *self)
 {
     if (self->cfg.tier_chunks == 0)
         return 0;
@@ -53,8 +56,8 @@ int kvt_sched_track_new(kvt_sched_t *self)
     return self->track ? 0 : -1;
 }
 
-void kvt_sched_track_admit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t frontier, uint32_t hbm,
-                           uint32_t hit)
+void kvt_saves_admit(kvt_saves_t *self, kvt_sreq_t *r, uint32_t frontier, uint32_t hbm,
+                     uint32_t hit)
 {
     if (!self->track)
         return;
@@ -64,7 +67,7 @@ void kvt_sched_track_admit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t frontier, 
         kvt_savetrack_load_decided(self->track, op, hbm, hit);
 }
 
-void kvt_sched_track_finish(kvt_sched_t *self, uint32_t slot)
+void kvt_saves_finish(kvt_saves_t *self, uint32_t slot)
 {
     kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (!self->track)
@@ -76,19 +79,19 @@ void kvt_sched_track_finish(kvt_sched_t *self, uint32_t slot)
         kvt_reqtab_append(self->rt, KVT_RQ_TAILS, slot);
 }
 
-void kvt_sched_track_abort(kvt_sched_t *self, kvt_sreq_t *r)
+void kvt_saves_abort(kvt_saves_t *self, kvt_sreq_t *r)
 {
     if (self->track)
         kvt_savetrack_abort(self->track, r->id);
 }
 
-bool kvt_sched_tracked(const kvt_sched_t *self, const kvt_sreq_t *r)
+bool kvt_saves_tracked(const kvt_saves_t *self, const kvt_sreq_t *r)
 {
     uint32_t f;
     return self->track && kvt_savetrack_frontier(self->track, r->id, &f);
 }
 
-uint64_t kvt_sched_saves_outstanding(const kvt_sched_t *self)
+uint64_t kvt_saves_outstanding(const kvt_saves_t *self)
 {
     if (!self->track)
         return 0;
@@ -97,7 +100,7 @@ uint64_t kvt_sched_saves_outstanding(const kvt_sched_t *self)
     return t.saves_outstanding;
 }
 
-void kvt_sched_end_plan(kvt_sched_t *self)
+void kvt_saves_end_plan(kvt_saves_t *self)
 {
     if (!self->track)
         return;
@@ -105,23 +108,27 @@ void kvt_sched_end_plan(kvt_sched_t *self)
     while (kvt_reqtab_head(self->rt, KVT_RQ_TAILS) != KVT_ILIST_NONE) {
         uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_TAILS);
         kvt_reqtab_unlink(self->rt, KVT_RQ_TAILS, slot);
-        if (!kvt_sched_tracked(self, kvt_reqtab_at(self->rt, slot)))
+        if (!kvt_saves_tracked(self, kvt_reqtab_at(self->rt, slot)))
             kvt_reqtab_forget(self->rt, slot, self->bm);
     }
 }
 
 //  Appends a SaveSpec for [start, end) of request r. The scratch was
 //  reserved by the caller, so this cannot fail.
-static kvt_save_spec_t *s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
+static kvt_save_spec_t *s_plan_save(kvt_saves_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
                                     uint32_t attempt)
 {
     kvt_save_spec_t *sp = kvt_planbuf_next_save(self->pb);
-    kvt_sched_fill_spec(self, r, start, end, sp);
+    uint32_t nb = (end - start) / self->cfg.block_size, nk = (end - start) / self->cfg.chunk_size;
+    kvt_reqtab_chunk_keys(self->rt, r, start / self->cfg.chunk_size, nk,
+                          kvt_planbuf_fill_spec(self->pb, sp, (kvt_opid_t){r->id, r->gen}, start,
+                                                end, r->blocks + start / self->cfg.block_size, nb,
+                                                nk));
     sp->attempt = attempt;
     return sp;
 }
 
-void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
+void kvt_saves_emit(kvt_saves_t *self, uint32_t slot)
 {
     kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (!self->track)
@@ -143,11 +150,11 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
     if (nchunks > room)
         nchunks = room;
     while (nchunks > 0 &&
-           !kvt_sched_plan_fits(self,
-                                KVT_SCHED_SPEC_BYTES(nchunks * self->bpc, nchunks) + 48u * nchunks))
+           !kvt_planbuf_fits(self->pb, KVT_SCHED_SPEC_BYTES(nchunks * self->cfg.bpc, nchunks) +
+                                           48u * nchunks))
         nchunks /= 2;
     if (nchunks == 0 || kvt_planbuf_reserve_saves(self->pb, nchunks) ||
-        kvt_sched_reserve_scratch(self, nchunks * self->bpc, nchunks)) {
+        kvt_planbuf_reserve(self->pb, nchunks * self->cfg.bpc, nchunks)) {
         kvt_planbuf_defer(self->pb);
         return; //  the frontier stays: a later plan saves them (a tail retires)
     }
@@ -167,10 +174,9 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
         }
         //  A chunk whose end holds an HBM checkpoint is saved with its
         //  image; the lease pins the checkpoint.
-        uint32_t ck = kvt_sched_hybrid(self) && !self->cfg.no_state_tier
-                          ? kvt_ckpt_find(self->ck, key)
-                          : KVT_CKPT_NONE;
-        const uint32_t *src = tail ? NULL : r->blocks + (size_t)(t / cs) * self->bpc;
+        uint32_t ck =
+            self->ck && !self->cfg.no_state_tier ? kvt_ckpt_find(self->ck, key) : KVT_CKPT_NONE;
+        const uint32_t *src = tail ? NULL : r->blocks + (size_t)(t / cs) * self->cfg.bpc;
         if (kvt_savetrack_build(self->track, r->id, key, src,
                                 ck == KVT_CKPT_NONE ? -1 : (int32_t)ck,
                                 run_start != UINT32_MAX) != 0)
@@ -194,32 +200,7 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
 
 // ----------------------------------------------------------- verdicts ----
 
-static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
-{
-    //  A state verdict speaks for its image whichever load it belongs to,
-    //  even one no longer known here: a real miss retracts it (I3, no
-    //  request id needed).
-    if (v->chan == KVT_CHAN_STATE && self->stidx)
-        kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
-    //  A verdict no live load matches may be an orphan's (its request was
-    //  torn down mid-load): its index settles it.
-    uint32_t slot;
-    kvt_sreq_t *r = kvt_reqtab_find(self->rt, v->op.req, &slot);
-    if (!r || r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
-        return kvt_loadtrack_orphan_verdict(self->lt, v, self->now_us);
-    int rc = kvt_loadtrack_verdict(self->lt, r, v, self->now_us);
-    if (rc == KVT_LOAD_STALE)
-        return -1;
-    if (rc == KVT_LOAD_PENDING)
-        return 0;
-    //  Settled or retreated: the request runs from where the load left it.
-    self->stats.loading--;
-    self->stats.running++;
-    r->state = R_RUNNING;
-    return 0;
-}
-
-static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
+int kvt_saves_verdict(kvt_saves_t *self, const kvt_verdict_t *v, uint64_t now_us)
 {
     int32_t ck;
     if (!self->track || !kvt_savetrack_save_slot(self->track, v->op, v->key, v->attempt, &ck))
@@ -227,12 +208,12 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     kvt_savetrack_stored(self->track, v->op, v->key, v->attempt, v->ok);
     //  The image rode with the chunk: the tier holds it now.
     if (v->ok && ck >= 0)
-        kvt_stidx_note_stored(self->stidx, v->key, self->now_us);
+        kvt_stidx_note_stored(self->stidx, v->key, now_us);
     //  A finished record goes once the tracker holds nothing of it.
     uint32_t slot;
     if (kvt_reqtab_find(self->rt, v->op.req, &slot) &&
         kvt_reqtab_at(self->rt, slot)->state == R_DONE &&
-        !kvt_sched_tracked(self, kvt_reqtab_at(self->rt, slot)))
+        !kvt_saves_tracked(self, kvt_reqtab_at(self->rt, slot)))
         kvt_reqtab_forget(self->rt, slot, self->bm);
     return 0;
 }
@@ -241,7 +222,7 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
 //  (its last chunk names it): the lease of each of its saves goes before
 //  the store verdict. ok false: a quarantined copy may still read them,
 //  the leases wait for the store verdicts.
-static int s_source_safe(kvt_sched_t *self, const kvt_verdict_t *v)
+int kvt_saves_source_safe(kvt_saves_t *self, const kvt_verdict_t *v)
 {
     if (!self->track)
         return -1;
@@ -250,26 +231,62 @@ static int s_source_safe(kvt_sched_t *self, const kvt_verdict_t *v)
     return kvt_savetrack_save_slot(self->track, v->op, v->key, v->attempt, NULL) ? 0 : -1;
 }
 
-int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
+kvt_saves_t *kvt_saves_new(const kvt_saves_cfg_t *cfg, kvt_reqtab_t *rt, kvt_planbuf_t *pb,
+                           kvt_blockmgr_t *bm, kvt_ckpt_t *ck, kvt_stidx_t *stidx)
 {
-    int rc = -1;
-    if (v->chan == KVT_CHAN_LOAD || v->chan == KVT_CHAN_STATE)
-        rc = s_load_verdict(self, v);
-    else if (v->chan == KVT_CHAN_SAVE)
-        rc = s_save_verdict(self, v);
-    else if (v->chan == KVT_CHAN_SOURCE_SAFE)
-        rc = s_source_safe(self, v);
-    else if (v->chan == KVT_CHAN_LOOKUP)
-        rc = kvt_lookups_verdict(self->lk, self->rt, v, self->now_us);
-    else if (v->chan == KVT_CHAN_TOUCH && self->stidx && v->op.gen == KVT_TOUCH_GEN) {
-        //  A touch nobody answered (the aggregator's bound) is no evidence:
-        //  the hold it was sent for ends by its own bound.
-        if (!v->ok && v->detail == KVT_DETAIL_TIMEOUT)
-            return 0;
-        rc = kvt_stidx_touch_verdict(self->stidx, v->key, v->op.req, v->touch, self->now_us);
-    } else if (v->chan == KVT_CHAN_TOUCH_REFRESH)
-        rc = 0; //  whether the CPU pool refreshed it: the index reads the touch channel
-    if (rc != 0)
-        self->stats.stale_verdicts++;
-    return rc;
+    kvt_saves_t *self = calloc(1, sizeof(*self));
+    if (!self)
+        return NULL;
+    self->cfg = *cfg;
+    self->rt = rt;
+    self->pb = pb;
+    self->bm = bm;
+    self->ck = ck;
+    self->stidx = stidx;
+    if (s_track_new(self) != 0)
+        kvt_saves_destroy(&self);
+    return self;
+}
+
+void kvt_saves_destroy(kvt_saves_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kvt_savetrack_destroy(&(*self_p)->track);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+kvt_savetrack_t *kvt_saves_tracker(const kvt_saves_t *self)
+{
+    return self->track;
+}
+
+void kvt_saves_leases(const kvt_saves_t *self,
+                      void (*fn)(void *arg, const uint32_t *blocks, uint32_t nblocks, int32_t slot),
+                      void *arg)
+{
+    if (self->track)
+        kvt_savetrack_leases(self->track, fn, arg);
+}
+
+void kvt_saves_stats(const kvt_saves_t *self, kvt_sched_stats_t *out)
+{
+    if (self->track) {
+        kvt_savetrack_stats_t t;
+        kvt_savetrack_stats(self->track, &t);
+        out->saves_dispatched = t.saves_built;
+        out->saves_ok = t.saves_ok;
+        out->saves_failed = t.saves_failed;
+        out->saves_reemitted = t.saves_reemitted;
+        out->saves_skipped = t.saves_skipped;
+        out->saves_stopped = t.saves_stopped;
+        out->saves_outstanding = (uint32_t)t.saves_outstanding;
+    }
+    out->leased_blocks = self->leased;
+}
+
+int kvt_saves_check(const kvt_saves_t *self, char *err, size_t errlen)
+{
+    return self->track ? kvt_savetrack_check(self->track, true, err, errlen) : 0;
 }
