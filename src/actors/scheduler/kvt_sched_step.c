@@ -52,15 +52,15 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
 {
     if (failed)
         self->stats.steps_failed++;
-    uint32_t slot = self->active.head;
+    uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE);
     while (slot != KVT_ILIST_NONE) {
-        uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
-        kvt_sreq_t *r = &self->reqs[slot];
+        uint32_t next = kvt_reqtab_next(self->rt, slot);
+        kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
         if (r->state == R_RUNNING && r->planned_end > 0) {
             s_apply_state(self, r, failed);
             if (!failed) {
                 r->computed = r->planned_end;
-                kvt_sched_index_blocks(self, r, r->computed);
+                kvt_reqtab_index_blocks(self->rt, r, r->computed, self->bm);
             }
             r->planned_end = 0;
         }
@@ -69,7 +69,7 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
                                  : r->computed >= r->nprompt ? r->computed - r->nprompt + 1
                                                              : 0;
             r->state = R_DONE;
-            kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+            kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
             self->stats.running--;
             self->stats.finished++;
             kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, generated, 0);
@@ -96,7 +96,7 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
     for (uint32_t b = first; b <= last; b++) {
         *blocks++ = r->blocks[b];
         kvt_hash_t zero = {0, 0};
-        *hashes++ = (b + 1) * bs <= end ? kvt_sched_hash_at(self, r, b) : zero;
+        *hashes++ = (b + 1) * bs <= end ? kvt_reqtab_hash_at(self->rt, r, b) : zero;
     }
     r->verify_end = 0;
     r->planned_end = end;
@@ -113,7 +113,7 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
         r->restore_planned = true;
     if (!boundary || r->ck_take != KVT_CKPT_NONE)
         return;
-    kvt_hash_t h = kvt_sched_hash_at(self, r, end / self->cfg.block_size - 1);
+    kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, end / self->cfg.block_size - 1);
     uint32_t e = kvt_ckpt_reserve(self->ck, h);
     if (e == KVT_CKPT_NONE)
         return; //  already held (refreshed), or every entry pinned (counted by the pool)
@@ -145,9 +145,9 @@ int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
 int kvt_sched_finish(kvt_sched_t *self, uint64_t req)
 {
     uint32_t slot;
-    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(req), &slot))
+    if (!kvt_reqtab_find(self->rt, req, &slot))
         return -1;
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (r->state != R_RUNNING || r->stop)
         return -1;
     r->stop = true;
@@ -171,12 +171,12 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
 
     //  Saves: the tails of requests that finished (their one chance), then
     //  the chunks the step that just ran completed.
-    for (uint32_t slot = self->tails.head; slot != KVT_ILIST_NONE;
-         slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_TAILS); slot != KVT_ILIST_NONE;
+         slot = kvt_reqtab_next(self->rt, slot))
         kvt_sched_emit_saves(self, slot);
-    for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE;
-         slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
-        if (self->reqs[slot].state == R_RUNNING)
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE); slot != KVT_ILIST_NONE;
+         slot = kvt_reqtab_next(self->rt, slot))
+        if (kvt_reqtab_at(self->rt, slot)->state == R_RUNNING)
             kvt_sched_emit_saves(self, slot);
 
     //  Admission, FIFO: stop at the first request that does not fit. A
@@ -184,10 +184,10 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  takes a place among the max_running candidates (so lookups go out
     //  only for requests that could be admitted).
     uint32_t lookup_waits = 0;
-    for (uint32_t slot = self->waiting.head;
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_WAITING);
          slot != KVT_ILIST_NONE &&
          self->stats.running + self->stats.loading + lookup_waits < self->cfg.max_running;) {
-        uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
+        uint32_t next = kvt_reqtab_next(self->rt, slot);
         int rc = kvt_sched_admit(self, slot);
         if (rc == 0)
             break;
@@ -198,9 +198,9 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  Decodes first (one token each), then prefill chunks within the budget.
     uint32_t budget = self->cfg.step_tokens;
     for (uint32_t pass = 0; pass < 2; pass++) {
-        for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE && budget > 0;
-             slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot)) {
-            kvt_sreq_t *r = &self->reqs[slot];
+        for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE);
+             slot != KVT_ILIST_NONE && budget > 0; slot = kvt_reqtab_next(self->rt, slot)) {
+            kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
             if (r->state != R_RUNNING || r->stop)
                 continue;
             bool decoding = r->computed >= r->nprompt;
@@ -230,7 +230,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  for it could wait forever (and keep the abort's FINISH event in).
     //  It only keeps the core from idling.
     bool outstanding = self->stats.loading > 0 || kvt_sched_saves_outstanding(self) > 0 ||
-                       self->stats.lookups_out > 0;
+                       kvt_lookups_out(self->lk) > 0;
     kvt_sched_end_plan(self);
     if (!work && outstanding) {
         kvt_planbuf_close(self->pb); //  nothing was added: the next call starts afresh
