@@ -16,12 +16,7 @@
 
 int kvt_sched_reserve_scratch(kvt_sched_t *self, uint32_t nblocks, uint32_t nkeys)
 {
-    if (kvt_vec_reserve((void **)&self->p_u32, &self->p_u32_cap, self->p_nu32 + nblocks,
-                        sizeof(uint32_t)) ||
-        kvt_vec_reserve((void **)&self->p_h, &self->p_h_cap, self->p_nh + nkeys,
-                        sizeof(kvt_hash_t)))
-        return -1;
-    return 0;
+    return kvt_planbuf_reserve(self->pb, nblocks, nkeys);
 }
 
 void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
@@ -29,36 +24,17 @@ void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint3
 {
     uint32_t nchunks = (end - start) / self->cfg.chunk_size;
     uint32_t nblocks = (end - start) / self->cfg.block_size;
-    memset(sp, 0, sizeof(*sp));
-    sp->op.req = r->id;
-    sp->op.gen = r->gen;
-    sp->start = start;
-    sp->end = end;
-    sp->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
-    sp->nblocks = nblocks;
-    sp->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
-    sp->nkeys = nchunks;
-    memcpy(self->p_u32 + self->p_nu32, r->blocks + start / self->cfg.block_size,
-           (size_t)nblocks * sizeof(uint32_t));
-    self->p_nu32 += nblocks;
+    kvt_hash_t *keys =
+        kvt_planbuf_fill_spec(self->pb, sp, (kvt_opid_t){r->id, r->gen}, start, end,
+                              r->blocks + start / self->cfg.block_size, nblocks, nchunks);
     for (uint32_t c = 0; c < nchunks; c++)
-        self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, start / self->cfg.chunk_size + c);
-    self->p_bytes += KVT_SCHED_SPEC_BYTES(nblocks, nchunks);
+        keys[c] = kvt_sched_chunk_key(self, r, start / self->cfg.chunk_size + c);
 }
 
 void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
                      uint32_t b, uint32_t c)
 {
-    if (kvt_vec_reserve((void **)&self->events, &self->events_cap, self->nevents + 1,
-                        sizeof(kvt_event_t)) != 0)
-        return; //  an event lost to OOM only affects measurements
-    kvt_event_t *ev = &self->events[self->nevents++];
-    ev->op.req = req;
-    ev->op.gen = gen;
-    ev->type = type;
-    ev->a = a;
-    ev->b = b;
-    ev->c = c;
+    kvt_planbuf_event(self->pb, req, gen, type, a, b, c);
 }
 
 kvt_hash_t kvt_sched_hash_at(kvt_sched_t *self, kvt_sreq_t *r, uint32_t b)
@@ -114,7 +90,7 @@ void kvt_sched_index_blocks(kvt_sched_t *self, kvt_sreq_t *r, uint32_t upto_toke
 
 bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes)
 {
-    return self->p_bytes + bytes <= KVT_SCHED_PLAN_BYTES;
+    return kvt_planbuf_fits(self->pb, bytes);
 }
 
 //  Doubles the request records (and the free-slot stack with them).
@@ -170,7 +146,8 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     kvt_stidx_cfg_t lc = {.hash_cap = 0, .can_load = false}; //  loads only, no images
     self->kvidx = kvt_stidx_new(&lc);
     self->orph_by_op = kvt_hmap_new(64, false);
-    if (!self->bm || !self->by_id || !self->scratch_blocks || !self->scratch_unref ||
+    self->pb = kvt_planbuf_new();
+    if (!self->pb || !self->bm || !self->by_id || !self->scratch_blocks || !self->scratch_unref ||
         !self->kvidx || !self->orph_by_op || kvt_sched_track_new(self) != 0)
         goto oom;
     if (cfg->state_bytes > 0) {
@@ -221,18 +198,7 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     kvt_sched_orphan_destroy(self);
     kvt_hmap_destroy(&self->loading_keys);
     free(self->scratch_unref);
-    free(self->p_state);
-    free(self->p_entries);
-    free(self->p_loads);
-    free(self->p_saves);
-    free(self->p_u32);
-    free(self->p_h);
-    free(self->events);
-    free(self->p_events);
-    free(self->p_lookups);
-    free(self->p_releases);
-    free(self->rel_q);
-    free(self->p_touches);
+    kvt_planbuf_destroy(&self->pb);
     kvt_blockmgr_destroy(&self->bm);
     free(self);
     *self_p = NULL;
@@ -300,19 +266,14 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
 int kvt_sched_state_op(kvt_sched_t *self, const kvt_sreq_t *r, uint8_t kind, uint32_t entry,
                        uint32_t at)
 {
-    if (kvt_vec_reserve((void **)&self->p_state, &self->p_state_cap, self->p_nstate + 1,
-                        sizeof(kvt_sched_state_op_t)) != 0)
-        return -1;
-    kvt_sched_state_op_t *op = &self->p_state[self->p_nstate++];
-    memset(op, 0, sizeof(*op));
-    op->op.req = r->id;
-    op->op.gen = r->gen;
-    op->kind = kind;
-    op->slot = r->sslot;
-    op->entry = entry;
-    op->at = at;
-    op->key = kvt_sched_hash_at(self, (kvt_sreq_t *)r, at / self->cfg.block_size - 1);
-    return 0;
+    kvt_sched_state_op_t op = {
+        .op = {r->id, r->gen},
+        .kind = kind,
+        .slot = r->sslot,
+        .entry = entry,
+        .at = at,
+        .key = kvt_sched_hash_at(self, (kvt_sreq_t *)r, at / self->cfg.block_size - 1)};
+    return kvt_planbuf_add_state(self->pb, &op);
 }
 
 void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r)
@@ -400,6 +361,10 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
         out->saves_stopped = t.saves_stopped;
         out->saves_outstanding = (uint32_t)t.saves_outstanding;
     }
+    kvt_planbuf_stats_t pb;
+    kvt_planbuf_stats(self->pb, &pb);
+    out->plan_deferred = pb.plan_deferred;
+    out->tokens_planned = pb.tokens_planned;
     out->leased_blocks = self->leased;
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
 }
@@ -425,8 +390,7 @@ int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out)
 
 void kvt_sched_plan_state(const kvt_sched_t *self, const kvt_sched_state_op_t **ops, uint32_t *n)
 {
-    *ops = self->p_state;
-    *n = self->p_nstate;
+    kvt_planbuf_state_ops(self->pb, ops, n);
 }
 
 int kvt_sched_abort(kvt_sched_t *self, uint64_t req)

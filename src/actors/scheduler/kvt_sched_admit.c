@@ -13,15 +13,20 @@
 #include "kvt_joint.h"
 #include "kvt_sched_int.h"
 
+static uint32_t s_nloads(const kvt_sched_t *self)
+{
+    kvt_planbuf_counts_t pc;
+    kvt_planbuf_counts(self->pb, &pc);
+    return pc.loads;
+}
+
 static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uint32_t end_tok)
 {
     uint32_t nchunks = (end_tok - floor_tok) / self->cfg.chunk_size;
     uint32_t nblocks = (end_tok - floor_tok) / self->cfg.block_size;
-    if (kvt_vec_reserve((void **)&self->p_loads, &self->p_loads_cap, self->p_nloads + 1,
-                        sizeof(kvt_load_spec_t)) ||
-        kvt_sched_reserve_scratch(self, nblocks, nchunks))
+    if (kvt_planbuf_reserve_loads(self->pb, 1) || kvt_sched_reserve_scratch(self, nblocks, nchunks))
         return -1;
-    kvt_sched_fill_spec(self, r, floor_tok, end_tok, &self->p_loads[self->p_nloads++]);
+    kvt_sched_fill_spec(self, r, floor_tok, end_tok, kvt_planbuf_next_load(self->pb));
     return 0;
 }
 
@@ -77,8 +82,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     size_t bytes =
         KVT_SCHED_ENTRY_BYTES(need) +
         (load ? KVT_SCHED_SPEC_BYTES((tier - keep_tokens) / bs, (tier - keep_tokens) / cs) : 0);
-    if (!kvt_sched_plan_fits(self, bytes) || self->p_nloads >= KVT_MSG_MAX_ENTRIES) {
-        self->stats.plan_deferred++;
+    if (!kvt_sched_plan_fits(self, bytes) || s_nloads(self) >= KVT_MSG_MAX_ENTRIES) {
+        kvt_planbuf_defer(self->pb);
         return 0;
     }
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
@@ -117,7 +122,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
-    kvt_sched_lookup_settle(self, r, planned ? &self->p_loads[self->p_nloads - 1] : NULL);
+    kvt_sched_lookup_settle(self, r, planned ? kvt_planbuf_last_load(self->pb) : NULL);
     if (planned) {
         r->state = R_LOADING;
         r->legs = S_LEG_KV;
@@ -279,12 +284,8 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         kvt_hash_t h = kvt_sched_hash_at(self, r, d.b / bs - 1);
         uint64_t round;
         if (kvt_stidx_want_touch(self->stidx, h, self->now_us, &round) &&
-            kvt_vec_reserve((void **)&self->p_touches, &self->p_touches_cap, self->p_ntouches + 1,
-                            sizeof(kvt_touch_msg_t)) == 0) {
-            self->p_touches[self->p_ntouches++] = (kvt_touch_msg_t){.hash = h, .round = round};
-            self->p_bytes += 48;
+            kvt_planbuf_add_touch(self->pb, h, round) == 0)
             self->stats.touches_planned++;
-        }
         if (kvt_stidx_hold(self->stidx, h, self->now_us)) {
             self->stats.verify_holds++;
             return S_ADMIT_LOOKUP;
@@ -294,8 +295,8 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     uint32_t kv_tokens = kv_leg ? d.b - d.claim : 0;
     size_t bytes = KVT_SCHED_ENTRY_BYTES(need) +
                    (joint ? KVT_SCHED_SPEC_BYTES(kv_tokens / bs, kv_tokens / cs) : 0);
-    if (!kvt_sched_plan_fits(self, bytes) || self->p_nloads >= KVT_MSG_MAX_ENTRIES) {
-        self->stats.plan_deferred++;
+    if (!kvt_sched_plan_fits(self, bytes) || s_nloads(self) >= KVT_MSG_MAX_ENTRIES) {
+        kvt_planbuf_defer(self->pb);
         return 0;
     }
     //  Reserve every array the commit writes, so the commit cannot fail.
@@ -303,12 +304,9 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     uint32_t lo = clb < hb ? clb : hb, nret = joint ? (clb < hb ? hb - clb : clb - hb) : 0;
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
     r->hit_pins = nret ? malloc((size_t)nret * sizeof(uint32_t)) : NULL;
-    if (!r->blocks || (nret && !r->hit_pins) ||
-        kvt_vec_reserve((void **)&self->p_loads, &self->p_loads_cap, self->p_nloads + 1,
-                        sizeof(kvt_load_spec_t)) ||
+    if (!r->blocks || (nret && !r->hit_pins) || kvt_planbuf_reserve_loads(self->pb, 1) ||
         kvt_sched_reserve_scratch(self, kv_tokens / bs, kv_tokens / cs) ||
-        kvt_vec_reserve((void **)&self->p_state, &self->p_state_cap, self->p_nstate + 1,
-                        sizeof(kvt_sched_state_op_t))) {
+        kvt_planbuf_reserve_state(self->pb, 1)) {
         free(r->blocks);
         free(r->hit_pins);
         r->blocks = r->hit_pins = NULL;
@@ -411,17 +409,11 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         kvt_sched_convoy_mark(self, r, +1);
     } else if (d.src == KVT_JOINT_STATE_TIER) {
         //  A state-only load (rule L3): no KV leg, no keys, no blocks.
-        kvt_load_spec_t *l = &self->p_loads[self->p_nloads++];
-        memset(l, 0, sizeof(*l));
-        l->op.req = r->id;
-        l->op.gen = r->gen;
-        l->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
-        l->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
-        self->p_bytes += KVT_SCHED_SPEC_BYTES(0, 0);
+        kvt_planbuf_add_empty_load(self->pb, (kvt_opid_t){r->id, r->gen});
     }
     if (d.src == KVT_JOINT_STATE_TIER) {
         //  The state leg rides in the same LoadSpec (one completion per rank).
-        kvt_load_spec_t *l = &self->p_loads[self->p_nloads - 1];
+        kvt_load_spec_t *l = kvt_planbuf_last_load(self->pb);
         l->state = true;
         l->state_boundary = d.b;
         l->state_hash = kvt_sched_hash_at(self, r, d.b / bs - 1);
@@ -431,7 +423,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         (void)rc_c;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
-    kvt_sched_lookup_settle(self, r, self->p_nloads ? &self->p_loads[self->p_nloads - 1] : NULL);
+    kvt_sched_lookup_settle(self, r, kvt_planbuf_last_load(self->pb));
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
     kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);

@@ -10,20 +10,12 @@
 #include "base/kvt_vec.h"
 #include "kvt_blockmgr.h"
 #include "kvt_ckpt.h"
+#include "kvt_planbuf.h"
 #include "kvt_savetrack.h"
 #include "kvt_sched.h"
 #include "kvt_stidx.h"
 
 enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
-
-//  Upper bound of a plan's encoded size: entries, loads and saves stop being
-//  added past it (the frame cap is KVT_MSG_MAX_FRAME; events and the
-//  envelope need the rest).
-#define KVT_SCHED_PLAN_BYTES (12u << 20)
-
-//  Encoded-size estimates of plan elements (msgpack overhead plus payload).
-#define KVT_SCHED_ENTRY_BYTES(nblocks)       (48u + 20u * (size_t)(nblocks))
-#define KVT_SCHED_SPEC_BYTES(nblocks, nkeys) (48u + 4u * (size_t)(nblocks) + 16u * (size_t)(nkeys))
 
 typedef struct {
     uint64_t id;           //  request id
@@ -100,76 +92,37 @@ typedef struct {
 } kvt_sorphan_t;
 
 struct _kvt_sched_t {
-    kvt_sched_cfg_t cfg;           //  configuration
-    uint32_t bpc;                  //  blocks per chunk
-    uint64_t next_step;            //  the step number the next plan must carry
-    bool applied;                  //  the last planned step was applied (apply or plan did it)
-    bool p_open;                   //  the plan scratch holds the plan being built
-    kvt_blockmgr_t *bm;            //  HBM blocks
-    kvt_savetrack_t *track;        //  saves: frontier, leases, re-emits (NULL: no tier)
-    uint32_t leased;               //  block references held by save leases
-    kvt_ilist_t tails;             //  finished requests whose unbuilt saves the next plan builds
-    kvt_sreq_t *reqs;              //  request records
-    uint32_t nreqs_cap;            //  records allocated
-    uint32_t *req_free;            //  free record slots (capacity nreqs_cap)
-    uint32_t nreq_free;            //  entries in req_free
-    kvt_hmap_t *by_id;             //  request id → slot
-    kvt_ilist_t waiting;           //  R_WAITING, arrival order
-    kvt_ilist_t active;            //  R_LOADING and R_RUNNING, admission order
-    kvt_ckpt_t *ck;                //  state slots and HBM checkpoints (hybrid; NULL when dense)
-    kvt_stidx_t *stidx;            //  state images and state loads (hybrid; NULL when dense)
-    kvt_stidx_t *kvidx;            //  KV-only loads' lifecycle (every model; no images)
-    kvt_sorphan_t *orph;           //  orphaned loads' holdings
-    uint32_t norph_cap;            //  holdings allocated
-    uint32_t *orph_free;           //  free holding slots
-    uint32_t norph_free;           //  entries in orph_free
-    kvt_hmap_t *orph_by_op;        //  {gen, req} → holding of that orphan
-    uint32_t gen_floor;            //  every generation orphaned so far is <= this
-    uint64_t now_us;               //  the caller's clock (kvt_sched_set_now)
-    kvt_hmap_t *loading_keys;      //  chunk key → loads in flight covering it (hybrid convoys)
-    uint32_t *scratch_unref;       //  unreferenced-block prefix counts of the match
-    kvt_sched_probe_t probe;       //  the last admission probe (rule B1)
-    kvt_sched_state_op_t *p_state; //  state work of the plan
-    uint32_t p_nstate;             //  used
-    uint32_t p_state_cap;          //  allocated
-    uint32_t *scratch_blocks;      //  block ids for the match at admission
-    //  plan scratch (valid until the next plan). Array fields of the specs
-    //  hold offsets into p_u32 / p_h until kvt_sched_finish_plan turns them
-    //  into pointers (the scratch may move while the plan grows).
-    kvt_entry_t *p_entries;           //  entries
-    uint32_t p_nentries;              //  used
-    uint32_t p_entries_cap;           //  allocated
-    kvt_load_spec_t *p_loads;         //  loads
-    uint32_t p_nloads;                //  used
-    uint32_t p_loads_cap;             //  allocated
-    kvt_save_spec_t *p_saves;         //  saves
-    uint32_t p_nsaves;                //  used
-    uint32_t p_saves_cap;             //  allocated
-    uint32_t *p_u32;                  //  block ids of entries, loads and saves
-    uint32_t p_nu32;                  //  used
-    uint32_t p_u32_cap;               //  allocated
-    kvt_hash_t *p_h;                  //  hashes / keys of entries, loads and saves
-    uint32_t p_nh;                    //  used
-    uint32_t p_h_cap;                 //  allocated
-    size_t p_bytes;                   //  estimated encoded size of the plan so far
-    kvt_lookup_t *p_lookups;          //  lookups (keys hold offsets into p_h until finished)
-    uint32_t p_nlookups;              //  used
-    uint32_t p_lookups_cap;           //  allocated
-    kvt_lookup_release_t *p_releases; //  lookup releases
-    uint32_t p_nreleases;             //  used
-    uint32_t p_releases_cap;          //  allocated
-    kvt_lookup_release_t *rel_q;      //  releases queued since the last plan (any call)
-    uint32_t nrel_q;                  //  used
-    uint32_t rel_q_cap;               //  allocated
-    kvt_touch_msg_t *p_touches;       //  touches
-    uint32_t p_ntouches;              //  used
-    uint32_t p_touches_cap;           //  allocated
-    kvt_event_t *events;              //  events since the last plan
-    uint32_t nevents;                 //  used
-    uint32_t events_cap;              //  allocated
-    kvt_event_t *p_events;            //  events handed out with the last plan
-    uint32_t p_events_cap;            //  allocated
-    kvt_sched_stats_t stats;          //  counters
+    kvt_sched_cfg_t cfg;      //  configuration
+    uint32_t bpc;             //  blocks per chunk
+    uint64_t next_step;       //  the step number the next plan must carry
+    bool applied;             //  the last planned step was applied (apply or plan did it)
+    kvt_blockmgr_t *bm;       //  HBM blocks
+    kvt_savetrack_t *track;   //  saves: frontier, leases, re-emits (NULL: no tier)
+    uint32_t leased;          //  block references held by save leases
+    kvt_ilist_t tails;        //  finished requests whose unbuilt saves the next plan builds
+    kvt_sreq_t *reqs;         //  request records
+    uint32_t nreqs_cap;       //  records allocated
+    uint32_t *req_free;       //  free record slots (capacity nreqs_cap)
+    uint32_t nreq_free;       //  entries in req_free
+    kvt_hmap_t *by_id;        //  request id → slot
+    kvt_ilist_t waiting;      //  R_WAITING, arrival order
+    kvt_ilist_t active;       //  R_LOADING and R_RUNNING, admission order
+    kvt_ckpt_t *ck;           //  state slots and HBM checkpoints (hybrid; NULL when dense)
+    kvt_stidx_t *stidx;       //  state images and state loads (hybrid; NULL when dense)
+    kvt_stidx_t *kvidx;       //  KV-only loads' lifecycle (every model; no images)
+    kvt_sorphan_t *orph;      //  orphaned loads' holdings
+    uint32_t norph_cap;       //  holdings allocated
+    uint32_t *orph_free;      //  free holding slots
+    uint32_t norph_free;      //  entries in orph_free
+    kvt_hmap_t *orph_by_op;   //  {gen, req} → holding of that orphan
+    uint32_t gen_floor;       //  every generation orphaned so far is <= this
+    uint64_t now_us;          //  the caller's clock (kvt_sched_set_now)
+    kvt_hmap_t *loading_keys; //  chunk key → loads in flight covering it (hybrid convoys)
+    uint32_t *scratch_unref;  //  unreferenced-block prefix counts of the match
+    kvt_sched_probe_t probe;  //  the last admission probe (rule B1)
+    uint32_t *scratch_blocks; //  block ids for the match at admission
+    kvt_planbuf_t *pb;        //  the plan under construction
+    kvt_sched_stats_t stats;  //  counters
 };
 
 //  The request records' queue links.

@@ -15,17 +15,12 @@
 static int s_issue_lookup(kvt_sched_t *self, kvt_sreq_t *r, uint32_t n)
 {
     size_t bytes = 48u + 16u * (size_t)n;
-    if (!kvt_sched_plan_fits(self, bytes) || self->p_nlookups >= KVT_MSG_MAX_ENTRIES ||
-        kvt_vec_reserve((void **)&self->p_lookups, &self->p_lookups_cap, self->p_nlookups + 1,
-                        sizeof(kvt_lookup_t)) ||
-        kvt_sched_reserve_scratch(self, 0, n))
+    kvt_hash_t *keys;
+    kvt_lookup_t *l = kvt_planbuf_add_lookup(self->pb, n, bytes, &keys);
+    if (!l)
         return -1;
-    kvt_lookup_t *l = &self->p_lookups[self->p_nlookups++];
-    memset(l, 0, sizeof(*l));
     l->op.req = r->id;
     l->op.gen = r->gen + 1;
-    l->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
-    l->nkeys = n;
     l->pin = self->cfg.lookup_pin;
     l->ttl_ms = self->cfg.lookup_pin ? self->cfg.lookup_ttl_ms : 0;
     //  Rank 0 only: its answer stands for every rank's. A rank whose pool
@@ -34,8 +29,7 @@ static int s_issue_lookup(kvt_sched_t *self, kvt_sreq_t *r, uint32_t n)
     //  load or LookupRelease that names it reaches rank 0 as it reaches all.
     l->rank0_only = self->cfg.lookup_ranks == KVT_SCHED_LOOKUP_RANK0;
     for (uint32_t c = 0; c < n; c++)
-        self->p_h[self->p_nh++] = kvt_sched_chunk_key(self, r, c);
-    self->p_bytes += bytes;
+        keys[c] = kvt_sched_chunk_key(self, r, c);
     r->lk = S_LK_OUT;
     r->lk_pinned = self->cfg.lookup_pin;
     r->lk_held = 0;
@@ -54,10 +48,8 @@ static void s_release_pin(kvt_sched_t *self, kvt_sreq_t *r)
     r->lk_pinned = false;
     //  Queued, not put into the open plan: an abort between plans releases
     //  too; the next plan hands the queue out.
-    if (kvt_vec_reserve((void **)&self->rel_q, &self->rel_q_cap, self->nrel_q + 1,
-                        sizeof(kvt_lookup_release_t)) != 0)
+    if (kvt_planbuf_queue_release(self->pb, (kvt_opid_t){r->id, r->gen + 1}) != 0)
         return; //  out of memory: the lease's TTL ends it on the ranks
-    self->rel_q[self->nrel_q++].op = (kvt_opid_t){r->id, r->gen + 1};
     self->stats.lookup_releases++;
 }
 

@@ -115,7 +115,7 @@ void kvt_sched_end_plan(kvt_sched_t *self)
 static kvt_save_spec_t *s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
                                     uint32_t attempt)
 {
-    kvt_save_spec_t *sp = &self->p_saves[self->p_nsaves++];
+    kvt_save_spec_t *sp = kvt_planbuf_next_save(self->pb);
     kvt_sched_fill_spec(self, r, start, end, sp);
     sp->attempt = attempt;
     return sp;
@@ -137,18 +137,18 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
     //  Reserve the worst case first (every chunk saved, every chunk its own
     //  run), so that once a save is built its spec is always emitted.
     uint32_t nchunks = (upto - start) / cs;
-    uint32_t room = self->p_nsaves < KVT_MSG_MAX_ENTRIES ? KVT_MSG_MAX_ENTRIES - self->p_nsaves : 0;
+    kvt_planbuf_counts_t pc;
+    kvt_planbuf_counts(self->pb, &pc);
+    uint32_t room = pc.saves < KVT_MSG_MAX_ENTRIES ? KVT_MSG_MAX_ENTRIES - pc.saves : 0;
     if (nchunks > room)
         nchunks = room;
     while (nchunks > 0 &&
            !kvt_sched_plan_fits(self,
                                 KVT_SCHED_SPEC_BYTES(nchunks * self->bpc, nchunks) + 48u * nchunks))
         nchunks /= 2;
-    if (nchunks == 0 ||
-        kvt_vec_reserve((void **)&self->p_saves, &self->p_saves_cap, self->p_nsaves + nchunks,
-                        sizeof(kvt_save_spec_t)) ||
+    if (nchunks == 0 || kvt_planbuf_reserve_saves(self->pb, nchunks) ||
         kvt_sched_reserve_scratch(self, nchunks * self->bpc, nchunks)) {
-        self->stats.plan_deferred++;
+        kvt_planbuf_defer(self->pb);
         return; //  the frontier stays: a later plan saves them (a tail retires)
     }
     uint32_t limit = start + nchunks * cs;
