@@ -374,6 +374,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  chosen (design §4.8).
     uint32_t kv_alone = p->block_hit > tier ? p->block_hit : tier;
     uint32_t chosen = joint ? d.b : p->hbm;
+    r->branch_at = kv_alone / cs * cs > chosen ? kv_alone / cs * cs : 0;
     if (kv_alone > 0) {
         self->stats.state_resumes++;
         self->stats.state_tax_tokens += kv_alone > chosen ? kv_alone - chosen : 0;

@@ -92,6 +92,15 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     if (kvt_sched_hybrid(self)) {
         kvt_ckpt_stats_t k;
         kvt_ckpt_stats(self->ck, &k);
+        static const char *const src_name[KVT_CKPT_SRCS] = {"grid", "branch", "prompt_end",
+                                                            "decode_keep"};
+        char name[48];
+        for (int i = 0; i < KVT_CKPT_SRCS; i++) {
+            snprintf(name, sizeof name, "ckpt.taken.%s", src_name[i]);
+            kvt_counter_add(c, n, cap, name, k.taken_src[i]);
+            snprintf(name, sizeof name, "ckpt.restored.%s", src_name[i]);
+            kvt_counter_add(c, n, cap, name, k.restored_src[i]);
+        }
         S_C("ckpt.", k, slots_taken);
         S_C("ckpt.", k, slots_refused);
         S_C("ckpt.", k, reserved);

@@ -19,6 +19,7 @@ static void s_apply_state(kvt_sched_t *self, kvt_sreq_t *r, bool failed)
         r->ck_take = KVT_CKPT_NONE;
     }
     if (r->restore_planned && !failed) {
+        kvt_ckpt_count_restore(self->ck, r->ck_restore);
         kvt_ckpt_unpin(self->ck, r->ck_restore);
         r->ck_restore = KVT_CKPT_NONE;
         self->stats.state_restores++;
@@ -26,20 +27,28 @@ static void s_apply_state(kvt_sched_t *self, kvt_sreq_t *r, bool failed)
     r->restore_planned = false;
 }
 
-//  The next boundary above `from` where request r takes a checkpoint, or 0:
-//  (a) the interval grid, (b) the prompt's last chunk boundary and its end
-//  on the block grid, (c) the last chunk boundary of the fed tokens (a
-//  decode keep); (b) and (c) not with cfg.interval_checkpoints.
-static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32_t from)
+//  The next boundary above `from` where request r takes a checkpoint, or 0,
+//  and why (*src): (a) the interval grid, (b) the prompt's last chunk
+//  boundary and its end on the block grid, (c) the last chunk boundary of
+//  the fed tokens (a decode keep), (d) the chunk boundary where its prompt
+//  left a cached prefix at admission (a branch); (b)-(d) not with
+//  cfg.interval_checkpoints. A boundary with two reasons counts as the first.
+static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32_t from,
+                            kvt_ckpt_src_t *src)
 {
     uint32_t iv = self->cfg.checkpoint_interval, cs = self->cfg.chunk_size;
     uint64_t best = ((uint64_t)from / iv + 1) * iv;
-    uint32_t extra[3] = {r->nprompt / cs * cs,
+    *src = KVT_CKPT_SRC_GRID;
+    uint32_t extra[4] = {r->nprompt / cs * cs,
                          r->nprompt / self->cfg.block_size * self->cfg.block_size,
-                         r->nfeed / cs * cs};
-    for (int i = 0; i < 3 && !self->cfg.interval_checkpoints; i++)
-        if (extra[i] > from && extra[i] < best)
+                         r->nfeed / cs * cs, r->branch_at};
+    const kvt_ckpt_src_t why[4] = {KVT_CKPT_SRC_PROMPT_END, KVT_CKPT_SRC_PROMPT_END,
+                                   KVT_CKPT_SRC_DECODE_KEEP, KVT_CKPT_SRC_BRANCH};
+    for (int i = 0; i < 4 && !self->cfg.interval_checkpoints; i++)
+        if (extra[i] > from && extra[i] < best) {
             best = extra[i];
+            *src = why[i];
+        }
     return best > r->nfeed ? 0 : (uint32_t)best;
 }
 
@@ -106,7 +115,8 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
 //  The state work of a hybrid entry ending at `end`: the restore its slot
 //  still needs (before the forward) and the checkpoint it takes at a
 //  checkpoint boundary (after it).
-static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, bool boundary)
+static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, bool boundary,
+                               kvt_ckpt_src_t src)
 {
     if (r->ck_restore != KVT_CKPT_NONE &&
         kvt_sched_state_op(self, r, KVT_SCHED_STATE_RESTORE, r->ck_restore, r->restore_at) == 0)
@@ -121,6 +131,7 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
         kvt_ckpt_abandon(self->ck, e);
         return;
     }
+    kvt_ckpt_set_source(self->ck, e, src);
     r->ck_take = e;
     r->take_at = end;
     self->stats.ckpt_takes++;
@@ -211,14 +222,15 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
                 end = r->computed + budget;
             //  A hybrid prefill chunk ends on the next checkpoint boundary,
             //  so the state there can be taken.
-            uint32_t ckb = kvt_sched_hybrid(self) ? s_next_ckpt(self, r, r->computed) : 0;
+            kvt_ckpt_src_t src = KVT_CKPT_SRC_GRID;
+            uint32_t ckb = kvt_sched_hybrid(self) ? s_next_ckpt(self, r, r->computed, &src) : 0;
             if (ckb && end > ckb)
                 end = ckb;
             if (s_plan_entry(self, r, r->computed, end) != 0)
                 break;
             budget -= end - r->computed;
             if (kvt_sched_hybrid(self))
-                s_plan_entry_state(self, r, end, end == ckb);
+                s_plan_entry_state(self, r, end, end == ckb, src);
         }
     }
     kvt_planbuf_counts_t pc;
