@@ -387,11 +387,19 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     }
     //  A hybrid rank's state lane: its unit and the pools it sizes (one
     //  slot per running request, its HBM checkpoints).
+    //  The model first: the configuration checks the state bytes against
+    //  its layout, and the checkpoint interval against the chunk size.
+    if (cfg->model) {
+        S_ARG("--model");
+        S_VAL("%s", cfg->model);
+    }
     if (cfg->state_bytes) {
         S_ARG("--state-bytes");
         S_VAL("%llu", (unsigned long long)cfg->state_bytes);
         S_ARG("--max-running");
         S_VAL("%u", cfg->max_running);
+        S_ARG("--checkpoint-interval");
+        S_VAL("%u", cfg->checkpoint_interval);
     }
     if (!kvt_hash_is_zero(cfg->ns)) {
         S_ARG("--namespace");
@@ -407,7 +415,7 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     for (int t = 0; t < 4; t++)
         if (tval[t]) {
             S_ARG(tname[t]);
-            S_VAL("%llu", (unsigned long long)tval[t]);
+            S_VAL("%lluns", (unsigned long long)tval[t]);
         }
     if (r == 0 && cfg->fault_corrupt_resume) {
         S_ARG("--fault");
