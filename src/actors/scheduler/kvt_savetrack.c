@@ -72,7 +72,7 @@ static void s_release(kvt_savetrack_t *self, const uint32_t *blocks, uint32_t n,
     self->stats.leases_outstanding--;
 }
 
-static void s_release_save(kvt_savetrack_t *self, s_save_t *sv)
+static void s_release_save(kvt_savetrack_t *self, kvt_savetrack_save_t *sv)
 {
     if (!sv->leased)
         return;
@@ -81,7 +81,7 @@ static void s_release_save(kvt_savetrack_t *self, s_save_t *sv)
     s_release(self, self->save_blocks + (size_t)i * self->bpc, self->bpc, sv->slot);
 }
 
-static void s_release_tail(kvt_savetrack_t *self, s_rec_t *r)
+static void s_release_tail(kvt_savetrack_t *self, kvt_savetrack_rec_t *r)
 {
     if (!r->has_tail)
         return;
@@ -94,21 +94,21 @@ static void s_release_tail(kvt_savetrack_t *self, s_rec_t *r)
 // -------------------------------------------------------------- records --
 
 //  The record of admission op exactly (NULL for another generation).
-static s_rec_t *s_rec_op(const kvt_savetrack_t *self, kvt_opid_t op)
+static kvt_savetrack_rec_t *s_rec_op(const kvt_savetrack_t *self, kvt_opid_t op)
 {
-    s_rec_t *r = s_rec(self, op.req);
+    kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, op.req);
     return r && r->op.gen == op.gen ? r : NULL;
 }
 
 //  Chunks of r forwarded but never to be saved.
-static void s_count_retired(kvt_savetrack_t *self, const s_rec_t *r, uint32_t upto)
+static void s_count_retired(kvt_savetrack_t *self, const kvt_savetrack_rec_t *r, uint32_t upto)
 {
     if (upto > r->frontier)
         self->stats.chunks_retired += (upto - r->frontier) / self->cfg.chunk_size;
 }
 
 //  Frees a retired record once nothing of it is left.
-static void s_maybe_free(kvt_savetrack_t *self, s_rec_t *r)
+static void s_maybe_free(kvt_savetrack_t *self, kvt_savetrack_rec_t *r)
 {
     if (!r->retired || r->inflight > 0 || r->has_tail)
         return;
@@ -125,7 +125,7 @@ static void s_maybe_free(kvt_savetrack_t *self, s_rec_t *r)
 
 int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier)
 {
-    s_rec_t *r = s_rec(self, op.req);
+    kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, op.req);
     if (r && r->op.gen >= op.gen) {
         self->stats.refused++;
         return -1;
@@ -133,11 +133,12 @@ int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier)
     if (!r) {
         if (self->rec_free.count == 0) {
             uint32_t old = self->recs_cap, cap = old;
-            if (kvt_vec_reserve((void **)&self->recs, &cap, old + 1, sizeof(s_rec_t)) != 0) {
+            if (kvt_vec_reserve((void **)&self->recs, &cap, old + 1, sizeof(kvt_savetrack_rec_t)) !=
+                0) {
                 self->stats.refused++;
                 return -1;
             }
-            memset(self->recs + old, 0, (size_t)(cap - old) * sizeof(s_rec_t));
+            memset(self->recs + old, 0, (size_t)(cap - old) * sizeof(kvt_savetrack_rec_t));
             for (uint32_t i = old; i < cap; i++)
                 kvt_ilist_append(&self->rec_free, S_REC_LINKS(self), i);
             self->recs_cap = cap;
@@ -173,7 +174,7 @@ int kvt_savetrack_admit(kvt_savetrack_t *self, kvt_opid_t op, uint32_t frontier)
 
 int kvt_savetrack_load_decided(kvt_savetrack_t *self, kvt_opid_t op, uint32_t hbm, uint32_t hit)
 {
-    s_rec_t *r = s_rec_op(self, op);
+    kvt_savetrack_rec_t *r = s_rec_op(self, op);
     if (!r || hit < hbm) {
         self->stats.refused++;
         return -1;
@@ -194,7 +195,7 @@ int kvt_savetrack_load_decided(kvt_savetrack_t *self, kvt_opid_t op, uint32_t hb
 
 int kvt_savetrack_hit_lost(kvt_savetrack_t *self, kvt_opid_t op)
 {
-    s_rec_t *r = s_rec_op(self, op);
+    kvt_savetrack_rec_t *r = s_rec_op(self, op);
     if (!r || !r->floor_set) {
         self->stats.refused++;
         return -1;
@@ -208,13 +209,13 @@ int kvt_savetrack_hit_lost(kvt_savetrack_t *self, kvt_opid_t op)
 
 void kvt_savetrack_forwarded(kvt_savetrack_t *self, kvt_opid_t op, uint32_t tokens)
 {
-    s_rec_t *r = s_rec_op(self, op);
+    kvt_savetrack_rec_t *r = s_rec_op(self, op);
     if (r && !r->retired && tokens > r->forwarded)
         r->forwarded = tokens;
 }
 
 //  End of what req may save now (chunk grid), or 0 when nothing.
-static uint32_t s_upto(const kvt_savetrack_t *self, const s_rec_t *r)
+static uint32_t s_upto(const kvt_savetrack_t *self, const kvt_savetrack_rec_t *r)
 {
     if (r->stopped || r->waiting)
         return 0;
@@ -229,7 +230,7 @@ static uint32_t s_upto(const kvt_savetrack_t *self, const s_rec_t *r)
 bool kvt_savetrack_next(const kvt_savetrack_t *self, uint64_t req, uint32_t *start, uint32_t *end,
                         uint32_t *attempt)
 {
-    const s_rec_t *r = s_rec(self, req);
+    const kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, req);
     uint32_t upto = r ? s_upto(self, r) : 0;
     if (upto == 0)
         return false;
@@ -242,7 +243,7 @@ bool kvt_savetrack_next(const kvt_savetrack_t *self, uint64_t req, uint32_t *sta
 
 //  The frontier moved by one chunk: a tail fully built releases its lease
 //  (each built save holds its own).
-static void s_advance(kvt_savetrack_t *self, s_rec_t *r)
+static void s_advance(kvt_savetrack_t *self, kvt_savetrack_rec_t *r)
 {
     r->frontier += self->cfg.chunk_size;
     if (r->has_tail && r->frontier >= r->tail_end) {
@@ -254,7 +255,7 @@ static void s_advance(kvt_savetrack_t *self, s_rec_t *r)
 int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, const uint32_t *blocks,
                         int32_t slot, bool joins)
 {
-    s_rec_t *r = s_rec(self, req);
+    kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, req);
     if (!r || s_upto(self, r) == 0 || kvt_hmap_get(self->by_key, key, NULL) ||
         (!blocks && !r->has_tail)) {
         self->stats.refused++;
@@ -267,19 +268,20 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
     }
     if (self->save_free.count == 0) {
         uint32_t old = self->saves_cap, cap = old;
-        if (kvt_vec_reserve((void **)&self->saves, &cap, old + 1, sizeof(s_save_t)) != 0 ||
+        if (kvt_vec_reserve((void **)&self->saves, &cap, old + 1, sizeof(kvt_savetrack_save_t)) !=
+                0 ||
             kvt_vec_reserve((void **)&self->save_blocks, &self->save_blocks_cap, cap * self->bpc,
                             sizeof(uint32_t)) != 0) {
             self->stats.refused++;
             return -1;
         }
-        memset(self->saves + old, 0, (size_t)(cap - old) * sizeof(s_save_t));
+        memset(self->saves + old, 0, (size_t)(cap - old) * sizeof(kvt_savetrack_save_t));
         for (uint32_t i = old; i < cap; i++)
             kvt_ilist_append(&self->save_free, S_SAVE_LINKS(self), i);
         self->saves_cap = cap;
     }
     uint32_t si = self->save_free.head;
-    kvt_hash_t id = s_save_id(r->op, key, r->attempt);
+    kvt_hash_t id = kvt_savetrack_save_id(r->op, key, r->attempt);
     if (kvt_hmap_put(self->by_key, key, si) != 0) {
         self->stats.refused++;
         return -1;
@@ -297,7 +299,7 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
         return -1;
     }
     kvt_ilist_unlink(&self->save_free, S_SAVE_LINKS(self), si);
-    s_save_t *sv = &self->saves[si];
+    kvt_savetrack_save_t *sv = &self->saves[si];
     sv->op = r->op;
     sv->key = key;
     sv->attempt = r->attempt;
@@ -328,7 +330,7 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
 
 int kvt_savetrack_skip(kvt_savetrack_t *self, uint64_t req)
 {
-    s_rec_t *r = s_rec(self, req);
+    kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, req);
     if (!r || s_upto(self, r) == 0) {
         self->stats.refused++;
         return -1;
@@ -352,7 +354,7 @@ int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t 
     //  spec still in flight lets its sources go (the last one may have
     //  settled already, when the store had it).
     uint32_t si, n = 0;
-    if (kvt_hmap_get(self->by_spec, s_save_id(op, key, attempt), &si))
+    if (kvt_hmap_get(self->by_spec, kvt_savetrack_save_id(op, key, attempt), &si))
         for (; si != S_NONE; si = self->saves[si].spec_prev)
             if (self->saves[si].leased) {
                 s_release_save(self, &self->saves[si]);
@@ -369,7 +371,7 @@ bool kvt_savetrack_save_slot(const kvt_savetrack_t *self, kvt_opid_t op, kvt_has
                              uint32_t attempt, int32_t *slot)
 {
     uint32_t si;
-    if (!kvt_hmap_get(self->by_id, s_save_id(op, key, attempt), &si))
+    if (!kvt_hmap_get(self->by_id, kvt_savetrack_save_id(op, key, attempt), &si))
         return false;
     if (slot)
         *slot = self->saves[si].slot;
@@ -378,7 +380,7 @@ bool kvt_savetrack_save_slot(const kvt_savetrack_t *self, kvt_opid_t op, kvt_has
 
 //  Takes a settled save out of its SaveSpec; the spec's last save in
 //  flight carries its report id.
-static void s_spec_unlink(kvt_savetrack_t *self, s_save_t *sv)
+static void s_spec_unlink(kvt_savetrack_t *self, kvt_savetrack_save_t *sv)
 {
     if (sv->spec_next == S_NONE) {
         if (sv->spec_prev != S_NONE) {
@@ -399,7 +401,7 @@ static void s_spec_unlink(kvt_savetrack_t *self, s_save_t *sv)
 //  chunk, never past it, and the re-emit waits until every save of the
 //  request settled. A failure of a retired request or an earlier
 //  admission is dropped.
-static void s_failed(kvt_savetrack_t *self, s_rec_t *r, const s_save_t *sv)
+static void s_failed(kvt_savetrack_t *self, kvt_savetrack_rec_t *r, const kvt_savetrack_save_t *sv)
 {
     if (r->retired || r->op.gen != sv->op.gen || r->stopped) {
         self->stats.saves_dropped++;
@@ -414,15 +416,15 @@ int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, u
                          bool ok)
 {
     uint32_t si;
-    if (!kvt_hmap_del(self->by_id, s_save_id(op, key, attempt), &si)) {
+    if (!kvt_hmap_del(self->by_id, kvt_savetrack_save_id(op, key, attempt), &si)) {
         self->stats.stale_reports++;
         return -1;
     }
-    s_save_t *sv = &self->saves[si];
+    kvt_savetrack_save_t *sv = &self->saves[si];
     s_release_save(self, sv);
     s_spec_unlink(self, sv);
     kvt_hmap_del(self->by_key, sv->key, NULL);
-    s_rec_t *r = &self->recs[sv->rec];
+    kvt_savetrack_rec_t *r = &self->recs[sv->rec];
     if (r->last_built == si)
         r->last_built = S_NONE;
     assert(r->live && r->inflight > 0);
@@ -460,7 +462,7 @@ int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, u
 int kvt_savetrack_finish(kvt_savetrack_t *self, uint64_t req, const uint32_t *blocks,
                          uint32_t nblocks, int32_t slot)
 {
-    s_rec_t *r = s_rec(self, req);
+    kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, req);
     if (!r || r->retired) {
         self->stats.refused++;
         return -1;
@@ -501,7 +503,7 @@ int kvt_savetrack_finish(kvt_savetrack_t *self, uint64_t req, const uint32_t *bl
 }
 
 //  Retires r's unbuilt tail (S4): never emitted, its lease released.
-static void s_retire_tail(kvt_savetrack_t *self, s_rec_t *r)
+static void s_retire_tail(kvt_savetrack_t *self, kvt_savetrack_rec_t *r)
 {
     s_count_retired(self, r, r->tail_end);
     self->stats.tails_retired++;
@@ -511,7 +513,7 @@ static void s_retire_tail(kvt_savetrack_t *self, s_rec_t *r)
 
 void kvt_savetrack_abort(kvt_savetrack_t *self, uint64_t req)
 {
-    s_rec_t *r = s_rec(self, req);
+    kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, req);
     if (!r)
         return;
     if (r->has_tail)

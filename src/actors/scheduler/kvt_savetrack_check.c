@@ -10,7 +10,7 @@
 
 bool kvt_savetrack_frontier(const kvt_savetrack_t *self, uint64_t req, uint32_t *frontier)
 {
-    const s_rec_t *r = s_rec(self, req);
+    const kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, req);
     if (!r)
         return false;
     *frontier = r->frontier;
@@ -26,7 +26,7 @@ void kvt_savetrack_leases(const kvt_savetrack_t *self,
         if (self->saves[i].live && self->saves[i].leased)
             fn(arg, self->save_blocks + (size_t)i * self->bpc, self->bpc, self->saves[i].slot);
     for (uint32_t i = 0; i < self->recs_cap; i++) {
-        const s_rec_t *r = &self->recs[i];
+        const kvt_savetrack_rec_t *r = &self->recs[i];
         if (r->live && r->has_tail)
             fn(arg, r->tail_blocks, (r->tail_end - r->tail_start) / self->cfg.block_size,
                r->tail_slot);
@@ -70,15 +70,15 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
     }
     int rc = -1;
     for (uint32_t i = 0; i < self->saves_cap; i++) {
-        const s_save_t *sv = &self->saves[i];
+        const kvt_savetrack_save_t *sv = &self->saves[i];
         if (!sv->live)
             continue;
         live_saves++;
         leases += sv->leased;
         uint32_t j;
         if (sv->rec >= self->recs_cap || !self->recs[sv->rec].live ||
-            !kvt_hmap_get(self->by_id, s_save_id(sv->op, sv->key, sv->attempt), &j) || j != i ||
-            !kvt_hmap_get(self->by_key, sv->key, &j) || j != i) {
+            !kvt_hmap_get(self->by_id, kvt_savetrack_save_id(sv->op, sv->key, sv->attempt), &j) ||
+            j != i || !kvt_hmap_get(self->by_key, sv->key, &j) || j != i) {
             snprintf(err, errlen, "savetrack: save %u is not under its keys or has no request", i);
             goto done;
         }
@@ -92,7 +92,7 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
         }
     }
     for (uint32_t i = 0; i < self->recs_cap; i++) {
-        const s_rec_t *r = &self->recs[i];
+        const kvt_savetrack_rec_t *r = &self->recs[i];
         if (!r->live)
             continue;
         records++;

@@ -33,7 +33,7 @@ typedef struct {
     int32_t tail_slot;     //  leased state slot of the tail (-1: none)
     uint32_t last_built;   //  save record built last for it (S_NONE: none or settled)
     kvt_ilink_t link;      //  tails list (has_tail) or free list
-} s_rec_t;
+} kvt_savetrack_rec_t;
 
 //  One built chunk save.
 typedef struct {
@@ -49,25 +49,25 @@ typedef struct {
     uint32_t spec_next; //  save after it in its SaveSpec (S_NONE: last)
     kvt_hash_t spec_id; //  at the spec's last save in flight: the spec's report id
     kvt_ilink_t link;   //  free list
-} s_save_t;
+} kvt_savetrack_save_t;
 
 #define S_NONE UINT32_MAX
 
 struct _kvt_savetrack_t {
-    kvt_savetrack_cfg_t cfg;  //  configuration
-    uint32_t bpc;             //  blocks per chunk
-    s_rec_t *recs;            //  request records
-    uint32_t recs_cap;        //  allocated
-    kvt_ilist_t rec_free;     //  unused records
-    kvt_ilist_t tails;        //  records holding a tail lease
-    kvt_hmap_t *by_req;       //  req → record
-    s_save_t *saves;          //  save records
-    uint32_t *save_blocks;    //  bpc leased blocks per save record
-    uint32_t saves_cap;       //  allocated save records
-    uint32_t save_blocks_cap; //  allocated entries of save_blocks
-    kvt_ilist_t save_free;    //  unused save records
-    kvt_hmap_t *by_id;        //  hash (op, key, attempt) → save record
-    kvt_hmap_t *by_key;       //  chunk key → save record in flight
+    kvt_savetrack_cfg_t cfg;     //  configuration
+    uint32_t bpc;                //  blocks per chunk
+    kvt_savetrack_rec_t *recs;   //  request records
+    uint32_t recs_cap;           //  allocated
+    kvt_ilist_t rec_free;        //  unused records
+    kvt_ilist_t tails;           //  records holding a tail lease
+    kvt_hmap_t *by_req;          //  req → record
+    kvt_savetrack_save_t *saves; //  save records
+    uint32_t *save_blocks;       //  bpc leased blocks per save record
+    uint32_t saves_cap;          //  allocated save records
+    uint32_t save_blocks_cap;    //  allocated entries of save_blocks
+    kvt_ilist_t save_free;       //  unused save records
+    kvt_hmap_t *by_id;           //  hash (op, key, attempt) → save record
+    kvt_hmap_t *by_key;          //  chunk key → save record in flight
     kvt_hmap_t *by_spec; //  SaveSpec id (op, last chunk key, attempt) → its last save in flight
     kvt_savetrack_stats_t stats; //  counters
 };
@@ -75,14 +75,14 @@ struct _kvt_savetrack_t {
 #define S_REC_LINKS(self)  KVT_ILINKS((self)->recs, link)
 #define S_SAVE_LINKS(self) KVT_ILINKS((self)->saves, link)
 
-static inline kvt_hash_t s_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
+static inline kvt_hash_t kvt_savetrack_save_id(kvt_opid_t op, kvt_hash_t key, uint32_t attempt)
 {
     uint64_t in[5] = {op.req, op.gen, key.hi, key.lo, attempt};
     XXH128_hash_t h = XXH3_128bits(in, sizeof in);
     kvt_hash_t out = {h.high64, h.low64};
     return out;
 }
-static inline s_rec_t *s_rec(const kvt_savetrack_t *self, uint64_t req)
+static inline kvt_savetrack_rec_t *kvt_savetrack_rec(const kvt_savetrack_t *self, uint64_t req)
 {
     uint32_t i;
     if (!kvt_hmap_get(self->by_req, kvt_hmap_key64(req), &i))

@@ -92,6 +92,15 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     if (kvt_sched_hybrid(self)) {
         kvt_ckpt_stats_t k;
         kvt_ckpt_stats(self->ck, &k);
+        static const char *const src_name[KVT_CKPT_SRCS] = {"grid", "branch", "prompt_end",
+                                                            "decode_keep"};
+        char name[48];
+        for (int i = 0; i < KVT_CKPT_SRCS; i++) {
+            snprintf(name, sizeof name, "ckpt.taken.%s", src_name[i]);
+            kvt_counter_add(c, n, cap, name, k.taken_src[i]);
+            snprintf(name, sizeof name, "ckpt.restored.%s", src_name[i]);
+            kvt_counter_add(c, n, cap, name, k.restored_src[i]);
+        }
         S_C("ckpt.", k, slots_taken);
         S_C("ckpt.", k, slots_refused);
         S_C("ckpt.", k, reserved);
@@ -146,8 +155,8 @@ static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *e
         return -1;
     }
     uint32_t slots = orphan_slots; //  an orphan's slot stays held until it settles (I2)
-    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
-        const kvt_sreq_t *r = &self->reqs[i];
+    for (uint32_t i = 0; i < kvt_reqtab_cap(self->rt); i++) {
+        const kvt_sreq_t *r = kvt_reqtab_at(self->rt, i);
         if (r->state == R_FREE)
             continue;
         slots += r->sslot != KVT_CKPT_NONE;
@@ -191,11 +200,9 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         snprintf(err, errlen, "audit: loads dispatched != settled + outstanding");
         return -1;
     }
-    if (kvt_hmap_size(self->by_id) != st.records) {
-        snprintf(err, errlen, "audit: the map holds %u requests, the gauge says %u",
-                 kvt_hmap_size(self->by_id), st.records);
+    if (kvt_reqtab_check(self->rt, err, errlen) != 0 ||
+        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0)
         return -1;
-    }
     //  The save tracker's own identities and walk (its leases, its saves
     //  in flight per request).
     if (self->track && kvt_savetrack_check(self->track, true, err, errlen) != 0)
@@ -209,8 +216,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
     }
     int rc = -1;
     uint32_t waiting = 0, running = 0, loading = 0, records = 0;
-    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
-        const kvt_sreq_t *r = &self->reqs[i];
+    for (uint32_t i = 0; i < kvt_reqtab_cap(self->rt); i++) {
+        const kvt_sreq_t *r = kvt_reqtab_at(self->rt, i);
         if (r->state == R_FREE)
             continue;
         records++;

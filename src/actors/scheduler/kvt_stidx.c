@@ -37,7 +37,7 @@ kvt_stidx_t *kvt_stidx_new(const kvt_stidx_cfg_t *cfg)
     if (self->cfg.hold_bound_us == 0)
         self->cfg.hold_bound_us = KVT_STIDX_HOLD_BOUND_US;
     uint32_t n = cfg->hash_cap ? cfg->hash_cap : 1;
-    self->images = calloc(n, sizeof(s_image_t));
+    self->images = calloc(n, sizeof(kvt_stidx_image_t));
     self->by_hash = kvt_hmap_new(n, true);
     self->by_op = kvt_hmap_new(64, false);
     self->by_req = kvt_hmap_new(64, false);
@@ -59,7 +59,7 @@ kvt_stidx_t *kvt_stidx_new(const kvt_stidx_cfg_t *cfg)
              (unsigned long long)(self->cfg.window_us / 1000),
              (unsigned long long)(self->cfg.hold_bound_us / 1000),
              (unsigned long long)(self->cfg.touch_interval_us / 1000));
-    s_log(self, line);
+    kvt_stidx_log(self, line);
     return self;
 }
 
@@ -80,7 +80,7 @@ void kvt_stidx_destroy(kvt_stidx_t **self_p)
 
 // ---------------------------------------------------------------- images --
 
-static s_image_t *s_image(const kvt_stidx_t *self, kvt_hash_t h)
+static kvt_stidx_image_t *s_image(const kvt_stidx_t *self, kvt_hash_t h)
 {
     uint32_t i;
     if (!kvt_hmap_get(self->by_hash, h, &i))
@@ -89,7 +89,7 @@ static s_image_t *s_image(const kvt_stidx_t *self, kvt_hash_t h)
 }
 
 //  Evidence that every rank holds the image: confirms it and ends a hold.
-static void s_confirm(kvt_stidx_t *self, s_image_t *img, uint64_t now_us)
+static void s_confirm(kvt_stidx_t *self, kvt_stidx_image_t *img, uint64_t now_us)
 {
     if (img->holding)
         self->stats.holds_released++;
@@ -100,7 +100,7 @@ static void s_confirm(kvt_stidx_t *self, s_image_t *img, uint64_t now_us)
 
 //  Indexes h at the young end (refreshing it when present); NULL when the
 //  index has no capacity.
-static s_image_t *s_index(kvt_stidx_t *self, kvt_hash_t h)
+static kvt_stidx_image_t *s_index(kvt_stidx_t *self, kvt_hash_t h)
 {
     uint32_t i;
     if (kvt_hmap_get(self->by_hash, h, &i)) {
@@ -116,7 +116,7 @@ static s_image_t *s_index(kvt_stidx_t *self, kvt_hash_t h)
         kvt_hmap_del(self->by_hash, self->images[i].hash, NULL);
         self->stats.evicted++;
     }
-    s_image_t *img = &self->images[i];
+    kvt_stidx_image_t *img = &self->images[i];
     memset(img, 0, sizeof(*img));
     img->hash = h;
     img->indexed = true;
@@ -131,7 +131,7 @@ static s_image_t *s_index(kvt_stidx_t *self, kvt_hash_t h)
 
 void kvt_stidx_note_stored(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us)
 {
-    s_image_t *img = s_index(self, h);
+    kvt_stidx_image_t *img = s_index(self, h);
     if (!img)
         return;
     img->fresh_round = self->round;
@@ -140,7 +140,7 @@ void kvt_stidx_note_stored(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us)
 
 void kvt_stidx_note_present(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us)
 {
-    s_image_t *img = s_index(self, h);
+    kvt_stidx_image_t *img = s_index(self, h);
     if (!img)
         return;
     img->fresh_round = self->round;
@@ -154,7 +154,7 @@ static bool s_forget(kvt_stidx_t *self, kvt_hash_t h)
     if (!kvt_hmap_del(self->by_hash, h, &i))
         return false;
     kvt_ilist_unlink(&self->lru, S_IMG_LINKS(self), i);
-    memset(&self->images[i], 0, sizeof(s_image_t));
+    memset(&self->images[i], 0, sizeof(kvt_stidx_image_t));
     self->img_epoch++;
     kvt_ilist_append(&self->img_free, S_IMG_LINKS(self), i);
     return true;
@@ -180,7 +180,7 @@ bool kvt_stidx_want_touch(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us, uint
     uint32_t vi;
     kvt_hmap_get(self->by_hash, h, &vi);
     kvt_ilist_to_tail(&self->lru, S_IMG_LINKS(self), vi); //  a hit that votes for it: young
-    s_image_t *img = &self->images[vi];
+    kvt_stidx_image_t *img = &self->images[vi];
     if (img->touched && now_us - img->touch_us < self->cfg.touch_interval_us) {
         self->stats.touches_throttled++;
         return false;
@@ -200,7 +200,7 @@ int kvt_stidx_touch_verdict(kvt_stidx_t *self, kvt_hash_t h, uint64_t round, uin
 {
     if (answer > KVT_TOUCH_REFRESHED)
         return -1;
-    s_image_t *img = s_image(self, h);
+    kvt_stidx_image_t *img = s_image(self, h);
     if (!img) {
         self->stats.touches_stale++;
         return 0;
@@ -228,7 +228,7 @@ void kvt_stidx_state_verdict(kvt_stidx_t *self, kvt_hash_t h, bool ok, uint32_t 
                              uint64_t now_us)
 {
     if (ok) {
-        s_image_t *img = s_image(self, h);
+        kvt_stidx_image_t *img = s_image(self, h);
         if (img)
             s_confirm(self, img, now_us);
     } else if (detail == KVT_DETAIL_MISS)
@@ -239,7 +239,7 @@ bool kvt_stidx_hold(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us)
 {
     if (!kvt_stidx_could_serve(self, h))
         return false;
-    s_image_t *img = s_image(self, h);
+    kvt_stidx_image_t *img = s_image(self, h);
     if (img->verified && now_us - img->verified_us <= self->cfg.window_us)
         return false;
     if (img->hold_spent)
@@ -262,7 +262,7 @@ bool kvt_stidx_hold(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us)
                      "(verdicts lost or late); admitting without one (counted in "
                      "stidx.holds_expired)",
                      (unsigned long long)(self->cfg.hold_bound_us / 1000));
-            s_log(self, line);
+            kvt_stidx_log(self, line);
         }
         return false;
     }
@@ -272,10 +272,10 @@ bool kvt_stidx_hold(kvt_stidx_t *self, kvt_hash_t h, uint64_t now_us)
 
 // ----------------------------------------------------------------- loads --
 
-static s_load_t *s_load(const kvt_stidx_t *self, kvt_opid_t op)
+static kvt_stidx_lrec_t *s_load(const kvt_stidx_t *self, kvt_opid_t op)
 {
     uint32_t i;
-    if (!kvt_hmap_get(self->by_op, s_opkey(op), &i))
+    if (!kvt_hmap_get(self->by_op, kvt_stidx_opkey(op), &i))
         return NULL;
     return &self->loads[i];
 }
@@ -283,9 +283,9 @@ static s_load_t *s_load(const kvt_stidx_t *self, kvt_opid_t op)
 static int s_grow_loads(kvt_stidx_t *self)
 {
     uint32_t old = self->loads_cap, cap = old;
-    if (kvt_vec_reserve((void **)&self->loads, &cap, old + 1, sizeof(s_load_t)) != 0)
+    if (kvt_vec_reserve((void **)&self->loads, &cap, old + 1, sizeof(kvt_stidx_lrec_t)) != 0)
         return -1;
-    memset(self->loads + old, 0, (size_t)(cap - old) * sizeof(s_load_t));
+    memset(self->loads + old, 0, (size_t)(cap - old) * sizeof(kvt_stidx_lrec_t));
     for (uint32_t i = old; i < cap; i++)
         kvt_ilist_append(&self->load_free, S_LOAD_LINKS(self), i);
     self->loads_cap = cap;
@@ -293,7 +293,7 @@ static int s_grow_loads(kvt_stidx_t *self)
 }
 
 //  Orphans the live load e at now_us: its slot stays reserved.
-static void s_orphan(kvt_stidx_t *self, s_load_t *e, uint64_t now_us)
+static void s_orphan(kvt_stidx_t *self, kvt_stidx_lrec_t *e, uint64_t now_us)
 {
     uint32_t i = (uint32_t)(e - self->loads);
     if (e->state == E_ARMED) {
@@ -324,13 +324,13 @@ int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint3
         return -1;
     }
     uint32_t i = self->load_free.head;
-    if (kvt_hmap_put(self->by_op, s_opkey(op), i) != 0) {
+    if (kvt_hmap_put(self->by_op, kvt_stidx_opkey(op), i) != 0) {
         self->stats.refused++;
         return -1;
     }
     if ((has_slot && kvt_hmap_put(self->by_slot, kvt_hmap_key64(slot), i) != 0) ||
         kvt_hmap_put(self->by_req, kvt_hmap_key64(op.req), i) != 0) {
-        kvt_hmap_del(self->by_op, s_opkey(op), NULL);
+        kvt_hmap_del(self->by_op, kvt_stidx_opkey(op), NULL);
         if (has_slot)
             kvt_hmap_del(self->by_slot, kvt_hmap_key64(slot), NULL);
         if (has_prev)
@@ -346,7 +346,7 @@ int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint3
         self->stats.detached++;
     }
     kvt_ilist_unlink(&self->load_free, S_LOAD_LINKS(self), i);
-    s_load_t *e = &self->loads[i];
+    kvt_stidx_lrec_t *e = &self->loads[i];
     e->op = op;
     e->hash = h;
     e->slot = slot;
@@ -363,7 +363,7 @@ int kvt_stidx_request_load(kvt_stidx_t *self, kvt_opid_t op, kvt_hash_t h, uint3
 
 int kvt_stidx_carried(kvt_stidx_t *self, kvt_opid_t op)
 {
-    s_load_t *e = s_load(self, op);
+    kvt_stidx_lrec_t *e = s_load(self, op);
     if (!e || e->state != E_ARMED)
         return -1;
     kvt_ilist_unlink(&self->armed, S_LOAD_LINKS(self), (uint32_t)(e - self->loads));
@@ -375,7 +375,7 @@ int kvt_stidx_carried(kvt_stidx_t *self, kvt_opid_t op)
 
 //  Settles e: drops it from every map and list; returns KVT_STIDX_ORPHAN
 //  with *free_slot when it was an orphan, else KVT_STIDX_LIVE.
-static int s_settle(kvt_stidx_t *self, s_load_t *e, uint32_t *free_slot)
+static int s_settle(kvt_stidx_t *self, kvt_stidx_lrec_t *e, uint32_t *free_slot)
 {
     uint32_t i = (uint32_t)(e - self->loads);
     int rc = KVT_STIDX_LIVE;
@@ -389,7 +389,7 @@ static int s_settle(kvt_stidx_t *self, s_load_t *e, uint32_t *free_slot)
         if (free_slot)
             *free_slot = e->slot;
     }
-    kvt_hmap_del(self->by_op, s_opkey(e->op), NULL);
+    kvt_hmap_del(self->by_op, kvt_stidx_opkey(e->op), NULL);
     if (e->slot != KVT_STIDX_NO_SLOT)
         kvt_hmap_del(self->by_slot, kvt_hmap_key64(e->slot), NULL);
     else
@@ -406,7 +406,7 @@ static int s_settle(kvt_stidx_t *self, s_load_t *e, uint32_t *free_slot)
 
 int kvt_stidx_decline(kvt_stidx_t *self, kvt_opid_t op)
 {
-    s_load_t *e = s_load(self, op);
+    kvt_stidx_lrec_t *e = s_load(self, op);
     if (!e || e->state != E_ARMED)
         return -1;
     s_settle(self, e, NULL);
@@ -418,7 +418,7 @@ uint32_t kvt_stidx_seal_step(kvt_stidx_t *self, kvt_opid_t *out, uint32_t cap)
 {
     uint32_t n = 0;
     while (self->armed.head != KVT_ILIST_NONE) {
-        s_load_t *e = &self->loads[self->armed.head];
+        kvt_stidx_lrec_t *e = &self->loads[self->armed.head];
         if (n < cap)
             out[n] = e->op;
         n++;
@@ -430,9 +430,9 @@ uint32_t kvt_stidx_seal_step(kvt_stidx_t *self, kvt_opid_t *out, uint32_t cap)
 
 //  The load of op that a report may settle: carried or orphaned (an armed
 //  load never went out, so no report can be about it).
-static s_load_t *s_reported(kvt_stidx_t *self, kvt_opid_t op)
+static kvt_stidx_lrec_t *s_reported(kvt_stidx_t *self, kvt_opid_t op)
 {
-    s_load_t *e = s_load(self, op);
+    kvt_stidx_lrec_t *e = s_load(self, op);
     if (!e || e->state == E_ARMED) {
         self->stats.stale_reports++;
         return NULL;
@@ -442,10 +442,10 @@ static s_load_t *s_reported(kvt_stidx_t *self, kvt_opid_t op)
 
 int kvt_stidx_complete(kvt_stidx_t *self, kvt_opid_t op, uint64_t now_us, uint32_t *free_slot)
 {
-    s_load_t *e = s_reported(self, op);
+    kvt_stidx_lrec_t *e = s_reported(self, op);
     if (!e)
         return KVT_STIDX_STALE;
-    s_image_t *img = s_image(self, e->hash);
+    kvt_stidx_image_t *img = s_image(self, e->hash);
     if (img) {
         kvt_ilist_to_tail(&self->lru, S_IMG_LINKS(self), (uint32_t)(img - self->images));
         s_confirm(self, img, now_us);
@@ -456,7 +456,7 @@ int kvt_stidx_complete(kvt_stidx_t *self, kvt_opid_t op, uint64_t now_us, uint32
 
 int kvt_stidx_fail(kvt_stidx_t *self, kvt_opid_t op, bool state_miss, uint32_t *free_slot)
 {
-    s_load_t *e = s_reported(self, op);
+    kvt_stidx_lrec_t *e = s_reported(self, op);
     if (!e)
         return KVT_STIDX_STALE;
     if (state_miss)
@@ -467,7 +467,7 @@ int kvt_stidx_fail(kvt_stidx_t *self, kvt_opid_t op, bool state_miss, uint32_t *
 
 int kvt_stidx_abandon(kvt_stidx_t *self, kvt_opid_t op, uint32_t *free_slot)
 {
-    s_load_t *e = s_load(self, op);
+    kvt_stidx_lrec_t *e = s_load(self, op);
     if (!e) {
         self->stats.stale_reports++;
         return KVT_STIDX_STALE;
@@ -478,7 +478,7 @@ int kvt_stidx_abandon(kvt_stidx_t *self, kvt_opid_t op, uint32_t *free_slot)
 
 int kvt_stidx_orphan(kvt_stidx_t *self, kvt_opid_t op, uint64_t now_us)
 {
-    s_load_t *e = s_load(self, op);
+    kvt_stidx_lrec_t *e = s_load(self, op);
     if (!e || e->state == E_ORPHAN)
         return -1;
     bool unsent = e->state == E_ARMED;
@@ -498,7 +498,7 @@ uint32_t kvt_stidx_reclaim(kvt_stidx_t *self, uint64_t now_us, uint64_t timeout_
         return 0;
     uint32_t n = 0;
     while (n < cap && self->orphans.head != KVT_ILIST_NONE) {
-        s_load_t *e = &self->loads[self->orphans.head];
+        kvt_stidx_lrec_t *e = &self->loads[self->orphans.head];
         if (now_us < e->t_us || now_us - e->t_us < timeout_us)
             break; //  the list is in orphan order: the rest are younger
         if (ops)
@@ -515,7 +515,7 @@ bool kvt_stidx_load_of(const kvt_stidx_t *self, uint64_t req, kvt_stidx_load_t *
     uint32_t i;
     if (!kvt_hmap_get(self->by_req, kvt_hmap_key64(req), &i))
         return false;
-    const s_load_t *e = &self->loads[i];
+    const kvt_stidx_lrec_t *e = &self->loads[i];
     if (out) {
         out->op = e->op;
         out->hash = e->hash;
@@ -528,7 +528,7 @@ bool kvt_stidx_load_of(const kvt_stidx_t *self, uint64_t req, kvt_stidx_load_t *
 
 bool kvt_stidx_is_orphan(const kvt_stidx_t *self, kvt_opid_t op)
 {
-    const s_load_t *e = s_load(self, op);
+    const kvt_stidx_lrec_t *e = s_load(self, op);
     return e && e->state == E_ORPHAN;
 }
 

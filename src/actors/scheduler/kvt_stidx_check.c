@@ -8,7 +8,7 @@
 // ------------------------------------------------------- stats and audit --
 
 //  Enters phase p of c's pass, remembering the epoch of the table it walks.
-static void s_begin(const kvt_stidx_t *self, s_cursor_t *c, uint8_t p)
+static void s_begin(const kvt_stidx_t *self, kvt_stidx_cursor_t *c, uint8_t p)
 {
     memset(c, 0, sizeof(*c));
     c->phase = p;
@@ -22,17 +22,17 @@ static bool s_same(kvt_hash_t a, kvt_hash_t b)
 
 //  Load record i: a live record is found under its own operation id and its
 //  own slot.
-static int s_check_load(const kvt_stidx_t *self, s_cursor_t *c, uint32_t i, char *err,
+static int s_check_load(const kvt_stidx_t *self, kvt_stidx_cursor_t *c, uint32_t i, char *err,
                         size_t errlen)
 {
-    const s_load_t *e = &self->loads[i];
+    const kvt_stidx_lrec_t *e = &self->loads[i];
     if (e->state == E_FREE)
         return 0;
     c->live++;
     c->armed += e->state == E_ARMED;
     c->orphans += e->state == E_ORPHAN;
     uint32_t j, k;
-    if (!kvt_hmap_get(self->by_op, s_opkey(e->op), &j) || j != i ||
+    if (!kvt_hmap_get(self->by_op, kvt_stidx_opkey(e->op), &j) || j != i ||
         (e->slot != KVT_STIDX_NO_SLOT &&
          (!kvt_hmap_get(self->by_slot, kvt_hmap_key64(e->slot), &k) || k != i))) {
         snprintf(err, errlen, "stidx: load of req %llu gen %u (slot %u) is not under its keys",
@@ -46,10 +46,10 @@ static int s_check_load(const kvt_stidx_t *self, s_cursor_t *c, uint32_t i, char
 static int s_check_entry(const kvt_stidx_t *self, uint8_t phase, kvt_hash_t key, uint32_t i,
                          char *err, size_t errlen)
 {
-    const s_load_t *e = i < self->loads_cap ? &self->loads[i] : NULL;
+    const kvt_stidx_lrec_t *e = i < self->loads_cap ? &self->loads[i] : NULL;
     bool ok = e && e->state != E_FREE;
     if (ok && phase == C_BY_OP)
-        ok = s_same(key, s_opkey(e->op));
+        ok = s_same(key, kvt_stidx_opkey(e->op));
     else if (ok && phase == C_BY_SLOT)
         ok = s_same(key, kvt_hmap_key64(e->slot));
     else if (ok)
@@ -66,7 +66,7 @@ static int s_check_entry(const kvt_stidx_t *self, uint8_t phase, kvt_hash_t key,
 }
 
 //  Image record i: an indexed record is found under its hash.
-static int s_check_image(const kvt_stidx_t *self, s_cursor_t *c, uint32_t i, char *err,
+static int s_check_image(const kvt_stidx_t *self, kvt_stidx_cursor_t *c, uint32_t i, char *err,
                          size_t errlen)
 {
     if (!self->images[i].indexed)
@@ -85,7 +85,7 @@ static int s_check_image(const kvt_stidx_t *self, s_cursor_t *c, uint32_t i, cha
 //  A phase compares its totals with the counters only when its table did not
 //  change while it walked it (its epoch); the entry checks hold whatever
 //  changed between two slices. 0, or -1 with the first mismatch in err.
-static int s_keyset(const kvt_stidx_t *self, s_cursor_t *c, uint64_t budget, char *err,
+static int s_keyset(const kvt_stidx_t *self, kvt_stidx_cursor_t *c, uint64_t budget, char *err,
                     size_t errlen)
 {
     const kvt_stidx_stats_t *st = &self->stats;
@@ -168,7 +168,7 @@ int kvt_stidx_check(const kvt_stidx_t *self, bool deep, char *err, size_t errlen
     //  operation id and its own slot, every map entry points at a live record
     //  with its key, every indexed image is found under its hash; then the
     //  LRU itself is walked.
-    s_cursor_t c;
+    kvt_stidx_cursor_t c;
     s_begin(self, &c, C_LOADS);
     if (s_keyset(self, &c, UINT64_MAX, err, errlen) != 0)
         return -1;
@@ -205,7 +205,7 @@ void kvt_stidx_stats(kvt_stidx_t *self, kvt_stidx_stats_t *out)
         self->stats.invariant_violations++;
         if (!self->warned_invariant) {
             self->warned_invariant = true;
-            s_log(self, err);
+            kvt_stidx_log(self, err);
         }
     }
     self->stats.images = self->lru.count;

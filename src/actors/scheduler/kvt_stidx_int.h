@@ -22,7 +22,7 @@ typedef struct {
     bool hold_spent;       //  a hold expired: admit without waiting until new evidence
     bool indexed;          //  in the LRU and under its hash (else on the free stack)
     kvt_ilink_t link;      //  LRU (used) or free stack
-} s_image_t;
+} kvt_stidx_image_t;
 
 //  One state load.
 typedef struct {
@@ -32,7 +32,7 @@ typedef struct {
     uint8_t state;    //  E_*
     uint64_t t_us;    //  request time; orphan time once orphaned
     kvt_ilink_t link; //  armed list, orphan list (orphan order) or free list
-} s_load_t;
+} kvt_stidx_lrec_t;
 
 //  Phases of a key-set pass, in order.
 enum { C_LOADS = 0, C_BY_OP, C_BY_SLOT, C_BY_REQ, C_IMAGES, C_DONE };
@@ -47,42 +47,42 @@ typedef struct {
     uint64_t armed;   //  C_LOADS: armed records seen
     uint64_t orphans; //  C_LOADS: orphaned records seen
     uint32_t images;  //  C_IMAGES: indexed records seen
-} s_cursor_t;
+} kvt_stidx_cursor_t;
 
 struct _kvt_stidx_t {
-    kvt_stidx_cfg_t cfg;     //  configuration (defaults applied)
-    s_image_t *images;       //  image records (hash_cap)
-    kvt_ilist_t lru;         //  indexed images, old → young
-    kvt_ilist_t img_free;    //  unused image records
-    kvt_hmap_t *by_hash;     //  hash → image record
-    uint64_t round;          //  last touch round handed out
-    s_load_t *loads;         //  load records
-    uint32_t loads_cap;      //  records allocated
-    kvt_ilist_t load_free;   //  unused load records
-    kvt_ilist_t armed;       //  E_ARMED, request order
-    kvt_ilist_t orphans;     //  E_ORPHAN, orphan order (oldest at the head)
-    kvt_hmap_t *by_op;       //  {gen, req} → load record
-    kvt_hmap_t *by_req;      //  req → load record of its latest admission
-    kvt_hmap_t *by_slot;     //  slot → load record holding it
-    uint64_t slotless;       //  live loads with no slot (KVT_STIDX_NO_SLOT)
-    uint64_t load_epoch;     //  bumped when a load record changes state
-    uint64_t img_epoch;      //  bumped when an image record is indexed or freed
-    s_cursor_t cur;          //  the stats reads' key-set pass
-    bool warned_expiry;      //  the first expired hold was warned
-    bool warned_invariant;   //  the first invariant violation was warned
-    kvt_stidx_stats_t stats; //  counters
+    kvt_stidx_cfg_t cfg;       //  configuration (defaults applied)
+    kvt_stidx_image_t *images; //  image records (hash_cap)
+    kvt_ilist_t lru;           //  indexed images, old → young
+    kvt_ilist_t img_free;      //  unused image records
+    kvt_hmap_t *by_hash;       //  hash → image record
+    uint64_t round;            //  last touch round handed out
+    kvt_stidx_lrec_t *loads;   //  load records
+    uint32_t loads_cap;        //  records allocated
+    kvt_ilist_t load_free;     //  unused load records
+    kvt_ilist_t armed;         //  E_ARMED, request order
+    kvt_ilist_t orphans;       //  E_ORPHAN, orphan order (oldest at the head)
+    kvt_hmap_t *by_op;         //  {gen, req} → load record
+    kvt_hmap_t *by_req;        //  req → load record of its latest admission
+    kvt_hmap_t *by_slot;       //  slot → load record holding it
+    uint64_t slotless;         //  live loads with no slot (KVT_STIDX_NO_SLOT)
+    uint64_t load_epoch;       //  bumped when a load record changes state
+    uint64_t img_epoch;        //  bumped when an image record is indexed or freed
+    kvt_stidx_cursor_t cur;    //  the stats reads' key-set pass
+    bool warned_expiry;        //  the first expired hold was warned
+    bool warned_invariant;     //  the first invariant violation was warned
+    kvt_stidx_stats_t stats;   //  counters
 };
 
 #define S_IMG_LINKS(self)  KVT_ILINKS((self)->images, link)
 #define S_LOAD_LINKS(self) KVT_ILINKS((self)->loads, link)
 
-static inline void s_log(kvt_stidx_t *self, const char *line)
+static inline void kvt_stidx_log(kvt_stidx_t *self, const char *line)
 {
     if (self->cfg.log)
         self->cfg.log(self->cfg.log_arg, line);
 }
 
-static inline kvt_hash_t s_opkey(kvt_opid_t op)
+static inline kvt_hash_t kvt_stidx_opkey(kvt_opid_t op)
 {
     kvt_hash_t k = {op.gen, op.req};
     return k;
