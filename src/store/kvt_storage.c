@@ -22,6 +22,7 @@ void kvt_storage_config_defaults(kvt_storage_config_t *cfg)
     memset(cfg, 0, sizeof(*cfg));
     kvt_pool_config_defaults(&cfg->pool);
     kvt_disk_config_defaults(&cfg->disk);
+    kvt_remote_config_defaults(&cfg->remote);
     cfg->disk_enabled = false;
     cfg->write_policy = KVT_WRITE_ALWAYS;
 }
