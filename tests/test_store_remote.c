@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/kvt_test_redis.h"
 #include "kvtier/kvt_storage.h"
@@ -305,4 +306,83 @@ Test(storage_remote, a_second_replay_resumes_from_what_the_first_stored)
                  0);
     kvt_replay_report_clear(r);
     free(r);
+}
+
+static void s_start_replicated(void)
+{
+    if (!kvt_tredis_available())
+        cr_skip_test("redis-server is not installed (tools/setup.sh installs it)");
+    kvt_tredis_start(&s_r, 3, 1);
+}
+
+//  The first object (from `from`) whose key lands in master m's slots (the
+//  test cluster gives master m slots [m*16384/3, (m+1)*16384/3)).
+static uint64_t s_object_on(uint32_t m, uint64_t from)
+{
+    for (uint64_t i = from;; i++) {
+        char name[160];
+        s_name(0, 1, 7, i, name, sizeof name);
+        unsigned slot = kvt_rcluster_slot(name, strlen(name));
+        if (slot >= m * 16384u / 3 && slot < (m + 1) * 16384u / 3)
+            return i;
+    }
+}
+
+Test(storage_failover, a_killed_master_is_a_counted_miss_until_its_replica_takes_over,
+     .init = s_start_replicated, .fini = s_stop, .timeout = 60)
+{
+    kvt_storage_t *a = s_storage(0, 1, 7);
+    uint64_t i = s_object_on(0, 0), j = s_object_on(0, i + 1), other = s_object_on(1, 0);
+    s_put(a, i);
+    s_put(a, other);
+    //  The replica (node 3) has it before the master dies.
+    char name[160];
+    s_name(0, 1, 7, i, name, sizeof name);
+    redisContext *rc3 = kvt_tredis_conn(&s_r, 3);
+    cr_assert(rc3 && !rc3->err);
+    freeReplyObject(redisCommand(rc3, "READONLY"));
+    bool replicated = false;
+    for (int w = 0; w < 500 && !replicated; w++) {
+        redisReply *rep = redisCommand(rc3, "EXISTS %s", name);
+        replicated = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        freeReplyObject(rep);
+        if (!replicated) {
+            struct timespec ts = {.tv_nsec = 10000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    redisFree(rc3);
+    cr_assert(replicated, "the replica never got %s", name);
+    kvt_tredis_kill(&s_r, 0);
+
+    kvt_storage_t *b = s_storage(0, 1, 7);
+    kvt_holder_t h = s_holder(b);
+    cr_assert_eq(s_get(b, h, i), KVT_STORE_ENOTFOUND, "its master is down: a miss");
+    cr_assert_eq(s_get_ok(b, h, other), KVT_TIER_REMOTE, "the other masters still serve");
+    uint8_t buf[UNIT];
+    s_fill(buf, sizeof buf, j);
+    cr_assert_eq(kvt_storage_put(b, NS, s_key(j), KVT_OBJ_KV, buf, sizeof buf), KVT_STORE_OK,
+                 "the pool still takes it");
+    kvt_storage_stats_t st;
+    kvt_storage_stats(b, &st);
+    cr_assert_geq(st.remote.get_errors, 1);
+    cr_assert_eq(st.remote_writes_failed, 1, "the write to the dead master is dropped, counted");
+
+    //  The cluster fails the master over to its replica (node 3).
+    bool over = false;
+    for (int w = 0; w < 300 && !over; w++) {
+        over = kvt_tredis_owner(&s_r, 1, 0) == 3;
+        if (!over) {
+            struct timespec ts = {.tv_nsec = 20000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cr_assert(over, "the replica did not take over");
+    kvt_storage_t *c = s_storage(0, 1, 7);
+    kvt_holder_t hc = s_holder(c);
+    cr_assert_eq(s_get_ok(c, hc, i), KVT_TIER_REMOTE, "served by the promoted replica");
+    cr_assert_eq(s_get_ok(b, h, i), KVT_TIER_REMOTE, "the old client reloads its map and follows");
+    kvt_storage_destroy(&a);
+    kvt_storage_destroy(&b);
+    kvt_storage_destroy(&c);
 }
