@@ -141,6 +141,20 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
         sc.disk.io_mode = cfg->driver == KVT_DRIVER_SIM ? KVT_DISK_IO_INLINE : KVT_DISK_IO_THREADS;
         sc.write_policy = cfg->disk_write_on_evict ? KVT_WRITE_ON_EVICT : KVT_WRITE_ALWAYS;
     }
+    if (cfg->remote) {
+        //  Whose bytes these are, as on disk: a value of another namespace,
+        //  rank, TP width or geometry is a counted miss, never a resume.
+        char layout[160];
+        snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb,
+                 cfg->layers, cfg->planes, cfg->chunk_size);
+        sc.remote_enabled = true;
+        sc.remote.seeds = cfg->remote;
+        sc.remote.rank = r;
+        sc.remote.world_size = cfg->tp;
+        sc.remote.layout_id =
+            cfg->layout_id ? cfg->layout_id : kvt_namespace_id(kvt_namespace_hash(layout));
+        sc.remote.ns_id = kvt_namespace_id(kvt_rank_namespace(cfg));
+    }
     rk->storage = kvt_storage_new(&sc, err, errlen);
     if (!rk->storage)
         return -1;
