@@ -40,6 +40,9 @@ static void s_usage(FILE *out)
         "  --cpu-pool SIZE    CPU tier per rank, real bytes; 0 disables it (default 128GiB)\n"
         "  --disk-dir DIR     disk tier below the CPU pool, DIR/rank<r> per rank (default none)\n"
         "  --disk-pool SIZE   disk tier per rank, real bytes (default 1TiB)\n"
+        "  --instances N      N modelled engine instances (1..64, default 1), each its own\n"
+        "                     scheduler, ranks, HBM, CPU pool and disk directory; requests\n"
+        "                     routed by prefix affinity (docs/user-guide.md)\n"
         "  --byte-scale K     pools store K times fewer bytes than their real size (default:\n"
         "                     the model's real KV bytes per token per rank over the stored\n"
         "                     geometry's, said at start; 1 = sizes are stored bytes)\n"
@@ -323,7 +326,10 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
         json_t *actor = s_child(counters, c->actor);
         bool lossy;
         char *name = s_utf8_copy(c->c.name, &lossy);
-        rc |= actor && name ? json_object_set_new(actor, name, s_u64(c->c.value)) : -1;
+        //  With several instances an actor name repeats: its values add up.
+        json_t *had = actor && name ? json_object_get(actor, name) : NULL;
+        uint64_t v = c->c.value + (had ? (uint64_t)json_integer_value(had) : 0);
+        rc |= actor && name ? json_object_set_new(actor, name, s_u64(v)) : -1;
         free(name);
     }
     rc |= json_object_set(root, "counters", counters);
@@ -386,6 +392,7 @@ static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_re
     rc |= json_object_set_new(eng, "drain_s", s_real((double)e->drain_us / 1e6, 3));
     rc |= json_object_set_new(eng, "arrival_span_s", s_real((double)e->span_us / 1e6, 3));
     rc |= json_object_set_new(eng, "saturated", json_boolean(e->saturated));
+    rc |= json_object_set_new(eng, "instances", json_integer(cfg->instances ? cfg->instances : 1));
     rc |= json_object_set_new(root, "engine", eng);
     rc |= json_object_set_new(root, "requests_per_wall_s",
                               s_real(r->wall_s > 0 ? (double)e->requests / r->wall_s : 0, 1));
@@ -426,8 +433,8 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            (double)e->save_link_us / 1e6);
     if (e->saturated)
         printf("  SATURATED     the engine ended %.1f s after the last arrival (arrivals span "
-               "%.1f s): queueing dominates the TTFT. Offer less load (--limit, a later part of "
-               "the trace) or give the engine more (--cost prefill_tps=..., --tp)\n",
+               "%.1f s): queueing dominates the TTFT. Serve the trace with more engines "
+               "(--instances N) or faster ones (--tp, --cost prefill_tps=...)\n",
                (double)e->drain_us / 1e6, (double)e->span_us / 1e6);
     if (cfg->state_bytes) {
         printf("  model         %s, state %" PRIu64 " bytes/request/rank, checkpoint every %u "
@@ -561,6 +568,9 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
                     *fields[k] = (uint32_t)n;
                     bad = 0;
                 }
+        } else if (!strcmp(a, "--instances")) {
+            if ((bad = kvt_cli_uint(v, 1, 64, &n)) == 0)
+                own.instances = (uint32_t)n;
         } else if (!strcmp(a, "--byte-scale")) {
             if ((bad = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
                 scale = (uint32_t)n;
@@ -625,6 +635,7 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->fault_miss_state = own.fault_miss_state;
     cfg->wall_limit_ms = own.wall_limit_ms;
     cfg->cost = cost[0] ? cost : NULL;
+    cfg->instances = own.instances;
     cfg->byte_scale = scale ? scale : kvt_replay_byte_scale(cfg);
     uint64_t real[3];
     kvt_replay_real_sizes(cfg->model, &real[0], &real[1], &real[2]);

@@ -64,6 +64,9 @@ typedef struct {
     uint32_t byte_scale;           //  every pool stores byte_scale times fewer bytes than its
                                    //  size says (object counts, LRU order and decisions kept;
                                    //  kvt_replay_byte_scale); 0 or 1 = none (default 1)
+    uint32_t instances;            //  engine instances serving the workload, each its own
+                                   //  scheduler, ranks and pools (kvt_workload_route); 0 or
+                                   //  1 = one (default)
     const char *cost;              //  cost model knobs over the model's defaults,
                                    //  "k=v,k=v" (kvt_cost_set; NULL = none)
     uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)
