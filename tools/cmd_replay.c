@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "replay/kvt_replay.h"
 #include "replay/kvt_replay_config.h"
@@ -669,6 +671,51 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     return 0;
 }
 
+//  The progress bar: one line on stderr, redrawn in place (only on a
+//  terminal, and not with --quiet).
+typedef struct {
+    struct timespec t0; //  when the run started
+    uint32_t total;     //  requests of the whole workload (the limit, or 0 = unknown)
+    uint64_t before;    //  requests ended by earlier instances
+    uint64_t last;      //  requests ended as of the last call (this instance)
+    uint32_t instance;  //  the instance of the last call
+    bool drawn;         //  a line is on the screen
+} s_bar_t;
+
+static void s_bar(void *arg, uint32_t instance, uint32_t instances,
+                  const kvt_sim_engine_result_t *e, uint64_t clock_us)
+{
+    s_bar_t *b = arg;
+    if (instance != b->instance) {
+        b->before += b->last;
+        b->instance = instance;
+    }
+    b->last = e->finished + e->rejected;
+    uint64_t done = b->before + b->last;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double el = (double)(t.tv_sec - b->t0.tv_sec) + (double)(t.tv_nsec - b->t0.tv_nsec) / 1e9;
+    double in = e->input_tokens ? (double)e->input_tokens : 1.0;
+    double hit = 100.0 * (double)(e->hbm_hit_tokens + e->tier_hit_tokens) / in;
+    char eta[32] = "?";
+    if (b->total && done)
+        snprintf(eta, sizeof eta, "%.0f s",
+                 el * (double)(b->total - (done < b->total ? done : b->total)) / (double)done);
+    char of[16] = "?";
+    if (b->total)
+        snprintf(of, sizeof of, "%u", b->total);
+    int pct = b->total ? (int)(100 * (done < b->total ? done : b->total) / b->total) : 0;
+    char bar[21];
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < pct / 5 ? '#' : '.';
+    bar[20] = 0;
+    fprintf(stderr,
+            "\r[%s] %" PRIu64
+            "/%s requests, instance %u/%u, %.0f s modelled, hits %.1f%%, ETA %s  ",
+            bar, done, of, instance + 1, instances, (double)clock_us / 1e6, hit, eta);
+    b->drawn = true;
+}
+
 int kvt_cmd_replay(int argc, char **argv)
 {
     kvt_config_t kc;
@@ -685,7 +732,18 @@ int kvt_cmd_replay(int argc, char **argv)
         return 1;
     }
     int status = 0;
-    if (kvt_replay_run(&cfg, rep, err, sizeof err) != 0) {
+    s_bar_t bar;
+    memset(&bar, 0, sizeof bar);
+    if (!quiet && isatty(STDERR_FILENO)) {
+        clock_gettime(CLOCK_MONOTONIC, &bar.t0);
+        bar.total = cfg.limit;
+        cfg.progress = s_bar;
+        cfg.progress_arg = &bar;
+    }
+    int ran = kvt_replay_run(&cfg, rep, err, sizeof err);
+    if (bar.drawn)
+        fprintf(stderr, "\r%*s\r", 120, "");
+    if (ran != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
         kvt_replay_report_clear(rep);
         free(rep);

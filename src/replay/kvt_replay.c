@@ -265,7 +265,16 @@ typedef struct {
     kvt_scheduler_args_t sched;               //  scheduler args
     kvt_aggregator_args_t agg;                //  aggregator args
     kvt_sim_engine_args_t engine;             //  engine args
+    const kvt_replay_cfg_t *real;             //  the configuration (its progress callback)
+    uint32_t instance;                        //  this run's instance
 } s_run_t;
+
+static void s_progress(void *arg, const kvt_sim_engine_result_t *so_far, uint64_t clock_us)
+{
+    const s_run_t *run = arg;
+    uint32_t n = run->real->instances > 1 ? run->real->instances : 1;
+    run->real->progress(run->real->progress_arg, run->instance, n, so_far, clock_us);
+}
 
 static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
 {
@@ -525,7 +534,7 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
 //  One engine instance's run over wl (consumed): cfg is the scaled
 //  configuration the ranks see, real the one the cost model sees.
 static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, kvt_workload_t *wl,
-                     kvt_replay_report_t *rep, char *err, size_t errlen)
+                     uint32_t instance, kvt_replay_report_t *rep, char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);
@@ -536,6 +545,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     }
     run->wl = wl;
     snprintf(rep->source, sizeof rep->source, "%s", run->wl->source);
+    run->instance = instance;
 
     size_t bb = s_block_bytes(cfg);
     uint32_t bpc = cfg->chunk_size / cfg->block_size;
@@ -622,6 +632,11 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->engine.scheduler = "scheduler";
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
+    if (real->progress) {
+        run->real = real;
+        run->engine.progress = s_progress;
+        run->engine.progress_arg = run;
+    }
     if (kvt_replay_cost(real, &run->engine.cost, err, errlen) != 0)
         goto fail;
 
@@ -831,7 +846,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
         return -1;
     uint32_t n = real->instances > 1 ? real->instances : 1;
     if (n == 1)
-        return s_run_one(real, &scaled, wl, rep, err, errlen);
+        return s_run_one(real, &scaled, wl, 0, rep, err, errlen);
     //  N instances, one after another, each its own scheduler, ranks and
     //  pools over the requests routed to it (its disk DIR/inst<k>).
     uint32_t *inst_of = calloc(wl->n ? wl->n : 1, sizeof *inst_of);
@@ -862,7 +877,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             snprintf(dir, sizeof dir, "%s/inst%u", real->disk_dir, k);
             one.disk_dir = dir;
         }
-        if (s_run_one(real, &one, sub, part, err, errlen) != 0)
+        if (s_run_one(real, &one, sub, k, part, err, errlen) != 0)
             goto cleanup;
         int merged = s_merge(rep, part, k);
         if (!rep->source[0])
