@@ -317,6 +317,14 @@ Test(cli, sweep_writes_one_row_per_value_as_separate_runs_do, .timeout = 120)
     cr_assert(strstr(s_out, want), "the separate run's hits differ: %s", s_out);
     snprintf(path, sizeof path, "%s/sweep.md", dir);
     cr_assert_eq(access(path, R_OK), 0, "the Markdown table is written");
+    snprintf(path, sizeof path, "%s/sweep.png", dir);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        FILE *png = fopen(path, "rb");
+        cr_assert_not_null(png, "gnuplot is installed: the plot is written");
+        fseek(png, 0, SEEK_END);
+        cr_assert_gt(ftell(png), 1000, "a non-empty PNG");
+        fclose(png);
+    }
     s_bad("replay --sweep foo=1", "--sweep foo");
     s_bad("replay --report /tmp/x", "--report needs --sweep");
     char cmd[160];

@@ -859,6 +859,7 @@ static int s_run_sweep(const kvt_replay_cfg_t *base)
         char cmd[1400];
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && command -v gnuplot >/dev/null 2>&1 && gnuplot -e \"set terminal png "
+                 "noenhanced "
                  "size 900,500; set output 'sweep.png'; set xlabel '%s'; set ylabel 'hit share'; "
                  "set y2label 'TTFT p50 (ms)'; set y2tics; set ytics nomirror; set style data "
                  "linespoints; plot 'sweep.tsv' using 0:6:xtic(1) title 'hit share' axes x1y1, '' "
