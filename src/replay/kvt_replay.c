@@ -220,11 +220,12 @@ int kvt_replay_mem_check(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         return 0;
     s_mem_refusals++;
     snprintf(err, errlen,
-             "memory: the run asks for %llu MiB (tp %u x (cpu-pool %llu MiB + hbm-pool %llu MiB)) "
-             "but can have %llu MiB (%s); lower --tp, --cpu-pool or --hbm-pool, or pass "
-             "--mem-overcommit",
+             "memory: the run asks for %llu MiB (tp %u x (cpu-pool %llu MiB + hbm-pool %llu MiB), "
+             "stored at byte scale %u) but can have %llu MiB (%s); lower --tp, --cpu-pool or "
+             "--hbm-pool, raise --byte-scale, or pass --mem-overcommit",
              (unsigned long long)(total >> 20), c->tp, (unsigned long long)(cpu >> 20),
-             (unsigned long long)(hbm >> 20), (unsigned long long)(lim.bytes >> 20), lim.source);
+             (unsigned long long)(hbm >> 20), c->byte_scale > 1 ? c->byte_scale : 1,
+             (unsigned long long)(lim.bytes >> 20), lim.source);
     if (!c->mem_overcommit)
         return -1;
     if (c->log_level >= 1)
