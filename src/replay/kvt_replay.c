@@ -900,6 +900,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
 cleanup:
     if (rc != 0)
         kvt_replay_report_clear(rep);
+    if (part)
+        kvt_replay_report_clear(part);
     free(inst_of);
     free(part);
     kvt_workload_destroy(&wl);
