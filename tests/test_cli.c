@@ -321,3 +321,54 @@ Test(cli, benchmarks_run_and_write_their_json, .timeout = 300)
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         cr_assert(strstr(buf, s[i]) != NULL, "bench store JSON lacks %s", s[i]);
 }
+
+//  A sweep runs once per value and its rows are what separate runs give;
+//  without gnuplot the report still writes its tables.
+Test(cli, sweep_writes_one_row_per_value_as_separate_runs_do, .timeout = 120)
+{
+    char dir[64], args[512], path[96];
+    snprintf(dir, sizeof dir, "/tmp/kvt-cli-%d-sweep", (int)getpid());
+    snprintf(args, sizeof args,
+             "replay --byte-scale 1 --hbm-pool 2MiB --limit 60 --log-level 0 "
+             "--sweep cpu_pool=0,32MiB --report %s",
+             dir);
+    cr_assert_eq(s_run(args), 0, "%s", s_err);
+    snprintf(path, sizeof path, "%s/sweep.tsv", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[512], val[2][32];
+    unsigned long long cpu[2] = {0, 0};
+    int rows = 0;
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' && rows < 2 && sscanf(line, "%31s %*u %llu", val[rows], &cpu[rows]) == 2)
+            rows++;
+        else if (line[0] != '#')
+            rows = 99;
+    fclose(f);
+    cr_assert_eq(rows, 2, "one row per value");
+    cr_assert_str_eq(val[0], "0");
+    cr_assert_str_eq(val[1], "32MiB");
+    cr_assert_eq(cpu[0], 0, "no CPU tier, no CPU hits");
+    cr_assert_gt(cpu[1], 0);
+    cr_assert_eq(s_run("replay --byte-scale 1 --hbm-pool 2MiB --limit 60 --log-level 0 "
+                       "--cpu-pool 32MiB"),
+                 0, "%s", s_err);
+    char want[64];
+    snprintf(want, sizeof want, "cpu %llu (", cpu[1]);
+    cr_assert(strstr(s_out, want), "the separate run's hits differ: %s", s_out);
+    snprintf(path, sizeof path, "%s/sweep.md", dir);
+    cr_assert_eq(access(path, R_OK), 0, "the Markdown table is written");
+    snprintf(path, sizeof path, "%s/sweep.png", dir);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        FILE *png = fopen(path, "rb");
+        cr_assert_not_null(png, "gnuplot is installed: the plot is written");
+        fseek(png, 0, SEEK_END);
+        cr_assert_gt(ftell(png), 1000, "a non-empty PNG");
+        fclose(png);
+    }
+    s_bad("replay --sweep foo=1", "--sweep foo");
+    s_bad("replay --report /tmp/x", "--report needs --sweep");
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}

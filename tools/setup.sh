@@ -10,6 +10,7 @@ pkgs=(
     libhiredis-dev redis-server redis-tools
     libamdhip64-dev
     clang clang-format libclang-rt-14-dev libfuzzer-14-dev
+    gnuplot-nox
 )
 
 missing=()
