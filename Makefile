@@ -41,4 +41,4 @@ format-check:
 	@tools/check.sh format
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-release build-debug build-fuzz

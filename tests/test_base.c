@@ -1,14 +1,17 @@
 /*  The building blocks of src/base, each against a plain model: the
     intrusive list (kvt_ilist), the binary heap (kvt_heap), the hash map
-    (kvt_hmap) and the growable array (kvt_vec). */
+    (kvt_hmap), the growable array (kvt_vec) and the printf-to-log helper
+    (kvt_logf). */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/kvt_heap.h"
 #include "base/kvt_hmap.h"
 #include "base/kvt_ilist.h"
+#include "base/kvt_logf.h"
 #include "base/kvt_vec.h"
 
 //  splitmix64: a seeded generator, so every run walks the same sequence.
@@ -615,4 +618,37 @@ Test(vec, an_overflowing_size_is_refused_and_changes_nothing)
     cr_assert_eq(kvt_vec_reserve((void **)&a, &cap, UINT32_MAX, SIZE_MAX), -1);
     cr_assert_eq(cap, KVT_VEC_MIN);
     free(a);
+}
+
+// ---------------------------------------------------------------- logf ----
+
+typedef struct {
+    int calls;       //  lines handed over
+    int level;       //  the last line's level
+    char line[1024]; //  the last line
+} s_sink_t;
+
+static void s_sink(void *arg, int level, const char *line)
+{
+    s_sink_t *k = arg;
+    k->calls++;
+    k->level = level;
+    snprintf(k->line, sizeof k->line, "%s", line);
+}
+
+Test(logf, formats_one_line_into_the_sink_and_a_null_sink_is_nothing)
+{
+    s_sink_t k = {0};
+    kvt_logf(s_sink, &k, 2, "lane %s: job %u failed (%d)", "load", 7u, -5);
+    cr_assert_eq(k.calls, 1);
+    cr_assert_eq(k.level, 2);
+    cr_assert_str_eq(k.line, "lane load: job 7 failed (-5)");
+    kvt_logf(NULL, &k, 0, "dropped %d", 1); //  no sink: nothing, no crash
+    cr_assert_eq(k.calls, 1);
+    char big[2000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    kvt_logf(s_sink, &k, 1, "%s", big);
+    cr_assert_eq(k.calls, 2);
+    cr_assert_eq(strlen(k.line), KVT_LOGF_LINE - 1, "a long line is cut, not overrun");
 }

@@ -106,10 +106,13 @@ Test(cli, bad_trace_line_exits_2_naming_line_and_field)
 
 Test(cli, sizes_accept_binary_suffixes)
 {
-    cr_assert_eq(s_run("replay --limit 5 --hbm-pool 8MiB --cpu-pool 33554432 --quiet"), 0, "%s",
-                 s_err);
-    cr_assert_eq(s_run("replay --limit 5 --hbm-pool 8m --cpu-pool 0.5GiB --quiet"), 2);
-    cr_assert_eq(s_run("replay --limit 5 --hbm-pool 8M --cpu-pool 1GiB --quiet"), 0, "%s", s_err);
+    cr_assert_eq(
+        s_run("replay --byte-scale 1 --limit 5 --hbm-pool 8MiB --cpu-pool 33554432 --quiet"), 0,
+        "%s", s_err);
+    cr_assert_eq(s_run("replay --byte-scale 1 --limit 5 --hbm-pool 8m --cpu-pool 0.5GiB --quiet"),
+                 2);
+    cr_assert_eq(s_run("replay --byte-scale 1 --limit 5 --hbm-pool 8M --cpu-pool 1GiB --quiet"), 0,
+                 "%s", s_err);
 }
 
 Test(cli, version_names_the_backends)
@@ -173,7 +176,8 @@ Test(cli, corrupted_restore_exits_1_reporting_one_wrong_resume, .timeout = 60)
     char json[64], args[256];
     snprintf(json, sizeof json, "/tmp/kvt-cli-%d-fault.json", (int)getpid());
     snprintf(args, sizeof args,
-             "replay --limit 160 --hbm-pool 2MiB --cpu-pool 32MiB --fault corrupt-resume=3 "
+             "replay --byte-scale 1 --limit 160 --hbm-pool 2MiB --cpu-pool 32MiB --fault "
+             "corrupt-resume=3 "
              "--log-level 0 --json %s",
              json);
     cr_assert_eq(s_run(args), 1, "a wrong resume exits 1: %s", s_err);
@@ -222,7 +226,8 @@ Test(cli, same_seed_in_two_processes_gives_one_trace_hash_two_seeds_two, .timeou
     uint64_t h[3];
     for (int run = 0; run < 3; run++) {
         snprintf(args, sizeof args,
-                 "replay --trace %s --seed %d --hbm-pool 2MiB --cpu-pool 32MiB --log-level 0 "
+                 "replay --trace %s --seed %d --byte-scale 1 --hbm-pool 2MiB --cpu-pool 32MiB "
+                 "--log-level 0 "
                  "--json %s",
                  trace, run < 2 ? 7 : 8, json);
         cr_assert_eq(s_run(args), 0, "%s", s_err);

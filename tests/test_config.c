@@ -357,6 +357,10 @@ Test(config, yaml_structure_is_one_flat_mapping)
     REFUSED(s_yaml("just text\n", &c), "scalar", "mapping of settings");
     REFUSED(s_yaml("- tp\n", &c), "sequence", "cfg.yaml:1", "a list");
     REFUSED(s_yaml("tp: 2\n---\ntp: 3\n", &c), "documents", "cfg.yaml:2", "one YAML document");
+    //  A name cut at a NUL byte would read as another setting (found by fuzz_config).
+    REFUSED(s_yaml("tp: 2\n\"cpu_pool\\0x\": 1GiB\n", &c), "NUL in a name", "cfg.yaml:2",
+            "name holds a NUL byte");
+    REFUSED(s_yaml("\"\\0\": 1\n", &c), "a name that is only a NUL", "cfg.yaml:1", "NUL byte");
     cr_assert_eq(s_yaml("", &c), 0, "an empty file: %s", s_err);
     cr_assert_eq(s_yaml("# nothing\n", &c), 0, "only a comment: %s", s_err);
     cr_assert_eq(s_yaml("---\ntp: 3\n...\n", &c), 0, "%s", s_err);

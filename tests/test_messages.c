@@ -17,7 +17,7 @@
 #include "messages/kvt_msg_schema.h"
 #include "messages/kvt_msg_test.h"
 
-#define CORPUS_DIR KVT_SOURCE_DIR "/tests/fuzz/corpus/decode"
+#define CORPUS_DIR KVT_SOURCE_DIR "/tests/corpus/decode"
 
 //  What one decode may allocate: the kept arrays are at most a few times
 //  the bytes they came from, plus the fixed-size tables (counters).

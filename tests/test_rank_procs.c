@@ -26,7 +26,7 @@
 
 //  A small workload that still restores from the CPU tier: a 2 MiB HBM
 //  pool (1024 blocks) under the synthetic sessions.
-#define SMALL "--limit 24 --hbm-pool 2MiB --cpu-pool 32MiB --log-level 0"
+#define SMALL "--byte-scale 1 --limit 24 --hbm-pool 2MiB --cpu-pool 32MiB --log-level 0"
 
 static uint64_t s_ms(void)
 {
@@ -372,9 +372,10 @@ Test(rank_procs, hybrid_replay_as_processes_matches_threads, .timeout = 180)
     snprintf(jp, sizeof jp, "%s-procs.json", tmp);
     snprintf(dt, sizeof dt, "%s-disk-threads", tmp);
     snprintf(dp, sizeof dp, "%s-disk-procs", tmp);
-#define HYBRID                                                                                   \
-    "--model qwen3-next-like --tp 2 --limit 100 --hbm-pool 2MiB --cpu-pool 64MiB --max-running " \
-    "8 --log-level 0 --quiet"
+#define HYBRID                                                                                    \
+    "--model qwen3-next-like --tp 2 --limit 100 --byte-scale 1 --hbm-pool 2MiB --cpu-pool 64MiB " \
+    "--disk-pool 4GiB "                                                                           \
+    "--max-running 8 --log-level 0 --quiet"
     snprintf(args, sizeof args, "replay --driver live " HYBRID " --disk-dir %s --json %s", dt, jt);
     int st = s_wait(s_start(tmp, args, out, err), 90000);
     s_slurp(err, buf, sizeof buf);

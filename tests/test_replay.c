@@ -643,3 +643,52 @@ Test(replay, lookup_rank0_asks_rank_0_only_and_restores_clean, .timeout = 120)
     kvt_replay_report_clear(r);
     free(r);
 }
+
+//  The byte scale keeps every decision: K = 64 with 64 times the sizes
+//  stores what K = 1 stores, so hits, loads and the trace hash agree.
+Test(replay, byte_scale_64_makes_the_same_decisions_as_1, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.limit = 60;
+    kvt_replay_report_t *a = s_run(&c);
+    s_assert_clean(a);
+    c.byte_scale = 64;
+    c.hbm_pool_bytes *= 64;
+    c.cpu_pool_bytes *= 64;
+    kvt_replay_report_t *b = s_run(&c);
+    s_assert_clean(b);
+    cr_assert_gt(a->hit_cpu_tokens, 0, "the small run restores from the CPU tier");
+    cr_assert_eq(a->hit_cpu_tokens, b->hit_cpu_tokens);
+    cr_assert_eq(a->engine.hbm_hit_tokens, b->engine.hbm_hit_tokens);
+    cr_assert_eq(a->engine.loads_ok, b->engine.loads_ok);
+    cr_assert_eq(a->saves_ok, b->saves_ok);
+    cr_assert_eq(a->trace_hash, b->trace_hash);
+    kvt_replay_report_clear(a);
+    kvt_replay_report_clear(b);
+    free(a);
+    free(b);
+    //  Scaled without the sizes, the pools are 64 times smaller: refused.
+    s_small(&c);
+    c.byte_scale = 64;
+    char err[256];
+    cr_assert_neq(kvt_replay_validate(&c, err, sizeof err), 0);
+    cr_assert(strstr(err, "byte scale 64"), "%s", err);
+}
+
+Test(replay, a_bad_cost_knob_is_refused_naming_it)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    char err[256];
+    c.cost = "prefill_tps=5e4,h2d_GBps=25";
+    cr_assert_eq(kvt_replay_validate(&c, err, sizeof err), 0, "%s", err);
+    c.cost = "prefill_tps=5e4,h2d_gbps=25";
+    cr_assert_neq(kvt_replay_validate(&c, err, sizeof err), 0);
+    cr_assert(strstr(err, "h2d_gbps"), "%s", err);
+    c.cost = "prefill_tps=0";
+    cr_assert_neq(kvt_replay_validate(&c, err, sizeof err), 0);
+    cr_assert(strstr(err, "prefill_tps"), "%s", err);
+    c.cost = "disk_GBps=-1";
+    cr_assert_neq(kvt_replay_validate(&c, err, sizeof err), 0);
+}

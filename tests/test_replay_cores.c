@@ -1000,7 +1000,16 @@ static void s_wl_free(kvt_workload_t *wl)
     free(wl);
 }
 
-//  Cost model of these tests: a step costs 1000 µs + 10 µs per token.
+//  Cost model of these tests: a step costs 1000 µs + 10 µs per token (no
+//  attention, decode or copy costs).
+static void s_linear_cost(kvt_cost_cfg_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->name = "linear";
+    c->step_us = 1000;
+    c->prefill_tps = 100000;
+}
+
 static kvt_sim_engine_core_t *s_engine(const kvt_workload_t *wl, uint32_t tp,
                                        kvt_sim_engine_result_t *res)
 {
@@ -1008,8 +1017,7 @@ static kvt_sim_engine_core_t *s_engine(const kvt_workload_t *wl, uint32_t tp,
     memset(&c, 0, sizeof c);
     c.wl = wl;
     c.tp = tp;
-    c.step_base_us = 1000;
-    c.token_ns = 10000;
+    s_linear_cost(&c.cost);
     memset(res, 0, sizeof *res);
     kvt_sim_engine_core_t *e = kvt_sim_engine_core_new(&c, res);
     cr_assert_not_null(e);
@@ -1300,6 +1308,153 @@ Test(sim_engine_core, counts_events_and_exits_after_the_last_stats_reply)
     cr_assert(res.done);
     cr_assert_eq(res.ncounters, 2);
     cr_assert_str_eq(res.counters[1].actor, "b");
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+Test(cost, attention_grows_with_context_and_decode_reads_its_kv)
+{
+    kvt_cost_cfg_t c;
+    s_linear_cost(&c);
+    c.attn_ps = 1000; //  1 ns per token per context token
+    c.hbm_GBps = 1;   //  1 byte per ns
+    c.kv_token_bytes = 10;
+    kvt_cost_work_t w0, w1, d;
+    memset(&w0, 0, sizeof w0);
+    memset(&w1, 0, sizeof w1);
+    memset(&d, 0, sizeof d);
+    kvt_cost_work_add(&w0, 0, 256, 10000);
+    kvt_cost_work_add(&w1, 8192, 8448, 10000);
+    //  Same tokens, 8192 more context each: 256 x 8192 ns more.
+    cr_assert_eq(kvt_cost_step_ns(&c, &w1) - kvt_cost_step_ns(&c, &w0), 256ull * 8192);
+    //  256 tokens at 10 µs, pairs 256 x 257 / 2 at 1 ns, 1 ms fixed.
+    cr_assert_eq(kvt_cost_step_ns(&c, &w0), 1000000 + 2560000 + 256 * 257 / 2);
+    //  A decode token at context 1000 reads 1000 tokens' KV: 10,000 ns.
+    kvt_cost_work_add(&d, 1000, 1001, 1000);
+    cr_assert_eq(d.decode_ctx, 1000);
+    cr_assert_eq(kvt_cost_step_ns(&c, &d), 1000000 + 10000 + 1001 + 10000);
+}
+
+Test(cost, a_cpu_hit_a_disk_hit_and_a_recompute_each_cost_their_own)
+{
+    kvt_cost_cfg_t c;
+    kvt_cost_defaults(&c, "dense", 2);
+    cr_assert(c.kv_token_bytes == 73728, "Qwen3-8B at TP 2: %f", c.kv_token_bytes);
+    //  4096 tokens: over the link at 51 GB/s plus its latency; from disk
+    //  the disk read comes first.
+    uint64_t cpu = kvt_cost_load_ns(&c, 4096, 0, 0);
+    uint64_t disk = kvt_cost_load_ns(&c, 4096, 4096, 0);
+    double bytes = 4096.0 * 73728;
+    cr_assert_eq(cpu, (uint64_t)(20000 + bytes / 51 + 0.5));
+    cr_assert_eq(disk, (uint64_t)(20000 + bytes / 51 + 100000 + bytes / 3.6 + 0.5));
+    kvt_cost_work_t w;
+    memset(&w, 0, sizeof w);
+    //  Recomputing them 32k tokens into a prompt: the attention over that
+    //  context makes even the disk read cheaper.
+    kvt_cost_work_add(&w, 32768, 36864, 65536);
+    uint64_t recompute = kvt_cost_step_ns(&c, &w) - (uint64_t)(c.step_us * 1e3);
+    cr_assert(cpu < disk && disk < recompute, "cpu %llu disk %llu recompute %llu",
+              (unsigned long long)cpu, (unsigned long long)disk, (unsigned long long)recompute);
+    cr_assert_eq(kvt_cost_load_ns(&c, 0, 0, 0), 0, "nothing to copy costs nothing");
+    kvt_cost_defaults(&c, "qwen3-next-like", 2);
+    cr_assert_gt(kvt_cost_load_ns(&c, 256, 0, 1), kvt_cost_load_ns(&c, 256, 0, 0),
+                 "a state image adds its bytes");
+    char err[128];
+    cr_assert_eq(kvt_cost_set(&c, "h2d_GBps=25", err, sizeof err), 0, "%s", err);
+    cr_assert(c.h2d_GBps == 25);
+    cr_assert_neq(kvt_cost_set(&c, "h2d_GBps=", err, sizeof err), 0);
+    cr_assert_neq(kvt_cost_set(&c, "nope=1", err, sizeof err), 0);
+}
+
+//  A request restored from the CPU tier gets its first token one step after
+//  its copy ended: the copy time is what the hit costs. Another request in
+//  the same step is not delayed.
+Test(sim_engine_core, a_load_delays_the_first_token_of_its_request_by_the_copy_time)
+{
+    uint64_t at[] = {0, 0};
+    uint32_t len[] = {1024, 100};
+    kvt_workload_t *wl = s_wl(2, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.wl = wl;
+    c.tp = 1;
+    s_linear_cost(&c.cost);
+    c.cost.kv_token_bytes = 1000;
+    c.cost.h2d_GBps = 0.1; //  768 tokens x 1000 B at 0.1 B/ns: 7.68 ms
+    c.cost.h2d_lat_us = 20;
+    memset(&res, 0, sizeof res);
+    kvt_sim_engine_core_t *e = kvt_sim_engine_core_new(&c, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    //  Step 1 (t = 0): the load of [0, 768) goes out; request 1 prefills.
+    kvt_load_spec_t ld;
+    memset(&ld, 0, sizeof ld);
+    ld.op.req = 0;
+    ld.op.gen = 1;
+    ld.start = 0;
+    ld.end = 768;
+    kvt_entry_t w1[] = {s_work(1, 0, 50)};
+    kvt_step_plan_t p = s_plan(1, w1, 1, false);
+    p.loads = &ld;
+    p.nloads = 1;
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0, "%s", out.note);
+    kvt_step_done_t d = s_done(1, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d, &out), 0);
+    cr_assert_eq(out.schedule.now_us, 1500, "1000 + 50 x 10 µs");
+    //  Step 2 (t = 1500): the verdict; the tail [768, 1024) and the rest of
+    //  request 1 run: 1000 + 306 x 10 = 4060 µs, ending at 5560. The copy
+    //  ended at 20 + 7680 = 7700, so request 0's first token comes at
+    //  7700 + 4060; request 1's at the step's end.
+    kvt_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.op = ld.op;
+    ev.type = KVT_EV_LOADED;
+    ev.a = 768;
+    ev.b = 768;
+    kvt_entry_t w2[] = {s_work(0, 768, 1024), s_work(1, 50, 100)};
+    p = s_plan(2, w2, 2, false);
+    p.events = &ev;
+    p.nevents = 1;
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0, "%s", out.note);
+    d = s_done(2, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_done(e, &d, &out), 0);
+    p = s_plan(3, NULL, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    kvt_sim_engine_core_stats_asked(e, 0, &out);
+    cr_assert(res.done);
+    cr_assert(res.ttft_p50_ms == 5.56, "request 1 is not delayed: %f", res.ttft_p50_ms);
+    cr_assert_eq(res.load_copy_us, 7700);
+    cr_assert_eq(res.load_wait_us, 7700 + 4060 - 5560, "request 0 waited for its copy");
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+Test(sim_engine_core, a_run_that_ends_long_after_its_last_arrival_is_saturated)
+{
+    cr_assert(!kvt_sim_engine_saturated(9000000, 0), "under 10 s of drain");
+    cr_assert(!kvt_sim_engine_saturated(50000000, 1000000000), "under a tenth of the span");
+    cr_assert(kvt_sim_engine_saturated(150000000, 1000000000));
+    //  One request at t = 0 whose prompt takes 20 s: the drain is 20 s.
+    uint64_t at[] = {0};
+    uint32_t len[] = {2000000};
+    kvt_workload_t *wl = s_wl(1, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 1, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    kvt_entry_t w[] = {s_work(0, 0, 2000000)};
+    s_step(e, 1, w, 1, &out);
+    kvt_step_plan_t p = s_plan(out.schedule.step, NULL, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    kvt_sim_engine_core_stats_asked(e, 0, &out);
+    cr_assert(res.done);
+    cr_assert_eq(res.busy_us, 1000 + 20000000);
+    cr_assert(res.utilisation == 1.0, "%f", res.utilisation);
+    cr_assert_eq(res.drain_us, 20001000);
+    cr_assert(res.saturated);
     kvt_sim_engine_core_destroy(&e);
     kvt_sim_engine_result_clear(&res);
     s_wl_free(wl);

@@ -77,8 +77,9 @@ static json_t *s_replay(const char *trace_name, const char *seed)
     snprintf(report, sizeof report, "%s/report.json", s_dir);
     s_write_trace(trace, 6);
     //  A small CPU pool: the default one takes seconds to set up.
-    char *argv[] = {KVTIER,   "replay",     "--trace",    trace,  "--json",  report,
-                    "--seed", (char *)seed, "--cpu-pool", "4MiB", "--quiet", NULL};
+    char *argv[] = {KVTIER,       "replay",     "--trace",      trace, "--json",     report,
+                    "--seed",     (char *)seed, "--byte-scale", "1",   "--hbm-pool", "16MiB",
+                    "--cpu-pool", "4MiB",       "--quiet",      NULL};
     cr_assert_eq(s_run(argv), 0, "kvtier replay failed: %s", s_err);
     json_error_t e;
     json_t *root = json_load_file(report, JSON_REJECT_DUPLICATES, &e);

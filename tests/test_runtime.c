@@ -1,6 +1,7 @@
 /*  test_runtime.c — the actor runtime under the SIM driver: ping-pong,
     fan-out/fan-in, timers, determinism, every fault hook, crash/restart,
-    decode errors, the trace and its reader. */
+    decode errors, the trace and its reader, and what each driver answers
+    for itself. */
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -913,6 +914,45 @@ Test(runtime_trace, rejects_missing_file, .timeout = 30)
 }
 
 // -------------------------------------------------------- throughput -------
+
+// ------------------------------------------------------------- driver -----
+
+//  The driver is chosen once, by kvt_system_new, and everything after asks
+//  it: a SIM system refuses remote actors and a post after stop (nothing
+//  would deliver it: a send error on "$system"); a LIVE one accepts a
+//  remote actor; an unknown driver is refused.
+Test(runtime_driver, each_driver_answers_for_itself, .timeout = 30)
+{
+    kvt_system_opts_t bad = {.driver = (kvt_driver_t)7, .log_level = 0};
+    cr_assert_null(kvt_system_new(&bad), "an unknown driver was accepted");
+
+    kvt_system_t *sys = s_sim(5);
+    cr_assert_eq(kvt_system_now(sys), 0);
+    cr_assert_eq(kvt_system_add_remote(sys, "r", "tcp://127.0.0.1:1"), KVT_AID_NONE,
+                 "the SIM driver took a remote actor");
+    static s_sink_args_t sa;
+    memset(&sa, 0, sizeof sa);
+    kvt_aid_t sink = kvt_system_add(sys, "sink", &s_sink_class, &sa, NULL);
+    cr_assert_eq(kvt_system_start(sys), 0);
+    kvt_msg_t m = s_ping(1);
+    cr_assert_eq(kvt_system_post(sys, sink, &m), 0);
+    cr_assert_eq(kvt_system_run(sys, 0, 0), KVT_RUN_QUIESCENT);
+    cr_assert_eq(sa.n, 1);
+    kvt_system_stop(sys);
+    cr_assert_eq(kvt_system_post(sys, sink, &m), -1, "a post after stop was accepted");
+    kvt_actor_stats_t st;
+    cr_assert_eq(kvt_system_actor_stats(sys, KVT_AID_SYSTEM, &st), 0);
+    cr_assert_eq(st.send_errors, 1, "the refused post was not counted");
+    cr_assert_eq(st.sent, 1);
+    kvt_system_destroy(&sys);
+
+    kvt_system_opts_t lo = {.driver = KVT_DRIVER_LIVE, .name = "tl", .log_level = 0};
+    sys = kvt_system_new(&lo);
+    cr_assert_not_null(sys);
+    cr_assert_neq(kvt_system_add_remote(sys, "r", "tcp://127.0.0.1:1"), KVT_AID_NONE,
+                  "the LIVE driver refused a remote actor");
+    kvt_system_destroy(&sys);
+}
 
 Test(runtime_sim, throughput, .timeout = 120)
 {

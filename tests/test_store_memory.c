@@ -184,6 +184,31 @@ Test(mem_limit, a_v1_limit_counts_and_its_unlimited_value_does_not, .init = s_tr
     cr_assert(strstr(lim.source, "v1 memory.limit_in_bytes"), "%s", lim.source);
 }
 
+//  A cgroup path longer than the source field keeps its end (the file that
+//  holds the limit) behind "...", whole and terminated.
+Test(mem_limit, a_long_cgroup_path_keeps_its_file_in_the_source, .init = s_tree)
+{
+    char rel[200] = "cg/", cgline[200] = "0::/";
+    for (int i = 0; i < 12; i++) {
+        strcat(rel, "deep-cgroup-");
+        strcat(cgline, "deep-cgroup-");
+        strcat(rel, i < 11 ? "/" : "end");
+        strcat(cgline, i < 11 ? "/" : "end");
+    }
+    strcat(rel, "/memory.max");
+    strcat(cgline, "\n");
+    s_write("proc/meminfo", s_meminfo);
+    s_write("proc/self/cgroup", cgline);
+    s_write(rel, "6442450944\n");
+    kvt_mem_limit_t lim;
+    s_read(&lim, 0);
+    cr_assert_eq(lim.bytes, 6ull << 30);
+    size_t n = strlen(lim.source);
+    cr_assert_lt(n, sizeof lim.source);
+    cr_assert(strstr(lim.source, "cgroup v2 memory.max (..."), "%s", lim.source);
+    cr_assert(n > 16 && !strcmp(lim.source + n - 16, "-end/memory.max)"), "%s", lim.source);
+}
+
 Test(mem_limit, memtotal_stands_in_for_memavailable_and_nothing_means_unknown, .init = s_tree)
 {
     s_write("proc/meminfo", "MemTotal:       1048576 kB\n");

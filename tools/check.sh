@@ -6,12 +6,17 @@
 #   4. TSan build, the binaries whose code runs threads (runtime, gpu, store, replay,
 #      ranks, lanes, worker, benchmarks, actors, fence board)
 #      (Criterion cannot run under TSan: these link the stand-in in tests/tsan)
-# Usage: tools/check.sh [format|plain|asan|tsan]...   (default: all stages)
+#   5. Release and Debug builds (warnings as errors, every target), each with a
+#      smoke replay (dense with a disk tier, hybrid) that must end with 0 wrong
+#      resumes: optimisation levels warn differently (gcc's format-truncation)
+#   6. fuzz: the libFuzzer targets built with clang (build-fuzz), each run once
+#      over its corpus in tests/corpus/<target> (no new inputs: -runs=0)
+# Usage: tools/check.sh [format|plain|asan|tsan|release|debug|fuzz]...   (default: all stages)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(format plain asan tsan)
+[ ${#stages[@]} -eq 0 ] && stages=(format plain asan tsan release debug fuzz)
 failed=()
 
 stage_format() {
@@ -46,6 +51,49 @@ stage_build_and_test() { # name dir pattern flags...
     tools/run-tests.sh "$dir" "$pattern"
 }
 
+stage_build_and_smoke() { # name dir build-type
+    local name=$1 dir=$2 type=$3 tmp out
+    echo "== $name: build ($dir, CMAKE_BUILD_TYPE=$type)"
+    build "$dir" -DCMAKE_BUILD_TYPE="$type" || { echo "$name: build failed"; return 1; }
+    echo "== $name: smoke replay"
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvt-smoke-XXXXXX") || return 1
+    local ok=0
+    for args in "--limit 300 --cpu-pool 8MiB --disk-dir $tmp/disk" "--limit 160 --model qwen3-next-like"; do
+        # shellcheck disable=SC2086
+        out=$("$dir/kvtier" replay $args 2>&1)
+        if [ $? -ne 0 ] || ! grep -Eq '^ *wrong resumes +0$' <<<"$out"; then
+            echo "$name: kvtier replay $args failed:"; echo "$out" | tail -n 20
+            ok=1
+        else
+            echo "$name: kvtier replay $args: $(grep -E '^ *wrong resumes' <<<"$out" | xargs)"
+        fi
+    done
+    rm -rf "$tmp"
+    return $ok
+}
+
+stage_fuzz() {
+    echo "== fuzz: build (build-fuzz, clang, libFuzzer + ASan + UBSan)"
+    cmake -S . -B build-fuzz -DKVTIER_WERROR=ON -DCMAKE_C_COMPILER=clang -DKVTIER_FUZZ=ON >/dev/null ||
+        { echo "fuzz: configure failed"; return 1; }
+    local targets=() t
+    for t in tests/fuzz/fuzz_*.c; do targets+=("$(basename "$t" .c)"); done
+    cmake --build build-fuzz -j"$JOBS" --target "${targets[@]}" 2>&1 |
+        { grep -Ev '^\[ *[0-9]+%\]|^g?make(\[[0-9]+\])?: (Entering|Leaving) directory' || true; }
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: build failed"; return 1; }
+    local rc=0
+    for t in "${targets[@]}"; do
+        local corpus=tests/corpus/${t#fuzz_}
+        if ! build-fuzz/"$t" -runs=0 "$corpus" >build-fuzz/"$t".log 2>&1; then
+            echo "fuzz: $t failed on its corpus:"; tail -n 30 build-fuzz/"$t".log
+            rc=1
+        else
+            echo "fuzz: $t: $(grep -c . <(ls "$corpus")) corpus inputs replayed"
+        fi
+    done
+    return $rc
+}
+
 for s in "${stages[@]}"; do
     case "$s" in
         format) stage_format || failed+=(format) ;;
@@ -54,6 +102,9 @@ for s in "${stages[@]}"; do
                 stage_build_and_test asan build-asan 'test_*' -DKVTIER_ASAN=ON || failed+=(asan) ;;
         tsan) TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
                 stage_build_and_test tsan build-tsan 'test_@(runtime|gpu|store|replay|rank|lane|worker|bench|actors|fence)*' -DKVTIER_TSAN=ON || failed+=(tsan) ;;
+        release) stage_build_and_smoke release build-release Release || failed+=(release) ;;
+        debug) stage_build_and_smoke debug build-debug Debug || failed+=(debug) ;;
+        fuzz) stage_fuzz || failed+=(fuzz) ;;
         *) echo "unknown stage $s"; exit 2 ;;
     esac
 done

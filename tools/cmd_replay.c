@@ -15,6 +15,8 @@
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
 
+static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r);
+
 static void s_usage(FILE *out)
 {
     fprintf(
@@ -33,10 +35,18 @@ static void s_usage(FILE *out)
         "                     (default 600; 0 = no limit)\n"
         "  --seed S           seed of the SIM driver and the synthetic workload (default 1)\n"
         "  --tp N             tensor-parallel ranks (default 2)\n"
-        "  --hbm-pool SIZE    device KV memory per rank (default 16MiB)\n"
-        "  --cpu-pool SIZE    CPU tier per rank; 0 disables it (default 512MiB)\n"
+        "  --hbm-pool SIZE    device KV memory per rank, real bytes (default: the model's\n"
+        "                     GPU, 56GiB dense, 32GiB qwen3-next-like, 64GiB kimi-linear-like)\n"
+        "  --cpu-pool SIZE    CPU tier per rank, real bytes; 0 disables it (default 128GiB)\n"
         "  --disk-dir DIR     disk tier below the CPU pool, DIR/rank<r> per rank (default none)\n"
-        "  --disk-pool SIZE   disk tier per rank (default 4GiB)\n"
+        "  --disk-pool SIZE   disk tier per rank, real bytes (default 1TiB)\n"
+        "  --byte-scale K     pools store K times fewer bytes than their real size (default:\n"
+        "                     the model's real KV bytes per token per rank over the stored\n"
+        "                     geometry's, said at start; 1 = sizes are stored bytes)\n"
+        "  --cost K=V,...     cost model knobs over the model's defaults: prefill_tps,\n"
+        "                     attn_ps, step_us, hbm_GBps, kv_token_bytes, state_bytes,\n"
+        "                     h2d_GBps, h2d_lat_us, d2h_GBps, disk_GBps, disk_lat_us\n"
+        "                     (docs/configuration.md#cost-model)\n"
         "  --disk-write always|evict  write-through (default) or write-back on eviction\n"
         "  --layers N         model layers (default 4)\n"
         "  --planes N         KV planes per layer, e.g. K and V (default 2)\n"
@@ -306,6 +316,7 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
                                   json_string(cfg->interval_checkpoints ? "interval" : "all"));
         rc |= s_hybrid_json(root, r);
     }
+    rc |= s_engine_json(root, cfg, r);
     //  Counters grouped by actor, actors in the order they first reported.
     for (uint32_t i = 0; rc == 0 && i < e->ncounters; i++) {
         const kvt_sim_engine_counter_t *c = &e->counters[i];
@@ -350,15 +361,47 @@ static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt
     return 0;
 }
 
+//  The modelled engine (docs/metrics.md): its cost model, how busy it was
+//  and whether queueing dominated.
+static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
+{
+    const kvt_sim_engine_result_t *e = &r->engine;
+    kvt_cost_cfg_t cost;
+    char err[160];
+    json_t *eng = json_object();
+    if (!eng || kvt_replay_cost(cfg, &cost, err, sizeof err) != 0) {
+        json_decref(eng);
+        return -1;
+    }
+    int rc = json_object_set_new(eng, "cost_model", json_string(cost.name));
+    rc |= json_object_set_new(eng, "prefill_tps", s_real(cost.prefill_tps, 1));
+    rc |= json_object_set_new(eng, "kv_token_bytes", s_real(cost.kv_token_bytes, 1));
+    rc |=
+        json_object_set_new(eng, "byte_scale", json_integer(cfg->byte_scale ? cfg->byte_scale : 1));
+    rc |= json_object_set_new(eng, "busy_s", s_real((double)e->busy_us / 1e6, 3));
+    rc |= json_object_set_new(eng, "utilisation", s_real(e->utilisation, 4));
+    rc |= json_object_set_new(eng, "load_copy_s", s_real((double)e->load_copy_us / 1e6, 3));
+    rc |= json_object_set_new(eng, "load_wait_s", s_real((double)e->load_wait_us / 1e6, 3));
+    rc |= json_object_set_new(eng, "save_link_s", s_real((double)e->save_link_us / 1e6, 3));
+    rc |= json_object_set_new(eng, "drain_s", s_real((double)e->drain_us / 1e6, 3));
+    rc |= json_object_set_new(eng, "arrival_span_s", s_real((double)e->span_us / 1e6, 3));
+    rc |= json_object_set_new(eng, "saturated", json_boolean(e->saturated));
+    rc |= json_object_set_new(root, "engine", eng);
+    rc |= json_object_set_new(root, "requests_per_wall_s",
+                              s_real(r->wall_s > 0 ? (double)e->requests / r->wall_s : 0, 1));
+    return rc ? -1 : 0;
+}
+
 static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
 {
     const kvt_sim_engine_result_t *e = &r->engine;
     double in = e->input_tokens ? (double)e->input_tokens : 1.0;
     printf("kvtier replay: %s\n", r->source);
     printf("  driver %s, seed %" PRIu64 ", tp %u, hbm-pool %" PRIu64 " MiB/rank, cpu-pool %" PRIu64
-           " MiB/rank\n",
+           " MiB/rank (real; byte scale %u)\n",
            cfg->driver == KVT_DRIVER_SIM ? "sim" : "live", cfg->seed, cfg->tp,
-           cfg->hbm_pool_bytes >> 20, cfg->cpu_pool_bytes >> 20);
+           cfg->hbm_pool_bytes >> 20, cfg->cpu_pool_bytes >> 20,
+           cfg->byte_scale ? cfg->byte_scale : 1);
     printf("  requests      %" PRIu64 " (%" PRIu64 " finished, %" PRIu64 " rejected)\n",
            e->requests, e->finished, e->rejected);
     printf("  input tokens  %" PRIu64 "\n", e->input_tokens);
@@ -377,6 +420,15 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            r->saves_failed);
     printf("  ttft (model)  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %.1f s modelled\n",
            e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, (double)e->model_time_us / 1e6);
+    printf("  engine        busy %.1f%% of the modelled time; loads copied %.2f s (delayed first "
+           "tokens %.2f s), saves used the link %.2f s\n",
+           100.0 * e->utilisation, (double)e->load_copy_us / 1e6, (double)e->load_wait_us / 1e6,
+           (double)e->save_link_us / 1e6);
+    if (e->saturated)
+        printf("  SATURATED     the engine ended %.1f s after the last arrival (arrivals span "
+               "%.1f s): queueing dominates the TTFT. Offer less load (--limit, a later part of "
+               "the trace) or give the engine more (--cost prefill_tps=..., --tp)\n",
+               (double)e->drain_us / 1e6, (double)e->span_us / 1e6);
     if (cfg->state_bytes) {
         printf("  model         %s, state %" PRIu64 " bytes/request/rank, checkpoint every %u "
                "tokens%s\n",
@@ -429,6 +481,9 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
 {
     kvt_replay_cfg_t own; //  what only the replay's flags set
     kvt_replay_defaults(&own);
+    static char cost[1024]; //  --cost knobs, joined (cfg->cost points here)
+    cost[0] = 0;
+    uint32_t scale = 0; //  --byte-scale (0: the model's)
     char err[1400];
     kvt_config_loader_t *ld = kvt_config_loader_new();
     if (!ld) {
@@ -506,6 +561,16 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
                     *fields[k] = (uint32_t)n;
                     bad = 0;
                 }
+        } else if (!strcmp(a, "--byte-scale")) {
+            if ((bad = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
+                scale = (uint32_t)n;
+        } else if (!strcmp(a, "--cost")) {
+            //  Repeats append: one list of knobs.
+            size_t used = strlen(cost);
+            if (used + strlen(v) + 2 > sizeof cost)
+                bad = -1;
+            else
+                snprintf(cost + used, sizeof cost - used, "%s%s", used ? "," : "", v);
         } else if (!strcmp(a, "--wall-limit")) {
             if ((bad = kvt_cli_uint(v, 0, UINT32_MAX / 1000, &n)) == 0)
                 own.wall_limit_ms = (uint32_t)n * 1000u;
@@ -537,6 +602,13 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
         rc = 2;
     }
     bool driver_set = rc == 0 && strcmp(kvt_config_loader_origin(ld, "driver"), "default") != 0;
+    //  Sizes nobody set are the model's real ones (the byte scale stores them).
+    bool size_default[3] = {false, false, false};
+    const char *size_keys[3] = {"hbm_pool", "cpu_pool", "disk_pool"};
+    for (int k = 0; rc == 0 && k < 3; k++)
+        size_default[k] = !strcmp(kvt_config_loader_origin(ld, size_keys[k]), "default");
+    bool window_default =
+        rc == 0 && !strcmp(kvt_config_loader_origin(ld, "verified_window"), "default");
     kvt_config_loader_destroy(&ld);
     if (rc != 0)
         return rc;
@@ -552,6 +624,27 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->interval_checkpoints = own.interval_checkpoints;
     cfg->fault_miss_state = own.fault_miss_state;
     cfg->wall_limit_ms = own.wall_limit_ms;
+    cfg->cost = cost[0] ? cost : NULL;
+    cfg->byte_scale = scale ? scale : kvt_replay_byte_scale(cfg);
+    uint64_t real[3];
+    kvt_replay_real_sizes(cfg->model, &real[0], &real[1], &real[2]);
+    if (size_default[0])
+        cfg->hbm_pool_bytes = real[0];
+    if (size_default[1])
+        cfg->cpu_pool_bytes = real[1];
+    if (size_default[2])
+        cfg->disk_pool_bytes = real[2];
+    if (size_default[1] && window_default)
+        cfg->verified_window_ns = 0; //  the scheduler derives it from the real CPU pool
+    if (level >= 1) {
+        kvt_cost_cfg_t cm;
+        if (kvt_replay_cost(cfg, &cm, err, sizeof err) == 0)
+            fprintf(stderr,
+                    "kvtier replay: byte scale %u: %.0f real KV bytes per token per rank (%s) "
+                    "stored as %u; sizes are real, pools store 1/%u of them\n",
+                    cfg->byte_scale, cm.kv_token_bytes, cm.name,
+                    cfg->planes * cfg->layers * cfg->token_bytes, cfg->byte_scale);
+    }
     if (cfg->ranks_as_processes && !driver_set)
         cfg->driver = KVT_DRIVER_LIVE;
     if (cfg->record && cfg->driver != KVT_DRIVER_SIM) {

@@ -150,6 +150,15 @@ void kvt_config_defaults(kvt_config_t *cfg);
 int kvt_config_resolve(kvt_config_t *cfg, kvt_config_log_fn *log, void *log_arg, char *err,
                        size_t errlen);
 
+//  The namespace (rule C2) of cfg's settings: its stable text into
+//  cfg->ns_desc ("kvtier/2 model=M layout=L layers=.. planes=.. token_bytes=..
+//  block=.. chunk=.. state_bytes=.. dtype=.. tp=T|collapsed pp=.. spec=.."),
+//  and its XXH3-128 into cfg->ns. The one place the namespace is described
+//  and hashed: kvt_config_resolve derives it with this, and a rank given a
+//  hand-filled configuration (kvt_rank_namespace) too. A layout left AUTO is
+//  set to the model's own, an empty model_id to the model's name.
+void kvt_config_namespace(kvt_config_t *cfg);
+
 //  The id a tier records for the bytes it holds (what a disk tier keeps as
 //  its layout_id): XXH3-64 of the layout and one rank's object geometry
 //  (block bytes, layers, planes, chunk, state bytes, dtype). Of a resolved

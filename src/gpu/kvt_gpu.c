@@ -75,16 +75,6 @@ const char *kvt_gpu_strerror(int code)
     }
 }
 
-void kvt_gpu_log(kvt_gpu_t *gpu, int level, const char *fmt, ...)
-{
-    char line[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    gpu->opts.log(gpu->opts.log_arg, level, line);
-}
-
 // ------------------------------------------------------------- destroy ----
 
 //  Frees what a plane or pool registration allocated.

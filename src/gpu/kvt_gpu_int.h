@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/kvt_logf.h"
 #include "kvtier/kvt_gpu.h"
 
 #define KVT_GPU_MAX_PLANES 16 //  planes per device
@@ -224,8 +225,8 @@ int kvt_gpu_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2
 void kvt_gpu_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 //  Logs through the device's sink.
-void kvt_gpu_log(kvt_gpu_t *gpu, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define kvt_gpu_log(gpu, level, ...) \
+    kvt_logf((gpu)->opts.log, (gpu)->opts.log_arg, (level), __VA_ARGS__)
 
 //  A copy batch with room for `count` segments (count, bytes = 0); NULL on
 //  allocation failure.

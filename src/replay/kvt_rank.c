@@ -16,6 +16,7 @@
 
 #include "actors/common/kvt_prefix.h"
 #include "actors/worker/kvt_worker.h"
+#include "replay/kvt_replay_config.h"
 #include "replay/kvt_sim_runner.h"
 #include "kvtier/kvt_pool.h"
 
@@ -37,19 +38,25 @@ kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg)
 {
     if (!kvt_hash_is_zero(cfg->ns))
         return cfg->ns; //  the configuration's (rule C2)
-    char nsdesc[256];
-    snprintf(nsdesc, sizeof nsdesc,
-             "kvtier/1 model=replay layers=%u planes=%u token_bytes=%u block=%u chunk=%u tp=%u "
-             "dtype=oracle",
-             cfg->layers, cfg->planes, cfg->token_bytes, cfg->block_size, cfg->chunk_size, cfg->tp);
-    //  A hybrid model's state images change the stored bytes (a dense
-    //  model's text is unchanged).
-    if (cfg->state_bytes) {
-        size_t used = strlen(nsdesc);
-        snprintf(nsdesc + used, sizeof nsdesc - used, " state_bytes=%llu",
-                 (unsigned long long)cfg->state_bytes);
-    }
-    return kvt_namespace_hash(nsdesc);
+    //  A configuration filled by hand: the namespace the configuration gives
+    //  the same model, geometry and TP width (kvt_config_namespace, the one
+    //  format), so it is the one `kvtier replay` keys the same settings with.
+    kvt_config_t kc;
+    kvt_config_defaults(&kc);
+    for (kvt_model_t m = KVT_MODEL_DENSE; m <= KVT_MODEL_KIMI_LINEAR_LIKE; m++)
+        if (cfg->model && strcmp(cfg->model, kvt_replay_model_name(m)) == 0)
+            kc.model = m;
+    kc.layout = KVT_LAYOUT_AUTO;
+    kc.model_id[0] = 0;
+    kc.layers = cfg->layers;
+    kc.planes = cfg->planes;
+    kc.token_bytes = cfg->token_bytes;
+    kc.block_size = cfg->block_size;
+    kc.chunk_size = cfg->chunk_size;
+    kc.state_bytes = cfg->state_bytes;
+    kc.tp = cfg->tp;
+    kvt_config_namespace(&kc);
+    return kc.ns;
 }
 
 void kvt_rank_names(uint32_t r, char *runner, char *worker, size_t len)

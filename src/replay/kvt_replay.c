@@ -43,6 +43,7 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     cfg->max_running = 64;
     cfg->step_tokens = 4096;
     cfg->lookup_pin = true;
+    cfg->byte_scale = 1;
     cfg->sim_bw_Bps = 25000000000ull;
     cfg->sim_lat_ns = 5000;
     cfg->log_level = 1;
@@ -52,6 +53,57 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
 static size_t s_block_bytes(const kvt_replay_cfg_t *c)
 {
     return (size_t)c->planes * c->layers * c->block_size * c->token_bytes;
+}
+
+uint32_t kvt_replay_byte_scale(const kvt_replay_cfg_t *c)
+{
+    kvt_cost_cfg_t cost;
+    kvt_cost_defaults(&cost, c->model, c->tp);
+    double stored = (double)c->planes * c->layers * c->token_bytes;
+    double k = stored > 0 ? cost.kv_token_bytes / stored + 0.5 : 1;
+    return k < 1 ? 1u : k > (1u << 20) ? (1u << 20) : (uint32_t)k;
+}
+
+void kvt_replay_real_sizes(const char *model, uint64_t *hbm, uint64_t *cpu, uint64_t *disk)
+{
+    //  What the named GPU leaves for KV once the weights at TP 2 are in
+    //  (docs/configuration.md); the CPU and disk tiers of a host of 8 GPUs.
+    *hbm = 56ull << 30;
+    if (model && !strcmp(model, "qwen3-next-like"))
+        *hbm = 32ull << 30;
+    else if (model && !strcmp(model, "kimi-linear-like"))
+        *hbm = 64ull << 30;
+    *cpu = 128ull << 30;
+    *disk = 1ull << 40;
+}
+
+int kvt_replay_cost(const kvt_replay_cfg_t *c, kvt_cost_cfg_t *cost, char *err, size_t errlen)
+{
+    kvt_cost_defaults(cost, c->model, c->tp);
+    if (!c->state_bytes)
+        cost->state_bytes = 0;
+    const char *p = c->cost;
+    while (p && *p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char one[128];
+        if (len == 0 || len >= sizeof one) {
+            snprintf(err, errlen, "cost: bad knob list '%s' (k=v,k=v)", c->cost);
+            return -1;
+        }
+        memcpy(one, p, len);
+        one[len] = 0;
+        if (kvt_cost_set(cost, one, err, errlen) != 0)
+            return -1;
+        p = comma ? comma + 1 : p + len;
+    }
+    return 0;
+}
+
+//  What a pool stores: its size over the byte scale.
+static uint64_t s_stored(const kvt_replay_cfg_t *c, uint64_t bytes)
+{
+    return c->byte_scale > 1 ? bytes / c->byte_scale : bytes;
 }
 
 int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
@@ -77,6 +129,8 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "step_tokens: must be at least max_running";
     else if (c->sim_bw_Bps == 0)
         bad = "sim_bw: must be positive";
+    else if (c->byte_scale > (1u << 20))
+        bad = "byte-scale: must be in 1..1048576";
     else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
     else if (c->rank_endpoint && !c->ranks_as_processes)
@@ -99,30 +153,39 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "%s", bad);
         return -1;
     }
+    kvt_cost_cfg_t cost;
+    if (kvt_replay_cost(c, &cost, err, errlen) != 0)
+        return -1;
+    //  The sizes below are what the pools store (the byte scale applied).
+    uint64_t hbm_pool = s_stored(c, c->hbm_pool_bytes), cpu_pool = s_stored(c, c->cpu_pool_bytes),
+             disk_pool = s_stored(c, c->disk_pool_bytes);
     size_t bb = s_block_bytes(c);
-    uint64_t blocks = c->hbm_pool_bytes / bb;
+    uint64_t blocks = hbm_pool / bb;
     uint64_t min_blocks = 2ull * c->chunk_size / c->block_size;
     if (blocks < min_blocks || blocks > UINT32_MAX / 2) {
-        snprintf(err, errlen, "hbm-pool: %llu bytes gives %llu blocks of %zu bytes; need %llu..%u",
-                 (unsigned long long)c->hbm_pool_bytes, (unsigned long long)blocks, bb,
-                 (unsigned long long)min_blocks, UINT32_MAX / 2);
+        snprintf(err, errlen,
+                 "hbm-pool: %llu bytes stored (byte scale %u) gives %llu blocks of %zu bytes; need "
+                 "%llu..%u",
+                 (unsigned long long)hbm_pool, c->byte_scale ? c->byte_scale : 1,
+                 (unsigned long long)blocks, bb, (unsigned long long)min_blocks, UINT32_MAX / 2);
         return -1;
     }
     size_t chunk = bb * (c->chunk_size / c->block_size);
-    if (c->cpu_pool_bytes != 0 && c->cpu_pool_bytes < chunk * 2) {
+    if (c->cpu_pool_bytes != 0 && cpu_pool < chunk * 2) {
         snprintf(err, errlen,
-                 "cpu-pool: %llu bytes holds fewer than two chunks of %zu bytes (0 disables "
-                 "the CPU tier)",
-                 (unsigned long long)c->cpu_pool_bytes, chunk);
+                 "cpu-pool: %llu bytes stored holds fewer than two chunks of %zu bytes (0 "
+                 "disables the CPU tier)",
+                 (unsigned long long)cpu_pool, chunk);
         return -1;
     }
     if (c->disk_dir && c->cpu_pool_bytes == 0) {
         snprintf(err, errlen, "disk-dir: a disk tier needs the CPU tier above it (cpu-pool > 0)");
         return -1;
     }
-    if (c->disk_dir && c->disk_pool_bytes < chunk * 2) {
-        snprintf(err, errlen, "disk-pool: %llu bytes holds fewer than two chunks of %zu bytes",
-                 (unsigned long long)c->disk_pool_bytes, chunk);
+    if (c->disk_dir && disk_pool < chunk * 2) {
+        snprintf(err, errlen,
+                 "disk-pool: %llu bytes stored holds fewer than two chunks of %zu bytes",
+                 (unsigned long long)disk_pool, chunk);
         return -1;
     }
     if (c->disk_dir && strlen(c->disk_dir) > 400) {
@@ -144,8 +207,8 @@ int kvt_replay_mem_check(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     size_t bb = s_block_bytes(c);
     //  What each rank maps: its CPU pool arena and its device planes (host
     //  backend regions). The disk tier maps nothing up front.
-    uint64_t cpu = c->cpu_pool_bytes;
-    uint64_t hbm = (c->hbm_pool_bytes / bb) * bb;
+    uint64_t cpu = s_stored(c, c->cpu_pool_bytes);
+    uint64_t hbm = (s_stored(c, c->hbm_pool_bytes) / bb) * bb;
     //  A hybrid model's state slots and HBM checkpoints (kvt_rank.c).
     uint64_t state = c->state_bytes * KVT_REPLAY_STATE_UNITS(c);
     uint64_t total = (cpu + hbm + state) * c->tp;
@@ -457,10 +520,19 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
     }
 }
 
-int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *err, size_t errlen)
+int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char *err, size_t errlen)
 {
-    if (kvt_replay_validate(cfg, err, errlen) != 0 || kvt_replay_mem_check(cfg, err, errlen) != 0)
+    if (kvt_replay_validate(real, err, errlen) != 0 || kvt_replay_mem_check(real, err, errlen) != 0)
         return -1;
+    //  From here on every size is what the pools store: the ranks, their
+    //  processes and the scheduler see the scaled run, the cost model and
+    //  the verified window the real one.
+    kvt_replay_cfg_t scaled = *real;
+    scaled.hbm_pool_bytes = s_stored(real, real->hbm_pool_bytes);
+    scaled.cpu_pool_bytes = s_stored(real, real->cpu_pool_bytes);
+    scaled.disk_pool_bytes = s_stored(real, real->disk_pool_bytes);
+    scaled.byte_scale = 1;
+    const kvt_replay_cfg_t *cfg = &scaled;
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);
     if (!run) {
@@ -532,7 +604,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->sched.cfg.max_running = cfg->max_running;
     run->sched.cfg.step_tokens = cfg->step_tokens;
     run->sched.cfg.save_retries = 1;
-    run->sched.cfg.cpu_pool_bytes = cfg->cpu_pool_bytes; //  sizes the verified window
+    run->sched.cfg.cpu_pool_bytes = real->cpu_pool_bytes; //  sizes the verified window
     run->sched.cfg.ns = ns;
     run->sched.cfg.state_bytes = cfg->state_bytes;
     run->sched.cfg.checkpoint_interval =
@@ -566,6 +638,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep, char *
     run->engine.scheduler = "scheduler";
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
+    if (kvt_replay_cost(real, &run->engine.cost, err, errlen) != 0)
+        goto fail;
 
     //  Ranks as processes: every actor at ipc://DIR/NAME.
     char base[300] = "", ep[3 + 2 * S_MAX_TP][128];

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "replay/kvt_cost.h"
 #include "replay/kvt_sim_engine.h"
 #include "replay/kvt_workload.h"
 #include "kvtier/kvt_actor.h"
@@ -60,6 +61,11 @@ typedef struct {
     uint32_t max_running;          //  requests admitted at once (default 64)
     uint32_t step_tokens;          //  token budget per step (default 4096)
     bool lookup_rank0;             //  tier lookups ask rank 0 only (default: every rank)
+    uint32_t byte_scale;           //  every pool stores byte_scale times fewer bytes than its
+                                   //  size says (object counts, LRU order and decisions kept;
+                                   //  kvt_replay_byte_scale); 0 or 1 = none (default 1)
+    const char *cost;              //  cost model knobs over the model's defaults,
+                                   //  "k=v,k=v" (kvt_cost_set; NULL = none)
     uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)
     uint64_t sim_lat_ns;           //  SIM copy latency (default 5000)
     const char *record;            //  SIM: record every delivery to this file (NULL = no)
@@ -113,6 +119,19 @@ typedef struct {
 //  kvt_replay_report_t.exit_code when a rank process exited before the end
 //  (failures names the rank and its exit status).
 #define KVT_REPLAY_RANK_LOST (-110)
+
+//  The byte scale that stores the model's real KV bytes per token per rank
+//  (kvt_cost_defaults) in the configured geometry (planes x layers x
+//  token_bytes): their ratio rounded, at least 1.
+uint32_t kvt_replay_byte_scale(const kvt_replay_cfg_t *cfg);
+
+//  Real default sizes per rank of a model preset (docs/configuration.md):
+//  device KV memory, CPU pool, disk pool.
+void kvt_replay_real_sizes(const char *model, uint64_t *hbm, uint64_t *cpu, uint64_t *disk);
+
+//  The cost model of a run: the model's defaults at cfg->tp, cfg->cost's
+//  knobs over them. 0, or -1 with err naming the bad knob.
+int kvt_replay_cost(const kvt_replay_cfg_t *cfg, kvt_cost_cfg_t *cost, char *err, size_t errlen);
 
 //  Fills *cfg with the defaults.
 void kvt_replay_defaults(kvt_replay_cfg_t *cfg);

@@ -182,8 +182,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     memset(&cc, 0, sizeof cc);
     cc.wl = self->a.wl;
     cc.tp = self->a.tp;
-    cc.step_base_us = self->a.step_base_us;
-    cc.token_ns = self->a.token_ns;
+    cc.cost = self->a.cost;
     cc.max_arrival_bytes = self->a.max_arrival_bytes;
     self->core = self->a.out ? kvt_sim_engine_core_new(&cc, self->a.out) : NULL;
     self->runners = calloc(self->a.tp ? self->a.tp : 1, sizeof(kvt_aid_t));

@@ -28,8 +28,7 @@ typedef struct {
     uint32_t tp;                   //  ranks: runner.0 .. runner.(tp-1)
     const char *scheduler;         //  scheduler actor name
     const char *const *stats_from; //  actors asked for counters at the end (NULL-terminated)
-    uint64_t step_base_us;         //  cost model: fixed cost of a step (default 4000)
-    uint64_t token_ns;             //  cost model: per computed token (default 40000)
+    kvt_cost_cfg_t cost;           //  cost model (prefill_tps 0: dense defaults at tp)
     uint32_t max_arrival_bytes;    //  token bytes per Schedule message (default 4 MiB)
     kvt_sim_engine_result_t *out;  //  where results go (owned by the caller)
 } kvt_sim_engine_args_t;

@@ -20,6 +20,11 @@ struct kvt_sim_engine_core_t {
     bool step_failed;             //  a rank reported the running step failed
     uint64_t step_us;             //  modelled cost of the running step
     uint64_t *first_token_us;     //  per request: modelled time of the first token (0 = not yet)
+    uint64_t *load_start_us;      //  per request: when its latest load was dispatched
+    uint64_t *ready_us;           //  per request: when its latest load's copy ended (0 = none)
+    uint8_t *load_state;          //  per request: its latest load carries a state image
+    uint64_t link_free_us;        //  when the host-to-device link is free (loads queue on it)
+    double save_link_ns;          //  device-to-host link time of every save so far
     uint8_t *wrong;               //  per request: a rank reported wrong restored bytes
     uint8_t *finished;            //  per request: its FINISH event was counted
     uint32_t ended;               //  requests finished or rejected
@@ -73,18 +78,20 @@ kvt_sim_engine_core_t *kvt_sim_engine_core_new(const kvt_sim_engine_core_cfg_t *
         return NULL;
     self->a = *cfg;
     self->out = result;
-    if (!self->a.step_base_us)
-        self->a.step_base_us = 4000;
-    if (!self->a.token_ns)
-        self->a.token_ns = 40000;
+    if (!(self->a.cost.prefill_tps > 0))
+        kvt_cost_defaults(&self->a.cost, "dense", cfg->tp);
     if (!self->a.max_arrival_bytes)
         self->a.max_arrival_bytes = 4u << 20;
     uint32_t n = cfg->wl->n ? cfg->wl->n : 1;
     self->first_token_us = calloc(n, sizeof(uint64_t));
     self->wrong = calloc(n, 1);
     self->finished = calloc(n, 1);
+    self->load_start_us = calloc(n, sizeof(uint64_t));
+    self->ready_us = calloc(n, sizeof(uint64_t));
+    self->load_state = calloc(n, 1);
     self->step_answered = calloc(cfg->tp, 1);
-    if (!self->first_token_us || !self->wrong || !self->finished || !self->step_answered) {
+    if (!self->first_token_us || !self->wrong || !self->finished || !self->step_answered ||
+        !self->load_start_us || !self->ready_us || !self->load_state) {
         kvt_sim_engine_core_destroy(&self);
         return NULL;
     }
@@ -102,9 +109,17 @@ void kvt_sim_engine_core_destroy(kvt_sim_engine_core_t **self_p)
     free(self->first_token_us);
     free(self->wrong);
     free(self->finished);
+    free(self->load_start_us);
+    free(self->ready_us);
+    free(self->load_state);
     free(self->step_answered);
     free(self);
     *self_p = NULL;
+}
+
+bool kvt_sim_engine_saturated(uint64_t drain_us, uint64_t span_us)
+{
+    return drain_us > 10000000u && drain_us > span_us / 10;
 }
 
 uint64_t kvt_sim_engine_core_clock(const kvt_sim_engine_core_t *self)
@@ -205,6 +220,15 @@ static void s_finish(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
     free(ttft);
     self->out->model_time_us = self->clock_us;
     self->out->steps = self->step;
+    self->out->save_link_us = (uint64_t)(self->save_link_ns / 1e3);
+    if (wl->n) {
+        uint64_t first = wl->reqs[0].arrival_us, last = wl->reqs[wl->n - 1].arrival_us;
+        self->out->span_us = last - first;
+        self->out->drain_us = self->clock_us > last ? self->clock_us - last : 0;
+        uint64_t run = self->clock_us > first ? self->clock_us - first : 0;
+        self->out->utilisation = run ? (double)self->out->busy_us / (double)run : 0;
+        self->out->saturated = kvt_sim_engine_saturated(self->out->drain_us, self->out->span_us);
+    }
     self->out->done = true;
     self->waiting_for = W_OVER;
     out->what = KVT_SIM_ENGINE_EXIT;
@@ -238,6 +262,18 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
             o->tier_hit_tokens += ev->b;
             o->disk_hit_tokens += ev->c;
             o->loads_ok++;
+            if (ev->op.req < self->a.wl->n) {
+                //  The copy starts when its plan dispatched it, after the
+                //  loads before it on the link.
+                uint64_t r = ev->op.req;
+                uint64_t copy =
+                    kvt_cost_load_ns(&self->a.cost, ev->b, ev->c, self->load_state[r]) / 1000;
+                uint64_t at = self->load_start_us[r] > self->link_free_us ? self->load_start_us[r]
+                                                                          : self->link_free_us;
+                self->ready_us[r] = at + copy;
+                self->link_free_us = at + copy;
+                o->load_copy_us += copy;
+            }
             break;
         case KVT_EV_RETREAT:
             o->loads_failed++;
@@ -294,23 +330,45 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
             //  Nothing ran although something is waiting: the scheduler
             //  found no room; advance the clock so the replay cannot spin.
             self->empty_steps++;
-            self->clock_us += self->a.step_base_us;
+            self->clock_us += (uint64_t)self->a.cost.step_us;
             if (self->empty_steps % 100000 == 0)
                 s_note(out, 1, "%llu empty steps (%u of %u requests ended)",
                        (unsigned long long)self->empty_steps, self->ended, wl->n);
         }
         return s_schedule(self, out);
     }
-    uint64_t tokens = 0;
-    for (uint32_t i = 0; i < p->nentries; i++)
-        tokens += p->entries[i].end - p->entries[i].start;
-    self->step_us = self->a.step_base_us + tokens * self->a.token_ns / 1000;
+    for (uint32_t i = 0; i < p->nloads; i++)
+        if (p->loads[i].op.req < wl->n) {
+            self->load_start_us[p->loads[i].op.req] = self->clock_us;
+            self->load_state[p->loads[i].op.req] = p->loads[i].state;
+        }
+    for (uint32_t i = 0; i < p->nsaves; i++)
+        self->save_link_ns += (double)kvt_cost_save_ns(
+            &self->a.cost, p->saves[i].end - p->saves[i].start, p->saves[i].image);
+    kvt_cost_work_t cw;
+    memset(&cw, 0, sizeof cw);
+    for (uint32_t i = 0; i < p->nentries; i++) {
+        const kvt_entry_t *e = &p->entries[i];
+        uint32_t prompt = e->op.req < wl->n ? wl->reqs[e->op.req].input_len : UINT32_MAX;
+        kvt_cost_work_add(&cw, e->start, e->end, prompt);
+    }
+    self->step_us = (kvt_cost_step_ns(&self->a.cost, &cw) + 500) / 1000;
+    self->out->busy_us += self->step_us;
     uint64_t step_end = self->clock_us + self->step_us;
     for (uint32_t i = 0; i < p->nentries; i++) {
         const kvt_entry_t *e = &p->entries[i];
         if (e->op.req < wl->n && !self->first_token_us[e->op.req] &&
-            e->end >= wl->reqs[e->op.req].input_len)
-            self->first_token_us[e->op.req] = step_end;
+            e->end >= wl->reqs[e->op.req].input_len) {
+            //  A request whose copy is still running gets its token one
+            //  step after the copy ends.
+            uint64_t ready = self->ready_us[e->op.req];
+            uint64_t ft = step_end;
+            if (ready && ready + self->step_us > step_end) {
+                ft = ready + self->step_us;
+                self->out->load_wait_us += ft - step_end;
+            }
+            self->first_token_us[e->op.req] = ft;
+        }
     }
     out->what = KVT_SIM_ENGINE_EXEC;
     out->exec.step = p->step;

@@ -10,16 +10,22 @@
     fills the result (TTFT percentiles on the modelled clock) and says to
     exit.
 
-    The modelled clock advances by a cost model per step (a fixed cost plus
-    a cost per computed token); when nothing runs it jumps to the next
-    arrival. It is the only time the core knows: no context, no clock
-    reads, no messages sent (the shell sends what each call returns). */
+    The modelled clock advances by the cost model (kvt_cost) per step: a
+    fixed part, the compute of every token and its attention over its
+    context, and the KV a decode reads; when nothing runs it jumps to the
+    next arrival. A load's copy (CPU or disk to device, over one link per
+    rank, loads one after another) starts when the plan dispatches it; the
+    request it restores gets its first token no sooner than one step after
+    the copy ended, so a load delays only the request that waits for it.
+    Saves only count link time (they run beside the step). It is the only time the core knows: no
+   context, no clock reads, no messages sent (the shell sends what each call returns). */
 #ifndef KVT_SIM_ENGINE_CORE_H_INCLUDED
 #define KVT_SIM_ENGINE_CORE_H_INCLUDED
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvt_cost.h"
 #include "kvt_workload.h"
 #include "kvtier/kvt_msg.h"
 
@@ -46,6 +52,15 @@ typedef struct {
     double ttft_p50_ms;        //  time to first token, modelled (ms)
     double ttft_p90_ms;        //  ...
     double ttft_p99_ms;        //  ...
+    uint64_t busy_us;          //  modelled time the engine spent in steps
+    uint64_t load_copy_us;     //  modelled copy time of every load (the link's busy time)
+    uint64_t load_wait_us;     //  first tokens delayed past their step's end by a copy
+    uint64_t save_link_us;     //  device-to-host link time of every save
+    uint64_t drain_us;         //  modelled time from the last arrival to the end
+    uint64_t span_us;          //  first to last arrival
+    double utilisation;        //  busy_us over the modelled time from the first arrival
+    bool saturated;            //  queueing dominates: the drain exceeds 10 s and a tenth of
+                               //  the span (kvt_sim_engine_saturated)
     bool done;                 //  the engine reached the end of the workload
     uint64_t bad_wrong_ids;    //  StepDone wrong[] ids naming no request (a wrong report)
     uint64_t finish_dropped;   //  FINISH events dropped: the request had ended, or no such request
@@ -68,8 +83,7 @@ void kvt_sim_engine_result_clear(kvt_sim_engine_result_t *self);
 typedef struct {
     const kvt_workload_t *wl;   //  the requests (borrowed), in arrival order
     uint32_t tp;                //  ranks (≥ 1)
-    uint64_t step_base_us;      //  cost model: fixed cost of a step (default 4000)
-    uint64_t token_ns;          //  cost model: per computed token (default 40000)
+    kvt_cost_cfg_t cost;        //  cost model (prefill_tps 0: kvt_cost_defaults dense at tp)
     uint32_t max_arrival_bytes; //  token bytes per Schedule message (default 4 MiB)
 } kvt_sim_engine_core_cfg_t;
 
@@ -127,6 +141,10 @@ void kvt_sim_engine_core_stats_asked(kvt_sim_engine_core_t *self, uint32_t asked
 //  Replies at any other time are ignored.
 int kvt_sim_engine_core_stats(kvt_sim_engine_core_t *self, const kvt_stats_t *stats,
                               kvt_sim_engine_out_t *out);
+
+//  Whether a finished run was saturated: the engine ended more than 10 s and
+//  more than a tenth of the arrival span after the last arrival.
+bool kvt_sim_engine_saturated(uint64_t drain_us, uint64_t span_us);
 
 //  The modelled clock (µs on the trace clock).
 uint64_t kvt_sim_engine_core_clock(const kvt_sim_engine_core_t *self);

@@ -109,6 +109,10 @@ int kvt_config_yaml_read(const char *text, size_t len, const char *name, kvt_con
                     snprintf(err, errlen, "%s:%u: a setting's name must be 1..%zu bytes", name,
                              line, sizeof key - 1);
                     bad = true;
+                } else if (strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length) {
+                    //  "cpu_pool\0x" cut at its NUL would set cpu_pool.
+                    snprintf(err, errlen, "%s:%u: a setting's name holds a NUL byte", name, line);
+                    bad = true;
                 } else {
                     memcpy(key, ev.data.scalar.value, ev.data.scalar.length + 1);
                     key_line = line;

@@ -72,13 +72,7 @@ int kvt_ctx_send(kvt_ctx_t *ctx, kvt_aid_t to, const kvt_msg_t *msg)
                 kvt_msg_kind_name(msg->kind), sys->actors[to]->name);
         return -1;
     }
-    int rc;
-    if (sys->driver == KVT_DRIVER_SIM)
-        rc = kvt_sim_send(sys, a->aid, to, msg->kind, buf, len);
-    else {
-        rc = kvt_live_send(sys, a, to, buf, len);
-        free(buf);
-    }
+    int rc = sys->ops->send(sys, a, to, msg->kind, buf, len);
     kvt_count(&a->stats, rc == 0 ? KVT_ST_SENT : KVT_ST_SEND_ERRORS);
     return rc;
 }
@@ -105,17 +99,13 @@ const char *kvt_ctx_name(kvt_ctx_t *ctx, kvt_aid_t aid)
 uint64_t kvt_ctx_timer(kvt_ctx_t *ctx, uint64_t after_ns, uint64_t tag)
 {
     assert(ctx);
-    if (ctx->sys->driver == KVT_DRIVER_SIM)
-        return kvt_sim_timer(ctx->sys, ctx->actor, after_ns, tag);
-    return kvt_live_timer(ctx->sys, ctx->actor, after_ns, tag);
+    return ctx->sys->ops->timer(ctx->sys, ctx->actor, after_ns, tag);
 }
 
 int kvt_ctx_cancel(kvt_ctx_t *ctx, uint64_t timer_id)
 {
     assert(ctx);
-    if (ctx->sys->driver == KVT_DRIVER_SIM)
-        return kvt_sim_cancel(ctx->sys, ctx->actor, timer_id);
-    return kvt_live_cancel(ctx->sys, ctx->actor, timer_id);
+    return ctx->sys->ops->cancel(ctx->sys, ctx->actor, timer_id);
 }
 
 uint64_t kvt_ctx_now(kvt_ctx_t *ctx)
@@ -142,10 +132,7 @@ void kvt_ctx_log(kvt_ctx_t *ctx, int level, const char *fmt, ...)
 void kvt_ctx_exit(kvt_ctx_t *ctx, int code)
 {
     assert(ctx);
-    if (ctx->sys->driver == KVT_DRIVER_SIM)
-        kvt_sim_exit(ctx->sys, code);
-    else
-        kvt_live_exit(ctx->sys, ctx->actor, code);
+    ctx->sys->ops->exit(ctx->sys, ctx->actor, code);
 }
 
 kvt_system_t *kvt_ctx_system(kvt_ctx_t *ctx)

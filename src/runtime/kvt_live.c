@@ -28,6 +28,7 @@
 #include <assert.h>
 #include <czmq.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kvt_runtime_int.h"
@@ -79,7 +80,7 @@ struct _kvt_live_t {
     zsock_t **post;    //  "$system" PUSH sockets per destination (posting thread)
 };
 
-int kvt_live_new(kvt_system_t *sys)
+static int s_live_new(kvt_system_t *sys)
 {
     kvt_live_t *live = calloc(1, sizeof *live);
     if (!live)
@@ -107,7 +108,7 @@ static void s_close_all(zsock_t **socks, uint32_t n)
         zsock_destroy(&socks[i]);
 }
 
-void kvt_live_destroy(kvt_system_t *sys)
+static void s_live_destroy(kvt_system_t *sys)
 {
     kvt_live_t *live = sys->live;
     if (!live)
@@ -120,7 +121,7 @@ void kvt_live_destroy(kvt_system_t *sys)
     sys->live = NULL;
 }
 
-uint64_t kvt_live_now(kvt_system_t *sys)
+static uint64_t s_live_now(kvt_system_t *sys)
 {
     return kvt_mono_ns() - sys->live->start_ns;
 }
@@ -142,7 +143,8 @@ static zsock_t *s_connect(kvt_system_t *sys, kvt_aid_t to)
     return sock;
 }
 
-int kvt_live_send(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, const uint8_t *buf, size_t len)
+static int s_live_send(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, const uint8_t *buf,
+                       size_t len)
 {
     zsock_t **slot;
     const char *name;
@@ -180,19 +182,19 @@ int kvt_live_send(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, const uint8_t
 
 // -------------------------------------------------------------- timers ----
 
-uint64_t kvt_live_timer(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uint64_t tag)
+static uint64_t s_live_timer(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uint64_t tag)
 {
-    uint64_t now = kvt_live_now(sys);
+    uint64_t now = s_live_now(sys);
     uint64_t deadline = now + after_ns < now ? UINT64_MAX : now + after_ns;
     return kvt_timers_arm(&a->live->timers, deadline, tag, a->aid);
 }
 
-int kvt_live_cancel(kvt_system_t *sys, kvt_actor_t *a, uint64_t id)
+static int s_live_cancel(kvt_system_t *sys, kvt_actor_t *a, uint64_t id)
 {
     return kvt_timers_cancel(&a->live->timers, id, a->aid);
 }
 
-void kvt_live_exit(kvt_system_t *sys, kvt_actor_t *a, int code)
+static void s_live_exit(kvt_system_t *sys, kvt_actor_t *a, int code)
 {
     if (zsock_send(a->live->pipe, "si", "EXIT", code) != 0)
         kvt_log(sys, a->name, 1, "exit(%d) not delivered: the main thread is not reading", code);
@@ -279,7 +281,7 @@ static void s_handle_pipe(kvt_system_t *sys, kvt_actor_t *a)
 
 static void s_fire_due(kvt_system_t *sys, kvt_actor_t *a)
 {
-    uint64_t now = kvt_live_now(sys);
+    uint64_t now = s_live_now(sys);
     kvt_timer_t tm;
     for (int i = 0; i < S_TIMER_LOOP && kvt_timers_pop_due(&a->live->timers, now, &tm); i++)
         kvt_actor_fire(sys, a, tm.tag);
@@ -291,7 +293,7 @@ static int s_timeout_ms(kvt_system_t *sys, kvt_actor_t *a)
     uint64_t deadline;
     if (!kvt_timers_peek(&a->live->timers, &deadline))
         return -1;
-    uint64_t now = kvt_live_now(sys);
+    uint64_t now = s_live_now(sys);
     if (deadline <= now)
         return 0;
     uint64_t ms = (deadline - now + 999999) / 1000000;
@@ -415,7 +417,7 @@ static int s_bind(kvt_system_t *sys, kvt_actor_t *a)
     return 0;
 }
 
-int kvt_live_start(kvt_system_t *sys)
+static int s_live_start(kvt_system_t *sys)
 {
     for (uint32_t i = 0; i < sys->nactors; i++) {
         kvt_actor_t *a = sys->actors[i];
@@ -449,14 +451,14 @@ fail_bind:
     return -1;
 }
 
-void kvt_live_stop(kvt_system_t *sys)
+static void s_live_stop(kvt_system_t *sys)
 {
     s_stop_first(sys, sys->nactors);
     if (sys->live->post)
         s_close_all(sys->live->post, KVT_MAX_ACTORS);
 }
 
-int kvt_live_run(kvt_system_t *sys, uint64_t until_ns)
+static int s_live_run(kvt_system_t *sys, uint64_t until_ns)
 {
     zpoller_t *poller = NULL;
     for (uint32_t i = 0; i < sys->nactors; i++) {
@@ -506,3 +508,40 @@ int kvt_live_run(kvt_system_t *sys, uint64_t until_ns)
     zpoller_destroy(&poller);
     return rc;
 }
+
+// -------------------------------------------------------------- driver ----
+
+static uint64_t s_live_clock(kvt_system_t *sys)
+{
+    return sys->live ? s_live_now(sys) : 0;
+}
+
+static int s_live_post(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, int kind, uint8_t *buf,
+                       size_t len)
+{
+    (void)kind;
+    int rc = s_live_send(sys, a, to, buf, len);
+    free(buf);
+    return rc;
+}
+
+static int s_live_run_for(kvt_system_t *sys, uint64_t until_ns, uint64_t max_events)
+{
+    (void)max_events;
+    return s_live_run(sys, until_ns);
+}
+
+const kvt_driver_ops_t kvt_live_driver = {
+    .name = "live",
+    .remote_actors = true,
+    .create = s_live_new,
+    .destroy = s_live_destroy,
+    .start = s_live_start,
+    .run = s_live_run_for,
+    .stop = s_live_stop,
+    .now = s_live_clock,
+    .send = s_live_post,
+    .timer = s_live_timer,
+    .cancel = s_live_cancel,
+    .exit = s_live_exit,
+};

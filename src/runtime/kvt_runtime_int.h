@@ -171,8 +171,10 @@ typedef struct _kvt_sim_t kvt_sim_t;
 typedef struct _kvt_live_t kvt_live_t;
 typedef struct _kvt_trace_t kvt_trace_t;
 
+typedef struct _kvt_driver_ops_t kvt_driver_ops_t;
+
 struct _kvt_system_t {
-    kvt_driver_t driver;            //  SIM or LIVE
+    const kvt_driver_ops_t *ops;    //  the driver, chosen once by kvt_system_new
     uint64_t seed;                  //  system seed
     char name[KVT_SYS_NAME_MAX];    //  system name (inproc prefix, logs)
     int log_level;                  //  lines above this level are dropped
@@ -241,33 +243,40 @@ kvt_fault_type_t kvt_faults_match(kvt_faults_t *f, kvt_aid_t from, kvt_aid_t to,
 //  The rules of a SIM system; NULL for a LIVE one.
 kvt_faults_t *kvt_sim_faults(kvt_system_t *sys);
 
-int kvt_sim_new(kvt_system_t *sys);
-void kvt_sim_destroy(kvt_system_t *sys);
-int kvt_sim_start(kvt_system_t *sys);
-int kvt_sim_run(kvt_system_t *sys, uint64_t until_ns, uint64_t max_events);
-void kvt_sim_stop(kvt_system_t *sys);
-uint64_t kvt_sim_now(kvt_system_t *sys);
-//  Enqueues an encoded frame (takes `buf`, malloc'ed) from → to.
-int kvt_sim_send(kvt_system_t *sys, kvt_aid_t from, kvt_aid_t to, int kind, uint8_t *buf,
-                 size_t len);
-uint64_t kvt_sim_timer(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uint64_t tag);
-int kvt_sim_cancel(kvt_system_t *sys, kvt_actor_t *a, uint64_t id);
-void kvt_sim_exit(kvt_system_t *sys, int code);
+// ------------------------------------------------------------ drivers -----
 
-// ------------------------------------------------------------ LIVE --------
+//  A driver: everything the system and the handler contexts ask of SIM or
+//  LIVE, one table per driver, chosen once by kvt_system_new (as the device
+//  layer's backends are). The system never asks which driver it runs.
+struct _kvt_driver_ops_t {
+    const char *name;   //  "sim" / "live"
+    bool remote_actors; //  actors of other processes may join (kvt_system_add_remote)
+    //  Creates the driver's state (sys->sim + sys->trace, or sys->live): 0 or -1.
+    int (*create)(kvt_system_t *sys);
+    //  Frees it; safe after a create that failed half-way.
+    void (*destroy)(kvt_system_t *sys);
+    //  Runs every local actor's init (binding inboxes first under LIVE): 0 or -1.
+    int (*start)(kvt_system_t *sys);
+    //  kvt_system_run: a KVT_RUN_* code or the code given to exit. LIVE
+    //  ignores max_events.
+    int (*run)(kvt_system_t *sys, uint64_t until_ns, uint64_t max_events);
+    //  Runs every actor's stop and drops what is still in flight.
+    void (*stop)(kvt_system_t *sys);
+    //  Driver time in ns (0 before the driver's state exists).
+    uint64_t (*now)(kvt_system_t *sys);
+    //  Sends an encoded frame from actor a (NULL: "$system") to `to` (a
+    //  valid id); consumes buf (malloc'ed). 0, or -1 when it was not sent.
+    int (*send)(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, int kind, uint8_t *buf,
+                size_t len);
+    //  Arms / cancels a timer of actor a (kvt_ctx_timer / kvt_ctx_cancel).
+    uint64_t (*timer)(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uint64_t tag);
+    int (*cancel)(kvt_system_t *sys, kvt_actor_t *a, uint64_t id);
+    //  Asks the run loop to return `code` (the first request wins).
+    void (*exit)(kvt_system_t *sys, kvt_actor_t *a, int code);
+};
 
-int kvt_live_new(kvt_system_t *sys);
-void kvt_live_destroy(kvt_system_t *sys);
-int kvt_live_start(kvt_system_t *sys);
-int kvt_live_run(kvt_system_t *sys, uint64_t until_ns);
-void kvt_live_stop(kvt_system_t *sys);
-uint64_t kvt_live_now(kvt_system_t *sys);
-//  Sends an encoded frame from an actor's thread (a != NULL) or from the
-//  posting thread (a == NULL, sender "$system"). Borrows buf.
-int kvt_live_send(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, const uint8_t *buf, size_t len);
-uint64_t kvt_live_timer(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uint64_t tag);
-int kvt_live_cancel(kvt_system_t *sys, kvt_actor_t *a, uint64_t id);
-void kvt_live_exit(kvt_system_t *sys, kvt_actor_t *a, int code);
+extern const kvt_driver_ops_t kvt_sim_driver;  //  kvt_sim.c
+extern const kvt_driver_ops_t kvt_live_driver; //  kvt_live.c
 
 // ------------------------------------------------------------ trace -------
 

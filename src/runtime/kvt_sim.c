@@ -218,7 +218,7 @@ static void s_purge_all(kvt_system_t *sys, kvt_stat_t stat)
 
 // ------------------------------------------------------------ lifecycle ---
 
-int kvt_sim_new(kvt_system_t *sys)
+static int s_sim_new(kvt_system_t *sys)
 {
     kvt_sim_t *sim = calloc(1, sizeof *sim);
     if (!sim)
@@ -230,7 +230,7 @@ int kvt_sim_new(kvt_system_t *sys)
     return 0;
 }
 
-void kvt_sim_destroy(kvt_system_t *sys)
+static void s_sim_destroy(kvt_system_t *sys)
 {
     kvt_sim_t *sim = sys->sim;
     if (!sim)
@@ -265,7 +265,7 @@ static void s_actor_stop(kvt_system_t *sys, kvt_actor_t *a, kvt_actor_state_t st
     a->run_state = state;
 }
 
-int kvt_sim_start(kvt_system_t *sys)
+static int s_sim_start(kvt_system_t *sys)
 {
     kvt_sim_t *sim = sys->sim;
     if (kvt_trace_begin(sys) != 0)
@@ -289,7 +289,7 @@ int kvt_sim_start(kvt_system_t *sys)
     return 0;
 }
 
-void kvt_sim_stop(kvt_system_t *sys)
+static void s_sim_stop(kvt_system_t *sys)
 {
     for (uint32_t i = sys->nactors; i-- > 0;) {
         kvt_actor_t *a = sys->actors[i];
@@ -302,12 +302,12 @@ void kvt_sim_stop(kvt_system_t *sys)
     kvt_trace_flush(sys);
 }
 
-uint64_t kvt_sim_now(kvt_system_t *sys)
+static uint64_t s_sim_now(kvt_system_t *sys)
 {
-    return sys->sim->now;
+    return sys->sim ? sys->sim->now : 0;
 }
 
-void kvt_sim_exit(kvt_system_t *sys, int code)
+static void s_sim_exit(kvt_system_t *sys, int code)
 {
     if (sys->sim->exit_req)
         return; //  the first exit wins
@@ -317,8 +317,8 @@ void kvt_sim_exit(kvt_system_t *sys, int code)
 
 // ----------------------------------------------------------------- send ---
 
-int kvt_sim_send(kvt_system_t *sys, kvt_aid_t from, kvt_aid_t to, int kind, uint8_t *buf,
-                 size_t len)
+static int s_sim_send(kvt_system_t *sys, kvt_aid_t from, kvt_aid_t to, int kind, uint8_t *buf,
+                      size_t len)
 {
     kvt_sim_t *sim = sys->sim;
     assert(to < sys->nactors);
@@ -375,7 +375,7 @@ fail:
 
 // ------------------------------------------------------------- timers -----
 
-uint64_t kvt_sim_timer(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uint64_t tag)
+static uint64_t s_sim_timer(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uint64_t tag)
 {
     uint64_t deadline = sys->sim->now + after_ns;
     if (deadline < sys->sim->now)
@@ -383,7 +383,7 @@ uint64_t kvt_sim_timer(kvt_system_t *sys, kvt_actor_t *a, uint64_t after_ns, uin
     return kvt_timers_arm(&sys->sim->timers, deadline, tag, a->aid);
 }
 
-int kvt_sim_cancel(kvt_system_t *sys, kvt_actor_t *a, uint64_t id)
+static int s_sim_cancel(kvt_system_t *sys, kvt_actor_t *a, uint64_t id)
 {
     return kvt_timers_cancel(&sys->sim->timers, id, a->aid);
 }
@@ -424,7 +424,7 @@ static void s_fire(kvt_system_t *sys, const kvt_timer_t *tm)
     kvt_trace_record(sys, KVT_TRACE_TIMER, 0, 0, tm->owner, tm->owner, 0, sys->sim->now, tm->tag);
 }
 
-int kvt_sim_run(kvt_system_t *sys, uint64_t until_ns, uint64_t max_events)
+static int s_sim_run(kvt_system_t *sys, uint64_t until_ns, uint64_t max_events)
 {
     kvt_sim_t *sim = sys->sim;
     uint64_t ran = 0;
@@ -489,12 +489,12 @@ int kvt_sim_run(kvt_system_t *sys, uint64_t until_ns, uint64_t max_events)
 
 kvt_faults_t *kvt_sim_faults(kvt_system_t *sys)
 {
-    return sys->driver == KVT_DRIVER_SIM && sys->sim ? &sys->sim->faults : NULL;
+    return sys->sim ? &sys->sim->faults : NULL; //  only the SIM driver creates sim
 }
 
 static bool s_sim_running(kvt_system_t *self)
 {
-    return self && self->driver == KVT_DRIVER_SIM && self->sim;
+    return self && self->sim; //  only the SIM driver creates sim
 }
 
 int kvt_sim_crash(kvt_system_t *self, kvt_aid_t aid)
@@ -554,3 +554,48 @@ uint64_t kvt_sim_events(kvt_system_t *self)
         return 0;
     return self->sim->events;
 }
+
+// -------------------------------------------------------------- driver ----
+
+static int s_sim_create(kvt_system_t *sys)
+{
+    return s_sim_new(sys) == 0 && kvt_trace_new(sys) == 0 ? 0 : -1;
+}
+
+static void s_sim_free(kvt_system_t *sys)
+{
+    s_sim_destroy(sys);
+    kvt_trace_destroy(sys);
+}
+
+//  A post after the system stopped is refused: nothing would deliver it.
+static int s_sim_post(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, int kind, uint8_t *buf,
+                      size_t len)
+{
+    if (sys->stopped) {
+        free(buf);
+        return -1;
+    }
+    return s_sim_send(sys, a ? a->aid : KVT_AID_SYSTEM, to, kind, buf, len);
+}
+
+static void s_sim_exit_of(kvt_system_t *sys, kvt_actor_t *a, int code)
+{
+    (void)a;
+    s_sim_exit(sys, code);
+}
+
+const kvt_driver_ops_t kvt_sim_driver = {
+    .name = "sim",
+    .remote_actors = false,
+    .create = s_sim_create,
+    .destroy = s_sim_free,
+    .start = s_sim_start,
+    .run = s_sim_run,
+    .stop = s_sim_stop,
+    .now = s_sim_now,
+    .send = s_sim_post,
+    .timer = s_sim_timer,
+    .cancel = s_sim_cancel,
+    .exit = s_sim_exit_of,
+};

@@ -162,7 +162,6 @@ kvt_system_t *kvt_system_new(const kvt_system_opts_t *opts)
     kvt_system_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
-    self->driver = o.driver;
     self->seed = o.seed;
     self->log_level = 1; //  until the option is validated
     snprintf(self->name, sizeof self->name, "%s", "kvt");
@@ -175,7 +174,11 @@ kvt_system_t *kvt_system_new(const kvt_system_opts_t *opts)
     self->sysactor.aid = KVT_AID_SYSTEM;
     snprintf(self->sysactor.name, sizeof self->sysactor.name, "%s", KVT_SYSTEM_NAME);
     self->sysactor.ctx = (kvt_ctx_t){.sys = self, .actor = &self->sysactor};
-    if (o.driver != KVT_DRIVER_SIM && o.driver != KVT_DRIVER_LIVE) {
+    //  The one place the driver is chosen: everything after asks its table.
+    self->ops = o.driver == KVT_DRIVER_SIM    ? &kvt_sim_driver
+                : o.driver == KVT_DRIVER_LIVE ? &kvt_live_driver
+                                              : NULL;
+    if (!self->ops) {
         kvt_log(self, KVT_SYSTEM_NAME, 0, "bad driver %d", (int)o.driver);
         goto fail;
     }
@@ -193,10 +196,7 @@ kvt_system_t *kvt_system_new(const kvt_system_opts_t *opts)
     self->actors = calloc(KVT_MAX_ACTORS, sizeof *self->actors);
     if (!self->actors)
         goto fail;
-    if (self->driver == KVT_DRIVER_SIM) {
-        if (kvt_sim_new(self) != 0 || kvt_trace_new(self) != 0)
-            goto fail;
-    } else if (kvt_live_new(self) != 0)
+    if (self->ops->create(self) != 0)
         goto fail;
     return self;
 fail:
@@ -212,12 +212,8 @@ void kvt_system_destroy(kvt_system_t **self_p)
         return;
     if (self->started)
         kvt_system_stop(self);
-    if (self->sim)
-        kvt_sim_destroy(self);
-    if (self->trace)
-        kvt_trace_destroy(self);
-    if (self->live)
-        kvt_live_destroy(self);
+    if (self->ops)
+        self->ops->destroy(self);
     if (self->actors)
         for (uint32_t i = 0; i < self->nactors; i++)
             free(self->actors[i]);
@@ -236,7 +232,7 @@ kvt_aid_t kvt_system_add(kvt_system_t *self, const char *name, const kvt_actor_c
 kvt_aid_t kvt_system_add_remote(kvt_system_t *self, const char *name, const char *endpoint)
 {
     assert(self);
-    if (self->driver != KVT_DRIVER_LIVE) {
+    if (!self->ops->remote_actors) {
         kvt_log(self, KVT_SYSTEM_NAME, 0, "add_remote '%s': remote actors need the LIVE driver",
                 name ? name : "(null)");
         return KVT_AID_NONE;
@@ -267,18 +263,12 @@ const char *kvt_system_endpoint(kvt_system_t *self, kvt_aid_t aid)
 static int s_post_bytes(kvt_system_t *self, kvt_aid_t to, int kind, uint8_t *buf, size_t len)
 {
     kvt_counters_t *st = &self->sysactor.stats;
-    if (to >= self->nactors || (self->driver == KVT_DRIVER_SIM && self->stopped)) {
+    if (to >= self->nactors) {
         free(buf);
         kvt_count(st, KVT_ST_SEND_ERRORS);
         return -1;
     }
-    int rc;
-    if (self->driver == KVT_DRIVER_SIM)
-        rc = kvt_sim_send(self, KVT_AID_SYSTEM, to, kind, buf, len);
-    else {
-        rc = kvt_live_send(self, NULL, to, buf, len);
-        free(buf);
-    }
+    int rc = self->ops->send(self, NULL, to, kind, buf, len);
     kvt_count(st, rc == 0 ? KVT_ST_SENT : KVT_ST_SEND_ERRORS);
     return rc;
 }
@@ -314,7 +304,7 @@ int kvt_system_start(kvt_system_t *self)
         kvt_log(self, KVT_SYSTEM_NAME, 0, "start: the system was already started");
         return -1;
     }
-    int rc = self->driver == KVT_DRIVER_SIM ? kvt_sim_start(self) : kvt_live_start(self);
+    int rc = self->ops->start(self);
     if (rc == 0)
         self->started = true;
     return rc;
@@ -327,9 +317,7 @@ int kvt_system_run(kvt_system_t *self, uint64_t until_ns, uint64_t max_events)
         kvt_log(self, KVT_SYSTEM_NAME, 0, "run: the system is not running");
         return KVT_RUN_QUIESCENT;
     }
-    if (self->driver == KVT_DRIVER_SIM)
-        return kvt_sim_run(self, until_ns, max_events);
-    return kvt_live_run(self, until_ns);
+    return self->ops->run(self, until_ns, max_events);
 }
 
 void kvt_system_stop(kvt_system_t *self)
@@ -337,19 +325,14 @@ void kvt_system_stop(kvt_system_t *self)
     assert(self);
     if (!self->started || self->stopped)
         return;
-    if (self->driver == KVT_DRIVER_SIM)
-        kvt_sim_stop(self);
-    else
-        kvt_live_stop(self);
+    self->ops->stop(self);
     self->stopped = true;
 }
 
 uint64_t kvt_system_now(kvt_system_t *self)
 {
     assert(self);
-    if (self->driver == KVT_DRIVER_SIM)
-        return self->sim ? kvt_sim_now(self) : 0;
-    return self->live ? kvt_live_now(self) : 0;
+    return self->ops ? self->ops->now(self) : 0; //  no driver yet: a log line of new
 }
 
 int kvt_system_actor_stats(kvt_system_t *self, kvt_aid_t aid, kvt_actor_stats_t *out)

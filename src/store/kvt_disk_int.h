@@ -268,6 +268,15 @@ void kvt_disk_io_run_inline(kvt_disk_t *self, uint32_t job);
 //  values.
 int kvt_disk_manifest_open(kvt_disk_t *self, uint64_t ns_id, char *err, size_t errlen);
 
+//  Parses a manifest's bytes (exactly three lines: the magic, then
+//  layout_id= and namespace= with 16 lowercase hex digits each): 0 with
+//  *layout and *ns, or -1 with *why naming the bad line.
+int kvt_disk_manifest_parse(const char *bytes, size_t len, uint64_t *layout, uint64_t *ns,
+                            const char **why);
+
+//  Writes the manifest of (layout, ns) into out (cap bytes); its length.
+int kvt_disk_manifest_format(char *out, size_t cap, uint64_t layout, uint64_t ns);
+
 //  True for the manifest's names (the rescan skips them: not objects, not foreign).
 bool kvt_disk_manifest_name(const char *name);
 

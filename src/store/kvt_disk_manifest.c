@@ -37,9 +37,7 @@ bool kvt_disk_manifest_name(const char *name)
 static int s_write(kvt_disk_t *self, uint64_t ns_id, char *err, size_t errlen)
 {
     char text[S_MAX];
-    int n =
-        snprintf(text, sizeof text, S_MAGIC "layout_id=%016" PRIx64 "\nnamespace=%016" PRIx64 "\n",
-                 self->id.layout, ns_id);
+    int n = kvt_disk_manifest_format(text, sizeof text, self->id.layout, ns_id);
     int fd = openat(self->dirfd, KVT_DISK_MANIFEST_TMP,
                     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     errno = 0;
@@ -85,6 +83,39 @@ static int s_field(const char **p, const char *name, uint64_t *out)
     return 0;
 }
 
+int kvt_disk_manifest_parse(const char *bytes, size_t len, uint64_t *layout, uint64_t *ns,
+                            const char **why)
+{
+    if (len > S_MAX) {
+        *why = "it is longer than 512 bytes";
+        return -1;
+    }
+    char text[S_MAX + 1];
+    memcpy(text, bytes, len);
+    text[len] = 0;
+    size_t ml = strlen(S_MAGIC);
+    const char *p = text + ml;
+    const char *bad = NULL;
+    if (len != strlen(text))
+        bad = "it holds a NUL byte";
+    else if (strncmp(text, S_MAGIC, ml) != 0)
+        bad = "line 1 is not \"kvtier-disk-manifest 1\"";
+    else if (s_field(&p, "layout_id", layout) != 0)
+        bad = "line 2 is not layout_id=<16 hex digits>";
+    else if (s_field(&p, "namespace", ns) != 0)
+        bad = "line 3 is not namespace=<16 hex digits>";
+    else if (*p)
+        bad = "bytes follow line 3";
+    *why = bad;
+    return bad ? -1 : 0;
+}
+
+int kvt_disk_manifest_format(char *out, size_t cap, uint64_t layout, uint64_t ns)
+{
+    return snprintf(out, cap, S_MAGIC "layout_id=%016" PRIx64 "\nnamespace=%016" PRIx64 "\n",
+                    layout, ns);
+}
+
 //  The refusal: counted, err naming the directory and both values.
 static int s_refuse(kvt_disk_t *self, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -111,7 +142,7 @@ int kvt_disk_manifest_open(kvt_disk_t *self, uint64_t ns_id, char *err, size_t e
         return s_refuse(self, err, errlen, "manifest %s cannot be read: %s", KVT_DISK_MANIFEST,
                         strerror(errno));
     }
-    char text[S_MAX + 1];
+    char text[S_MAX];
     struct stat sb;
     ssize_t got = -1;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
@@ -119,22 +150,9 @@ int kvt_disk_manifest_open(kvt_disk_t *self, uint64_t ns_id, char *err, size_t e
     close(fd);
     if (got < 0)
         return s_refuse(self, err, errlen, "manifest %s is not a readable file", KVT_DISK_MANIFEST);
-    text[got] = 0;
     uint64_t layout = 0, ns = 0;
-    size_t ml = strlen(S_MAGIC);
-    const char *p = text + ml;
     const char *bad = NULL;
-    if ((size_t)got != strlen(text))
-        bad = "it holds a NUL byte";
-    else if (strncmp(text, S_MAGIC, ml) != 0)
-        bad = "line 1 is not \"kvtier-disk-manifest 1\"";
-    else if (s_field(&p, "layout_id", &layout) != 0)
-        bad = "line 2 is not layout_id=<16 hex digits>";
-    else if (s_field(&p, "namespace", &ns) != 0)
-        bad = "line 3 is not namespace=<16 hex digits>";
-    else if (*p)
-        bad = "bytes follow line 3";
-    if (bad)
+    if (kvt_disk_manifest_parse(text, (size_t)got, &layout, &ns, &bad) != 0)
         return s_refuse(self, err, errlen, "manifest %s is not a kvtier disk manifest: %s",
                         KVT_DISK_MANIFEST, bad);
     if (layout != self->id.layout)

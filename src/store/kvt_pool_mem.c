@@ -89,6 +89,36 @@ static bool s_parse_limit(const char *s, uint64_t *out)
     return true;
 }
 
+//  "cgroup <what> (<path>)" into src; a path too long for srclen keeps its
+//  end (the cgroup and file that hold the limit) behind "...".
+static void s_describe(char *src, size_t srclen, const char *what, const char *path)
+{
+    if (srclen == 0)
+        return;
+    char head[64];
+    int h = snprintf(head, sizeof head, "cgroup %s (", what);
+    size_t hl = h < 0 ? 0 : (size_t)h < sizeof head ? (size_t)h : sizeof head - 1;
+    size_t pl = strlen(path);
+    size_t room = srclen - 1; //  bytes before the NUL
+    size_t n = 0;
+    if (hl + pl + 1 > room && room > hl + 4) { //  keep the path's tail
+        size_t keep = room - hl - 4;           //  "..." and ")"
+        memcpy(src, head, hl);
+        memcpy(src + hl, "...", 3);
+        memcpy(src + hl + 3, path + pl - keep, keep);
+        n = hl + 3 + keep;
+    } else {
+        size_t a = hl < room ? hl : room;
+        memcpy(src, head, a);
+        size_t b = pl < room - a ? pl : room - a;
+        memcpy(src + a, path, b);
+        n = a + b;
+    }
+    if (n < room)
+        src[n++] = ')';
+    src[n] = 0;
+}
+
 //  The cgroup memory limit of this process under `cg` (the cgroup mount)
 //  as listed in `self_cgroup` (/proc/self/cgroup); UINT64_MAX when none.
 static uint64_t s_cgroup_limit(const char *cg, const char *self_cgroup, char *src, size_t srclen)
@@ -127,8 +157,7 @@ static uint64_t s_cgroup_limit(const char *cg, const char *self_cgroup, char *sr
             v >= best)
             continue;
         best = v;
-        snprintf(src, srclen, "cgroup %s (%s)",
-                 i < 3 ? "v2 memory.max" : "v1 memory.limit_in_bytes", tries[i]);
+        s_describe(src, srclen, i < 3 ? "v2 memory.max" : "v1 memory.limit_in_bytes", tries[i]);
     }
     return best;
 }

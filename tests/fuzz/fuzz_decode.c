@@ -10,7 +10,7 @@
     Build: cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DKVTIER_FUZZ=ON
            cmake --build build-fuzz --target fuzz_decode
     Run:   ./build-fuzz/fuzz_decode -max_len=8192 -dict=tests/fuzz/decode.dict corpus-tmp \
-               tests/fuzz/corpus/decode
+               tests/corpus/decode
 */
 #include <msgpack.h>
 #include <stdbool.h>
@@ -19,11 +19,10 @@
 #include <string.h>
 
 #include "kvtier/kvt_msg.h"
+#include "fuzz/kvt_fuzz.h"
 #include "messages/kvt_msg_test.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void s_die(const char *what, const kvt_msg_err_t *err)
+static void s_decode_die(const char *what, const kvt_msg_err_t *err)
 {
     char text[256];
     fprintf(stderr, "fuzz_decode: %s (%s)\n", what,
@@ -31,7 +30,7 @@ static void s_die(const char *what, const kvt_msg_err_t *err)
     abort();
 }
 
-static bool s_msgpack_c_accepts(const uint8_t *data, size_t size)
+static bool s_decode_msgpack_c_accepts(const uint8_t *data, size_t size)
 {
     msgpack_unpacked result;
     msgpack_unpacked_init(&result);
@@ -41,7 +40,7 @@ static bool s_msgpack_c_accepts(const uint8_t *data, size_t size)
     return rc == MSGPACK_UNPACK_SUCCESS && off == size;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+int kvt_fuzz_decode(const uint8_t *data, size_t size)
 {
     static const kvt_msg_t zero;
     kvt_msg_t msg, back;
@@ -49,30 +48,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t alloc = 0;
     if (kvt_msg_decode_ex(data, size, &msg, &err, &alloc) != 0) {
         if (memcmp(&msg, &zero, sizeof zero) != 0)
-            s_die("rejected frame left a non-empty message", &err);
+            s_decode_die("rejected frame left a non-empty message", &err);
         if (err.field[0] == '\0' || err.reason[0] == '\0')
-            s_die("rejection without a field or reason", &err);
+            s_decode_die("rejection without a field or reason", &err);
         return 0;
     }
     if (alloc > 4 * size + 65536)
-        s_die("decode allocated more than 4 × frame + 64 KiB", NULL);
-    if (!s_msgpack_c_accepts(data, size))
-        s_die("accepted a frame msgpack-c calls malformed", NULL);
+        s_decode_die("decode allocated more than 4 × frame + 64 KiB", NULL);
+    if (!s_decode_msgpack_c_accepts(data, size))
+        s_decode_die("accepted a frame msgpack-c calls malformed", NULL);
     uint8_t *first = NULL, *second = NULL;
     size_t nfirst = 0, nsecond = 0;
     if (kvt_msg_check(&msg, &err) != 0)
-        s_die("decoded message fails kvt_msg_check", &err);
+        s_decode_die("decoded message fails kvt_msg_check", &err);
     if (kvt_msg_encode(&msg, &first, &nfirst) != 0)
-        s_die("decoded message does not encode", NULL);
+        s_decode_die("decoded message does not encode", NULL);
     if (kvt_msg_decode(first, nfirst, &back, &err) != 0)
-        s_die("re-encoded message does not decode", &err);
+        s_decode_die("re-encoded message does not decode", &err);
     if (kvt_msg_encode(&back, &second, &nsecond) != 0)
-        s_die("second trip does not encode", NULL);
+        s_decode_die("second trip does not encode", NULL);
     if (nfirst != nsecond || memcmp(first, second, nfirst) != 0)
-        s_die("encode ∘ decode is not stable", NULL);
+        s_decode_die("encode ∘ decode is not stable", NULL);
     free(first);
     free(second);
     kvt_msg_clear(&back);
     kvt_msg_clear(&msg);
     return 0;
 }
+
+KVT_FUZZ_ENTRY(kvt_fuzz_decode)

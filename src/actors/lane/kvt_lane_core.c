@@ -19,12 +19,12 @@
 #include "kvt_lane_core.h"
 
 #include <assert.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/kvt_heap.h"
+#include "base/kvt_logf.h"
 #include "kvtier/kvt_msg.h"
 
 typedef struct s_job {
@@ -69,8 +69,8 @@ struct _kvt_lane_core_t {
     kvt_lane_stats_t st;    //  counters
 };
 
-static void s_log(kvt_lane_core_t *self, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+//  Logs through the configured sink (no newline in fmt).
+#define s_log(self, level, ...) kvt_logf((self)->c.log, (self)->c.log_arg, (level), __VA_ARGS__)
 
 // ------------------------------------------------------ deadline heap ----
 
@@ -98,18 +98,6 @@ static void s_dl_remove(kvt_lane_core_t *self, s_job_t *job)
         return;
     kvt_heap_remove(self->dl, &self->ndl, &s_dl_ops, NULL, job->hpos, NULL);
     job->hpos = UINT32_MAX;
-}
-
-static void s_log(kvt_lane_core_t *self, int level, const char *fmt, ...)
-{
-    if (!self->c.log)
-        return;
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    self->c.log(self->c.log_arg, level, line);
 }
 
 // ------------------------------------------------------------- outbox ----

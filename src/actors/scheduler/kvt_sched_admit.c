@@ -13,15 +13,28 @@
 #include "kvt_joint.h"
 #include "kvt_sched_int.h"
 
+static uint32_t s_nloads(const kvt_sched_t *self)
+{
+    kvt_planbuf_counts_t pc;
+    kvt_planbuf_counts(self->pb, &pc);
+    return pc.loads;
+}
+
 static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uint32_t end_tok)
 {
     uint32_t nchunks = (end_tok - floor_tok) / self->cfg.chunk_size;
     uint32_t nblocks = (end_tok - floor_tok) / self->cfg.block_size;
-    if (kvt_vec_reserve((void **)&self->p_loads, &self->p_loads_cap, self->p_nloads + 1,
-                        sizeof(kvt_load_spec_t)) ||
-        kvt_sched_reserve_scratch(self, nblocks, nchunks))
+    if (kvt_planbuf_reserve_loads(self->pb, 1) || kvt_sched_reserve_scratch(self, nblocks, nchunks))
         return -1;
-    kvt_sched_fill_spec(self, r, floor_tok, end_tok, &self->p_loads[self->p_nloads++]);
+    kvt_sched_fill_spec(self, r, floor_tok, end_tok, kvt_planbuf_next_load(self->pb));
+    return 0;
+}
+
+//  The request waits (admission stops at it): its settled lookup is kept
+//  fresh meanwhile. Returns 0.
+static int s_wait(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    kvt_lookups_keep_fresh(self->lk, r, self->rt, self->pb, self->now_us);
     return 0;
 }
 
@@ -31,28 +44,28 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 {
     if (kvt_sched_hybrid(self))
         return kvt_sched_admit_hybrid(self, slot);
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
-    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t need = kvt_reqtab_blocks_needed(self->rt, r->nfeed);
     //  The last probe needed more fresh blocks than exist now: nothing that
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
     if (r->probe_demand > kvt_blockmgr_available(self->bm)) {
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its blocks do not fit yet
-        return 0;
+        return s_wait(self, r); //  waiting: its blocks do not fit yet
     }
     //  A hit always leaves a prefill tail: one token, two with speculation.
     uint32_t tail = kvt_sched_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
     for (uint32_t b = 0; b < max_hit_blocks; b++)
-        kvt_sched_hash_at(self, r, b);
+        kvt_reqtab_hash_at(self->rt, r, b);
     uint32_t m =
         kvt_blockmgr_match(self->bm, r->hashes, r->tokens, max_hit_blocks, self->scratch_blocks);
     uint32_t hbm = m * bs;
 
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_lookups_tier_hit(self->lk, r, max_chunks, &tier_chunks, self->rt, self->pb,
+                              self->now_us))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     bool load = tier > hbm;
@@ -77,8 +90,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     size_t bytes =
         KVT_SCHED_ENTRY_BYTES(need) +
         (load ? KVT_SCHED_SPEC_BYTES((tier - keep_tokens) / bs, (tier - keep_tokens) / cs) : 0);
-    if (!kvt_sched_plan_fits(self, bytes) || self->p_nloads >= KVT_MSG_MAX_ENTRIES) {
-        self->stats.plan_deferred++;
+    if (!kvt_sched_plan_fits(self, bytes) || s_nloads(self) >= KVT_MSG_MAX_ENTRIES) {
+        kvt_planbuf_defer(self->pb);
         return 0;
     }
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
@@ -108,8 +121,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     r->gen++;
     r->hbm_hit = hbm;
     kvt_blockmgr_count_hit(self->bm, m);
-    kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
-    kvt_ilist_append(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);
+    kvt_reqtab_append(self->rt, KVT_RQ_ACTIVE, slot);
     self->stats.waiting--;
     self->stats.admitted++;
     //  The HBM hit is recorded as found (rule B3), even when the load starts
@@ -117,7 +130,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
-    kvt_sched_lookup_settle(self, r, planned ? &self->p_loads[self->p_nloads - 1] : NULL);
+    kvt_lookups_settle(self->lk, r, planned ? kvt_planbuf_last_load(self->pb) : NULL, self->pb);
     if (planned) {
         r->state = R_LOADING;
         r->legs = S_LEG_KV;
@@ -159,7 +172,7 @@ static uint32_t s_probe(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
     uint32_t bs = self->cfg.block_size, tail = kvt_sched_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
     for (uint32_t b = 0; b < max_hit_blocks; b++)
-        kvt_sched_hash_at(self, r, b);
+        kvt_reqtab_hash_at(self->rt, r, b);
     uint32_t m =
         kvt_blockmgr_match(self->bm, r->hashes, r->tokens, max_hit_blocks, self->scratch_blocks);
     p->chain = r->hashes;
@@ -176,7 +189,7 @@ static uint32_t s_probe(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
         for (g = m; g > 0 && !kvt_ckpt_has(self->ck, r->hashes[g - 1]); g--)
             ;
     p->hbm = g * bs;
-    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t need = kvt_reqtab_blocks_needed(self->rt, r->nfeed);
     uint32_t demand = need - g + self->scratch_unref[g];
     bool slot_ok = !kvt_sched_hybrid(self) || kvt_ckpt_slots_free(self->ck) > 0;
     if (slot_ok && kvt_blockmgr_available(self->bm) >= demand) {
@@ -199,14 +212,14 @@ typedef struct {
 static bool s_ckpt_hbm(void *ctx, uint32_t boundary)
 {
     s_joint_ctx_t *c = ctx;
-    kvt_hash_t h = kvt_sched_hash_at(c->self, c->r, boundary / c->self->cfg.block_size - 1);
+    kvt_hash_t h = kvt_reqtab_hash_at(c->self->rt, c->r, boundary / c->self->cfg.block_size - 1);
     return kvt_ckpt_has(c->self->ck, h);
 }
 
 static bool s_ckpt_tier(void *ctx, uint32_t boundary)
 {
     s_joint_ctx_t *c = ctx;
-    kvt_hash_t h = kvt_sched_hash_at(c->self, c->r, boundary / c->self->cfg.block_size - 1);
+    kvt_hash_t h = kvt_reqtab_hash_at(c->self->rt, c->r, boundary / c->self->cfg.block_size - 1);
     return kvt_stidx_could_serve(c->self->stidx, h);
 }
 
@@ -223,23 +236,22 @@ static void s_add_joint_stats(kvt_sched_t *self, const kvt_joint_stats_t *js)
 
 int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
 {
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0) {
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: no blocks or no slot for it yet
-        return 0;
+        return s_wait(self, r); //  waiting: no blocks or no slot for it yet
     }
     kvt_sched_probe_t *p = &self->probe;
     uint32_t want = s_probe(self, r, p);
     if (!p->has_demand) {
         r->probe_demand = want;
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its probe found no room
-        return 0;
+        return s_wait(self, r); //  waiting: its probe found no room
     }
     uint32_t tail = kvt_sched_tail(self);
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_lookups_tier_hit(self->lk, r, max_chunks, &tier_chunks, self->rt, self->pb,
+                              self->now_us))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     s_joint_ctx_t jc = {self, r};
@@ -265,7 +277,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  No load convoys: chunks another admission is loading are waited for
     //  (its verdict indexes them in HBM), not loaded a second time.
     for (uint32_t t = kv_leg ? d.claim : d.b; kv_leg && t < d.b; t += cs)
-        if (kvt_hmap_get(self->loading_keys, kvt_sched_chunk_key(self, r, t / cs), NULL)) {
+        if (kvt_hmap_get(self->loading_keys, kvt_reqtab_chunk_key(self->rt, r, t / cs), NULL)) {
             if (!r->convoy_waited)
                 self->stats.convoy_waits++;
             r->convoy_waited = true;
@@ -276,26 +288,22 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  window holds the admission for the touch's verdict, bounded from the
     //  first hold (I6). A held request holds up no one behind it.
     if (d.src == KVT_JOINT_STATE_TIER) {
-        kvt_hash_t h = kvt_sched_hash_at(self, r, d.b / bs - 1);
+        kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1);
         uint64_t round;
         if (kvt_stidx_want_touch(self->stidx, h, self->now_us, &round) &&
-            kvt_vec_reserve((void **)&self->p_touches, &self->p_touches_cap, self->p_ntouches + 1,
-                            sizeof(kvt_touch_msg_t)) == 0) {
-            self->p_touches[self->p_ntouches++] = (kvt_touch_msg_t){.hash = h, .round = round};
-            self->p_bytes += 48;
+            kvt_planbuf_add_touch(self->pb, h, round) == 0)
             self->stats.touches_planned++;
-        }
         if (kvt_stidx_hold(self->stidx, h, self->now_us)) {
             self->stats.verify_holds++;
             return S_ADMIT_LOOKUP;
         }
     }
-    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t need = kvt_reqtab_blocks_needed(self->rt, r->nfeed);
     uint32_t kv_tokens = kv_leg ? d.b - d.claim : 0;
     size_t bytes = KVT_SCHED_ENTRY_BYTES(need) +
                    (joint ? KVT_SCHED_SPEC_BYTES(kv_tokens / bs, kv_tokens / cs) : 0);
-    if (!kvt_sched_plan_fits(self, bytes) || self->p_nloads >= KVT_MSG_MAX_ENTRIES) {
-        self->stats.plan_deferred++;
+    if (!kvt_sched_plan_fits(self, bytes) || s_nloads(self) >= KVT_MSG_MAX_ENTRIES) {
+        kvt_planbuf_defer(self->pb);
         return 0;
     }
     //  Reserve every array the commit writes, so the commit cannot fail.
@@ -303,12 +311,9 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     uint32_t lo = clb < hb ? clb : hb, nret = joint ? (clb < hb ? hb - clb : clb - hb) : 0;
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
     r->hit_pins = nret ? malloc((size_t)nret * sizeof(uint32_t)) : NULL;
-    if (!r->blocks || (nret && !r->hit_pins) ||
-        kvt_vec_reserve((void **)&self->p_loads, &self->p_loads_cap, self->p_nloads + 1,
-                        sizeof(kvt_load_spec_t)) ||
+    if (!r->blocks || (nret && !r->hit_pins) || kvt_planbuf_reserve_loads(self->pb, 1) ||
         kvt_sched_reserve_scratch(self, kv_tokens / bs, kv_tokens / cs) ||
-        kvt_vec_reserve((void **)&self->p_state, &self->p_state_cap, self->p_nstate + 1,
-                        sizeof(kvt_sched_state_op_t))) {
+        kvt_planbuf_reserve_state(self->pb, 1)) {
         free(r->blocks);
         free(r->hit_pins);
         r->blocks = r->hit_pins = NULL;
@@ -320,7 +325,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     assert(r->sslot != KVT_CKPT_NONE); //  checked by the probe
     if (d.src == KVT_JOINT_STATE_TIER &&
         kvt_stidx_request_load(self->stidx, (kvt_opid_t){r->id, r->gen + 1},
-                               kvt_sched_hash_at(self, r, d.b / bs - 1), r->sslot,
+                               kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1), r->sslot,
                                self->now_us) != 0) {
         kvt_ckpt_slot_give(self->ck, r->sslot);
         r->sslot = KVT_CKPT_NONE;
@@ -358,8 +363,8 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     r->legs = r->legs_failed = 0;
     kvt_blockmgr_count_hit(self->bm, hb);
     s_add_joint_stats(self, &js);
-    kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
-    kvt_ilist_append(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);
+    kvt_reqtab_append(self->rt, KVT_RQ_ACTIVE, slot);
     self->stats.waiting--;
     self->stats.admitted++;
     //  The HBM hit is recorded as found (rule B3): the gated hit, never the
@@ -377,7 +382,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
                     r->nprompt);
     if (!joint) {
-        kvt_sched_lookup_settle(self, r, NULL);
+        kvt_lookups_settle(self->lk, r, NULL, self->pb);
         if (hb > 0) {
             r->ck_restore = kvt_ckpt_pin(self->ck, r->hashes[hb - 1]);
             r->restore_at = p->hbm;
@@ -395,7 +400,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  restores it (B2).
     r->ck_hit = hb > 0 ? kvt_ckpt_pin(self->ck, r->hashes[hb - 1]) : KVT_CKPT_NONE;
     if (d.src == KVT_JOINT_STATE_HBM) {
-        r->ck_restore = kvt_ckpt_pin(self->ck, kvt_sched_hash_at(self, r, d.b / bs - 1));
+        r->ck_restore = kvt_ckpt_pin(self->ck, kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1));
         r->restore_at = d.b;
     } else {
         r->legs |= S_LEG_STATE;
@@ -411,27 +416,21 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         kvt_sched_convoy_mark(self, r, +1);
     } else if (d.src == KVT_JOINT_STATE_TIER) {
         //  A state-only load (rule L3): no KV leg, no keys, no blocks.
-        kvt_load_spec_t *l = &self->p_loads[self->p_nloads++];
-        memset(l, 0, sizeof(*l));
-        l->op.req = r->id;
-        l->op.gen = r->gen;
-        l->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
-        l->keys = (kvt_hash_t *)(uintptr_t)self->p_nh;
-        self->p_bytes += KVT_SCHED_SPEC_BYTES(0, 0);
+        kvt_planbuf_add_empty_load(self->pb, (kvt_opid_t){r->id, r->gen});
     }
     if (d.src == KVT_JOINT_STATE_TIER) {
         //  The state leg rides in the same LoadSpec (one completion per rank).
-        kvt_load_spec_t *l = &self->p_loads[self->p_nloads - 1];
+        kvt_load_spec_t *l = kvt_planbuf_last_load(self->pb);
         l->state = true;
         l->state_boundary = d.b;
-        l->state_hash = kvt_sched_hash_at(self, r, d.b / bs - 1);
+        l->state_hash = kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1);
         l->state_slot = r->sslot;
         int rc_c = kvt_stidx_carried(self->stidx, l->op);
         assert(rc_c == 0); //  recorded above, armed until now
         (void)rc_c;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
-    kvt_sched_lookup_settle(self, r, self->p_nloads ? &self->p_loads[self->p_nloads - 1] : NULL);
+    kvt_lookups_settle(self->lk, r, kvt_planbuf_last_load(self->pb), self->pb);
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
     kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);

@@ -146,8 +146,8 @@ static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *e
         return -1;
     }
     uint32_t slots = orphan_slots; //  an orphan's slot stays held until it settles (I2)
-    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
-        const kvt_sreq_t *r = &self->reqs[i];
+    for (uint32_t i = 0; i < kvt_reqtab_cap(self->rt); i++) {
+        const kvt_sreq_t *r = kvt_reqtab_at(self->rt, i);
         if (r->state == R_FREE)
             continue;
         slots += r->sslot != KVT_CKPT_NONE;
@@ -191,11 +191,9 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         snprintf(err, errlen, "audit: loads dispatched != settled + outstanding");
         return -1;
     }
-    if (kvt_hmap_size(self->by_id) != st.records) {
-        snprintf(err, errlen, "audit: the map holds %u requests, the gauge says %u",
-                 kvt_hmap_size(self->by_id), st.records);
+    if (kvt_reqtab_check(self->rt, err, errlen) != 0 ||
+        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0)
         return -1;
-    }
     //  The save tracker's own identities and walk (its leases, its saves
     //  in flight per request).
     if (self->track && kvt_savetrack_check(self->track, true, err, errlen) != 0)
@@ -209,8 +207,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
     }
     int rc = -1;
     uint32_t waiting = 0, running = 0, loading = 0, records = 0;
-    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
-        const kvt_sreq_t *r = &self->reqs[i];
+    for (uint32_t i = 0; i < kvt_reqtab_cap(self->rt); i++) {
+        const kvt_sreq_t *r = kvt_reqtab_at(self->rt, i);
         if (r->state == R_FREE)
             continue;
         records++;

@@ -133,7 +133,7 @@ void kvt_sched_orphan_load(kvt_sched_t *self, kvt_sreq_t *r)
             if (o->state) {
                 //  The slot stays reserved in stidx and off the free list.
                 o->sslot = r->sslot;
-                o->st_key = kvt_sched_hash_at(self, r, r->load_end / bs - 1);
+                o->st_key = kvt_reqtab_hash_at(self->rt, r, r->load_end / bs - 1);
                 r->sslot = KVT_CKPT_NONE;
             }
             o->live = true;

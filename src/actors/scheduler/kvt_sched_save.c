@@ -66,14 +66,14 @@ void kvt_sched_track_admit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t frontier, 
 
 void kvt_sched_track_finish(kvt_sched_t *self, uint32_t slot)
 {
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (!self->track)
         return;
     kvt_savetrack_forwarded(self->track, (kvt_opid_t){r->id, r->gen}, r->computed);
     uint32_t a, b;
     if (kvt_savetrack_finish(self->track, r->id, r->blocks, r->nblocks, -1) == 0 &&
         kvt_savetrack_next(self->track, r->id, &a, &b, NULL))
-        kvt_ilist_append(&self->tails, KVT_SCHED_REQ_LINKS(self), slot);
+        kvt_reqtab_append(self->rt, KVT_RQ_TAILS, slot);
 }
 
 void kvt_sched_track_abort(kvt_sched_t *self, kvt_sreq_t *r)
@@ -102,11 +102,11 @@ void kvt_sched_end_plan(kvt_sched_t *self)
     if (!self->track)
         return;
     kvt_savetrack_end_plan(self->track);
-    while (self->tails.head != KVT_ILIST_NONE) {
-        uint32_t slot = self->tails.head;
-        kvt_ilist_unlink(&self->tails, KVT_SCHED_REQ_LINKS(self), slot);
-        if (!kvt_sched_tracked(self, &self->reqs[slot]))
-            kvt_sched_forget(self, slot);
+    while (kvt_reqtab_head(self->rt, KVT_RQ_TAILS) != KVT_ILIST_NONE) {
+        uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_TAILS);
+        kvt_reqtab_unlink(self->rt, KVT_RQ_TAILS, slot);
+        if (!kvt_sched_tracked(self, kvt_reqtab_at(self->rt, slot)))
+            kvt_reqtab_forget(self->rt, slot, self->bm);
     }
 }
 
@@ -115,7 +115,7 @@ void kvt_sched_end_plan(kvt_sched_t *self)
 static kvt_save_spec_t *s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
                                     uint32_t attempt)
 {
-    kvt_save_spec_t *sp = &self->p_saves[self->p_nsaves++];
+    kvt_save_spec_t *sp = kvt_planbuf_next_save(self->pb);
     kvt_sched_fill_spec(self, r, start, end, sp);
     sp->attempt = attempt;
     return sp;
@@ -123,7 +123,7 @@ static kvt_save_spec_t *s_plan_save(kvt_sched_t *self, kvt_sreq_t *r, uint32_t s
 
 void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
 {
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (!self->track)
         return;
     //  A finished request's tail names its leased blocks (its own
@@ -137,25 +137,25 @@ void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot)
     //  Reserve the worst case first (every chunk saved, every chunk its own
     //  run), so that once a save is built its spec is always emitted.
     uint32_t nchunks = (upto - start) / cs;
-    uint32_t room = self->p_nsaves < KVT_MSG_MAX_ENTRIES ? KVT_MSG_MAX_ENTRIES - self->p_nsaves : 0;
+    kvt_planbuf_counts_t pc;
+    kvt_planbuf_counts(self->pb, &pc);
+    uint32_t room = pc.saves < KVT_MSG_MAX_ENTRIES ? KVT_MSG_MAX_ENTRIES - pc.saves : 0;
     if (nchunks > room)
         nchunks = room;
     while (nchunks > 0 &&
            !kvt_sched_plan_fits(self,
                                 KVT_SCHED_SPEC_BYTES(nchunks * self->bpc, nchunks) + 48u * nchunks))
         nchunks /= 2;
-    if (nchunks == 0 ||
-        kvt_vec_reserve((void **)&self->p_saves, &self->p_saves_cap, self->p_nsaves + nchunks,
-                        sizeof(kvt_save_spec_t)) ||
+    if (nchunks == 0 || kvt_planbuf_reserve_saves(self->pb, nchunks) ||
         kvt_sched_reserve_scratch(self, nchunks * self->bpc, nchunks)) {
-        self->stats.plan_deferred++;
+        kvt_planbuf_defer(self->pb);
         return; //  the frontier stays: a later plan saves them (a tail retires)
     }
     uint32_t limit = start + nchunks * cs;
     uint32_t run_start = UINT32_MAX;
     uint32_t t = start;
     for (; t < limit; t += cs) {
-        kvt_hash_t key = kvt_sched_chunk_key(self, r, t / cs);
+        kvt_hash_t key = kvt_reqtab_chunk_key(self->rt, r, t / cs);
         //  Another save of this chunk is in flight: it needs no second one.
         if (kvt_savetrack_key_inflight(self->track, key)) {
             if (kvt_savetrack_skip(self->track, r->id) != 0)
@@ -241,9 +241,9 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     //  A verdict no live load matches may be an orphan's (its request was
     //  torn down mid-load): its index settles it (kvt_sched_orphan.c).
     uint32_t slot;
-    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(v->op.req), &slot))
+    if (!kvt_reqtab_find(self->rt, v->op.req, &slot))
         return kvt_sched_orphan_verdict(self, v);
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
         return kvt_sched_orphan_verdict(self, v);
     //  A load settles once every leg it dispatched reported (L2).
@@ -251,7 +251,8 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     if (!(r->legs & leg))
         return -1;
     if (leg == S_LEG_STATE &&
-        !kvt_hash_eq(v->key, kvt_sched_hash_at(self, r, r->load_end / self->cfg.block_size - 1)))
+        !kvt_hash_eq(v->key,
+                     kvt_reqtab_hash_at(self->rt, r, r->load_end / self->cfg.block_size - 1)))
         return -1;
     r->legs &= (uint8_t)~leg;
     if (!v->ok) {
@@ -281,7 +282,7 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
             kvt_ckpt_unpin(self->ck, r->ck_hit);
         r->ck_hit = KVT_CKPT_NONE;
         r->computed = r->load_end;
-        kvt_sched_index_blocks(self, r, r->computed);
+        kvt_reqtab_index_blocks(self->rt, r, r->computed, self->bm);
         uint32_t tier = r->load_end - r->hbm_hit;
         //  lower: the most chunks any rank had to read from below the CPU pool.
         uint64_t lower = (uint64_t)r->kv_lower * cs;
@@ -317,9 +318,10 @@ static int s_save_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
         kvt_stidx_note_stored(self->stidx, v->key, self->now_us);
     //  A finished record goes once the tracker holds nothing of it.
     uint32_t slot;
-    if (kvt_hmap_get(self->by_id, kvt_hmap_key64(v->op.req), &slot) &&
-        self->reqs[slot].state == R_DONE && !kvt_sched_tracked(self, &self->reqs[slot]))
-        kvt_sched_forget(self, slot);
+    if (kvt_reqtab_find(self->rt, v->op.req, &slot) &&
+        kvt_reqtab_at(self->rt, slot)->state == R_DONE &&
+        !kvt_sched_tracked(self, kvt_reqtab_at(self->rt, slot)))
+        kvt_reqtab_forget(self->rt, slot, self->bm);
     return 0;
 }
 
@@ -346,7 +348,7 @@ int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     else if (v->chan == KVT_CHAN_SOURCE_SAFE)
         rc = s_source_safe(self, v);
     else if (v->chan == KVT_CHAN_LOOKUP)
-        rc = kvt_sched_lookup_verdict(self, v);
+        rc = kvt_lookups_verdict(self->lk, self->rt, v, self->now_us);
     else if (v->chan == KVT_CHAN_TOUCH && self->stidx && v->op.gen == KVT_TOUCH_GEN) {
         //  A touch nobody answered (the aggregator's bound) is no evidence:
         //  the hold it was sent for ends by its own bound.

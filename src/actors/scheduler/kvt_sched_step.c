@@ -52,15 +52,15 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
 {
     if (failed)
         self->stats.steps_failed++;
-    uint32_t slot = self->active.head;
+    uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE);
     while (slot != KVT_ILIST_NONE) {
-        uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
-        kvt_sreq_t *r = &self->reqs[slot];
+        uint32_t next = kvt_reqtab_next(self->rt, slot);
+        kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
         if (r->state == R_RUNNING && r->planned_end > 0) {
             s_apply_state(self, r, failed);
             if (!failed) {
                 r->computed = r->planned_end;
-                kvt_sched_index_blocks(self, r, r->computed);
+                kvt_reqtab_index_blocks(self->rt, r, r->computed, self->bm);
             }
             r->planned_end = 0;
         }
@@ -69,7 +69,7 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
                                  : r->computed >= r->nprompt ? r->computed - r->nprompt + 1
                                                              : 0;
             r->state = R_DONE;
-            kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+            kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
             self->stats.running--;
             self->stats.finished++;
             kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, generated, 0);
@@ -88,35 +88,18 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
     uint32_t first = r->verify_end ? 0 : start / bs;
     uint32_t last = (end - 1) / bs;
     uint32_t n = last - first + 1;
-    if (!kvt_sched_plan_fits(self, KVT_SCHED_ENTRY_BYTES(n)) ||
-        self->p_nentries >= KVT_MSG_MAX_ENTRIES) {
-        self->stats.plan_deferred++;
+    uint32_t *blocks;
+    kvt_hash_t *hashes;
+    if (kvt_planbuf_add_entry(self->pb, (kvt_opid_t){r->id, r->gen}, start, end, first,
+                              r->verify_end, n, &blocks, &hashes) != 0)
         return -1;
-    }
-    if (kvt_vec_reserve((void **)&self->p_entries, &self->p_entries_cap, self->p_nentries + 1,
-                        sizeof(kvt_entry_t)) ||
-        kvt_sched_reserve_scratch(self, n, n))
-        return -1;
-    kvt_entry_t *e = &self->p_entries[self->p_nentries++];
-    memset(e, 0, sizeof(*e));
-    e->op.req = r->id;
-    e->op.gen = r->gen;
-    e->start = start;
-    e->end = end;
-    e->first_block = first;
-    e->verify_end = r->verify_end;
-    e->blocks = (uint32_t *)(uintptr_t)self->p_nu32;
-    e->hashes = (kvt_hash_t *)(uintptr_t)self->p_nh;
-    e->nblocks = n;
     for (uint32_t b = first; b <= last; b++) {
-        self->p_u32[self->p_nu32++] = r->blocks[b];
+        *blocks++ = r->blocks[b];
         kvt_hash_t zero = {0, 0};
-        self->p_h[self->p_nh++] = (b + 1) * bs <= end ? kvt_sched_hash_at(self, r, b) : zero;
+        *hashes++ = (b + 1) * bs <= end ? kvt_reqtab_hash_at(self->rt, r, b) : zero;
     }
-    self->p_bytes += KVT_SCHED_ENTRY_BYTES(n);
     r->verify_end = 0;
     r->planned_end = end;
-    self->stats.tokens_planned += end - start;
     return 0;
 }
 
@@ -130,7 +113,7 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
         r->restore_planned = true;
     if (!boundary || r->ck_take != KVT_CKPT_NONE)
         return;
-    kvt_hash_t h = kvt_sched_hash_at(self, r, end / self->cfg.block_size - 1);
+    kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, end / self->cfg.block_size - 1);
     uint32_t e = kvt_ckpt_reserve(self->ck, h);
     if (e == KVT_CKPT_NONE)
         return; //  already held (refreshed), or every entry pinned (counted by the pool)
@@ -143,80 +126,6 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
     self->stats.ckpt_takes++;
 }
 
-static void s_finish_plan(kvt_sched_t *self, uint64_t step, kvt_step_plan_t *plan)
-{
-    for (uint32_t i = 0; i < self->p_nentries; i++) {
-        kvt_entry_t *e = &self->p_entries[i];
-        e->blocks = self->p_u32 + (uintptr_t)e->blocks;
-        e->hashes = self->p_h + (uintptr_t)e->hashes;
-    }
-    for (uint32_t i = 0; i < self->p_nloads; i++) {
-        kvt_load_spec_t *l = &self->p_loads[i];
-        l->blocks = self->p_u32 + (uintptr_t)l->blocks;
-        l->keys = self->p_h + (uintptr_t)l->keys;
-    }
-    for (uint32_t i = 0; i < self->p_nsaves; i++) {
-        kvt_save_spec_t *s = &self->p_saves[i];
-        s->blocks = self->p_u32 + (uintptr_t)s->blocks;
-        s->keys = self->p_h + (uintptr_t)s->keys;
-    }
-    //  Hand the accumulated events out with this plan (at most what one
-    //  message carries; the rest go with the next plan).
-    uint32_t nev = self->nevents < KVT_MSG_MAX_ENTRIES ? self->nevents : KVT_MSG_MAX_ENTRIES;
-    if (kvt_vec_reserve((void **)&self->p_events, &self->p_events_cap, nev ? nev : 1,
-                        sizeof(kvt_event_t)) != 0)
-        nev = 0;
-    if (nev > 0) {
-        memcpy(self->p_events, self->events, (size_t)nev * sizeof(kvt_event_t));
-        memmove(self->events, self->events + nev,
-                (size_t)(self->nevents - nev) * sizeof(kvt_event_t));
-        self->nevents -= nev;
-    }
-    memset(plan, 0, sizeof(*plan));
-    plan->step = step;
-    plan->entries = self->p_entries;
-    plan->nentries = self->p_nentries;
-    plan->loads = self->p_loads;
-    plan->nloads = self->p_nloads;
-    plan->saves = self->p_saves;
-    plan->nsaves = self->p_nsaves;
-    plan->events = self->p_events;
-    plan->nevents = nev;
-    for (uint32_t i = 0; i < self->p_nlookups; i++)
-        self->p_lookups[i].keys = self->p_h + (uintptr_t)self->p_lookups[i].keys;
-    plan->lookups = self->p_nlookups ? self->p_lookups : NULL;
-    plan->nlookups = self->p_nlookups;
-    //  Queued releases, at most what one message carries (the rest next).
-    uint32_t nrel = self->nrel_q < KVT_MSG_MAX_ENTRIES ? self->nrel_q : KVT_MSG_MAX_ENTRIES;
-    if (kvt_vec_reserve((void **)&self->p_releases, &self->p_releases_cap, nrel ? nrel : 1,
-                        sizeof(kvt_lookup_release_t)) != 0)
-        nrel = 0;
-    if (nrel > 0) {
-        memcpy(self->p_releases, self->rel_q, (size_t)nrel * sizeof(kvt_lookup_release_t));
-        memmove(self->rel_q, self->rel_q + nrel,
-                (size_t)(self->nrel_q - nrel) * sizeof(kvt_lookup_release_t));
-        self->nrel_q -= nrel;
-    }
-    self->p_nreleases = nrel;
-    plan->lookup_releases = self->p_nreleases ? self->p_releases : NULL;
-    plan->nlookup_releases = self->p_nreleases;
-    plan->touches = self->p_ntouches ? self->p_touches : NULL;
-    plan->ntouches = self->p_ntouches;
-}
-
-//  Starts the plan scratch afresh once per plan (kvt_sched_apply may have
-//  put the saves of finished requests into it already).
-static void s_open_plan(kvt_sched_t *self)
-{
-    if (self->p_open)
-        return;
-    self->p_nentries = self->p_nloads = self->p_nsaves = self->p_nstate = 0;
-    self->p_nlookups = self->p_nreleases = self->p_ntouches = 0;
-    self->p_nu32 = self->p_nh = 0;
-    self->p_bytes = 64u * self->nevents + 256u;
-    self->p_open = true;
-}
-
 void kvt_sched_set_now(kvt_sched_t *self, uint64_t now_us)
 {
     if (now_us > self->now_us)
@@ -227,7 +136,7 @@ int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
 {
     if (self->applied || step + 1 != self->next_step)
         return -1;
-    s_open_plan(self);
+    kvt_planbuf_open(self->pb);
     s_apply_last_step(self, !ok);
     self->applied = true;
     return 0;
@@ -236,9 +145,9 @@ int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
 int kvt_sched_finish(kvt_sched_t *self, uint64_t req)
 {
     uint32_t slot;
-    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(req), &slot))
+    if (!kvt_reqtab_find(self->rt, req, &slot))
         return -1;
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (r->state != R_RUNNING || r->stop)
         return -1;
     r->stop = true;
@@ -251,7 +160,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
         self->stats.stale_schedules++;
         return KVT_SCHED_REFUSED;
     }
-    s_open_plan(self);
+    kvt_planbuf_open(self->pb);
     //  A held step's second call (or a plan after kvt_sched_apply) finds
     //  the last step applied already.
     if (!self->applied)
@@ -262,12 +171,12 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
 
     //  Saves: the tails of requests that finished (their one chance), then
     //  the chunks the step that just ran completed.
-    for (uint32_t slot = self->tails.head; slot != KVT_ILIST_NONE;
-         slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_TAILS); slot != KVT_ILIST_NONE;
+         slot = kvt_reqtab_next(self->rt, slot))
         kvt_sched_emit_saves(self, slot);
-    for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE;
-         slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
-        if (self->reqs[slot].state == R_RUNNING)
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE); slot != KVT_ILIST_NONE;
+         slot = kvt_reqtab_next(self->rt, slot))
+        if (kvt_reqtab_at(self->rt, slot)->state == R_RUNNING)
             kvt_sched_emit_saves(self, slot);
 
     //  Admission, FIFO: stop at the first request that does not fit. A
@@ -275,10 +184,10 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  takes a place among the max_running candidates (so lookups go out
     //  only for requests that could be admitted).
     uint32_t lookup_waits = 0;
-    for (uint32_t slot = self->waiting.head;
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_WAITING);
          slot != KVT_ILIST_NONE &&
          self->stats.running + self->stats.loading + lookup_waits < self->cfg.max_running;) {
-        uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
+        uint32_t next = kvt_reqtab_next(self->rt, slot);
         int rc = kvt_sched_admit(self, slot);
         if (rc == 0)
             break;
@@ -289,9 +198,9 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  Decodes first (one token each), then prefill chunks within the budget.
     uint32_t budget = self->cfg.step_tokens;
     for (uint32_t pass = 0; pass < 2; pass++) {
-        for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE && budget > 0;
-             slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot)) {
-            kvt_sreq_t *r = &self->reqs[slot];
+        for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE);
+             slot != KVT_ILIST_NONE && budget > 0; slot = kvt_reqtab_next(self->rt, slot)) {
+            kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
             if (r->state != R_RUNNING || r->stop)
                 continue;
             bool decoding = r->computed >= r->nprompt;
@@ -312,25 +221,27 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
                 s_plan_entry_state(self, r, end, end == ckb);
         }
     }
-    bool work = self->p_nentries || self->p_nloads || self->p_nsaves || self->p_nstate ||
-                self->p_nlookups || self->nrel_q || self->p_ntouches;
+    kvt_planbuf_counts_t pc;
+    kvt_planbuf_counts(self->pb, &pc);
+    bool work =
+        pc.entries || pc.loads || pc.saves || pc.state || pc.lookups || pc.releases || pc.touches;
     //  An orphan holds no plan back: it owes no work, and the reclaim that
     //  ends a lost one runs only in a plan with a later clock, so holding
     //  for it could wait forever (and keep the abort's FINISH event in).
     //  It only keeps the core from idling.
     bool outstanding = self->stats.loading > 0 || kvt_sched_saves_outstanding(self) > 0 ||
-                       self->stats.lookups_out > 0;
+                       kvt_lookups_out(self->lk) > 0;
     kvt_sched_end_plan(self);
     if (!work && outstanding) {
-        self->p_open = false; //  nothing was added: the next call starts afresh
+        kvt_planbuf_close(self->pb); //  nothing was added: the next call starts afresh
         return KVT_SCHED_HOLD;
     }
     self->stats.steps++;
     self->next_step = step + 1;
     self->applied = false;
-    self->p_open = false;
-    s_finish_plan(self, step, plan);
+    kvt_planbuf_finish(self->pb, step, plan);
+    kvt_planbuf_counts(self->pb, &pc);
     plan->idle = !work && !outstanding && self->stats.load_orphans == 0 &&
-                 self->stats.waiting == 0 && self->nevents == 0;
+                 self->stats.waiting == 0 && pc.events == 0;
     return work ? 1 : 0;
 }

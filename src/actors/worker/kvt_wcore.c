@@ -7,7 +7,6 @@
 #include "kvt_wcore.h"
 
 #include <assert.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,18 +16,6 @@
 #include "kvt_wcore_int.h"
 
 static const kvt_hash_t ZERO = {0, 0};
-
-void kvt_wcore_log_(kvt_wcore_t *self, int level, const char *fmt, ...)
-{
-    if (!self->c.log)
-        return;
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    self->c.log(self->c.log_arg, level, line);
-}
 
 // -------------------------------------------------------- validation ----
 

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/kvt_logf.h"
 #include "base/kvt_seen.h"
 #include "kvt_wcore.h"
 #include "kvt_wlease.h"
@@ -147,8 +148,8 @@ struct _kvt_wcore_t {
 };
 
 //  Logs through the configured sink (no newline in fmt).
-void kvt_wcore_log_(kvt_wcore_t *self, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define kvt_wcore_log_(self, level, ...) \
+    kvt_logf((self)->c.log, (self)->c.log_arg, (level), __VA_ARGS__)
 
 //  Makes room for k more reports beyond the outbox and what pending jobs
 //  owe; -1 (counted in unreported, logged) when memory ran out.
