@@ -613,6 +613,30 @@ Test(stidx, rule_I6_confirmed_within_the_window_is_not_held)
     kvt_stidx_destroy(&x);
 }
 
+//  A state verdict on which every rank skipped its leg (ok, SKIPPED) is no
+//  evidence: it ends no hold and opens no verified window; it is counted.
+Test(stidx, rule_I6_a_neutral_state_verdict_is_no_evidence)
+{
+    kvt_stidx_t *x = s_new(4, NULL);
+    kvt_stidx_note_stored(x, H(1), 0);
+    kvt_stidx_note_stored(x, H(2), 0);
+    cr_assert(kvt_stidx_hold(x, H(1), 10 * S));
+    kvt_stidx_state_verdict(x, H(1), true, KVT_DETAIL_SKIPPED, 10 * S + 1);
+    cr_assert(kvt_stidx_hold(x, H(1), 10 * S + 2), "still held");
+    //  H(2), unconfirmed since 0: a neutral verdict at 20 s opens no window.
+    kvt_stidx_state_verdict(x, H(2), true, KVT_DETAIL_SKIPPED, 20 * S);
+    cr_assert(kvt_stidx_hold(x, H(2), 20 * S + 1), "held: no window was opened");
+    kvt_stidx_stats_t st = s_stats(x);
+    cr_assert_eq(st.neutral_verdicts, 2);
+    cr_assert_eq(st.holds_released, 0);
+    cr_assert(kvt_stidx_could_serve(x, H(1)), "and nothing is retracted");
+    //  A real ok verdict is evidence.
+    kvt_stidx_state_verdict(x, H(1), true, KVT_DETAIL_OK, 10 * S + 3);
+    cr_assert(!kvt_stidx_hold(x, H(1), 10 * S + 4));
+    cr_assert_eq(s_stats(x).holds_released, 1);
+    kvt_stidx_destroy(&x);
+}
+
 Test(stidx, rule_I6_window_is_derived_from_the_pool_and_logged_once)
 {
     const uint64_t GiB = 1ull << 30;
@@ -881,7 +905,7 @@ Test(stidx, every_counter_is_documented)
     kvt_counter_t c[64];
     uint32_t n = 0;
     kvt_stidx_counters(x, c, &n, 64);
-    cr_assert_eq(n, 27);
+    cr_assert_eq(n, 28);
     char *doc = s_doc_section("## State-offload index (`stidx.*`");
     for (uint32_t i = 0; i < n; i++) {
         char full[96], part[96];

@@ -164,7 +164,7 @@ int kvt_sched_orphan_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
     if (!(o->legs & leg) || (leg == S_LEG_STATE && !kvt_hash_eq(v->key, o->st_key)))
         return -1;
     o->legs &= (uint8_t)~leg;
-    if (!v->ok) {
+    if (!v->ok || kvt_stidx_neutral(v)) { //  a leg no rank ran did not land
         o->legs_failed |= leg;
         if (leg == S_LEG_STATE && v->detail == KVT_DETAIL_MISS)
             o->st_miss = true;

@@ -255,7 +255,7 @@ static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
                      kvt_reqtab_hash_at(self->rt, r, r->load_end / self->cfg.block_size - 1)))
         return -1;
     r->legs &= (uint8_t)~leg;
-    if (!v->ok) {
+    if (!v->ok || kvt_stidx_neutral(v)) { //  a leg no rank ran did not land
         r->legs_failed |= leg;
         if (leg == S_LEG_KV)
             r->kv_detail = v->detail;

@@ -227,6 +227,10 @@ int kvt_stidx_touch_verdict(kvt_stidx_t *self, kvt_hash_t h, uint64_t round, uin
 void kvt_stidx_state_verdict(kvt_stidx_t *self, kvt_hash_t h, bool ok, uint32_t detail,
                              uint64_t now_us)
 {
+    if (ok && detail == KVT_DETAIL_SKIPPED) {
+        self->stats.neutral_verdicts++; //  no rank read the image: no evidence
+        return;
+    }
     if (ok) {
         kvt_stidx_image_t *img = s_image(self, h);
         if (img)

@@ -113,6 +113,7 @@ typedef struct {
     uint64_t orphaned;             //  loads orphaned (torn down mid-load)
     uint64_t detached;             //  live loads orphaned by their request's re-admission
     uint64_t stale_reports;        //  reports for no outstanding load (late, duplicate, old gen)
+    uint64_t neutral_verdicts;     //  state verdicts every rank skipped (no evidence, I6)
     uint64_t refused;              //  request_load refused (slot reserved, duplicate op, old gen)
     uint64_t invariant_violations; //  stats reads whose invariant check failed
 } kvt_stidx_stats_t;
@@ -164,10 +165,21 @@ int kvt_stidx_touch_verdict(kvt_stidx_t *self, kvt_hash_t h, uint64_t round, uin
 
 //  A state-leg verdict on h (KVT_CHAN_STATE): ok confirms h; a failure with
 //  detail KVT_DETAIL_MISS retracts it whatever step the load's own report
-//  arrives in; any other detail (a neutral skip, an I/O error) changes
-//  nothing.
+//  arrives in; any other detail (an I/O error, a timeout) changes nothing.
+//  A neutral verdict (kvt_stidx_neutral) changes nothing either: counted in
+//  neutral_verdicts.
 void kvt_stidx_state_verdict(kvt_stidx_t *self, kvt_hash_t h, bool ok, uint32_t detail,
                              uint64_t now_us);
+
+//  True for a state-leg verdict on which every rank skipped its leg (ok,
+//  detail SKIPPED: the aggregator's all-neutral settlement). No rank read
+//  the image or wrote the slot, so it is no evidence for the image (it ends
+//  no verify hold, opens no verified window) and the leg did not land (the
+//  load it belongs to must not settle ok on it).
+static inline bool kvt_stidx_neutral(const kvt_verdict_t *v)
+{
+    return v->chan == KVT_CHAN_STATE && v->ok && v->detail == KVT_DETAIL_SKIPPED;
+}
 
 //  Verify hold (I6): true when an admission about to load the image at h
 //  must wait one pass for a touch verdict. The caller sends the touch
