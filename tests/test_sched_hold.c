@@ -349,3 +349,99 @@ Test(sched_hold, an_orphan_whose_state_leg_every_rank_skipped_settles_failed)
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
+
+// ----------------------------------------------------------------- I7 ----
+
+static uint64_t s_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+//  No armed load outlives the plan that recorded it (I7): the admission
+//  records a state load and carries it in the same LoadSpec, with nothing
+//  between that can return, so no step needs to seal what is left armed.
+//  Checked after every plan of random sequences on the production path:
+//  joints, verify holds that end by their bound, aborts and preemptions
+//  mid-load, failed, neutral and late verdicts.
+Test(sched_hold, rule_I7_no_load_stays_armed_past_the_plan_that_recorded_it)
+{
+    static rig_t r;
+    uint64_t state_loads = 0, orphaned = 0, holds = 0;
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        uint64_t rs = seed * 0x9E3779B97F4A7C15ull;
+        joint_setup(&r);
+        uint64_t now = 0, next_id = 100;
+        for (int step = 0; step < 300; step++) {
+            now += s_rand(&rs) % 2000000; //  images age past the window: holds
+            kvt_sched_set_now(r.s, now);
+            uint32_t what = (uint32_t)(s_rand(&rs) % 8);
+            if (what < 3) //  a prompt sharing 24..44 tokens of the cached one
+                rig_arrive(&r, next_id++, 24 + (uint32_t)(s_rand(&rs) % 21), P_BASE);
+            else if (what == 3) //  a fresh prompt that evicts
+                rig_arrive(&r, next_id++, 8 + (uint32_t)(s_rand(&rs) % 30),
+                           60000 + 100 * (uint32_t)step);
+            else if (what == 4 && next_id > 100)
+                (void)kvt_sched_abort(r.s, 100 + s_rand(&rs) % (next_id - 100));
+            else if (what == 5 && next_id > 100)
+                (void)kvt_sched_preempt(r.s, 100 + s_rand(&rs) % (next_id - 100));
+            int rc = rig_step(&r);
+            cr_assert_neq(rc, KVT_SCHED_REFUSED);
+            cr_assert_eq(counter(&r, "stidx.armed"), 0, "seed %llu step %d: a load stayed armed",
+                         (unsigned long long)seed, step);
+            //  Tear a request down mid-load: its load is orphaned.
+            if (rc == 1 && r.plan.nloads > 0 && s_rand(&rs) % 3 == 0) {
+                uint64_t victim = r.plan.loads[s_rand(&rs) % r.plan.nloads].op.req;
+                if (s_rand(&rs) % 2)
+                    cr_assert_eq(kvt_sched_abort(r.s, victim), 0);
+                else
+                    cr_assert_eq(kvt_sched_preempt(r.s, victim), 0);
+            }
+            //  Verdicts: some fail, some state legs are neutral, some come
+            //  a step late.
+            uint32_t keep = 0;
+            for (uint32_t i = 0; i < r.npending; i++) {
+                kvt_verdict_t *v = &r.pending[i];
+                uint32_t x = (uint32_t)(s_rand(&rs) % 16);
+                if ((v->chan == KVT_CHAN_STATE || v->chan == KVT_CHAN_LOAD) && x == 0) {
+                    v->ok = false;
+                    v->detail = v->chan == KVT_CHAN_STATE ? KVT_DETAIL_MISS : KVT_DETAIL_IO;
+                } else if (v->chan == KVT_CHAN_STATE && x == 1)
+                    v->detail = KVT_DETAIL_SKIPPED;
+                if (x >= 12) {
+                    r.pending[keep++] = *v;
+                    continue;
+                }
+                if (v->chan == KVT_CHAN_SAVE && v->ok && !rig_holds(&r, v->key) && r.nstored < 1024)
+                    r.stored[r.nstored++] = v->key;
+                kvt_sched_verdict(r.s, v);
+            }
+            r.npending = keep;
+            rig_audit(&r);
+        }
+        //  Drain: every verdict delivered, holds end by their bound.
+        for (int step = 0;; step++) {
+            cr_assert_lt(step, 2000, "seed %llu did not go idle", (unsigned long long)seed);
+            now += 100000;
+            kvt_sched_set_now(r.s, now);
+            int rc = rig_step(&r);
+            cr_assert_eq(counter(&r, "stidx.armed"), 0);
+            rig_deliver(&r);
+            rig_audit(&r);
+            if (rc == 0 && r.plan.idle)
+                break;
+        }
+        cr_assert(kvt_sched_quiescent(r.s), "seed %llu", (unsigned long long)seed);
+        cr_assert_eq(counter(&r, "stidx.declined"), 0, "nothing was left to decline");
+        state_loads += counter(&r, "stidx.dispatched");
+        orphaned += counter(&r, "stidx.orphaned");
+        holds += counter(&r, "stidx.holds");
+        kvt_sched_destroy(&r.s);
+    }
+    cr_assert_geq(state_loads, 30, "the sequences dispatched %llu state loads",
+                  (unsigned long long)state_loads);
+    cr_assert_geq(orphaned, 5, "%llu orphaned", (unsigned long long)orphaned);
+    cr_assert_geq(holds, 5, "%llu verify holds", (unsigned long long)holds);
+}

@@ -106,9 +106,7 @@ Test(stidx, rule_I1_invariant_dispatched_equals_settled_plus_outstanding)
     s_check(x);
     cr_assert_eq(kvt_stidx_decline(x, OP(4, 1)), 0);
     s_check(x);
-    kvt_opid_t sealed[4];
-    cr_assert_eq(kvt_stidx_seal_step(x, sealed, 4), 1);
-    cr_assert_eq(sealed[0].req, 5);
+    cr_assert_eq(kvt_stidx_decline(x, OP(5, 1)), 0);
     s_check(x);
     cr_assert_eq(kvt_stidx_orphan(x, OP(6, 1), 10), 1);
     s_check(x);
@@ -656,7 +654,7 @@ Test(stidx, rule_I6_window_is_derived_from_the_pool_and_logged_once)
 
 // ---------------------------------------------------------------- I7 ----
 
-Test(stidx, rule_I7_an_undispatched_load_is_reported_in_the_same_step)
+Test(stidx, rule_I7_an_undispatched_load_is_declined_and_no_report_settles_it)
 {
     kvt_stidx_t *x = s_new(4, NULL);
     kvt_stidx_note_stored(x, H(1), 0);
@@ -668,11 +666,9 @@ Test(stidx, rule_I7_an_undispatched_load_is_reported_in_the_same_step)
     //  A report cannot be about a load that never went out.
     uint32_t fs;
     cr_assert_eq(kvt_stidx_complete(x, OP(3, 1), 0, &fs), KVT_STIDX_STALE);
-    kvt_opid_t out[4];
-    cr_assert_eq(kvt_stidx_seal_step(x, out, 4), 1, "the armed leg with no carrier is declined");
-    cr_assert_eq(out[0].req, 3);
+    cr_assert_eq(kvt_stidx_decline(x, OP(3, 1)), 0, "the armed leg with no carrier is declined");
     cr_assert(!kvt_stidx_slot_reserved(x, 2));
-    cr_assert_eq(kvt_stidx_seal_step(x, out, 4), 0);
+    cr_assert_eq(kvt_stidx_decline(x, OP(3, 1)), -1, "once");
     kvt_stidx_stats_t st = s_stats(x);
     cr_assert_eq(st.declined, 2);
     cr_assert_eq(st.armed, 0);
@@ -832,18 +828,17 @@ Test(stidx, property_random_sequences_keep_the_invariant)
                 }
                 break;
             }
-            case 9: { //  end of the step's planning
-                kvt_opid_t out[P_REQS];
-                uint32_t n = kvt_stidx_seal_step(x, out, P_REQS);
-                for (uint32_t i = 0; i < n; i++) {
-                    p_req_t *d = &req[out[i].req - 1];
-                    cr_assert_eq(d->live, 1);
-                    cr_assert_eq(d->gen, out[i].gen);
+            case 9: //  end of the step's planning: what is still armed is declined
+                for (uint32_t k = 0; k < P_REQS; k++) {
+                    p_req_t *d = &req[k];
+                    if (d->live != 1)
+                        continue;
+                    cr_assert_eq(kvt_stidx_decline(x, OP(k + 1, d->gen)), 0);
                     d->live = 0;
                     pool[d->slot] = true;
                 }
+                cr_assert_eq(s_stats(x).armed, 0);
                 break;
-            }
             default: //  a real state miss or a stale report
                 if (s_rand(&rs) % 2)
                     kvt_stidx_state_verdict(x, H(s_rand(&rs) % 12), false, KVT_DETAIL_MISS, now);

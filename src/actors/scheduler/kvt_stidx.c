@@ -418,20 +418,6 @@ int kvt_stidx_decline(kvt_stidx_t *self, kvt_opid_t op)
     return 0;
 }
 
-uint32_t kvt_stidx_seal_step(kvt_stidx_t *self, kvt_opid_t *out, uint32_t cap)
-{
-    uint32_t n = 0;
-    while (self->armed.head != KVT_ILIST_NONE) {
-        kvt_stidx_lrec_t *e = &self->loads[self->armed.head];
-        if (n < cap)
-            out[n] = e->op;
-        n++;
-        s_settle(self, e, NULL);
-        self->stats.declined++;
-    }
-    return n;
-}
-
 //  The load of op that a report may settle: carried or orphaned (an armed
 //  load never went out, so no report can be about it).
 static kvt_stidx_lrec_t *s_reported(kvt_stidx_t *self, kvt_opid_t op)
