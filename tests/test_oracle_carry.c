@@ -278,8 +278,8 @@ Test(oracle_carry, late_restore_is_caught_at_the_checkpoint_taken)
 }
 
 //  fault_swap_slots = 1: requests 1 and 2 (slots 0 and 1) run one step in
-//  each other's slot; neither takes a checkpoint, so their ends show it
-//  (the sweep here).
+//  each other's slot, then a step in their own; neither takes a
+//  checkpoint, so their ends show it (the sweep here).
 static void s_swap(uint32_t fault, uint32_t *wrong, kvt_sim_runner_stats_t *st)
 {
     dev_t_ *d = s_open(0, 0, fault);
@@ -291,8 +291,10 @@ static void s_swap(uint32_t fault, uint32_t *wrong, kvt_sim_runner_stats_t *st)
     s_ent(&a[0], 1, 1, 20, 33, 0, 0);
     s_ent(&a[1], 2, 2, 20, 33, 0, 1);
     cr_assert_eq(s_step(d, 2, a, 2, NULL, 0, NULL, 0, &out), 0, "the swap step itself");
-    s_ent(&a[0], 1, 1, 33, 34, 0, 0);
-    s_ent(&a[1], 2, 2, 33, 34, 0, 1);
+    //  Back in their own slots, both advance again (to 48): the forward
+    //  computes from what the swap left there, so that stays wrong.
+    s_ent(&a[0], 1, 1, 33, 49, 0, 0);
+    s_ent(&a[1], 2, 2, 33, 49, 0, 1);
     cr_assert_eq(s_step(d, 3, a, 2, NULL, 0, NULL, 0, &out), 0);
     const kvt_sim_runner_wrong_t *where;
     *wrong = kvt_sim_runner_core_sweep(d->r, &where);
