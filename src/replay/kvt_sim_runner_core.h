@@ -7,11 +7,16 @@
     (verify_end > 0) first checks each block of [0, verify_end) (and, with
     state, the request's state slot at verify_end) against the content
     oracle, then writes the oracle bytes PRF (prefix hash, layer, plane,
-    rank) into every block the step completes and, with state, the state
-    bytes PRF (prefix hash at B, "state", rank) into the request's slot
-    at every chunk boundary B the step crosses and at its end when that is
-    on the block grid (a prompt's end, where the scheduler may take a
-    checkpoint; a state is checked at any block-grid verify_end); and
+    rank) into every block the step completes and, with state, advances the
+    request's slot as a recurrence: when the step reaches a new block
+    boundary B, the slot becomes state(B) ^ read ^ state(A) (A: what the
+    slot should hold at the step's start), so a wrong state read stays
+    wrong (kvt_oracle_state_advance; docs/architecture.md, the content
+    oracle). A forward from token 0 starts from a slot it resets to the
+    initial state (zeros). The state is checked at every resume, every
+    checkpoint taken, every image the step saves, and at a request's end
+    (when its slot's next owner comes; kvt_sim_runner_core_sweep at the
+    end of the run); and it
     fills the StepDone with the blocks it wrote and verified and the
     requests whose restored bytes were wrong (each with where its first
     wrong byte is). Every step gives exactly one StepDone, on every path.
@@ -67,7 +72,15 @@
     bytes. It proves the check: the replay must then report exactly one
     wrong resume. Testing fault corrupt_state = N > 0: the same for the
     Nth restored state slot checked (one byte in the middle of the slot,
-    flipped before its check and back after): it proves the state check. */
+    flipped before its check and back after): it proves the state check.
+    The state-carry faults (each must give a wrong state the new checks see
+    and the resume check does not): fault_stale_slot = N skips the reset of
+    the Nth forward from token 0 into a slot that holds another state;
+    fault_restore_late = N lets the Nth HBM checkpoint restore whose forward
+    advances the state (and changes the slot) land after the forward read
+    the slot, before the resume check; fault_swap_slots = N runs the first
+    two continuing, advancing entries of the Nth step that has two in each
+    other's slot. */
 #ifndef KVT_SIM_RUNNER_CORE_H_INCLUDED
 #define KVT_SIM_RUNNER_CORE_H_INCLUDED
 
