@@ -100,9 +100,9 @@ size_t kvt_oracle_state_mismatch(const void *src, size_t n, kvt_hash_t hash_at_b
 {
     if (!kvt_hash_is_zero(hash_at_b))
         return kvt_oracle_mismatch(src, n, hash_at_b, KVT_ORACLE_STATE, 0, rank);
-    const uint8_t *p = src;
+    const uint8_t *z = src; //  the initial state: every byte zero
     for (size_t i = 0; i < n; i++)
-        if (p[i])
+        if (z[i])
             return i;
     return n;
 }

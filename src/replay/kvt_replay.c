@@ -60,6 +60,7 @@ static size_t s_block_bytes(const kvt_replay_cfg_t *c)
 int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
 {
     const char *bad = NULL;
+    bool state_fault = c->fault_corrupt_state || c->fault_miss_state || S_STATE_FAULTS(c);
     if (c->driver != KVT_DRIVER_SIM && c->driver != KVT_DRIVER_LIVE)
         bad = "driver: must be sim or live";
     else if (c->tp < 1 || c->tp > S_MAX_TP)
@@ -91,15 +92,13 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     else if (c->rank_endpoint && strncmp(c->rank_endpoint, "tcp://", 6) != 0 &&
              strncmp(c->rank_endpoint, "ipc://", 6) != 0)
         bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
-    else if ((c->fault_corrupt_state || c->fault_miss_state || S_STATE_FAULTS(c)) &&
-             !c->state_bytes)
+    else if (state_fault && !c->state_bytes)
         bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need a "
               "model with state (state-bytes > 0)";
     else if (c->interval_checkpoints && !c->state_bytes)
         bad = "checkpoints: needs a model with state (--model qwen3-next-like | "
               "kimi-linear-like)";
-    else if ((c->fault_corrupt_state || c->fault_miss_state || S_STATE_FAULTS(c)) &&
-             c->ranks_as_processes)
+    else if (state_fault && c->ranks_as_processes)
         bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need "
               "the ranks as threads";
     if (bad) {

@@ -230,6 +230,13 @@ static bool s_add_wrong(kvt_sim_runner_core_t *self, uint32_t n, const kvt_sim_r
     return true;
 }
 
+//  Reports the state check's wrong request in the step's StepDone.
+static void s_report(kvt_sim_runner_core_t *self, const kvt_sim_runner_wrong_t *w)
+{
+    if (s_add_wrong(self, self->job.nwrong, w))
+        self->job.nwrong++;
+}
+
 //  Checks a resumed entry's blocks [0, verify_end) (the testing fault
 //  applies here); true when all are right, else *w says where.
 static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en,
@@ -374,8 +381,7 @@ static void s_end_check(kvt_sim_runner_core_t *self, uint32_t slot, kvt_opid_t t
     self->job.chk.ends++;
     if (!s_state_right(self, KVT_GPU_STATE_SLOTS, slot, rec->h, rec->req, KVT_RUNNER_AT_END, &w)) {
         self->job.chk.ends_wrong++;
-        if (s_add_wrong(self, self->job.nwrong, &w))
-            self->job.nwrong++;
+        s_report(self, &w);
     }
 }
 
@@ -485,8 +491,7 @@ static void s_state_forward(kvt_sim_runner_core_t *self, const kvt_entry_t *en, 
     }
     if (!good) {
         job->chk.takes_wrong++;
-        if (s_add_wrong(self, job->nwrong, &w))
-            job->nwrong++;
+        s_report(self, &w);
     }
 }
 
@@ -502,8 +507,7 @@ static void s_check_images(kvt_sim_runner_core_t *self)
         if (!s_state_right(self, KVT_GPU_STATE_CKPT, job->images[i].unit, job->images[i].h,
                            job->images[i].req, KVT_RUNNER_AT_IMAGE, &w)) {
             job->chk.images_wrong++;
-            if (s_add_wrong(self, job->nwrong, &w))
-                job->nwrong++;
+            s_report(self, &w);
         }
     }
 }
