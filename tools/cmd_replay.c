@@ -93,6 +93,13 @@ static void s_usage(FILE *out)
         "                     state slot on rank 0 before its oracle check (must fail likewise)\n"
         "  --fault miss-state=N  testing fault (hybrid): rank 0's Nth state leg read misses\n"
         "                     (the load retreats, B2; no wrong resume)\n"
+        "  --fault stale-slot=N  testing fault (hybrid): rank 0's Nth forward from token 0\n"
+        "                     into a slot holding another state does not reset it\n"
+        "  --fault restore-late=N  testing fault (hybrid): rank 0's Nth HBM checkpoint\n"
+        "                     restore lands after the forward read the slot\n"
+        "  --fault swap-slots=N  testing fault (hybrid): rank 0's Nth step with two running\n"
+        "                     requests advancing their state runs each in the other's slot\n"
+        "                     (these three must each fail the run with a wrong resume)\n"
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
@@ -570,9 +577,11 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
                 bad = -1;
         } else if (!strcmp(a, "--fault")) {
             //  KIND=N, N >= 1; each kind its own field (--fault may repeat).
-            const char *kinds[] = {"corrupt-resume=", "corrupt-state=", "miss-state="};
+            const char *kinds[] = {"corrupt-resume=", "corrupt-state=", "miss-state=",
+                                   "stale-slot=",     "restore-late=",  "swap-slots="};
             uint32_t *fields[] = {&own.fault_corrupt_resume, &own.fault_corrupt_state,
-                                  &own.fault_miss_state};
+                                  &own.fault_miss_state,     &own.fault_stale_slot,
+                                  &own.fault_restore_late,   &own.fault_swap_slots};
             bad = -1;
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
                 if (strncmp(v, kinds[k], strlen(kinds[k])) == 0 &&
@@ -649,6 +658,9 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->fault_corrupt_state = own.fault_corrupt_state;
     cfg->interval_checkpoints = own.interval_checkpoints;
     cfg->fault_miss_state = own.fault_miss_state;
+    cfg->fault_stale_slot = own.fault_stale_slot;
+    cfg->fault_restore_late = own.fault_restore_late;
+    cfg->fault_swap_slots = own.fault_swap_slots;
     cfg->wall_limit_ms = own.wall_limit_ms;
     cfg->cost = cost[0] ? cost : NULL;
     cfg->instances = own.instances;

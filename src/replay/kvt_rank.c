@@ -245,6 +245,9 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     ra->worker = rk->worker_name;
     ra->corrupt_resume = r == 0 ? cfg->fault_corrupt_resume : 0;
     ra->corrupt_state = r == 0 ? cfg->fault_corrupt_state : 0;
+    ra->fault_stale_slot = r == 0 ? cfg->fault_stale_slot : 0;
+    ra->fault_restore_late = r == 0 ? cfg->fault_restore_late : 0;
+    ra->fault_swap_slots = r == 0 ? cfg->fault_swap_slots : 0;
     ra->board = rk->board;
     ra->chunk_size = cfg->chunk_size;
     kvt_worker_args_t *wa = &rk->worker;

@@ -25,6 +25,9 @@
 #define S_MAX_TP   64          //  ranks a replay may simulate in one process
 #define S_SLICE_NS 50000000ull //  LIVE: how often the run loop checks ranks, signals, the limit
 #define S_REAP_MS  5000        //  a rank process gets this long to stop after SIGTERM, then SIGKILL
+//  Any of the state-carry testing faults is set.
+#define S_STATE_FAULTS(c) \
+    ((c)->fault_stale_slot || (c)->fault_restore_late || (c)->fault_swap_slots)
 
 void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
 {
@@ -109,6 +112,7 @@ static uint64_t s_stored(const kvt_replay_cfg_t *c, uint64_t bytes)
 int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
 {
     const char *bad = NULL;
+    bool state_fault = c->fault_corrupt_state || c->fault_miss_state || S_STATE_FAULTS(c);
     if (c->driver != KVT_DRIVER_SIM && c->driver != KVT_DRIVER_LIVE)
         bad = "driver: must be sim or live";
     else if (c->tp < 1 || c->tp > S_MAX_TP)
@@ -144,13 +148,15 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     else if (c->rank_endpoint && strncmp(c->rank_endpoint, "tcp://", 6) != 0 &&
              strncmp(c->rank_endpoint, "ipc://", 6) != 0)
         bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
-    else if ((c->fault_corrupt_state || c->fault_miss_state) && !c->state_bytes)
-        bad = "fault: corrupt-state / miss-state need a model with state (state-bytes > 0)";
+    else if (state_fault && !c->state_bytes)
+        bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need a "
+              "model with state (state-bytes > 0)";
     else if (c->interval_checkpoints && !c->state_bytes)
         bad = "checkpoints: needs a model with state (--model qwen3-next-like | "
               "kimi-linear-like)";
-    else if ((c->fault_corrupt_state || c->fault_miss_state) && c->ranks_as_processes)
-        bad = "fault: corrupt-state / miss-state need the ranks as threads";
+    else if (state_fault && c->ranks_as_processes)
+        bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need "
+              "the ranks as threads";
     if (bad) {
         snprintf(err, errlen, "%s", bad);
         return -1;
@@ -745,6 +751,14 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
         e->input_tokens ? (double)rep->recomputed_tokens / (double)e->input_tokens : 0.0;
     rep->saves_ok = kvt_replay_counter(rep, "scheduler", "sched.saves_ok");
     rep->saves_failed = kvt_replay_counter(rep, "scheduler", "sched.saves_failed");
+    //  Wrong states the runners' end-of-run sweep found count as wrong
+    //  resumes (every rank checks the same requests: the most one found).
+    uint64_t swept = 0;
+    for (uint32_t r = 0; r < cfg->tp; r++) {
+        uint64_t w = kvt_replay_counter(rep, run->names[2 * r], "runner.sweep_wrong");
+        swept = w > swept ? w : swept;
+    }
+    rep->engine.wrong_resumes += swept;
     s_check_quiescent(run, cfg, rep);
     s_judge(rep);
     s_run_free(run, cfg->tp);

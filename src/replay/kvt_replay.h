@@ -83,6 +83,12 @@ typedef struct {
     uint32_t fault_corrupt_state; //  testing fault: rank 0 flips one byte of the Nth restored
                                   //  state slot before its check (0 = off)
     uint32_t fault_miss_state;    //  testing fault: rank 0's Nth state leg read misses (0 = off)
+    uint32_t fault_stale_slot;    //  testing fault: rank 0's Nth forward from token 0 into a
+                                  //  slot holding another state keeps it (0 = off)
+    uint32_t fault_restore_late;  //  testing fault: rank 0's Nth checkpoint restore lands
+                                  //  after the forward read the slot (0 = off)
+    uint32_t fault_swap_slots;    //  testing fault: rank 0's Nth step with two entries
+                                  //  advancing their state runs them swapped (0 = off)
     bool mem_overcommit;          //  start even when the memory asked for exceeds the limit
     kvt_mem_limit_fn *mem_limit;  //  the limit's source; NULL: kvt_mem_limit_system
     void *mem_limit_arg;          //  its argument
