@@ -700,10 +700,13 @@ Test(config, the_docs_list_every_setting_with_its_default)
         char line[1024];
         snprintf(line, sizeof line, "%.*s", (int)(eol ? eol - at : (long)strlen(at)), at);
         if (def[0]) {
-            char cell[96];
+            //  The default cell is the table's default, then optionally a
+            //  note in parentheses (what `kvtier replay` uses instead).
+            char cell[96], noted[96];
             snprintf(cell, sizeof cell, "| `%s` |", def);
-            cr_assert(strstr(line, cell) != NULL, "the docs' row of %s does not give `%s`: %s",
-                      name, def, line);
+            snprintf(noted, sizeof noted, "| `%s` (", def);
+            cr_assert(strstr(line, cell) != NULL || strstr(line, noted) != NULL,
+                      "the docs' row of %s does not give `%s`: %s", name, def, line);
         }
     }
     cr_assert_eq(kvt_config_key_at(kvt_config_key_count(), &(const char *){0}, &(const char *){0},

@@ -16,10 +16,12 @@
 #define KVTIER KVT_BINARY_DIR "/kvtier"
 #define TRACE  KVT_SOURCE_DIR "/../shared/traces/conversation_trace.jsonl"
 
-//  Requests that start from token 0 into used slots (the trace shares little).
-#define FROM_ZERO "--model qwen3-next-like --trace " TRACE " --limit 40"
+//  Requests that start from token 0 into used slots (the trace shares little;
+//  eight slots, so the forty requests reuse them).
+#define FROM_ZERO "--model qwen3-next-like --trace " TRACE " --limit 40 --max-running 8"
 //  Requests that resume from HBM checkpoints (the synthetic sessions share).
-#define RESTORES "--model qwen3-next-like --limit 160 --hbm-pool 2MiB --cpu-pool 32MiB"
+#define RESTORES \
+    "--model qwen3-next-like --limit 160 --byte-scale 1 --hbm-pool 2MiB --cpu-pool 32MiB"
 
 static char s_dir[64]; //  the test's temporary directory
 
@@ -95,8 +97,12 @@ static void s_fault(const char *workload, const char *fault, const char *driver)
     cr_assert_gt(s_wrong(r), 0, "%s", args);
     cr_assert_eq(s_counter(r, "runner.faults_injected"), 1, "%s: the fault fired once", args);
     cr_assert_gt(s_new_checks_wrong(r), 0, "%s: the state checks saw it", args);
-    cr_assert_eq(s_counter(r, "runner.states_wrong") + s_counter(r, "runner.blocks_wrong"), 0,
-                 "%s: the resume check did not", args);
+    //  Under sim the run is exact, so the resume check is shown blind to the
+    //  fault; under live a later resume from a checkpoint the wrong state
+    //  reached may also see it (the wrong bytes were carried, as they must be).
+    if (strcmp(driver, "sim") == 0)
+        cr_assert_eq(s_counter(r, "runner.states_wrong") + s_counter(r, "runner.blocks_wrong"), 0,
+                     "%s: the resume check did not", args);
     json_decref(r);
 }
 
