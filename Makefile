@@ -1,11 +1,14 @@
 # Thin wrapper over CMake. The two commands of the quick start:
-#   make run    install what is missing, build, run `kvtier replay` on defaults
+#   make run    install what is missing, build, replay a hybrid model
+#               (qwen3-next-like) on the bundled trace (the synthetic workload
+#               when ../shared/traces is not there)
 #   make check  install what is missing, build, run the whole test suite
 # Also: make install [DESTDIR=…] [PREFIX=…] (libkvtier, headers, kvtier.pc, the
 # kvtier command), make mutants (tools/mutants.sh: the mutation check).
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+RUN_TRACE ?= ../shared/traces/conversation_trace.jsonl
 PREFIX ?= /usr/local
 
 .PHONY: all setup configure build run check install mutants format format-check clean
@@ -23,7 +26,7 @@ build: configure
 
 run: configure
 	@cmake --build $(BUILD) --target kvtier -j$(JOBS) -- --no-print-directory
-	$(BUILD)/kvtier replay
+	$(BUILD)/kvtier replay --model qwen3-next-like $(if $(wildcard $(RUN_TRACE)),--trace $(RUN_TRACE) --limit 300 --instances 4,--limit 300)
 
 check: setup
 	@tools/check.sh

@@ -68,7 +68,8 @@ Test(cli, bad_flags_and_values_exit_2_naming_them)
 Test(cli, rank_state_namespace_and_timeout_flags_are_checked_naming_them)
 {
 #define R0 "rank --rank 0 --world 1 --engine ipc:///tmp/x --connect-timeout 100 "
-    s_bad(R0 "--state-bytes 0", "--state-bytes");
+    s_bad(R0 "--model qwen3-next-like --state-bytes 0", "(--state-bytes)");
+    s_bad(R0 "--state-bytes 5GiB", "(--state-bytes)");
     s_bad(R0 "--max-running 5000", "--max-running");
     s_bad(R0 "--namespace 0123", "--namespace");
     s_bad(R0 "--namespace 0123456789abcdef0123456789abcdeg", "--namespace");
@@ -78,15 +79,55 @@ Test(cli, rank_state_namespace_and_timeout_flags_are_checked_naming_them)
     s_bad(R0 "--lane-deadline 0", "--lane-deadline");
     s_bad(R0 "--pool-ttl soon", "--pool-ttl");
     s_bad(R0 "--layout-id 0000000000000000", "--layout-id");
-    s_bad(R0 "--pool-ttl 500", "--pool-ttl: bad value");
-    s_bad(R0 "--lane-deadline 7200000000000", "--lane-deadline: bad value");
+    s_bad(R0 "--pool-ttl 500", "(--pool-ttl): a duration needs a unit");
+    s_bad(R0 "--lane-deadline 2h", "(--lane-deadline): out of range (1 ms .. 3600 s)");
     s_bad(R0 "--lookup-ttl 18446744073709551615", "--lookup-ttl");
-    s_bad(R0 "--lane-deadline 5000000000 --fence-timeout 1000000", "must exceed --lane-deadline");
-    s_bad(R0 "--lookup-ttl 70000000000", "must be below --pool-ttl");
+    s_bad(R0 "--lane-deadline 5s --fence-timeout 1ms",
+          "fence_timeout = 1 ms (--fence-timeout) must be above lane_deadline = 5 s "
+          "(--lane-deadline)");
+    s_bad(R0 "--lookup-ttl 70s", "lookup_ttl = 70 s (--lookup-ttl) must be below pool_ttl");
 #undef R0
     s_bad("replay --checkpoints interval", "checkpoints: needs a model with state");
     s_bad("replay --pipeline-parallel 2", "pipeline_parallel = 2");
     s_bad("replay --tp-rank-collapse on", "tp_rank_collapse = on");
+}
+
+//  kvtier rank's settings come from the configuration's table, as
+//  replay's do: a YAML file, KVTIER_* and flags each reach the rank (here
+//  its disk tier, which it builds before it looks for the engine), and the
+//  table's cross-checks refuse what does not go together, naming where each
+//  value came from.
+Test(cli, rank_settings_come_from_the_configuration_file_environment_and_flags)
+{
+#define R0 "rank --rank 0 --world 1 --engine ipc:///tmp/x --connect-timeout 100 "
+    char path[64], args[256];
+    snprintf(path, sizeof path, "/tmp/kvt-cli-rank-%d.yaml", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("disk_dir: /proc/kvt-cli-from-yaml\npool_ttl: 2s\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, R0 "--config %s --lookup-ttl 1s", path);
+    cr_assert_eq(s_run(args), 1, "the rank did not build the file's disk tier: %s", s_err);
+    cr_assert(strstr(s_err, "/proc/kvt-cli-from-yaml"), "%s", s_err);
+    snprintf(args, sizeof args, R0 "--config %s --lookup-ttl 3s", path);
+    char want[160];
+    snprintf(want, sizeof want,
+             "lookup_ttl = 3 s (--lookup-ttl) must be below pool_ttl = 2 s (%s:2)", path);
+    s_bad(args, want);
+    unlink(path);
+    s_bad("rank --rank 1 --world 1 --engine ipc:///tmp/x", "--rank 1 is not below --world 1");
+
+    setenv("KVTIER_DISK_DIR", "/proc/kvt-cli-from-env", 1);
+    cr_assert_eq(s_run(R0), 1, "%s", s_err);
+    cr_assert(strstr(s_err, "/proc/kvt-cli-from-env"), "%s", s_err);
+    cr_assert_eq(s_run(R0 "--disk-dir /proc/kvt-cli-from-flag"), 1, "%s", s_err);
+    cr_assert(strstr(s_err, "/proc/kvt-cli-from-flag"), "the flag did not win: %s", s_err);
+    unsetenv("KVTIER_DISK_DIR");
+    setenv("KVTIER_LANE_DEADLINE", "6s", 1);
+    s_bad(R0, "fence_timeout = 5 s (default) must be above lane_deadline = 6 s "
+              "(KVTIER_LANE_DEADLINE)");
+    unsetenv("KVTIER_LANE_DEADLINE");
+#undef R0
 }
 
 Test(cli, bad_trace_line_exits_2_naming_line_and_field)
@@ -279,4 +320,55 @@ Test(cli, benchmarks_run_and_write_their_json, .timeout = 300)
     const char *s[] = {"put_GBps", "get_GBps", "lookup_us_512", "touch_ns", "disk", "sizes"};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         cr_assert(strstr(buf, s[i]) != NULL, "bench store JSON lacks %s", s[i]);
+}
+
+//  A sweep runs once per value and its rows are what separate runs give;
+//  without gnuplot the report still writes its tables.
+Test(cli, sweep_writes_one_row_per_value_as_separate_runs_do, .timeout = 120)
+{
+    char dir[64], args[512], path[96];
+    snprintf(dir, sizeof dir, "/tmp/kvt-cli-%d-sweep", (int)getpid());
+    snprintf(args, sizeof args,
+             "replay --byte-scale 1 --hbm-pool 2MiB --limit 60 --log-level 0 "
+             "--sweep cpu_pool=0,32MiB --report %s",
+             dir);
+    cr_assert_eq(s_run(args), 0, "%s", s_err);
+    snprintf(path, sizeof path, "%s/sweep.tsv", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[512], val[2][32];
+    unsigned long long cpu[2] = {0, 0};
+    int rows = 0;
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' && rows < 2 && sscanf(line, "%31s %*u %llu", val[rows], &cpu[rows]) == 2)
+            rows++;
+        else if (line[0] != '#')
+            rows = 99;
+    fclose(f);
+    cr_assert_eq(rows, 2, "one row per value");
+    cr_assert_str_eq(val[0], "0");
+    cr_assert_str_eq(val[1], "32MiB");
+    cr_assert_eq(cpu[0], 0, "no CPU tier, no CPU hits");
+    cr_assert_gt(cpu[1], 0);
+    cr_assert_eq(s_run("replay --byte-scale 1 --hbm-pool 2MiB --limit 60 --log-level 0 "
+                       "--cpu-pool 32MiB"),
+                 0, "%s", s_err);
+    char want[64];
+    snprintf(want, sizeof want, "cpu %llu (", cpu[1]);
+    cr_assert(strstr(s_out, want), "the separate run's hits differ: %s", s_out);
+    snprintf(path, sizeof path, "%s/sweep.md", dir);
+    cr_assert_eq(access(path, R_OK), 0, "the Markdown table is written");
+    snprintf(path, sizeof path, "%s/sweep.png", dir);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        FILE *png = fopen(path, "rb");
+        cr_assert_not_null(png, "gnuplot is installed: the plot is written");
+        fseek(png, 0, SEEK_END);
+        cr_assert_gt(ftell(png), 1000, "a non-empty PNG");
+        fclose(png);
+    }
+    s_bad("replay --sweep foo=1", "--sweep foo");
+    s_bad("replay --report /tmp/x", "--report needs --sweep");
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
 }

@@ -147,3 +147,39 @@ Test(oracle, state_bytes_are_the_state_tag_of_the_hash_at_b_and_rank)
     cr_assert_eq(kvt_oracle_state_mismatch(b, n, s_h, 1), n - 1, "says where");
     free(b);
 }
+
+//  The state recurrence: advancing from the state at A gives the state at B
+//  exactly; from any other bytes the deviation is carried into the result
+//  unchanged (and reported where it is); the zero hash is the initial
+//  state, all zeros.
+Test(oracle, state_advance_carries_any_deviation_of_the_state_read)
+{
+    static const kvt_hash_t b = {0x1111ull, 0x2222ull}, zero = {0, 0};
+    for (size_t s = 0; s < S_NSIZES; s++) {
+        size_t n = s_sizes[s];
+        uint8_t *st = malloc(n), *out = malloc(n);
+        cr_assert(st && out);
+        kvt_oracle_state_fill(st, n, zero, 1);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(st[i], 0, "the initial state is zeros (size %zu)", n);
+        cr_assert_eq(kvt_oracle_state_mismatch(st, n, zero, 1), n);
+        //  From the initial state to A, from A to B, in place.
+        cr_assert_eq(kvt_oracle_state_advance(st, st, n, zero, s_h, 1), n, "size %zu", n);
+        cr_assert_eq(kvt_oracle_state_mismatch(st, n, s_h, 1), n);
+        cr_assert_eq(kvt_oracle_state_advance(out, st, n, s_h, b, 1), n, "size %zu", n);
+        cr_assert_eq(kvt_oracle_state_mismatch(out, n, b, 1), n);
+        //  A wrong byte read is a wrong byte written, at the same place.
+        st[n / 2] ^= 0x10;
+        cr_assert_eq(kvt_oracle_state_advance(out, st, n, s_h, b, 1), n / 2, "size %zu", n);
+        cr_assert_eq(out[n / 2] ^ 0x10, (kvt_oracle_state_fill(st, n, b, 1), st[n / 2]),
+                     "carried unchanged");
+        //  Another request's state read (the state at B, not at A) is wrong too.
+        kvt_oracle_state_fill(st, n, b, 1);
+        cr_assert_lt(kvt_oracle_state_advance(out, st, n, s_h, b, 1), n, "size %zu", n);
+        //  A stale state read by a forward from token 0.
+        kvt_oracle_state_fill(st, n, b, 1);
+        cr_assert_lt(kvt_oracle_state_advance(st, st, n, zero, s_h, 1), n, "size %zu", n);
+        free(st);
+        free(out);
+    }
+}

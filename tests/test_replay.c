@@ -692,3 +692,27 @@ Test(replay, a_bad_cost_knob_is_refused_naming_it)
     c.cost = "disk_GBps=-1";
     cr_assert_neq(kvt_replay_validate(&c, err, sizeof err), 0);
 }
+
+//  Two instances: every request served by one of them, the counts add up,
+//  each instance ends clean.
+Test(replay, two_instances_serve_every_request_once, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.limit = 60;
+    kvt_replay_report_t *one = s_run(&c);
+    s_assert_clean(one);
+    c.instances = 2;
+    kvt_replay_report_t *r = s_run(&c);
+    s_assert_clean(r);
+    cr_assert_eq(r->engine.requests, 60);
+    cr_assert_eq(r->engine.finished, 60);
+    cr_assert_eq(r->engine.input_tokens, one->engine.input_tokens);
+    cr_assert_eq(r->engine.nttft, 60, "one first token per request");
+    cr_assert_eq(kvt_replay_counter(r, "scheduler", "sched.audit_ok"), 2, "both audited");
+    cr_assert(strstr(r->source, "over 2 instances"), "%s", r->source);
+    kvt_replay_report_clear(one);
+    kvt_replay_report_clear(r);
+    free(one);
+    free(r);
+}

@@ -423,10 +423,14 @@ Test(replay_config, every_rank_setting_travels_to_a_rank_process, .timeout = 30)
     snprintf(want, sizeof want, "--layout-id %016llx ",
              (unsigned long long)kvt_config_layout_id(&kc));
     cr_assert(strstr(args, want), "no layout id: %s", args);
-    cr_assert(strstr(args, "--lookup-ttl 3000000000 "), "%s", args);
-    cr_assert(strstr(args, "--lane-deadline 1000000000 "), "%s", args);
-    cr_assert(strstr(args, "--fence-timeout 4000000000 "), "%s", args);
-    cr_assert(strstr(args, "--pool-ttl 40000000000"), "%s", args);
+    cr_assert(strstr(args, "--model qwen3-next-like "), "no model: %s", args);
+    snprintf(want, sizeof want, "--checkpoint-interval %u ", c.checkpoint_interval);
+    cr_assert(strstr(args, want), "no checkpoint interval: %s", args);
+    //  Durations with their unit: the configuration's table parses them.
+    cr_assert(strstr(args, "--lookup-ttl 3000000000ns "), "%s", args);
+    cr_assert(strstr(args, "--lane-deadline 1000000000ns "), "%s", args);
+    cr_assert(strstr(args, "--fence-timeout 4000000000ns "), "%s", args);
+    cr_assert(strstr(args, "--pool-ttl 40000000000ns"), "%s", args);
 }
 
 Test(replay_config, lookup_max_age_reaches_the_scheduler)

@@ -200,3 +200,43 @@ Test(workload, equal_timestamps_keep_file_order)
     kvt_workload_destroy(&wl);
     unlink(s_path);
 }
+
+//  Prefix affinity: a request whose routed prefix covers half its prompt
+//  follows it; a new one goes to the instance with the fewest tokens.
+Test(workload_route, follows_a_long_enough_prefix_and_balances_the_rest)
+{
+    const char *text =
+        "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 1, \"hash_ids\": [1, 2]}\n"
+        "{\"timestamp\": 1, \"input_length\": 1024, \"output_length\": 1, \"hash_ids\": [3, 4]}\n"
+        "{\"timestamp\": 2, \"input_length\": 1536, \"output_length\": 1, \"hash_ids\": [3, 4, "
+        "5]}\n"
+        "{\"timestamp\": 3, \"input_length\": 2048, \"output_length\": 1, "
+        "\"hash_ids\": [1, 6, 7, 8]}\n"
+        "{\"timestamp\": 4, \"input_length\": 512, \"output_length\": 1, \"hash_ids\": [9]}\n";
+    char err[256];
+    kvt_workload_t *wl = kvt_workload_mooncake(s_write(text), 0, err, sizeof err);
+    cr_assert_not_null(wl, "%s", err);
+    uint32_t inst[5];
+    cr_assert_eq(kvt_workload_route(wl, 2, inst), 0);
+    cr_assert_eq(inst[0], 0, "the first goes to instance 0");
+    cr_assert_eq(inst[1], 1, "a new prefix goes to the least loaded");
+    cr_assert_eq(inst[2], 1, "2 of 3 blocks routed to 1: it follows them");
+    //  Only 1 of 4 blocks matched: balanced (instance 0 has 1024 tokens,
+    //  instance 1 2560).
+    cr_assert_eq(inst[3], 0);
+    cr_assert_eq(inst[4], 1, "0 has 3072 tokens now, 1 has 2560");
+    uint32_t again[5];
+    cr_assert_eq(kvt_workload_route(wl, 2, again), 0);
+    cr_assert_arr_eq(inst, again, sizeof inst, "deterministic");
+    kvt_workload_t *sub = kvt_workload_subset(wl, inst, 1);
+    cr_assert_not_null(sub);
+    cr_assert_eq(sub->n, 3);
+    cr_assert_eq(sub->input_tokens, 1024 + 1536 + 512);
+    cr_assert_eq(sub->reqs[1].nids, 3);
+    cr_assert_eq(sub->reqs[1].ids[2], 5);
+    kvt_workload_destroy(&sub);
+    cr_assert_eq(kvt_workload_route(wl, 1, inst), 0);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(inst[i], 0);
+    kvt_workload_destroy(&wl);
+}

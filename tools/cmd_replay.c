@@ -2,6 +2,7 @@
     through the cache and reports hits by tier, recomputed share, loads,
     saves and wrong resumes (which fail the run). */
 #include <errno.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "replay/kvt_replay.h"
 #include "replay/kvt_replay_config.h"
@@ -16,6 +19,9 @@
 #include "kvt_cmd.h"
 
 static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r);
+
+static const char *s_sweep;  //  --sweep KEY=V1,V2,... (NULL = one run)
+static const char *s_report; //  --report DIR (NULL = none)
 
 static void s_usage(FILE *out)
 {
@@ -39,7 +45,16 @@ static void s_usage(FILE *out)
         "                     GPU, 56GiB dense, 32GiB qwen3-next-like, 64GiB kimi-linear-like)\n"
         "  --cpu-pool SIZE    CPU tier per rank, real bytes; 0 disables it (default 128GiB)\n"
         "  --disk-dir DIR     disk tier below the CPU pool, DIR/rank<r> per rank (default none)\n"
+        "  --remote SEEDS     remote tier below CPU / disk on a Redis Cluster:\n"
+        "                     redis://HOST:PORT[,HOST:PORT...] (default none)\n"
         "  --disk-pool SIZE   disk tier per rank, real bytes (default 1TiB)\n"
+        "  --instances N      N modelled engine instances (1..64, default 1), each its own\n"
+        "                     scheduler, ranks, HBM, CPU pool and disk directory; requests\n"
+        "                     routed by prefix affinity (docs/user-guide.md)\n"
+        "  --sweep KEY=V1,V2,...  one run per value of cpu_pool, hbm_pool, disk_pool or\n"
+        "                     instances, one after another, and a comparison table\n"
+        "  --report DIR       with --sweep: DIR/sweep.md, DIR/sweep.tsv and, when gnuplot is\n"
+        "                     installed, DIR/sweep.png (hit share and TTFT against the value)\n"
         "  --byte-scale K     pools store K times fewer bytes than their real size (default:\n"
         "                     the model's real KV bytes per token per rank over the stored\n"
         "                     geometry's, said at start; 1 = sizes are stored bytes)\n"
@@ -78,6 +93,13 @@ static void s_usage(FILE *out)
         "                     state slot on rank 0 before its oracle check (must fail likewise)\n"
         "  --fault miss-state=N  testing fault (hybrid): rank 0's Nth state leg read misses\n"
         "                     (the load retreats, B2; no wrong resume)\n"
+        "  --fault stale-slot=N  testing fault (hybrid): rank 0's Nth forward from token 0\n"
+        "                     into a slot holding another state does not reset it\n"
+        "  --fault restore-late=N  testing fault (hybrid): rank 0's Nth HBM checkpoint\n"
+        "                     restore lands after the forward read the slot\n"
+        "  --fault swap-slots=N  testing fault (hybrid): rank 0's Nth step with two running\n"
+        "                     requests advancing their state runs each in the other's slot\n"
+        "                     (these three must each fail the run with a wrong resume)\n"
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
@@ -323,7 +345,10 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
         json_t *actor = s_child(counters, c->actor);
         bool lossy;
         char *name = s_utf8_copy(c->c.name, &lossy);
-        rc |= actor && name ? json_object_set_new(actor, name, s_u64(c->c.value)) : -1;
+        //  With several instances an actor name repeats: its values add up.
+        json_t *had = actor && name ? json_object_get(actor, name) : NULL;
+        uint64_t v = c->c.value + (had ? (uint64_t)json_integer_value(had) : 0);
+        rc |= actor && name ? json_object_set_new(actor, name, s_u64(v)) : -1;
         free(name);
     }
     rc |= json_object_set(root, "counters", counters);
@@ -386,6 +411,7 @@ static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_re
     rc |= json_object_set_new(eng, "drain_s", s_real((double)e->drain_us / 1e6, 3));
     rc |= json_object_set_new(eng, "arrival_span_s", s_real((double)e->span_us / 1e6, 3));
     rc |= json_object_set_new(eng, "saturated", json_boolean(e->saturated));
+    rc |= json_object_set_new(eng, "instances", json_integer(cfg->instances ? cfg->instances : 1));
     rc |= json_object_set_new(root, "engine", eng);
     rc |= json_object_set_new(root, "requests_per_wall_s",
                               s_real(r->wall_s > 0 ? (double)e->requests / r->wall_s : 0, 1));
@@ -426,8 +452,8 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            (double)e->save_link_us / 1e6);
     if (e->saturated)
         printf("  SATURATED     the engine ended %.1f s after the last arrival (arrivals span "
-               "%.1f s): queueing dominates the TTFT. Offer less load (--limit, a later part of "
-               "the trace) or give the engine more (--cost prefill_tps=..., --tp)\n",
+               "%.1f s): queueing dominates the TTFT. Serve the trace with more engines "
+               "(--instances N) or faster ones (--tp, --cost prefill_tps=...)\n",
                (double)e->drain_us / 1e6, (double)e->span_us / 1e6);
     if (cfg->state_bytes) {
         printf("  model         %s, state %" PRIu64 " bytes/request/rank, checkpoint every %u "
@@ -551,9 +577,11 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
                 bad = -1;
         } else if (!strcmp(a, "--fault")) {
             //  KIND=N, N >= 1; each kind its own field (--fault may repeat).
-            const char *kinds[] = {"corrupt-resume=", "corrupt-state=", "miss-state="};
+            const char *kinds[] = {"corrupt-resume=", "corrupt-state=", "miss-state=",
+                                   "stale-slot=",     "restore-late=",  "swap-slots="};
             uint32_t *fields[] = {&own.fault_corrupt_resume, &own.fault_corrupt_state,
-                                  &own.fault_miss_state};
+                                  &own.fault_miss_state,     &own.fault_stale_slot,
+                                  &own.fault_restore_late,   &own.fault_swap_slots};
             bad = -1;
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
                 if (strncmp(v, kinds[k], strlen(kinds[k])) == 0 &&
@@ -561,6 +589,13 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
                     *fields[k] = (uint32_t)n;
                     bad = 0;
                 }
+        } else if (!strcmp(a, "--sweep"))
+            s_sweep = v;
+        else if (!strcmp(a, "--report"))
+            s_report = v;
+        else if (!strcmp(a, "--instances")) {
+            if ((bad = kvt_cli_uint(v, 1, 64, &n)) == 0)
+                own.instances = (uint32_t)n;
         } else if (!strcmp(a, "--byte-scale")) {
             if ((bad = kvt_cli_uint(v, 1, 1u << 20, &n)) == 0)
                 scale = (uint32_t)n;
@@ -623,8 +658,12 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->fault_corrupt_state = own.fault_corrupt_state;
     cfg->interval_checkpoints = own.interval_checkpoints;
     cfg->fault_miss_state = own.fault_miss_state;
+    cfg->fault_stale_slot = own.fault_stale_slot;
+    cfg->fault_restore_late = own.fault_restore_late;
+    cfg->fault_swap_slots = own.fault_swap_slots;
     cfg->wall_limit_ms = own.wall_limit_ms;
     cfg->cost = cost[0] ? cost : NULL;
+    cfg->instances = own.instances;
     cfg->byte_scale = scale ? scale : kvt_replay_byte_scale(cfg);
     uint64_t real[3];
     kvt_replay_real_sizes(cfg->model, &real[0], &real[1], &real[2]);
@@ -658,6 +697,198 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     return 0;
 }
 
+//  The progress bar: one line on stderr, redrawn in place (only on a
+//  terminal, and not with --quiet).
+typedef struct {
+    struct timespec t0; //  when the run started
+    uint32_t total;     //  requests of the whole workload (the limit, or 0 = unknown)
+    uint64_t before;    //  requests ended by earlier instances
+    uint64_t last;      //  requests ended as of the last call (this instance)
+    uint32_t instance;  //  the instance of the last call
+    bool drawn;         //  a line is on the screen
+} s_bar_t;
+
+static void s_bar(void *arg, uint32_t instance, uint32_t instances,
+                  const kvt_sim_engine_result_t *e, uint64_t clock_us)
+{
+    s_bar_t *b = arg;
+    if (instance != b->instance) {
+        b->before += b->last;
+        b->instance = instance;
+    }
+    b->last = e->finished + e->rejected;
+    uint64_t done = b->before + b->last;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double el = (double)(t.tv_sec - b->t0.tv_sec) + (double)(t.tv_nsec - b->t0.tv_nsec) / 1e9;
+    double in = e->input_tokens ? (double)e->input_tokens : 1.0;
+    double hit = 100.0 * (double)(e->hbm_hit_tokens + e->tier_hit_tokens) / in;
+    char eta[32] = "?";
+    if (b->total && done)
+        snprintf(eta, sizeof eta, "%.0f s",
+                 el * (double)(b->total - (done < b->total ? done : b->total)) / (double)done);
+    char of[16] = "?";
+    if (b->total)
+        snprintf(of, sizeof of, "%u", b->total);
+    int pct = b->total ? (int)(100 * (done < b->total ? done : b->total) / b->total) : 0;
+    char bar[21];
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < pct / 5 ? '#' : '.';
+    bar[20] = 0;
+    fprintf(stderr,
+            "\r[%s] %" PRIu64
+            "/%s requests, instance %u/%u, %.0f s modelled, hits %.1f%%, ETA %s  ",
+            bar, done, of, instance + 1, instances, (double)clock_us / 1e6, hit, eta);
+    b->drawn = true;
+}
+
+//  One value of a sweep into cfg: 0, or -1 when it is not a value of key.
+static int s_sweep_set(kvt_replay_cfg_t *cfg, const char *key, const char *v)
+{
+    uint64_t n;
+    if (!strcmp(key, "instances")) {
+        if (kvt_cli_uint(v, 1, 64, &n) != 0)
+            return -1;
+        cfg->instances = (uint32_t)n;
+        return 0;
+    }
+    uint64_t *f = !strcmp(key, "cpu_pool")    ? &cfg->cpu_pool_bytes
+                  : !strcmp(key, "hbm_pool")  ? &cfg->hbm_pool_bytes
+                  : !strcmp(key, "disk_pool") ? &cfg->disk_pool_bytes
+                                              : NULL;
+    if (!f || kvt_cli_size(v, &n) != 0)
+        return -1;
+    *f = n;
+    return 0;
+}
+
+//  --sweep: every value checked first, then one run each; a table on
+//  stdout and, with --report, the same as Markdown and TSV and a plot.
+static int s_run_sweep(const kvt_replay_cfg_t *base)
+{
+    char key[32], vals[1024];
+    const char *eq = strchr(s_sweep, '=');
+    if (!eq || eq == s_sweep || (size_t)(eq - s_sweep) >= sizeof key || !eq[1] ||
+        strlen(eq + 1) >= sizeof vals) {
+        fprintf(stderr, "kvtier replay: --sweep: expected KEY=V1,V2,... (got '%s')\n", s_sweep);
+        return 2;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - s_sweep), s_sweep);
+    for (char *k = key; *k; k++)
+        if (*k == '-')
+            *k = '_';
+    snprintf(vals, sizeof vals, "%s", eq + 1);
+    const char *v[64];
+    uint32_t nv = 0;
+    char err[512];
+    for (char *save = NULL, *t = strtok_r(vals, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        kvt_replay_cfg_t c = *base;
+        if (nv == 64 || s_sweep_set(&c, key, t) != 0 ||
+            kvt_replay_validate(&c, err, sizeof err) != 0) {
+            fprintf(stderr,
+                    "kvtier replay: --sweep %s: bad value '%s'%s%s (keys: cpu_pool, hbm_pool, "
+                    "disk_pool, instances; at most 64 values)\n",
+                    key, t, nv < 64 && s_sweep_set(&c, key, t) == 0 ? ": " : "",
+                    nv < 64 && s_sweep_set(&c, key, t) == 0 ? err : "");
+            return 2;
+        }
+        v[nv++] = t;
+    }
+    FILE *md = NULL, *tsv = NULL;
+    if (s_report) {
+        char path[600];
+        if (mkdir(s_report, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "kvtier replay: --report: cannot create %s: %s\n", s_report,
+                    strerror(errno));
+            return 2;
+        }
+        snprintf(path, sizeof path, "%s/sweep.md", s_report);
+        md = fopen(path, "w");
+        snprintf(path, sizeof path, "%s/sweep.tsv", s_report);
+        tsv = fopen(path, "w");
+        if (!md || !tsv) {
+            fprintf(stderr, "kvtier replay: --report: cannot write in %s\n", s_report);
+            if (md)
+                fclose(md);
+            if (tsv)
+                fclose(tsv);
+            return 2;
+        }
+        fprintf(md,
+                "# kvtier replay: sweep of %s\n\n| %s | hbm hit %% | cpu hit %% | disk hit %% | "
+                "recomputed %% | ttft p50 ms | ttft p90 ms | ttft p99 ms | saturated | wrong "
+                "resumes |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+                key, key);
+        fprintf(tsv,
+                "# "
+                "%s\thbm_hit_tokens\tcpu_hit_tokens\tdisk_hit_tokens\tinput_tokens\thit_"
+                "share\tttft_p50_ms\tttft_p90_ms\tttft_p99_ms\tsaturated\twrong_resumes\n",
+                key);
+    }
+    printf("%-12s %9s %9s %9s %11s %12s %12s %12s %9s %6s\n", key, "hbm hit%", "cpu hit%",
+           "disk hit%", "recomputed%", "ttft p50 ms", "ttft p90 ms", "ttft p99 ms", "saturated",
+           "wrong");
+    int status = 0;
+    kvt_replay_report_t *rep = calloc(1, sizeof *rep);
+    for (uint32_t i = 0; rep && i < nv; i++) {
+        kvt_replay_cfg_t c = *base;
+        s_sweep_set(&c, key, v[i]);
+        if (kvt_replay_run(&c, rep, err, sizeof err) != 0) {
+            fprintf(stderr, "kvtier replay: --sweep %s=%s: %s\n", key, v[i], err);
+            status = 2;
+            break;
+        }
+        const kvt_sim_engine_result_t *e = &rep->engine;
+        double in = e->input_tokens ? (double)e->input_tokens : 1.0;
+        printf("%-12s %9.1f %9.1f %9.1f %11.1f %12.1f %12.1f %12.1f %9s %6" PRIu64 "\n", v[i],
+               100.0 * (double)e->hbm_hit_tokens / in, 100.0 * (double)rep->hit_cpu_tokens / in,
+               100.0 * (double)rep->hit_disk_tokens / in, 100.0 * rep->recomputed_share,
+               e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, e->saturated ? "YES" : "no",
+               e->wrong_resumes);
+        if (md) {
+            fprintf(
+                md, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %" PRIu64 " |\n",
+                v[i], 100.0 * (double)e->hbm_hit_tokens / in,
+                100.0 * (double)rep->hit_cpu_tokens / in, 100.0 * (double)rep->hit_disk_tokens / in,
+                100.0 * rep->recomputed_share, e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms,
+                e->saturated ? "yes" : "no", e->wrong_resumes);
+            fprintf(tsv,
+                    "%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
+                    "\t%.6f\t%.2f\t%.2f\t%.2f\t%d\t%" PRIu64 "\n",
+                    v[i], e->hbm_hit_tokens, rep->hit_cpu_tokens, rep->hit_disk_tokens,
+                    e->input_tokens, 1.0 - rep->recomputed_share, e->ttft_p50_ms, e->ttft_p90_ms,
+                    e->ttft_p99_ms, e->saturated, e->wrong_resumes);
+        }
+        if (rep->failed) {
+            fprintf(stderr, "kvtier replay: --sweep %s=%s FAILED: %s", key, v[i], rep->failures);
+            status = 1;
+        }
+        kvt_replay_report_clear(rep);
+    }
+    free(rep);
+    if (md) {
+        fclose(tsv);
+        //  The plot: hit share and TTFT p50 against the value, by gnuplot
+        //  when it is installed (the tables stand without it).
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && command -v gnuplot >/dev/null 2>&1 && gnuplot -e \"set terminal png "
+                 "noenhanced "
+                 "size 900,500; set output 'sweep.png'; set xlabel '%s'; set ylabel 'hit share'; "
+                 "set y2label 'TTFT p50 (ms)'; set y2tics; set ytics nomirror; set style data "
+                 "linespoints; plot 'sweep.tsv' using 0:6:xtic(1) title 'hit share' axes x1y1, '' "
+                 "using 0:7 title 'TTFT p50' axes x1y2\" 2>/dev/null",
+                 s_report, key);
+        bool plotted = strchr(s_report, '\'') == NULL && system(cmd) == 0;
+        fprintf(md, "\n%s\n",
+                plotted ? "![hit share and TTFT p50 against the value](sweep.png)"
+                        : "(no plot: gnuplot is not installed; install Debian's "
+                          "gnuplot-nox for sweep.png)");
+        fclose(md);
+    }
+    return status;
+}
+
 int kvt_cmd_replay(int argc, char **argv)
 {
     kvt_config_t kc;
@@ -667,6 +898,13 @@ int kvt_cmd_replay(int argc, char **argv)
     int parsed = s_parse(argc, argv, &kc, &cfg, &json, &quiet);
     if (parsed != 0)
         return parsed == 1 ? 0 : parsed;
+    if (s_sweep)
+        return s_run_sweep(&cfg);
+    if (s_report) {
+        fprintf(stderr, "kvtier replay: --report needs --sweep (a single run's report is its "
+                        "summary and --json)\n");
+        return 2;
+    }
     char err[512];
     kvt_replay_report_t *rep = calloc(1, sizeof *rep);
     if (!rep) {
@@ -674,7 +912,18 @@ int kvt_cmd_replay(int argc, char **argv)
         return 1;
     }
     int status = 0;
-    if (kvt_replay_run(&cfg, rep, err, sizeof err) != 0) {
+    s_bar_t bar;
+    memset(&bar, 0, sizeof bar);
+    if (!quiet && isatty(STDERR_FILENO)) {
+        clock_gettime(CLOCK_MONOTONIC, &bar.t0);
+        bar.total = cfg.limit;
+        cfg.progress = s_bar;
+        cfg.progress_arg = &bar;
+    }
+    int ran = kvt_replay_run(&cfg, rep, err, sizeof err);
+    if (bar.drawn)
+        fprintf(stderr, "\r%*s\r", 120, "");
+    if (ran != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
         kvt_replay_report_clear(rep);
         free(rep);

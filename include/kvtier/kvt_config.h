@@ -91,6 +91,7 @@ typedef struct {
     uint64_t hbm_pool_bytes;            //  device KV memory per rank
     uint64_t cpu_pool_bytes;            //  CPU tier per rank (0 = no tier)
     char disk_dir[KVT_CONFIG_PATH_MAX]; //  disk tier directory ("" = none)
+    char remote[KVT_CONFIG_PATH_MAX];   //  remote tier: the cluster's seed nodes ("" = none)
     uint64_t disk_pool_bytes;           //  disk tier per rank
     bool disk_write_on_evict;           //  write-back on eviction instead of write-through
     bool mem_overcommit;                //  start even past the process's memory limit

@@ -90,10 +90,50 @@ bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer
 
 void kvt_oracle_state_fill(void *dst, size_t n, kvt_hash_t hash_at_b, uint32_t rank)
 {
-    kvt_oracle_fill(dst, n, hash_at_b, KVT_ORACLE_STATE, 0, rank);
+    if (kvt_hash_is_zero(hash_at_b))
+        memset(dst, 0, n);
+    else
+        kvt_oracle_fill(dst, n, hash_at_b, KVT_ORACLE_STATE, 0, rank);
 }
 
 size_t kvt_oracle_state_mismatch(const void *src, size_t n, kvt_hash_t hash_at_b, uint32_t rank)
 {
-    return kvt_oracle_mismatch(src, n, hash_at_b, KVT_ORACLE_STATE, 0, rank);
+    if (!kvt_hash_is_zero(hash_at_b))
+        return kvt_oracle_mismatch(src, n, hash_at_b, KVT_ORACLE_STATE, 0, rank);
+    const uint8_t *z = src; //  the initial state: every byte zero
+    for (size_t i = 0; i < n; i++)
+        if (z[i])
+            return i;
+    return n;
+}
+
+size_t kvt_oracle_state_advance(void *dst, const void *src, size_t n, kvt_hash_t from_a,
+                                kvt_hash_t to_b, uint32_t rank)
+{
+    //  The initial state is zeros: its stream is masked off (no branch in
+    //  the loop, so it vectorises).
+    uint64_t ma = kvt_hash_is_zero(from_a) ? 0 : ~0ull, mb = kvt_hash_is_zero(to_b) ? 0 : ~0ull;
+    uint64_t sa = s_seed(from_a, KVT_ORACLE_STATE, 0, rank);
+    uint64_t sb = s_seed(to_b, KVT_ORACLE_STATE, 0, rank);
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    size_t words = n / 8;
+    uint64_t diff = 0;
+    //  One pass: read, carry the deviation, write, and compare the result
+    //  with state(B); only a wrong result is walked again.
+    for (size_t i = 0; i < words; i++) {
+        uint64_t w, eb = s_word(sb, i) & mb;
+        memcpy(&w, s + 8 * i, 8);
+        w ^= eb ^ (s_word(sa, i) & ma);
+        memcpy(d + 8 * i, &w, 8);
+        diff |= w ^ eb;
+    }
+    if (n % 8) {
+        uint64_t w = 0, eb = s_word(sb, words) & mb;
+        memcpy(&w, s + 8 * words, n % 8);
+        w ^= eb ^ (s_word(sa, words) & ma);
+        memcpy(d + 8 * words, &w, n % 8);
+        diff |= (w ^ eb) & (~0ull >> (64 - 8 * (n % 8)));
+    }
+    return diff == 0 ? n : kvt_oracle_state_mismatch(d, n, to_b, rank);
 }

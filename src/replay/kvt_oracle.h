@@ -5,7 +5,12 @@
     at boundary B the bytes PRF (prefix hash at B, KVT_ORACLE_STATE, 0, rank).
     Any block or slot can then be checked against what a recompute would have
     produced; a resume whose bytes differ is a wrong resume. Every byte of the
-    range is compared; the check says where the first wrong byte is. */
+    range is compared; the check says where the first wrong byte is.
+
+    The state is a recurrence: a forward computes the state after its chunk
+    from the state it read (kvt_oracle_state_advance), so a wrong state read
+    stays wrong in every state computed from it. The initial state (before
+    token 0) is all zeros; the state functions name it by the zero hash. */
 #ifndef KVT_ORACLE_H_INCLUDED
 #define KVT_ORACLE_H_INCLUDED
 
@@ -32,11 +37,21 @@ bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer
                       uint32_t rank);
 
 //  The state bytes of a slot (or checkpoint unit) at boundary B:
-//  PRF (prefix hash at B, KVT_ORACLE_STATE, 0, rank).
+//  PRF (prefix hash at B, KVT_ORACLE_STATE, 0, rank); all zeros (the
+//  initial state) for the zero hash.
 void kvt_oracle_state_fill(void *dst, size_t n, kvt_hash_t hash_at_b, uint32_t rank);
 
 //  Offset of the first byte of src[0..n) that differs from the state bytes
 //  of (hash at B, rank); n when all match.
 size_t kvt_oracle_state_mismatch(const void *src, size_t n, kvt_hash_t hash_at_b, uint32_t rank);
+
+//  One forward of the recurrence, from the state at A to the state at B:
+//  dst[i] = state(B)[i] ^ src[i] ^ state(A)[i] (dst may be src). dst holds
+//  the state at B exactly when src held the state at A; any deviation of
+//  src is carried into dst unchanged. Returns the offset of dst's first
+//  byte that differs from state(B), n when dst is right (compared in the
+//  same pass, so a check of what was just written costs nothing more).
+size_t kvt_oracle_state_advance(void *dst, const void *src, size_t n, kvt_hash_t from_a,
+                                kvt_hash_t to_b, uint32_t rank);
 
 #endif

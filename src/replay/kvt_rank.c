@@ -141,6 +141,20 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
         sc.disk.io_mode = cfg->driver == KVT_DRIVER_SIM ? KVT_DISK_IO_INLINE : KVT_DISK_IO_THREADS;
         sc.write_policy = cfg->disk_write_on_evict ? KVT_WRITE_ON_EVICT : KVT_WRITE_ALWAYS;
     }
+    if (cfg->remote) {
+        //  Whose bytes these are, as on disk: a value of another namespace,
+        //  rank, TP width or geometry is a counted miss, never a resume.
+        char layout[160];
+        snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb,
+                 cfg->layers, cfg->planes, cfg->chunk_size);
+        sc.remote_enabled = true;
+        sc.remote.seeds = cfg->remote;
+        sc.remote.rank = r;
+        sc.remote.world_size = cfg->tp;
+        sc.remote.layout_id =
+            cfg->layout_id ? cfg->layout_id : kvt_namespace_id(kvt_namespace_hash(layout));
+        sc.remote.ns_id = kvt_namespace_id(kvt_rank_namespace(cfg));
+    }
     rk->storage = kvt_storage_new(&sc, err, errlen);
     if (!rk->storage)
         return -1;
@@ -231,6 +245,9 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     ra->worker = rk->worker_name;
     ra->corrupt_resume = r == 0 ? cfg->fault_corrupt_resume : 0;
     ra->corrupt_state = r == 0 ? cfg->fault_corrupt_state : 0;
+    ra->fault_stale_slot = r == 0 ? cfg->fault_stale_slot : 0;
+    ra->fault_restore_late = r == 0 ? cfg->fault_restore_late : 0;
+    ra->fault_swap_slots = r == 0 ? cfg->fault_swap_slots : 0;
     ra->board = rk->board;
     ra->chunk_size = cfg->chunk_size;
     kvt_worker_args_t *wa = &rk->worker;
@@ -387,11 +404,19 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     }
     //  A hybrid rank's state lane: its unit and the pools it sizes (one
     //  slot per running request, its HBM checkpoints).
+    //  The model first: the configuration checks the state bytes against
+    //  its layout, and the checkpoint interval against the chunk size.
+    if (cfg->model) {
+        S_ARG("--model");
+        S_VAL("%s", cfg->model);
+    }
     if (cfg->state_bytes) {
         S_ARG("--state-bytes");
         S_VAL("%llu", (unsigned long long)cfg->state_bytes);
         S_ARG("--max-running");
         S_VAL("%u", cfg->max_running);
+        S_ARG("--checkpoint-interval");
+        S_VAL("%u", cfg->checkpoint_interval);
     }
     if (!kvt_hash_is_zero(cfg->ns)) {
         S_ARG("--namespace");
@@ -407,7 +432,7 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     for (int t = 0; t < 4; t++)
         if (tval[t]) {
             S_ARG(tname[t]);
-            S_VAL("%llu", (unsigned long long)tval[t]);
+            S_VAL("%lluns", (unsigned long long)tval[t]);
         }
     if (r == 0 && cfg->fault_corrupt_resume) {
         S_ARG("--fault");

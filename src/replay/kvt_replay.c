@@ -25,6 +25,9 @@
 #define S_MAX_TP   64          //  ranks a replay may simulate in one process
 #define S_SLICE_NS 50000000ull //  LIVE: how often the run loop checks ranks, signals, the limit
 #define S_REAP_MS  5000        //  a rank process gets this long to stop after SIGTERM, then SIGKILL
+//  Any of the state-carry testing faults is set.
+#define S_STATE_FAULTS(c) \
+    ((c)->fault_stale_slot || (c)->fault_restore_late || (c)->fault_swap_slots)
 
 void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
 {
@@ -109,6 +112,7 @@ static uint64_t s_stored(const kvt_replay_cfg_t *c, uint64_t bytes)
 int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
 {
     const char *bad = NULL;
+    bool state_fault = c->fault_corrupt_state || c->fault_miss_state || S_STATE_FAULTS(c);
     if (c->driver != KVT_DRIVER_SIM && c->driver != KVT_DRIVER_LIVE)
         bad = "driver: must be sim or live";
     else if (c->tp < 1 || c->tp > S_MAX_TP)
@@ -131,6 +135,8 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "sim_bw: must be positive";
     else if (c->byte_scale > (1u << 20))
         bad = "byte-scale: must be in 1..1048576";
+    else if (c->instances > 64)
+        bad = "instances: must be in 1..64";
     else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
     else if (c->rank_endpoint && !c->ranks_as_processes)
@@ -142,13 +148,15 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     else if (c->rank_endpoint && strncmp(c->rank_endpoint, "tcp://", 6) != 0 &&
              strncmp(c->rank_endpoint, "ipc://", 6) != 0)
         bad = "rank-endpoint: must be ipc://DIR or tcp://HOST:PORT";
-    else if ((c->fault_corrupt_state || c->fault_miss_state) && !c->state_bytes)
-        bad = "fault: corrupt-state / miss-state need a model with state (state-bytes > 0)";
+    else if (state_fault && !c->state_bytes)
+        bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need a "
+              "model with state (state-bytes > 0)";
     else if (c->interval_checkpoints && !c->state_bytes)
         bad = "checkpoints: needs a model with state (--model qwen3-next-like | "
               "kimi-linear-like)";
-    else if ((c->fault_corrupt_state || c->fault_miss_state) && c->ranks_as_processes)
-        bad = "fault: corrupt-state / miss-state need the ranks as threads";
+    else if (state_fault && c->ranks_as_processes)
+        bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need "
+              "the ranks as threads";
     if (bad) {
         snprintf(err, errlen, "%s", bad);
         return -1;
@@ -192,6 +200,14 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "disk-dir: path longer than 400 bytes");
         return -1;
     }
+    if (c->remote && c->cpu_pool_bytes == 0) {
+        snprintf(err, errlen, "remote: a remote tier needs the CPU tier above it (cpu-pool > 0)");
+        return -1;
+    }
+    if (c->remote && c->ranks_as_processes) {
+        snprintf(err, errlen, "remote: not yet passed to ranks run as processes");
+        return -1;
+    }
     return 0;
 }
 
@@ -218,11 +234,12 @@ int kvt_replay_mem_check(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         return 0;
     s_mem_refusals++;
     snprintf(err, errlen,
-             "memory: the run asks for %llu MiB (tp %u x (cpu-pool %llu MiB + hbm-pool %llu MiB)) "
-             "but can have %llu MiB (%s); lower --tp, --cpu-pool or --hbm-pool, or pass "
-             "--mem-overcommit",
+             "memory: the run asks for %llu MiB (tp %u x (cpu-pool %llu MiB + hbm-pool %llu MiB), "
+             "stored at byte scale %u) but can have %llu MiB (%s); lower --tp, --cpu-pool or "
+             "--hbm-pool, raise --byte-scale, or pass --mem-overcommit",
              (unsigned long long)(total >> 20), c->tp, (unsigned long long)(cpu >> 20),
-             (unsigned long long)(hbm >> 20), (unsigned long long)(lim.bytes >> 20), lim.source);
+             (unsigned long long)(hbm >> 20), c->byte_scale > 1 ? c->byte_scale : 1,
+             (unsigned long long)(lim.bytes >> 20), lim.source);
     if (!c->mem_overcommit)
         return -1;
     if (c->log_level >= 1)
@@ -263,7 +280,16 @@ typedef struct {
     kvt_scheduler_args_t sched;               //  scheduler args
     kvt_aggregator_args_t agg;                //  aggregator args
     kvt_sim_engine_args_t engine;             //  engine args
+    const kvt_replay_cfg_t *real;             //  the configuration (its progress callback)
+    uint32_t instance;                        //  this run's instance
 } s_run_t;
+
+static void s_progress(void *arg, const kvt_sim_engine_result_t *so_far, uint64_t clock_us)
+{
+    const s_run_t *run = arg;
+    uint32_t n = run->real->instances > 1 ? run->real->instances : 1;
+    run->real->progress(run->real->progress_arg, run->instance, n, so_far, clock_us);
+}
 
 static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
 {
@@ -520,38 +546,21 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
     }
 }
 
-int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char *err, size_t errlen)
+//  One engine instance's run over wl (consumed): cfg is the scaled
+//  configuration the ranks see, real the one the cost model sees.
+static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, kvt_workload_t *wl,
+                     uint32_t instance, kvt_replay_report_t *rep, char *err, size_t errlen)
 {
-    if (kvt_replay_validate(real, err, errlen) != 0 || kvt_replay_mem_check(real, err, errlen) != 0)
-        return -1;
-    //  From here on every size is what the pools store: the ranks, their
-    //  processes and the scheduler see the scaled run, the cost model and
-    //  the verified window the real one.
-    kvt_replay_cfg_t scaled = *real;
-    scaled.hbm_pool_bytes = s_stored(real, real->hbm_pool_bytes);
-    scaled.cpu_pool_bytes = s_stored(real, real->cpu_pool_bytes);
-    scaled.disk_pool_bytes = s_stored(real, real->disk_pool_bytes);
-    scaled.byte_scale = 1;
-    const kvt_replay_cfg_t *cfg = &scaled;
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);
     if (!run) {
+        kvt_workload_destroy(&wl);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (cfg->trace)
-        run->wl = kvt_workload_mooncake(cfg->trace, cfg->limit, err, errlen);
-    else {
-        kvt_synth_cfg_t sc;
-        memset(&sc, 0, sizeof sc);
-        sc.seed = cfg->seed;
-        run->wl = kvt_workload_synthetic(&sc, cfg->limit);
-        if (!run->wl)
-            snprintf(err, errlen, "out of memory generating the workload");
-    }
-    if (!run->wl)
-        goto fail;
+    run->wl = wl;
     snprintf(rep->source, sizeof rep->source, "%s", run->wl->source);
+    run->instance = instance;
 
     size_t bb = s_block_bytes(cfg);
     uint32_t bpc = cfg->chunk_size / cfg->block_size;
@@ -638,6 +647,11 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
     run->engine.scheduler = "scheduler";
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
+    if (real->progress) {
+        run->real = real;
+        run->engine.progress = s_progress;
+        run->engine.progress_arg = run;
+    }
     if (kvt_replay_cost(real, &run->engine.cost, err, errlen) != 0)
         goto fail;
 
@@ -737,6 +751,14 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
         e->input_tokens ? (double)rep->recomputed_tokens / (double)e->input_tokens : 0.0;
     rep->saves_ok = kvt_replay_counter(rep, "scheduler", "sched.saves_ok");
     rep->saves_failed = kvt_replay_counter(rep, "scheduler", "sched.saves_failed");
+    //  Wrong states the runners' end-of-run sweep found count as wrong
+    //  resumes (every rank checks the same requests: the most one found).
+    uint64_t swept = 0;
+    for (uint32_t r = 0; r < cfg->tp; r++) {
+        uint64_t w = kvt_replay_counter(rep, run->names[2 * r], "runner.sweep_wrong");
+        swept = w > swept ? w : swept;
+    }
+    rep->engine.wrong_resumes += swept;
     s_check_quiescent(run, cfg, rep);
     s_judge(rep);
     s_run_free(run, cfg->tp);
@@ -744,4 +766,166 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
 fail:
     s_run_free(run, cfg->tp);
     return -1;
+}
+
+//  Adds instance k's report (part) into the whole run's (rep).
+static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, uint32_t k)
+{
+    kvt_sim_engine_result_t *e = &rep->engine;
+    const kvt_sim_engine_result_t *p = &part->engine;
+    e->requests += p->requests;
+    e->finished += p->finished;
+    e->rejected += p->rejected;
+    e->input_tokens += p->input_tokens;
+    e->hbm_hit_tokens += p->hbm_hit_tokens;
+    e->tier_hit_tokens += p->tier_hit_tokens;
+    e->disk_hit_tokens += p->disk_hit_tokens;
+    e->loads_ok += p->loads_ok;
+    e->loads_failed += p->loads_failed;
+    e->wrong_resumes += p->wrong_resumes;
+    e->steps += p->steps;
+    e->steps_failed += p->steps_failed;
+    e->model_time_us = p->model_time_us > e->model_time_us ? p->model_time_us : e->model_time_us;
+    e->busy_us += p->busy_us;
+    e->load_copy_us += p->load_copy_us;
+    e->load_wait_us += p->load_wait_us;
+    e->save_link_us += p->save_link_us;
+    e->drain_us = p->drain_us > e->drain_us ? p->drain_us : e->drain_us;
+    e->utilisation += p->utilisation; //  summed here, averaged by the caller
+    e->saturated |= p->saturated;
+    bool first = rep->source[0] == 0; //  set by the caller after the first merge
+    e->done = first ? p->done : e->done && p->done;
+    e->bad_wrong_ids += p->bad_wrong_ids;
+    e->finish_dropped += p->finish_dropped;
+    e->stats_unexpected += p->stats_unexpected;
+    if (!e->error[0] && p->error[0])
+        snprintf(e->error, sizeof e->error, "instance %u: %.130s", k, p->error);
+    if (p->nttft) {
+        uint64_t *t = realloc(e->ttft_us, (size_t)(e->nttft + p->nttft) * sizeof *t);
+        if (!t)
+            return -1;
+        memcpy(t + e->nttft, p->ttft_us, (size_t)p->nttft * sizeof *t);
+        e->ttft_us = t;
+        e->nttft += p->nttft;
+    }
+    for (uint32_t i = 0; i < p->ncounters; i++)
+        if (kvt_sim_engine_result_add(e, p->counters[i].actor, p->counters[i].c.name,
+                                      p->counters[i].c.value) != 0)
+            return -1;
+    rep->hit_cpu_tokens += part->hit_cpu_tokens;
+    rep->hit_disk_tokens += part->hit_disk_tokens;
+    rep->recomputed_tokens += part->recomputed_tokens;
+    rep->saves_ok += part->saves_ok;
+    rep->saves_failed += part->saves_failed;
+    rep->trace_hash = (rep->trace_hash ^ part->trace_hash) * 0x100000001B3ull + k;
+    rep->events += part->events;
+    rep->wall_s += part->wall_s;
+    if (!rep->exit_code)
+        rep->exit_code = part->exit_code;
+    rep->runtime_errors += part->runtime_errors;
+    rep->quiescent = first ? part->quiescent : rep->quiescent && part->quiescent;
+    if (!rep->problem[0] && part->problem[0])
+        snprintf(rep->problem, sizeof rep->problem, "instance %u: %.470s", k, part->problem);
+    for (const char *f = part->failures; *f;) {
+        const char *nl = strchr(f, '\n');
+        int len = nl ? (int)(nl - f) : (int)strlen(f);
+        s_fail(rep, "instance %u: %.*s", k, len, f);
+        f += len + (nl != NULL);
+    }
+    return 0;
+}
+
+static int s_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char *err, size_t errlen)
+{
+    if (kvt_replay_validate(real, err, errlen) != 0 || kvt_replay_mem_check(real, err, errlen) != 0)
+        return -1;
+    //  From here on every size is what the pools store: the ranks, their
+    //  processes and the scheduler see the scaled run, the cost model and
+    //  the verified window the real one.
+    kvt_replay_cfg_t scaled = *real;
+    scaled.hbm_pool_bytes = s_stored(real, real->hbm_pool_bytes);
+    scaled.cpu_pool_bytes = s_stored(real, real->cpu_pool_bytes);
+    scaled.disk_pool_bytes = s_stored(real, real->disk_pool_bytes);
+    scaled.byte_scale = 1;
+    memset(rep, 0, sizeof *rep);
+    kvt_workload_t *wl;
+    if (real->trace)
+        wl = kvt_workload_mooncake(real->trace, real->limit, err, errlen);
+    else {
+        kvt_synth_cfg_t sc;
+        memset(&sc, 0, sizeof sc);
+        sc.seed = real->seed;
+        wl = kvt_workload_synthetic(&sc, real->limit);
+        if (!wl)
+            snprintf(err, errlen, "out of memory generating the workload");
+    }
+    if (!wl)
+        return -1;
+    uint32_t n = real->instances > 1 ? real->instances : 1;
+    if (n == 1)
+        return s_run_one(real, &scaled, wl, 0, rep, err, errlen);
+    //  N instances, one after another, each its own scheduler, ranks and
+    //  pools over the requests routed to it (its disk DIR/inst<k>).
+    uint32_t *inst_of = calloc(wl->n ? wl->n : 1, sizeof *inst_of);
+    kvt_replay_report_t *part = calloc(1, sizeof *part);
+    int rc = -1;
+    if (!inst_of || !part || kvt_workload_route(wl, n, inst_of) != 0) {
+        snprintf(err, errlen, "out of memory routing the workload");
+        goto cleanup;
+    }
+    if (real->disk_dir && mkdir(real->disk_dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "disk-dir: cannot create %s: %s", real->disk_dir, strerror(errno));
+        goto cleanup;
+    }
+    uint64_t span = wl->n ? wl->reqs[wl->n - 1].arrival_us - wl->reqs[0].arrival_us : 0;
+    for (uint32_t k = 0; k < n; k++) {
+        kvt_workload_t *sub = kvt_workload_subset(wl, inst_of, k);
+        if (!sub) {
+            snprintf(err, errlen, "out of memory building instance %u's workload", k);
+            goto cleanup;
+        }
+        if (sub->n == 0) { //  nothing routed here: nothing to run
+            kvt_workload_destroy(&sub);
+            continue;
+        }
+        kvt_replay_cfg_t one = scaled;
+        char dir[440];
+        if (real->disk_dir) {
+            snprintf(dir, sizeof dir, "%s/inst%u", real->disk_dir, k);
+            one.disk_dir = dir;
+        }
+        if (s_run_one(real, &one, sub, k, part, err, errlen) != 0)
+            goto cleanup;
+        int merged = s_merge(rep, part, k);
+        if (!rep->source[0])
+            snprintf(rep->source, sizeof rep->source, "%.200s over %u instances", wl->source, n);
+        kvt_replay_report_clear(part);
+        if (merged != 0) {
+            snprintf(err, errlen, "out of memory merging instance %u's report", k);
+            goto cleanup;
+        }
+    }
+    kvt_sim_engine_result_t *e = &rep->engine;
+    qsort(e->ttft_us, e->nttft, sizeof *e->ttft_us, s_cmp_u64);
+    kvt_sim_engine_result_percentiles(e);
+    e->utilisation /= n;
+    e->span_us = span;
+    rep->recomputed_share =
+        e->input_tokens ? (double)rep->recomputed_tokens / (double)e->input_tokens : 0.0;
+    rc = 0;
+cleanup:
+    if (rc != 0)
+        kvt_replay_report_clear(rep);
+    if (part)
+        kvt_replay_report_clear(part);
+    free(inst_of);
+    free(part);
+    kvt_workload_destroy(&wl);
+    return rc;
 }

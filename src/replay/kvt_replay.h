@@ -29,6 +29,7 @@ typedef struct {
     const char *disk_dir;     //  disk tier below the CPU pool: DIR/rank<r> per rank (NULL = none)
     uint64_t disk_pool_bytes; //  disk tier capacity per rank (default 4 GiB)
     bool disk_write_on_evict; //  write-back on pool eviction instead of write-through
+    const char *remote;       //  remote tier below CPU / disk: cluster seeds (NULL = none)
     uint32_t layers;          //  model layers (default 4)
     uint32_t planes;          //  KV planes, e.g. K and V (default 2)
     uint32_t token_bytes;     //  bytes per token per layer per plane (default 16)
@@ -36,57 +37,70 @@ typedef struct {
     uint32_t chunk_size;      //  tokens per chunk (default 256)
     const char *model;        //  the model preset's name, for the report (NULL = "dense")
     uint64_t state_bytes;     //  recurrent state per request per rank (0 = dense, the default)
-    uint32_t checkpoint_interval;  //  hybrid: tokens between state checkpoints (multiple of
-                                   //  chunk_size; 0 = chunk_size)
-    uint32_t min_load_tokens;      //  hybrid: a joint gaining fewer tokens recomputes (default 0)
-    uint64_t orphan_reclaim_us;    //  an orphaned load is reclaimed this long after (0 = 60 s)
-    uint64_t lookup_max_age_us;    //  a settled lookup older than this is asked again (0 = 1 s)
-    bool no_state_tier;            //  hybrid: state images stay out of the tier (state_tier off)
-    uint32_t spec_tokens;          //  speculative draft tokens per step (> 0: a hit leaves 2)
-    kvt_hash_t ns;                 //  namespace of every key (kvt_config's, rule C2); zero:
-                                   //  derived from the geometry (kvt_rank_namespace)
-    uint64_t layout_id;            //  id a disk directory records (kvt_config_layout_id); 0:
-                                   //  derived from the geometry
-    bool lookup_pin;               //  a lookup pins what it found until its load (default on)
-    uint64_t lookup_timeout_ns;    //  a lookup not settled by then uses the HBM hit (0 = 1 s)
-    uint64_t lookup_ttl_ns;        //  lifetime of a pinned lookup's lease (0 = 5 s)
-    uint64_t verified_window_ns;   //  hybrid: no verify hold within it (0 = from cpu_pool)
-    uint64_t verify_hold_ns;       //  hybrid: bound of a verify hold (0 = 2 s)
-    uint64_t agg_timeout_ns;       //  an open aggregator key settles failed (0 = 30 s)
-    uint64_t lane_deadline_ns;     //  a transfer job not terminal by then fails (0 = 2 s)
-    uint64_t fence_timeout_ns;     //  a fence waiting longer fails its lane (0 = 5 s)
-    uint64_t pool_ttl_ns;          //  lifetime of a pool lease not renewed (0 = 60 s)
-    bool interval_checkpoints;     //  hybrid: checkpoints on the interval grid only, no prompt-end
-                                   //  or decode-keep ones (--checkpoints interval; default off)
-    uint32_t max_running;          //  requests admitted at once (default 64)
-    uint32_t step_tokens;          //  token budget per step (default 4096)
-    bool lookup_rank0;             //  tier lookups ask rank 0 only (default: every rank)
-    uint32_t byte_scale;           //  every pool stores byte_scale times fewer bytes than its
-                                   //  size says (object counts, LRU order and decisions kept;
-                                   //  kvt_replay_byte_scale); 0 or 1 = none (default 1)
-    const char *cost;              //  cost model knobs over the model's defaults,
-                                   //  "k=v,k=v" (kvt_cost_set; NULL = none)
-    uint64_t sim_bw_Bps;           //  SIM copy bandwidth (default 25e9)
-    uint64_t sim_lat_ns;           //  SIM copy latency (default 5000)
-    const char *record;            //  SIM: record every delivery to this file (NULL = no)
-    int log_level;                 //  0..3 (default 1)
-    uint32_t fault_corrupt_resume; //  testing fault: rank 0 flips one restored byte of the
-                                   //  Nth resumed request before its check (0 = off)
-    uint32_t fault_corrupt_state;  //  testing fault: rank 0 flips one byte of the Nth restored
-                                   //  state slot before its check (0 = off)
-    uint32_t fault_miss_state;     //  testing fault: rank 0's Nth state leg read misses (0 = off)
-    bool mem_overcommit;           //  start even when the memory asked for exceeds the limit
-    kvt_mem_limit_fn *mem_limit;   //  the limit's source; NULL: kvt_mem_limit_system
-    void *mem_limit_arg;           //  its argument
-    uint32_t wall_limit_ms;        //  LIVE: the run fails when it has not ended after this
-                                   //  much wall time (default 600000 = 10 min; 0 = none)
-    bool ranks_as_processes;       //  LIVE: every rank runs as its own process (`kvtier rank`),
-                                   //  over ipc:// in a private temporary directory
-    const char *rank_exe;          //  the kvtier binary those processes run (NULL:
-                                   //  /proc/self/exe, so the caller must be kvtier itself)
-    const char *rank_endpoint;     //  their base endpoint: NULL = ipc:// in a private
-                                   //  temporary directory, or tcp://HOST:PORT (actor i of
-                                   //  the topology at HOST:PORT+i, see kvt_rank.h)
+    uint32_t checkpoint_interval; //  hybrid: tokens between state checkpoints (multiple of
+                                  //  chunk_size; 0 = chunk_size)
+    uint32_t min_load_tokens;     //  hybrid: a joint gaining fewer tokens recomputes (default 0)
+    uint64_t orphan_reclaim_us;   //  an orphaned load is reclaimed this long after (0 = 60 s)
+    uint64_t lookup_max_age_us;   //  a settled lookup older than this is asked again (0 = 1 s)
+    bool no_state_tier;           //  hybrid: state images stay out of the tier (state_tier off)
+    uint32_t spec_tokens;         //  speculative draft tokens per step (> 0: a hit leaves 2)
+    kvt_hash_t ns;                //  namespace of every key (kvt_config's, rule C2); zero:
+                                  //  derived from the geometry (kvt_rank_namespace)
+    uint64_t layout_id;           //  id a disk directory records (kvt_config_layout_id); 0:
+                                  //  derived from the geometry
+    bool lookup_pin;              //  a lookup pins what it found until its load (default on)
+    uint64_t lookup_timeout_ns;   //  a lookup not settled by then uses the HBM hit (0 = 1 s)
+    uint64_t lookup_ttl_ns;       //  lifetime of a pinned lookup's lease (0 = 5 s)
+    uint64_t verified_window_ns;  //  hybrid: no verify hold within it (0 = from cpu_pool)
+    uint64_t verify_hold_ns;      //  hybrid: bound of a verify hold (0 = 2 s)
+    uint64_t agg_timeout_ns;      //  an open aggregator key settles failed (0 = 30 s)
+    uint64_t lane_deadline_ns;    //  a transfer job not terminal by then fails (0 = 2 s)
+    uint64_t fence_timeout_ns;    //  a fence waiting longer fails its lane (0 = 5 s)
+    uint64_t pool_ttl_ns;         //  lifetime of a pool lease not renewed (0 = 60 s)
+    bool interval_checkpoints;    //  hybrid: checkpoints on the interval grid only, no prompt-end
+                                  //  or decode-keep ones (--checkpoints interval; default off)
+    uint32_t max_running;         //  requests admitted at once (default 64)
+    uint32_t step_tokens;         //  token budget per step (default 4096)
+    bool lookup_rank0;            //  tier lookups ask rank 0 only (default: every rank)
+    uint32_t byte_scale;          //  every pool stores byte_scale times fewer bytes than its
+                                  //  size says (object counts, LRU order and decisions kept;
+                                  //  kvt_replay_byte_scale); 0 or 1 = none (default 1)
+    uint32_t instances;           //  engine instances serving the workload, each its own
+                                  //  scheduler, ranks and pools (kvt_workload_route); 0 or
+                                  //  1 = one (default)
+    void (*progress)(void *arg, uint32_t instance, uint32_t instances,
+                     const kvt_sim_engine_result_t *so_far,
+                     uint64_t clock_us); //  every 512 steps of instance (0-based); NULL: none
+    void *progress_arg;                  //  its argument
+    const char *cost;                    //  cost model knobs over the model's defaults,
+                                         //  "k=v,k=v" (kvt_cost_set; NULL = none)
+    uint64_t sim_bw_Bps;                 //  SIM copy bandwidth (default 25e9)
+    uint64_t sim_lat_ns;                 //  SIM copy latency (default 5000)
+    const char *record;                  //  SIM: record every delivery to this file (NULL = no)
+    int log_level;                       //  0..3 (default 1)
+    uint32_t fault_corrupt_resume;       //  testing fault: rank 0 flips one restored byte of the
+                                         //  Nth resumed request before its check (0 = off)
+    uint32_t fault_corrupt_state; //  testing fault: rank 0 flips one byte of the Nth restored
+                                  //  state slot before its check (0 = off)
+    uint32_t fault_miss_state;    //  testing fault: rank 0's Nth state leg read misses (0 = off)
+    uint32_t fault_stale_slot;    //  testing fault: rank 0's Nth forward from token 0 into a
+                                  //  slot holding another state keeps it (0 = off)
+    uint32_t fault_restore_late;  //  testing fault: rank 0's Nth checkpoint restore lands
+                                  //  after the forward read the slot (0 = off)
+    uint32_t fault_swap_slots;    //  testing fault: rank 0's Nth step with two entries
+                                  //  advancing their state runs them swapped (0 = off)
+    bool mem_overcommit;          //  start even when the memory asked for exceeds the limit
+    kvt_mem_limit_fn *mem_limit;  //  the limit's source; NULL: kvt_mem_limit_system
+    void *mem_limit_arg;          //  its argument
+    uint32_t wall_limit_ms;       //  LIVE: the run fails when it has not ended after this
+                                  //  much wall time (default 600000 = 10 min; 0 = none)
+    bool ranks_as_processes;      //  LIVE: every rank runs as its own process (`kvtier rank`),
+                                  //  over ipc:// in a private temporary directory
+    const char *rank_exe;         //  the kvtier binary those processes run (NULL:
+                                  //  /proc/self/exe, so the caller must be kvtier itself)
+    const char *rank_endpoint;    //  their base endpoint: NULL = ipc:// in a private
+                                  //  temporary directory, or tcp://HOST:PORT (actor i of
+                                  //  the topology at HOST:PORT+i, see kvt_rank.h)
 } kvt_replay_cfg_t;
 
 typedef struct {

@@ -23,14 +23,21 @@
 #include "kvtier/kvt_actor.h"
 #include "replay/kvt_sim_engine_core.h"
 
+//  Called every so many steps with the result so far (finished, rejected,
+//  hit and input tokens count up as the run goes) and the modelled clock.
+typedef void(kvt_sim_engine_progress_fn)(void *arg, const kvt_sim_engine_result_t *so_far,
+                                         uint64_t clock_us);
+
 typedef struct {
-    const kvt_workload_t *wl;      //  the requests (borrowed)
-    uint32_t tp;                   //  ranks: runner.0 .. runner.(tp-1)
-    const char *scheduler;         //  scheduler actor name
-    const char *const *stats_from; //  actors asked for counters at the end (NULL-terminated)
-    kvt_cost_cfg_t cost;           //  cost model (prefill_tps 0: dense defaults at tp)
-    uint32_t max_arrival_bytes;    //  token bytes per Schedule message (default 4 MiB)
-    kvt_sim_engine_result_t *out;  //  where results go (owned by the caller)
+    const kvt_workload_t *wl;             //  the requests (borrowed)
+    uint32_t tp;                          //  ranks: runner.0 .. runner.(tp-1)
+    const char *scheduler;                //  scheduler actor name
+    const char *const *stats_from;        //  actors asked for counters at the end (NULL-terminated)
+    kvt_cost_cfg_t cost;                  //  cost model (prefill_tps 0: dense defaults at tp)
+    uint32_t max_arrival_bytes;           //  token bytes per Schedule message (default 4 MiB)
+    kvt_sim_engine_result_t *out;         //  where results go (owned by the caller)
+    kvt_sim_engine_progress_fn *progress; //  NULL: none
+    void *progress_arg;                   //  its argument
 } kvt_sim_engine_args_t;
 
 //  Exit code of a run the engine stopped because it could not go on (a send

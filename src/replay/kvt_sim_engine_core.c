@@ -53,8 +53,19 @@ int kvt_sim_engine_result_add(kvt_sim_engine_result_t *self, const char *actor, 
     return 0;
 }
 
+void kvt_sim_engine_result_percentiles(kvt_sim_engine_result_t *self)
+{
+    uint32_t n = self->nttft;
+    if (!n)
+        return;
+    self->ttft_p50_ms = self->ttft_us[(n - 1) * 50 / 100] / 1e3;
+    self->ttft_p90_ms = self->ttft_us[(n - 1) * 90 / 100] / 1e3;
+    self->ttft_p99_ms = self->ttft_us[(n - 1) * 99 / 100] / 1e3;
+}
+
 void kvt_sim_engine_result_clear(kvt_sim_engine_result_t *self)
 {
+    free(self->ttft_us);
     free(self->counters);
     memset(self, 0, sizeof *self);
 }
@@ -211,13 +222,14 @@ static void s_finish(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
             ttft[n++] = self->first_token_us[i] - wl->reqs[i].arrival_us;
     if (ttft && n) {
         qsort(ttft, n, sizeof *ttft, s_cmp_u64);
-        self->out->ttft_p50_ms = ttft[(n - 1) * 50 / 100] / 1e3;
-        self->out->ttft_p90_ms = ttft[(n - 1) * 90 / 100] / 1e3;
-        self->out->ttft_p99_ms = ttft[(n - 1) * 99 / 100] / 1e3;
-    }
-    if (!ttft)
+        free(self->out->ttft_us);
+        self->out->ttft_us = ttft;
+        self->out->nttft = n;
+        kvt_sim_engine_result_percentiles(self->out);
+    } else if (ttft)
+        free(ttft);
+    else
         s_note(out, 0, "out of memory computing the TTFT percentiles");
-    free(ttft);
     self->out->model_time_us = self->clock_us;
     self->out->steps = self->step;
     self->out->save_link_us = (uint64_t)(self->save_link_ns / 1e3);

@@ -67,6 +67,8 @@ typedef struct {
     uint64_t stats_unexpected; //  Stats replies dropped: not asked, answered twice, or a
                                //  body naming another actor than the sender
     char error[160];           //  why the engine stopped before the end ("" if it did not)
+    uint64_t *ttft_us;         //  every first token's TTFT, sorted (owned; NULL when none)
+    uint32_t nttft;            //  entries in ttft_us
     kvt_sim_engine_counter_t
         *counters;         //  every actor's counters (owned; kvt_sim_engine_result_clear)
     uint32_t ncounters;    //  entries in counters
@@ -76,6 +78,9 @@ typedef struct {
 //  Appends a counter; returns 0 or -1 when out of memory.
 int kvt_sim_engine_result_add(kvt_sim_engine_result_t *self, const char *actor, const char *name,
                               uint64_t value);
+
+//  Sets the TTFT percentiles from the sorted ttft_us.
+void kvt_sim_engine_result_percentiles(kvt_sim_engine_result_t *self);
 
 //  Frees the counters and zeroes the result.
 void kvt_sim_engine_result_clear(kvt_sim_engine_result_t *self);

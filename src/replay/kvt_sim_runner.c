@@ -49,11 +49,16 @@ static int s_answer(kvt_ctx_t *ctx, s_runner_t *self, const kvt_sim_runner_out_t
                     out->refused);
     for (uint32_t i = 0; i < out->done.nwrong; i++) {
         const kvt_sim_runner_wrong_t *w = &out->where[i];
-        if (w->plane == KVT_RUNNER_STATE)
+        static const char *const at[] = {"a restored state", "a checkpoint taken with a state",
+                                         "a saved image with a state", "ended with a state"};
+        static const char *const unit[] = {"state slot", "checkpoint unit", "checkpoint unit",
+                                           "state slot"};
+        if (w->plane == KVT_RUNNER_STATE && w->check <= KVT_RUNNER_AT_END)
             kvt_ctx_log(ctx, 0,
-                        "WRONG RESUME: request %llu has a restored state that differs from a "
-                        "recompute (rank %u, state slot %u byte %zu)",
-                        (unsigned long long)w->req, self->a.rank, w->block, w->offset);
+                        "WRONG RESUME: request %llu has %s that differs from a recompute "
+                        "(rank %u, %s %u byte %zu)",
+                        (unsigned long long)w->req, at[w->check], self->a.rank, unit[w->check],
+                        w->block, w->offset);
         else
             kvt_ctx_log(ctx, 0,
                         "WRONG RESUME: request %llu has restored bytes that differ from a "
@@ -139,9 +144,17 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     s_runner_t *self = selfp;
     if (!msg->u.stats.request)
         return 0;
+    const kvt_sim_runner_wrong_t *where;
+    uint32_t nwrong = kvt_sim_runner_core_sweep(self->core, &where);
+    for (uint32_t i = 0; i < nwrong; i++)
+        kvt_ctx_log(ctx, 0,
+                    "WRONG STATE: request %llu ended with a state that differs from a recompute "
+                    "(rank %u, state slot %u byte %zu, found by the end-of-run sweep)",
+                    (unsigned long long)where[i].req, self->a.rank, where[i].block,
+                    where[i].offset);
     kvt_sim_runner_stats_t st;
     kvt_sim_runner_core_stats(self->core, &st);
-    enum { S_CAP = 48 }; //  22 counters today, room for more
+    enum { S_CAP = 48 }; //  32 counters today, room for more
     kvt_counter_t c[S_CAP];
     uint32_t n = 0;
     kvt_counter_add(c, &n, S_CAP, "runner.steps", st.steps);
@@ -159,6 +172,16 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_CAP, "runner.states_restored", st.states_restored);
     kvt_counter_add(c, &n, S_CAP, "runner.states_taken", st.states_taken);
     kvt_counter_add(c, &n, S_CAP, "runner.slots_refused", st.slots_refused);
+    kvt_counter_add(c, &n, S_CAP, "runner.states_reset", st.states_reset);
+    kvt_counter_add(c, &n, S_CAP, "runner.takes_checked", st.takes_checked);
+    kvt_counter_add(c, &n, S_CAP, "runner.takes_wrong", st.takes_wrong);
+    kvt_counter_add(c, &n, S_CAP, "runner.images_checked", st.images_checked);
+    kvt_counter_add(c, &n, S_CAP, "runner.images_wrong", st.images_wrong);
+    kvt_counter_add(c, &n, S_CAP, "runner.ends_checked", st.ends_checked);
+    kvt_counter_add(c, &n, S_CAP, "runner.ends_wrong", st.ends_wrong);
+    kvt_counter_add(c, &n, S_CAP, "runner.sweep_checked", st.sweep_checked);
+    kvt_counter_add(c, &n, S_CAP, "runner.sweep_wrong", st.sweep_wrong);
+    kvt_counter_add(c, &n, S_CAP, "runner.states_untracked", st.states_untracked);
     if (self->a.board) {
         kvt_fence_board_stats_t fb;
         kvt_fence_board_stats(self->a.board, &fb);
@@ -207,6 +230,9 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     cc.block_arg = self->a.gpu;
     cc.corrupt_resume = self->a.corrupt_resume;
     cc.corrupt_state = self->a.corrupt_state;
+    cc.fault_stale_slot = self->a.fault_stale_slot;
+    cc.fault_restore_late = self->a.fault_restore_late;
+    cc.fault_swap_slots = self->a.fault_swap_slots;
     if (!self->a.poll_ns)
         self->a.poll_ns = 20000;
     char name[48];

@@ -20,7 +20,14 @@
     whose memory is not host-addressable the runner refuses to start. The
     testing faults corrupt_resume and corrupt_state are described in kvt_sim_runner_core.h;
     fault_producer_step = N makes the producer record of step N fail
-    (kvt_fence_board_fail_next), so that step's saves go out refused. */
+    (kvt_fence_board_fail_next), so that step's saves go out refused; the
+    state faults fault_stale_slot, fault_restore_late and fault_swap_slots
+    are the core's (kvt_sim_runner_core.h).
+
+    A Stats request runs the core's end-of-run sweep first (every slot
+    whose owner's end was not checked yet), logs each wrong state it finds
+    and reports the count as runner.sweep_wrong: the replay asks for
+    counters once, when every request has ended. */
 #ifndef KVT_SIM_RUNNER_H_INCLUDED
 #define KVT_SIM_RUNNER_H_INCLUDED
 
@@ -49,6 +56,10 @@ typedef struct {
     uint64_t poll_ns;    //  poll period where the device cannot say when it lands (default 20000)
     uint32_t chunk_size; //  tokens per chunk: the state checkpoint interval (with state pools)
     uint64_t fault_producer_step; //  testing fault: step whose producer record fails (0 = off)
+    uint32_t fault_stale_slot;    //  testing fault: the Nth forward from 0 keeps a held slot's
+                                  //  state (kvt_sim_runner_core.h; 0 = off)
+    uint32_t fault_restore_late;  //  testing fault: the Nth checkpoint restore lands late
+    uint32_t fault_swap_slots;    //  testing fault: the Nth step runs two entries swapped
 } kvt_sim_runner_args_t;
 
 //  The actor class.

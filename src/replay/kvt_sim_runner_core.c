@@ -5,9 +5,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kvt_vec.h"
 #include "replay/kvt_oracle.h"
 
 #define S_NO_SLOT UINT32_MAX //  a request without a state slot
+
+//  What a request's state slot should hold: the state at token `at` (the
+//  newest block boundary its forwards reached), named by the prefix hash
+//  there (zero: the initial state). One per slot, keyed by the slot its
+//  owner was admitted into; the forward carries it from chunk to chunk.
+typedef struct {
+    uint64_t req; //  owner request
+    uint32_t gen; //  its generation
+    kvt_hash_t h; //  the state the slot should hold (zero hash: initial)
+    uint32_t at;  //  its token
+    bool open;    //  owned: the end of its owner is not checked yet
+    bool loading; //  a tier load's state leg fills it; no forward read it yet
+    bool swept;   //  the sweep checked this state already
+} s_rec_t;
+
+//  A state image a step saves: its checkpoint unit must hold state(h).
+typedef struct {
+    uint64_t req;  //  the saving request
+    uint32_t unit; //  checkpoint unit the image is read from
+    kvt_hash_t h;  //  the image's key: prefix hash at its boundary
+} s_image_t;
+
+//  The state checks' counters of one step (folded into the stats).
+typedef struct {
+    uint64_t reset, takes, takes_wrong, images, images_wrong, ends, ends_wrong, untracked;
+} s_checks_t;
 
 //  The step's work, copied out of the StepExec (the forward may land after
 //  the message is gone), and what the forward found. Between queueing and
@@ -32,6 +59,10 @@ typedef struct {
     uint64_t states_taken;    //  result: slots copied into checkpoint units
     bool fault;               //  result: the testing fault flipped a byte
     char why[160];            //  result: why the forward stopped (ok false)
+    s_image_t *images;        //  the step's state image saves (checked after the forward)
+    uint32_t nimages;         //  how many
+    uint32_t images_cap;      //  allocated images
+    s_checks_t chk;           //  result: the state checks' counters
 } s_job_t;
 
 struct kvt_sim_runner_core_t {
@@ -49,6 +80,12 @@ struct kvt_sim_runner_core_t {
     kvt_save_spec_t *saves;        //  the step's saves to forward
     uint32_t saves_cap;            //  allocated saves
     uint64_t state_resumes;        //  forward: restored state slots checked (corrupt_state's N)
+    s_rec_t *recs;                 //  per state slot: what it should hold (state_slots)
+    uint8_t *scratch;              //  restore_late: the slot as the forward read it
+    uint32_t stale_seen;           //  fault_stale_slot: forwards from 0 into a held slot
+    uint32_t late_seen;            //  fault_restore_late: restores whose forward advances
+    uint32_t swap_seen;            //  fault_swap_slots: steps with two advancing entries
+    uint32_t swap_a, swap_b;       //  forward: entries run in each other's slot (UINT32_MAX)
     kvt_sim_runner_stats_t st;     //  counters
     char why[160];                 //  why the last step was refused
 };
@@ -67,6 +104,17 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
     if (!self)
         return NULL;
     self->cfg = *cfg;
+    self->swap_a = self->swap_b = UINT32_MAX;
+    if (cfg->state_slots) {
+        self->recs = calloc(cfg->state_slots, sizeof *self->recs);
+        self->scratch = cfg->fault_restore_late ? malloc(cfg->state_bytes) : NULL;
+        if (!self->recs || (cfg->fault_restore_late && !self->scratch)) {
+            free(self->recs);
+            free(self->scratch);
+            free(self);
+            return NULL;
+        }
+    }
     return self;
 }
 
@@ -90,6 +138,9 @@ void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
     free(self->saves);
     free(self->wrong);
     free(self->where);
+    free(self->job.images);
+    free(self->recs);
+    free(self->scratch);
     free(self);
     *self_p = NULL;
 }
@@ -159,6 +210,9 @@ static bool s_add_wrong(kvt_sim_runner_core_t *self, uint32_t n, const kvt_sim_r
 {
     if (n >= KVT_MSG_MAX_ENTRIES)
         return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (self->wrong[i] == w->req)
+            return false; //  one report per request per step (only on a wrong path)
     if (n == self->wrong_cap) {
         uint32_t cap = self->wrong_cap ? self->wrong_cap * 2 : 16;
         uint64_t *wr = realloc(self->wrong, cap * sizeof *wr);
@@ -174,6 +228,13 @@ static bool s_add_wrong(kvt_sim_runner_core_t *self, uint32_t n, const kvt_sim_r
     self->wrong[n] = w->req;
     self->where[n] = *w;
     return true;
+}
+
+//  Reports the state check's wrong request in the step's StepDone.
+static void s_report(kvt_sim_runner_core_t *self, const kvt_sim_runner_wrong_t *w)
+{
+    if (s_add_wrong(self, self->job.nwrong, w))
+        self->job.nwrong++;
 }
 
 //  Checks a resumed entry's blocks [0, verify_end) (the testing fault
@@ -193,7 +254,7 @@ static bool s_verify_entry(kvt_sim_runner_core_t *self, const kvt_entry_t *en,
     for (uint32_t b = 0; b < nverify; b++) {
         job->verified++;
         //  A block still without a hash cannot be a restored one.
-        kvt_sim_runner_wrong_t here = {en->op.req, en->blocks[b], 0, 0, 0};
+        kvt_sim_runner_wrong_t here = {en->op.req, en->blocks[b], 0, 0, 0, KVT_RUNNER_AT_RESUME};
         bool zero = kvt_hash_is_zero(en->hashes[b]);
         if (zero || !s_verify_block(self, en->blocks[b], en->hashes[b], &here)) {
             if (good)
@@ -240,7 +301,7 @@ static bool s_verify_state(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
         flipped[0] ^= 0x80; //  put back: only this check sees it
     if (ptr && at == c->state_bytes)
         return true;
-    *w = (kvt_sim_runner_wrong_t){en->op.req, slot, KVT_RUNNER_STATE, 0, at};
+    *w = (kvt_sim_runner_wrong_t){en->op.req, slot, KVT_RUNNER_STATE, 0, at, KVT_RUNNER_AT_RESUME};
     self->job.states_wrong++;
     return false;
 }
@@ -259,41 +320,234 @@ static bool s_state_copy(kvt_sim_runner_core_t *self, kvt_gpu_state_pool_t dpool
     return true;
 }
 
-//  Writes the state bytes of boundary b (on the block grid, start < b <=
-//  end) into the slot: PRF (hash of the block ending at b, "state", rank).
-static void s_write_state_at(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot,
-                             uint32_t b)
+//  The prefix hash at token pos (on the block grid) as the entry carries
+//  it: the zero hash (the initial state) at 0; false when the entry does
+//  not carry that block's hash.
+static bool s_hash_at(const kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t pos,
+                      kvt_hash_t *h)
 {
-    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
-    uint32_t i = b / c->block_size - 1;
-    if (i < en->first_block || i - en->first_block >= en->nblocks)
-        return;
-    kvt_hash_t h = en->hashes[i - en->first_block];
-    if (kvt_hash_is_zero(h))
-        return;
-    void *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
-    if (sp)
-        kvt_oracle_state_fill(sp, c->state_bytes, h, c->rank);
-    self->job.states_written++;
+    *h = (kvt_hash_t){0, 0};
+    if (pos == 0)
+        return true;
+    uint32_t i = pos / self->cfg.block_size - 1;
+    if (pos % self->cfg.block_size || i < en->first_block || i - en->first_block >= en->nblocks)
+        return false;
+    *h = en->hashes[i - en->first_block];
+    return !kvt_hash_is_zero(*h);
 }
 
-//  Writes the state bytes of every chunk boundary B with start < B <= end
-//  and of the step's end when that is on the block grid (a prompt's end:
-//  the scheduler may take a checkpoint there) into the entry's slot, then
-//  takes the checkpoint the scheduler named (take_unit) from the slot.
-static void s_write_states(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot)
+//  An entry that (re)starts its request's state: a forward from token 0,
+//  a resume (its state restored or loaded at verify_end), a restore.
+static bool s_is_init(const kvt_entry_t *en)
+{
+    return en->start == 0 || en->verify_end > 0 || en->restore_at > 0;
+}
+
+//  Where an initialising entry's state starts: token 0, the resume point,
+//  or the restored checkpoint's boundary.
+static uint32_t s_init_at(const kvt_entry_t *en)
+{
+    return en->start == 0 ? 0 : en->verify_end > 0 ? en->verify_end : en->restore_at;
+}
+
+//  Checks one state unit against state(h); true when right, else *w says
+//  where (the request is rec's or the entry's).
+static bool s_state_right(kvt_sim_runner_core_t *self, kvt_gpu_state_pool_t pool, uint32_t unit,
+                          kvt_hash_t h, uint64_t req, uint32_t check, kvt_sim_runner_wrong_t *w)
 {
     const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    const void *ptr = c->state(c->state_arg, pool, unit);
+    size_t at = ptr ? kvt_oracle_state_mismatch(ptr, c->state_bytes, h, c->rank) : 0;
+    if (ptr && at == c->state_bytes)
+        return true;
+    *w = (kvt_sim_runner_wrong_t){req, unit, KVT_RUNNER_STATE, 0, at, check};
+    return false;
+}
+
+//  The end of the slot's previous owner, seen when another request (or a
+//  new admission of it) takes the slot: the slot must still hold the state
+//  its owner's last forward left. Skipped when a load filled it and no
+//  forward read it (a load that failed leaves undefined bytes), or the
+//  sweep checked that state already. Closes the record.
+static void s_end_check(kvt_sim_runner_core_t *self, uint32_t slot, kvt_opid_t taker)
+{
+    s_rec_t *rec = &self->recs[slot];
+    if (!rec->open || (rec->req == taker.req && rec->gen == taker.gen))
+        return;
+    rec->open = false;
+    if (rec->loading || rec->swept)
+        return;
+    kvt_sim_runner_wrong_t w;
+    self->job.chk.ends++;
+    if (!s_state_right(self, KVT_GPU_STATE_SLOTS, slot, rec->h, rec->req, KVT_RUNNER_AT_END, &w)) {
+        self->job.chk.ends_wrong++;
+        s_report(self, &w);
+    }
+}
+
+//  The record a continuing entry's state starts from: its slot's when the
+//  request owns it, else (it runs in a slot it was not admitted into) the
+//  one of the slot it owns, found by a scan (never on a correct run's
+//  path); NULL when it owns none.
+static s_rec_t *s_rec_of(kvt_sim_runner_core_t *self, uint32_t slot, kvt_opid_t op)
+{
+    s_rec_t *rec = &self->recs[slot];
+    if (rec->open && rec->req == op.req && rec->gen == op.gen)
+        return rec;
+    for (uint32_t i = 0; i < self->cfg.state_slots; i++) {
+        rec = &self->recs[i];
+        if (rec->open && rec->req == op.req && rec->gen == op.gen)
+            return rec;
+    }
+    return NULL;
+}
+
+//  The engine's part before a forward from token 0: the slot is reset to
+//  the initial state. Testing fault fault_stale_slot = N: the Nth such
+//  forward into a slot that holds another state keeps that state.
+static void s_reset_slot(kvt_sim_runner_core_t *self, uint32_t slot)
+{
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    uint8_t *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+    if (!sp)
+        return;
+    kvt_hash_t initial = {0, 0};
+    if (c->fault_stale_slot &&
+        kvt_oracle_state_mismatch(sp, c->state_bytes, initial, c->rank) < c->state_bytes &&
+        ++self->stale_seen == c->fault_stale_slot) {
+        self->job.fault = true;
+        return;
+    }
+    memset(sp, 0, c->state_bytes);
+    self->job.chk.reset++;
+}
+
+//  The forward's state work for an entry (after its KV writes): from the
+//  state the slot held at the chunk's start (as `read` holds it), the
+//  state at the newest block boundary the chunk reaches, by the oracle's
+//  recurrence, so a wrong state read stays wrong; then the checkpoint the
+//  scheduler named (take_unit) is taken from the slot and checked.
+static void s_state_forward(kvt_sim_runner_core_t *self, const kvt_entry_t *en, uint32_t slot,
+                            const uint8_t *read)
+{
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    s_job_t *job = &self->job;
     if (slot == S_NO_SLOT)
         return;
-    uint32_t iv = c->ckpt_interval;
-    for (uint32_t b = (en->start / iv + 1) * iv; b <= en->end; b += iv)
-        s_write_state_at(self, en, slot, b);
-    if (en->end % c->block_size == 0 && en->end % iv != 0)
-        s_write_state_at(self, en, slot, en->end);
+    uint8_t *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+    uint32_t pb = en->end / c->block_size * c->block_size;
+    kvt_hash_t hb = {0, 0};
+    bool known_b = s_hash_at(self, en, pb, &hb);
+    s_rec_t *rec = NULL;
+    if (s_is_init(en)) {
+        kvt_hash_t ha;
+        uint32_t pa = s_init_at(en);
+        bool known = s_hash_at(self, en, pa, &ha);
+        rec = &self->recs[slot];
+        *rec = (s_rec_t){en->op.req, en->op.gen, ha, pa, known, false, false};
+        if (!known)
+            rec = NULL;
+    } else {
+        rec = s_rec_of(self, slot, en->op);
+    }
+    size_t right = SIZE_MAX; //  the advance's own check of what it wrote (SIZE_MAX: none)
+    if (sp && known_b && pb > 0 && (!rec || pb > rec->at)) {
+        if (rec) {
+            right =
+                kvt_oracle_state_advance(sp, read ? read : sp, c->state_bytes, rec->h, hb, c->rank);
+            rec->h = hb;
+            rec->at = pb;
+            rec->swept = false;
+        } else {
+            //  No record of where this request's state was: it cannot be
+            //  carried (counted; never on a replay's path).
+            kvt_oracle_state_fill(sp, c->state_bytes, hb, c->rank);
+            job->chk.untracked++;
+        }
+        job->states_written++;
+    }
+    if (rec)
+        rec->loading = false;
     if (en->take_at > 0 &&
         s_state_copy(self, KVT_GPU_STATE_CKPT, en->take_unit, KVT_GPU_STATE_SLOTS, slot))
-        self->job.states_taken++;
+        job->states_taken++;
+    else
+        return;
+    //  The checkpoint taken holds the slot's bytes: when the advance just
+    //  wrote them for this boundary it compared them already.
+    kvt_hash_t ht;
+    kvt_sim_runner_wrong_t w;
+    if (!s_hash_at(self, en, en->take_at, &ht))
+        return;
+    job->chk.takes++;
+    bool good;
+    if (right != SIZE_MAX && en->take_at == pb) {
+        good = right == c->state_bytes;
+        w = (kvt_sim_runner_wrong_t){en->op.req, en->take_unit, KVT_RUNNER_STATE,
+                                     0,          right,         KVT_RUNNER_AT_TAKE};
+    } else {
+        good = s_state_right(self, KVT_GPU_STATE_CKPT, en->take_unit, ht, en->op.req,
+                             KVT_RUNNER_AT_TAKE, &w);
+    }
+    if (!good) {
+        job->chk.takes_wrong++;
+        s_report(self, &w);
+    }
+}
+
+//  The state images the step saves: each checkpoint unit read must hold
+//  its image's state (checked after the step's takes, before the step's
+//  producer event releases the saves).
+static void s_check_images(kvt_sim_runner_core_t *self)
+{
+    s_job_t *job = &self->job;
+    for (uint32_t i = 0; i < job->nimages; i++) {
+        kvt_sim_runner_wrong_t w;
+        job->chk.images++;
+        if (!s_state_right(self, KVT_GPU_STATE_CKPT, job->images[i].unit, job->images[i].h,
+                           job->images[i].req, KVT_RUNNER_AT_IMAGE, &w)) {
+            job->chk.images_wrong++;
+            s_report(self, &w);
+        }
+    }
+}
+
+//  Testing fault fault_swap_slots = N: picks the first two entries of the
+//  Nth step that has two continuing entries advancing their state.
+static void s_pick_swap(kvt_sim_runner_core_t *self)
+{
+    s_job_t *job = &self->job;
+    uint32_t bs = self->cfg.block_size;
+    self->swap_a = self->swap_b = UINT32_MAX;
+    if (!self->cfg.fault_swap_slots || self->swap_seen >= self->cfg.fault_swap_slots)
+        return;
+    uint32_t a = UINT32_MAX;
+    for (uint32_t e = 0; e < job->nentries; e++) {
+        const kvt_entry_t *en = &job->entries[e];
+        if (!en->state || s_is_init(en) || en->end / bs == en->start / bs)
+            continue;
+        if (a == UINT32_MAX) {
+            a = e;
+            continue;
+        }
+        if (++self->swap_seen == self->cfg.fault_swap_slots) {
+            self->swap_a = a;
+            self->swap_b = e;
+            job->fault = true;
+        }
+        return;
+    }
+}
+
+//  The slot entry e runs in: the one it names, but for the swap fault.
+static uint32_t s_slot_of(const kvt_sim_runner_core_t *self, uint32_t e)
+{
+    const kvt_entry_t *en = &self->job.entries[e];
+    if (e == self->swap_a)
+        return s_slot(&self->job.entries[self->swap_b]);
+    if (e == self->swap_b)
+        return s_slot(&self->job.entries[self->swap_a]);
+    return s_slot(en);
 }
 
 //  The forward over the job: the oracle check of every resumed entry, then
@@ -301,16 +555,34 @@ static void s_write_states(kvt_sim_runner_core_t *self, const kvt_entry_t *en, u
 static void s_forward(kvt_sim_runner_core_t *self)
 {
     s_job_t *job = &self->job;
-    uint32_t bs = self->cfg.block_size;
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    uint32_t bs = c->block_size;
     job->ok = true;
+    s_pick_swap(self);
     for (uint32_t e = 0; job->ok && e < job->nentries; e++) {
         const kvt_entry_t *en = &job->entries[e];
         kvt_sim_runner_wrong_t w;
-        uint32_t slot = s_slot(en);
-        //  The scheduler's checkpoint restore lands before the check.
-        if (en->state && en->restore_at > 0 && slot != S_NO_SLOT &&
-            s_state_copy(self, KVT_GPU_STATE_SLOTS, slot, KVT_GPU_STATE_CKPT, en->restore_unit))
-            job->states_restored++;
+        uint32_t slot = s_slot_of(self, e);
+        const uint8_t *read = NULL; //  the slot as the forward reads it (NULL: in place)
+        if (slot != S_NO_SLOT && s_is_init(en)) {
+            s_end_check(self, slot, en->op);
+            if (en->start == 0)
+                s_reset_slot(self, slot);
+        }
+        //  The scheduler's checkpoint restore lands before the check (and,
+        //  but for the restore_late fault, before the forward reads it).
+        if (en->state && en->restore_at > 0 && slot != S_NO_SLOT) {
+            uint8_t *sp = c->state(c->state_arg, KVT_GPU_STATE_SLOTS, slot);
+            const uint8_t *up = c->state(c->state_arg, KVT_GPU_STATE_CKPT, en->restore_unit);
+            if (c->fault_restore_late && sp && up && en->end / bs * bs > s_init_at(en) &&
+                memcmp(sp, up, c->state_bytes) != 0 && ++self->late_seen == c->fault_restore_late) {
+                memcpy(self->scratch, sp, c->state_bytes);
+                read = self->scratch;
+                job->fault = true;
+            }
+            if (s_state_copy(self, KVT_GPU_STATE_SLOTS, slot, KVT_GPU_STATE_CKPT, en->restore_unit))
+                job->states_restored++;
+        }
         if (en->verify_end > 0) {
             bool good = s_verify_entry(self, en, &w);
             if (good)
@@ -333,8 +605,10 @@ static void s_forward(kvt_sim_runner_core_t *self)
             job->written++;
         }
         if (job->ok)
-            s_write_states(self, en, slot);
+            s_state_forward(self, en, slot, read);
     }
+    if (job->ok)
+        s_check_images(self);
 }
 
 static void s_forward_fn(void *arg)
@@ -415,7 +689,35 @@ static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
         at += src->nblocks;
     }
     job->nentries = x->nentries;
+    job->nimages = 0;
+    for (uint32_t i = 0; self->cfg.ckpt_units && i < x->nsaves; i++) {
+        const kvt_save_spec_t *sv = &x->saves[i];
+        if (!sv->image || sv->state_slot >= self->cfg.ckpt_units)
+            continue;
+        if (kvt_vec_reserve((void **)&job->images, &job->images_cap, job->nimages + 1,
+                            sizeof *job->images) != 0)
+            return false;
+        job->images[job->nimages++] = (s_image_t){sv->op.req, sv->state_slot, sv->state_hash};
+    }
     return true;
+}
+
+//  A tier load's state leg takes its slot: with `check` (a step that runs)
+//  the end of the slot's previous owner is checked now (nothing writes the
+//  slot before the load goes out), and the slot then holds the image's
+//  state, once the load lands. Not while a forward runs (it owns the
+//  records).
+static void s_loads_take_slots(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x, bool check)
+{
+    for (uint32_t i = 0; self->cfg.state_slots && !self->pending && i < x->nloads; i++) {
+        const kvt_load_spec_t *ld = &x->loads[i];
+        if (!ld->state || ld->state_slot >= self->cfg.state_slots)
+            continue;
+        if (check)
+            s_end_check(self, ld->state_slot, ld->op);
+        self->recs[ld->state_slot] = (s_rec_t){
+            ld->op.req, ld->op.gen, ld->state_hash, ld->state_boundary, true, true, false};
+    }
 }
 
 //  The step's loads and saves as they go out (shallow copies of the specs:
@@ -482,6 +784,14 @@ static void s_finish(kvt_sim_runner_core_t *self, const s_job_t *job, uint64_t s
     self->st.states_wrong += job->states_wrong;
     self->st.states_restored += job->states_restored;
     self->st.states_taken += job->states_taken;
+    self->st.states_reset += job->chk.reset;
+    self->st.takes_checked += job->chk.takes;
+    self->st.takes_wrong += job->chk.takes_wrong;
+    self->st.images_checked += job->chk.images;
+    self->st.images_wrong += job->chk.images_wrong;
+    self->st.ends_checked += job->chk.ends;
+    self->st.ends_wrong += job->chk.ends_wrong;
+    self->st.states_untracked += job->chk.untracked;
     if (job->fault)
         self->st.faults_injected++;
     out->pending = false;
@@ -506,6 +816,8 @@ static void s_job_reset(s_job_t *job, uint64_t step)
     job->written = job->verified = job->nwrong = 0;
     job->blocks_wrong = job->states_written = job->states_verified = job->states_wrong = 0;
     job->states_restored = job->states_taken = 0;
+    job->nimages = 0;
+    memset(&job->chk, 0, sizeof job->chk);
     job->fault = false;
     job->why[0] = 0;
 }
@@ -570,6 +882,7 @@ void kvt_sim_runner_core_exec(kvt_sim_runner_core_t *self, const kvt_step_exec_t
             ok = false;
         }
     }
+    s_loads_take_slots(self, x, ok);
     if (!ok) {
         //  Nothing ran: its saves read blocks of earlier forwards, which
         //  the newest recorded producer covers.
@@ -642,4 +955,26 @@ uint64_t kvt_sim_runner_core_wake(kvt_sim_runner_core_t *self, uint64_t now_ns, 
     if (!self->done_ev)
         return now_ns + poll_ns;
     return kvt_gpu_event_wake(self->done_ev, now_ns, poll_ns);
+}
+
+uint32_t kvt_sim_runner_core_sweep(kvt_sim_runner_core_t *self,
+                                   const kvt_sim_runner_wrong_t **where)
+{
+    uint32_t n = 0;
+    *where = NULL;
+    for (uint32_t i = 0; !self->pending && i < self->cfg.state_slots; i++) {
+        s_rec_t *rec = &self->recs[i];
+        if (!rec->open || rec->loading || rec->swept)
+            continue;
+        rec->swept = true;
+        self->st.sweep_checked++;
+        kvt_sim_runner_wrong_t w;
+        if (s_state_right(self, KVT_GPU_STATE_SLOTS, i, rec->h, rec->req, KVT_RUNNER_AT_SWEEP, &w))
+            continue;
+        self->st.sweep_wrong++;
+        if (s_add_wrong(self, n, &w))
+            n++;
+    }
+    *where = n ? self->where : NULL;
+    return n;
 }

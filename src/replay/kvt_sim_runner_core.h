@@ -7,11 +7,16 @@
     (verify_end > 0) first checks each block of [0, verify_end) (and, with
     state, the request's state slot at verify_end) against the content
     oracle, then writes the oracle bytes PRF (prefix hash, layer, plane,
-    rank) into every block the step completes and, with state, the state
-    bytes PRF (prefix hash at B, "state", rank) into the request's slot
-    at every chunk boundary B the step crosses and at its end when that is
-    on the block grid (a prompt's end, where the scheduler may take a
-    checkpoint; a state is checked at any block-grid verify_end); and
+    rank) into every block the step completes and, with state, advances the
+    request's slot as a recurrence: when the step reaches a new block
+    boundary B, the slot becomes state(B) ^ read ^ state(A) (A: what the
+    slot should hold at the step's start), so a wrong state read stays
+    wrong (kvt_oracle_state_advance; docs/architecture.md, the content
+    oracle). A forward from token 0 starts from a slot it resets to the
+    initial state (zeros). The state is checked at every resume, every
+    checkpoint taken, every image the step saves, and at a request's end
+    (when its slot's next owner comes; kvt_sim_runner_core_sweep at the
+    end of the run); and it
     fills the StepDone with the blocks it wrote and verified and the
     requests whose restored bytes were wrong (each with where its first
     wrong byte is). Every step gives exactly one StepDone, on every path.
@@ -67,7 +72,15 @@
     bytes. It proves the check: the replay must then report exactly one
     wrong resume. Testing fault corrupt_state = N > 0: the same for the
     Nth restored state slot checked (one byte in the middle of the slot,
-    flipped before its check and back after): it proves the state check. */
+    flipped before its check and back after): it proves the state check.
+    The state-carry faults (each must give a wrong state the new checks see
+    and the resume check does not): fault_stale_slot = N skips the reset of
+    the Nth forward from token 0 into a slot that holds another state;
+    fault_restore_late = N lets the Nth HBM checkpoint restore whose forward
+    advances the state (and changes the slot) land after the forward read
+    the slot, before the resume check; fault_swap_slots = N runs the first
+    two continuing, advancing entries of the Nth step that has two in each
+    other's slot. */
 #ifndef KVT_SIM_RUNNER_CORE_H_INCLUDED
 #define KVT_SIM_RUNNER_CORE_H_INCLUDED
 
@@ -99,6 +112,12 @@ typedef struct {
     void *block_arg;                                 //  its argument
     uint32_t corrupt_resume;                         //  testing fault: the Nth resume (0 = off)
     uint32_t corrupt_state;         //  testing fault: the Nth state check (0 = off)
+    uint32_t fault_stale_slot;      //  testing fault: the Nth forward from token 0 into a slot
+                                    //  holding another state is not reset (0 = off)
+    uint32_t fault_restore_late;    //  testing fault: the Nth HBM checkpoint restore lands after
+                                    //  the forward read the slot (0 = off)
+    uint32_t fault_swap_slots;      //  testing fault: the Nth step with two running entries that
+                                    //  advance their state runs them in each other's slot
     kvt_gpu_t *gpu;                 //  the rank's device (borrowed; required with compute)
     kvt_gpu_stream_t *compute;      //  the rank's compute stream (borrowed); NULL: forward in exec
     kvt_fence_board_t *board;       //  the rank's fence board (borrowed); NULL: no fencing
@@ -118,7 +137,17 @@ typedef struct {
     uint32_t plane; //  plane, or KVT_RUNNER_STATE for the state slot
     uint32_t layer; //  layer
     size_t offset;  //  first wrong byte within the block's bytes of (plane, layer) / the slot
+    uint32_t check; //  which check saw it (KVT_RUNNER_AT_*)
 } kvt_sim_runner_wrong_t;
+
+//  kvt_sim_runner_wrong_t.check: where the oracle looked.
+enum {
+    KVT_RUNNER_AT_RESUME = 0, //  a resume's restored bytes (block: device block / slot)
+    KVT_RUNNER_AT_TAKE,       //  a checkpoint just taken (block: checkpoint unit)
+    KVT_RUNNER_AT_IMAGE,      //  a state image the step saves (block: checkpoint unit)
+    KVT_RUNNER_AT_END,        //  a request's end, when its slot got a new owner (block: slot)
+    KVT_RUNNER_AT_SWEEP,      //  a request's end, by the end-of-run sweep (block: slot)
+};
 
 //  What one call gives. Pointers stay valid until the next exec / poll;
 //  loads and saves borrow the StepExec's arrays.
@@ -152,6 +181,16 @@ typedef struct {
     uint64_t states_restored;   //  checkpoint units copied into slots (entry restore_at)
     uint64_t states_taken;      //  slots copied into checkpoint units (entry take_at)
     uint64_t slots_refused;     //  entries refused: no state slot, or one beyond the device's
+    uint64_t states_reset;      //  slots reset to the initial state for a forward from token 0
+    uint64_t takes_checked;     //  checkpoints taken, checked against the oracle
+    uint64_t takes_wrong;       //  of them wrong
+    uint64_t images_checked;    //  state images saved, their checkpoint unit checked
+    uint64_t images_wrong;      //  of them wrong
+    uint64_t ends_checked;      //  request ends checked (the slot's state when its next owner came)
+    uint64_t ends_wrong;        //  of them wrong
+    uint64_t sweep_checked;     //  slots checked by the end-of-run sweep
+    uint64_t sweep_wrong;       //  of them wrong
+    uint64_t states_untracked;  //  forwards whose starting state the runner could not know
 } kvt_sim_runner_stats_t;
 
 typedef struct kvt_sim_runner_core_t kvt_sim_runner_core_t;
@@ -186,5 +225,13 @@ uint64_t kvt_sim_runner_core_wake(kvt_sim_runner_core_t *self, uint64_t now_ns, 
 bool kvt_sim_runner_core_busy(const kvt_sim_runner_core_t *self);
 
 void kvt_sim_runner_core_stats(const kvt_sim_runner_core_t *self, kvt_sim_runner_stats_t *st);
+
+//  The end-of-run sweep: checks the state slot of every request whose end
+//  has not been checked (each slot's last owner) against the state its last
+//  forward left; *where (valid until the next call) says where each wrong
+//  one first differs. Returns how many were wrong; 0 and nothing checked
+//  while a forward is pending. A slot is checked once per state it holds.
+uint32_t kvt_sim_runner_core_sweep(kvt_sim_runner_core_t *self,
+                                   const kvt_sim_runner_wrong_t **where);
 
 #endif

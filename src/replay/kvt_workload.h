@@ -68,6 +68,21 @@ kvt_workload_t *kvt_workload_synthetic(const kvt_synth_cfg_t *cfg, uint32_t limi
 
 void kvt_workload_destroy(kvt_workload_t **self_p);
 
+//  Routes every request to one of n engine instances (inst_of[i]), by
+//  prefix affinity: a request whose longest prefix already routed (its
+//  leading block ids, each remembered with the last instance that saw it)
+//  covers at least half its prompt goes where that prefix went, unless
+//  that instance has more than twice the input tokens of the least loaded
+//  one plus four times this prompt; any other goes to the least loaded
+//  instance (fewest input tokens routed so far, the lowest index on a tie).
+//  Deterministic. 0, or -1 when out of memory.
+int kvt_workload_route(const kvt_workload_t *self, uint32_t n, uint32_t *inst_of);
+
+//  A new workload of the requests with inst_of[i] == k, in order (its
+//  source names the instance). NULL when out of memory.
+kvt_workload_t *kvt_workload_subset(const kvt_workload_t *self, const uint32_t *inst_of,
+                                    uint32_t k);
+
 //  Writes request i's input_len prompt tokens to out.
 void kvt_workload_tokens(const kvt_workload_t *self, uint32_t i, uint32_t *out);
 

@@ -215,7 +215,7 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
                      kvt_reqtab_hash_at(self->rt, r, r->load_end / self->cfg.block_size - 1)))
         return KVT_LOAD_STALE;
     r->legs &= (uint8_t)~leg;
-    if (!v->ok) {
+    if (!v->ok || kvt_stidx_neutral(v)) { //  a leg no rank ran did not land
         r->legs_failed |= leg;
         if (leg == S_LEG_KV)
             r->kv_detail = v->detail;
@@ -370,7 +370,7 @@ int kvt_loadtrack_orphan_verdict(kvt_loadtrack_t *self, const kvt_verdict_t *v, 
     if (!(o->legs & leg) || (leg == S_LEG_STATE && !kvt_hash_eq(v->key, o->st_key)))
         return -1;
     o->legs &= (uint8_t)~leg;
-    if (!v->ok) {
+    if (!v->ok || kvt_stidx_neutral(v)) { //  an orphan's leg no rank ran did not land
         o->legs_failed |= leg;
         if (leg == S_LEG_STATE && v->detail == KVT_DETAIL_MISS)
             o->st_miss = true;
