@@ -1,102 +1,106 @@
-/*  The hybrid block manager's state pool (kvt_ckpt): state slots and the
-    LRU pool of HBM checkpoints, driven directly. */
+/*  The block manager (kvt_blockmgr): HBM blocks, the prefix-hash index,
+    reference counts and the LRU of free cached blocks, driven directly. */
 #include <criterion/criterion.h>
 
-#include "actors/scheduler/kvt_ckpt.h"
+#include "actors/scheduler/kvt_blockmgr.h"
 
 static kvt_hash_t H(uint64_t x)
 {
-    kvt_hash_t h = {x * 13 + 5, x};
+    kvt_hash_t h = {x * 7 + 1, x};
     return h;
 }
 
-//  Reserves and commits a checkpoint of H(x); returns its entry.
-static uint32_t take(kvt_ckpt_t *c, uint64_t x)
+// ------------------------------------------------------- block manager ----
+
+Test(blockmgr, alloc_then_free_returns_every_block)
 {
-    uint32_t e = kvt_ckpt_reserve(c, H(x));
-    cr_assert_neq(e, KVT_CKPT_NONE, "reserve of %llu refused", (unsigned long long)x);
-    cr_assert_not(kvt_ckpt_has(c, H(x)), "a reservation is not valid before its step ran");
-    kvt_ckpt_commit(c, e);
-    cr_assert(kvt_ckpt_has(c, H(x)));
-    return e;
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(8, 4);
+    uint32_t b[8];
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 8, b), 0);
+    cr_assert_eq(kvt_blockmgr_available(bm), 0);
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 1, b), -1, "over-allocation must fail, not block");
+    for (int i = 0; i < 8; i++)
+        kvt_blockmgr_unref(bm, b[i]);
+    cr_assert_eq(kvt_blockmgr_available(bm), 8);
+    cr_assert_eq(kvt_blockmgr_in_use(bm), 0);
+    kvt_blockmgr_destroy(&bm);
+    cr_assert_null(bm);
 }
 
-Test(ckpt, state_slots_are_taken_and_given_back_through_one_path)
+Test(blockmgr, cached_blocks_are_shared_and_evicted_oldest_first)
 {
-    kvt_ckpt_t *c = kvt_ckpt_new(2, 4);
-    uint32_t a = kvt_ckpt_slot_take(c), b = kvt_ckpt_slot_take(c);
-    cr_assert_neq(a, b);
-    cr_assert_eq(kvt_ckpt_slot_take(c), KVT_CKPT_NONE, "two slots only");
-    cr_assert_eq(kvt_ckpt_slots_free(c), 0);
-    kvt_ckpt_slot_give(c, a);
-    cr_assert_eq(kvt_ckpt_slots_free(c), 1);
-    cr_assert_eq(kvt_ckpt_slot_take(c), a);
-    kvt_ckpt_stats_t st;
-    kvt_ckpt_stats(c, &st);
-    cr_assert_eq(st.slots_refused, 1);
-    cr_assert_eq(st.slots_in_use, 2);
-    kvt_ckpt_destroy(&c);
-    cr_assert_null(c);
-}
-
-Test(ckpt, checkpoints_are_evicted_oldest_first_and_a_refresh_makes_one_young)
-{
-    kvt_ckpt_t *c = kvt_ckpt_new(1, 3);
-    take(c, 1);
-    take(c, 2);
-    take(c, 3);
-    //  Taking 1 again only refreshes it: 2 is now the oldest.
-    cr_assert_eq(kvt_ckpt_reserve(c, H(1)), KVT_CKPT_NONE);
-    take(c, 4);
-    cr_assert_not(kvt_ckpt_has(c, H(2)), "the oldest checkpoint is evicted");
-    cr_assert(kvt_ckpt_has(c, H(1)));
-    cr_assert(kvt_ckpt_has(c, H(3)));
-    kvt_ckpt_stats_t st;
-    kvt_ckpt_stats(c, &st);
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(4, 2);
+    uint32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint32_t b[4];
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 4, b), 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(kvt_blockmgr_register(bm, b[i], H(i), toks + 2 * i), 0);
+    //  Release in order 2, 0, 3, 1: the LRU's old end is block 2.
+    int order[4] = {2, 0, 3, 1};
+    for (int i = 0; i < 4; i++)
+        kvt_blockmgr_unref(bm, b[order[i]]);
+    kvt_hash_t hs[4] = {H(0), H(1), H(2), H(3)};
+    uint32_t got[4];
+    cr_assert_eq(kvt_blockmgr_match(bm, hs, toks, 4, got), 4);
+    //  Allocating one block evicts the oldest free cached block (b[2]).
+    uint32_t nb;
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 1, &nb), 0);
+    cr_assert_eq(nb, b[2]);
+    cr_assert_eq(kvt_blockmgr_match(bm, hs, toks, 4, got), 2, "prefix stops at the evicted block");
+    kvt_blockmgr_stats_t st;
+    kvt_blockmgr_stats(bm, &st);
     cr_assert_eq(st.evicted, 1);
-    cr_assert_eq(st.refreshed, 1);
-    cr_assert_eq(st.valid, 3);
-    kvt_ckpt_destroy(&c);
+    kvt_blockmgr_destroy(&bm);
 }
 
-Test(ckpt, a_pinned_checkpoint_is_never_evicted_while_a_restore_reads_it)
+Test(blockmgr, referenced_cached_block_is_never_evicted)
 {
-    kvt_ckpt_t *c = kvt_ckpt_new(1, 2);
-    uint32_t e1 = take(c, 1);
-    take(c, 2);
-    cr_assert_eq(kvt_ckpt_pin(c, H(1)), e1);
-    cr_assert_eq(kvt_ckpt_evictable(c), 1);
-    take(c, 3); //  evicts 2, not the pinned 1
-    cr_assert(kvt_ckpt_has(c, H(1)));
-    cr_assert_not(kvt_ckpt_has(c, H(2)));
-    cr_assert_eq(kvt_ckpt_pin(c, H(3)), kvt_ckpt_pin(c, H(3)));
-    //  Every entry pinned: a reservation is refused, nothing is evicted.
-    cr_assert_eq(kvt_ckpt_reserve(c, H(4)), KVT_CKPT_NONE);
-    kvt_ckpt_stats_t st;
-    kvt_ckpt_stats(c, &st);
-    cr_assert_eq(st.full, 1);
-    cr_assert_eq(st.pinned_entries, 2);
-    kvt_ckpt_unpin(c, e1);
-    cr_assert_eq(kvt_ckpt_pins(c, e1), 0);
-    take(c, 4);
-    cr_assert_not(kvt_ckpt_has(c, H(1)), "unpinned, it is evictable again");
-    kvt_ckpt_destroy(&c);
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(2, 1);
+    uint32_t t[2] = {5, 6};
+    uint32_t b[2];
+    kvt_blockmgr_alloc(bm, 2, b);
+    kvt_blockmgr_register(bm, b[0], H(0), t);
+    kvt_blockmgr_register(bm, b[1], H(1), t + 1);
+    kvt_blockmgr_unref(bm, b[0]);
+    kvt_blockmgr_unref(bm, b[1]);
+    kvt_blockmgr_ref(bm, b[0]); //  a request shares block 0 again
+    uint32_t nb[2];
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 2, nb), -1);
+    cr_assert_eq(kvt_blockmgr_alloc(bm, 1, nb), 0);
+    cr_assert_eq(nb[0], b[1]);
+    kvt_blockmgr_destroy(&bm);
 }
 
-Test(ckpt, an_abandoned_reservation_leaves_nothing_behind)
+Test(blockmgr, token_mismatch_on_hash_hit_is_a_miss)
 {
-    kvt_ckpt_t *c = kvt_ckpt_new(1, 1);
-    uint32_t e = kvt_ckpt_reserve(c, H(7));
-    cr_assert_neq(e, KVT_CKPT_NONE);
-    cr_assert_eq(kvt_ckpt_pins(c, e), 1, "a reservation holds its entry");
-    cr_assert_eq(kvt_ckpt_reserve(c, H(8)), KVT_CKPT_NONE, "the only entry is reserved");
-    kvt_ckpt_abandon(c, e);
-    cr_assert_not(kvt_ckpt_has(c, H(7)));
-    cr_assert_eq(kvt_ckpt_pin(c, H(7)), KVT_CKPT_NONE);
-    take(c, 8);
-    kvt_ckpt_stats_t st;
-    kvt_ckpt_stats(c, &st);
-    cr_assert_eq(st.abandoned, 1);
-    cr_assert_eq(st.pinned_entries, 0);
-    kvt_ckpt_destroy(&c);
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(2, 2);
+    uint32_t t[2] = {1, 2}, other[2] = {1, 3};
+    uint32_t b;
+    kvt_blockmgr_alloc(bm, 1, &b);
+    kvt_blockmgr_register(bm, b, H(9), t);
+    kvt_hash_t h = H(9);
+    uint32_t got;
+    cr_assert_eq(kvt_blockmgr_match(bm, &h, other, 1, &got), 0);
+    cr_assert_eq(kvt_blockmgr_match(bm, &h, t, 1, &got), 1);
+    kvt_blockmgr_stats_t st;
+    kvt_blockmgr_stats(bm, &st);
+    cr_assert_eq(st.token_mismatch, 1);
+    kvt_blockmgr_destroy(&bm);
+}
+
+Test(blockmgr, duplicate_hash_keeps_first_block)
+{
+    kvt_blockmgr_t *bm = kvt_blockmgr_new(2, 1);
+    uint32_t t[1] = {1};
+    uint32_t b[2];
+    kvt_blockmgr_alloc(bm, 2, b);
+    cr_assert_eq(kvt_blockmgr_register(bm, b[0], H(1), t), 0);
+    cr_assert_eq(kvt_blockmgr_register(bm, b[1], H(1), t), 1);
+    kvt_blockmgr_unref(bm, b[1]); //  private: back to the free stack
+    kvt_blockmgr_unref(bm, b[0]);
+    kvt_hash_t h = H(1);
+    uint32_t got;
+    cr_assert_eq(kvt_blockmgr_match(bm, &h, t, 1, &got), 1);
+    cr_assert_eq(got, b[0]);
+    kvt_blockmgr_destroy(&bm);
 }

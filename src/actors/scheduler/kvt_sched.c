@@ -1,7 +1,8 @@
-/*  kvt_sched — see kvt_sched.h. This file: records, arrival, the state pool
-    and the engine-side calls. kvt_sched_step.c: applying the last step and
-    the step plan; kvt_sched_admit.c: admission; kvt_sched_save.c: saves,
-    verdicts, counters and the audit. */
+/*  kvt_sched — the scheduler core's coordinator (see kvt_sched.h): new and
+    destroy, arrival, abort, preemption, retirement, the verdict router by
+    channel, and the stats as the sum of the modules' counters. Only the
+    coordinator moves a request between waiting, loading, running and done.
+    The modules it calls and what each owns: docs/architecture.md. */
 #include "kvt_sched.h"
 
 #include <assert.h>
@@ -11,36 +12,6 @@
 
 #include "actors/common/kvt_prefix.h"
 #include "kvt_sched_int.h"
-
-// ------------------------------------------------------------ helpers ----
-
-int kvt_sched_reserve_scratch(kvt_sched_t *self, uint32_t nblocks, uint32_t nkeys)
-{
-    return kvt_planbuf_reserve(self->pb, nblocks, nkeys);
-}
-
-void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
-                         kvt_load_spec_t *sp)
-{
-    uint32_t nchunks = (end - start) / self->cfg.chunk_size;
-    uint32_t nblocks = (end - start) / self->cfg.block_size;
-    kvt_hash_t *keys =
-        kvt_planbuf_fill_spec(self->pb, sp, (kvt_opid_t){r->id, r->gen}, start, end,
-                              r->blocks + start / self->cfg.block_size, nblocks, nchunks);
-    for (uint32_t c = 0; c < nchunks; c++)
-        keys[c] = kvt_reqtab_chunk_key(self->rt, r, start / self->cfg.chunk_size + c);
-}
-
-void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
-                     uint32_t b, uint32_t c)
-{
-    kvt_planbuf_event(self->pb, req, gen, type, a, b, c);
-}
-
-bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes)
-{
-    return kvt_planbuf_fits(self->pb, bytes);
-}
 
 // ---------------------------------------------------------- lifecycle ----
 
@@ -181,19 +152,6 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
 }
 
 // ------------------------------------------------------- state pool ----
-
-int kvt_sched_state_op(kvt_sched_t *self, const kvt_sreq_t *r, uint8_t kind, uint32_t entry,
-                       uint32_t at)
-{
-    kvt_sched_state_op_t op = {
-        .op = {r->id, r->gen},
-        .kind = kind,
-        .slot = r->sslot,
-        .entry = entry,
-        .at = at,
-        .key = kvt_reqtab_hash_at(self->rt, (kvt_sreq_t *)r, at / self->cfg.block_size - 1)};
-    return kvt_planbuf_add_state(self->pb, &op);
-}
 
 void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r)
 {

@@ -4,8 +4,10 @@
     retreat (B2), the hit counted as found (B3), and the load the admission
     puts into the plan. A hybrid request's admission (kvt_sched_admit_hybrid)
     gates the hit to an HBM checkpoint, takes a state slot and lets the
-    joint planner (kvt_joint.h) choose the boundary. The tier lookups the
-    tier count reads are in kvt_sched_lookup.c. */
+    joint planner (kvt_joint.h) choose the boundary. The tier count comes
+    from kvt_lookups, the committed load goes to kvt_loadtrack, the save
+    floor to kvt_saves. Part of the coordinator for now (it still reads the
+    core's struct); also the plan helpers the coordinator's files share. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,51 @@ static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uin
     kvt_sched_fill_spec(self, r, floor_tok, end_tok, kvt_planbuf_next_load(self->pb));
     return 0;
 }
+
+// ------------------------------------------------------ plan helpers ----
+
+int kvt_sched_reserve_scratch(kvt_sched_t *self, uint32_t nblocks, uint32_t nkeys)
+{
+    return kvt_planbuf_reserve(self->pb, nblocks, nkeys);
+}
+
+void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end,
+                         kvt_load_spec_t *sp)
+{
+    uint32_t nchunks = (end - start) / self->cfg.chunk_size;
+    uint32_t nblocks = (end - start) / self->cfg.block_size;
+    kvt_hash_t *keys =
+        kvt_planbuf_fill_spec(self->pb, sp, (kvt_opid_t){r->id, r->gen}, start, end,
+                              r->blocks + start / self->cfg.block_size, nblocks, nchunks);
+    for (uint32_t c = 0; c < nchunks; c++)
+        keys[c] = kvt_reqtab_chunk_key(self->rt, r, start / self->cfg.chunk_size + c);
+}
+
+void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
+                     uint32_t b, uint32_t c)
+{
+    kvt_planbuf_event(self->pb, req, gen, type, a, b, c);
+}
+
+bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes)
+{
+    return kvt_planbuf_fits(self->pb, bytes);
+}
+
+int kvt_sched_state_op(kvt_sched_t *self, const kvt_sreq_t *r, uint8_t kind, uint32_t entry,
+                       uint32_t at)
+{
+    kvt_sched_state_op_t op = {
+        .op = {r->id, r->gen},
+        .kind = kind,
+        .slot = r->sslot,
+        .entry = entry,
+        .at = at,
+        .key = kvt_reqtab_hash_at(self->rt, (kvt_sreq_t *)r, at / self->cfg.block_size - 1)};
+    return kvt_planbuf_add_state(self->pb, &op);
+}
+
+// --------------------------------------------------------- admission ----
 
 //  The request waits (admission stops at it): its settled lookup is kept
 //  fresh meanwhile. Returns 0.

@@ -1,7 +1,8 @@
-/*  kvt_sched_int.h — private to the scheduler core (kvt_sched.c: requests,
-    applying a step, planning; kvt_sched_admit.c: admission;
-    kvt_sched_save.c: saves, verdicts, counters, audit). Nothing outside
-    src/actors/scheduler includes it. */
+/*  kvt_sched_int.h — private to the scheduler core's coordinator: the
+    core's struct (the modules it holds, the configuration, its own
+    counters) and what the coordinator's files share. Only the
+    coordinator's files and the bench hook include it (tests/
+    test_layout_sched.c checks it); the modules below never do. */
 #ifndef KVT_SCHED_INT_H_INCLUDED
 #define KVT_SCHED_INT_H_INCLUDED
 
@@ -16,7 +17,7 @@
 #include "kvt_reqtab.h"
 #include "kvt_saves.h"
 #include "kvt_savetrack.h"
-#include "kvt_sched.h"
+#include "kvtier/kvt_sched.h"
 #include "kvt_stidx.h"
 
 struct _kvt_sched_t {

@@ -1,0 +1,239 @@
+/*  The scheduler core's shape (issue 14 §1, docs/architecture.md): one
+    coordinator over modules that each own one fact. Read from the source
+    files of src/actors/scheduler: only the coordinator's files and the
+    bench hook include kvt_sched_int.h; every file includes and calls only
+    files on a lower floor of the table below (or its own module); so the
+    folder has no call cycle; every core file stays within S_MAX_LINES. */
+#include <criterion/criterion.h>
+#include <regex.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_LINES 500
+
+typedef struct {
+    const char *stem; //  file name without .c / .h (a prefix match for split leaves)
+    const char *mod;  //  the module it belongs to
+    int floor;        //  may include and call only lower floors (and its own module)
+    bool core;        //  a core file: size-checked
+    bool int_ok;      //  may include kvt_sched_int.h
+} s_file_t;
+
+static const s_file_t s_files[] = {
+    {"kvt_blockmgr", "blockmgr", 0, false, false}, {"kvt_ckpt", "ckpt", 0, false, false},
+    {"kvt_joint", "joint", 0, false, false},       {"kvt_savetrack", "savetrack", 0, false, false},
+    {"kvt_stidx", "stidx", 0, false, false},       {"kvt_planbuf", "planbuf", 1, true, false},
+    {"kvt_reqtab", "reqtab", 1, true, false},      {"kvt_lookups", "lookups", 2, true, false},
+    {"kvt_saves", "saves", 3, true, false},        {"kvt_loadtrack", "loadtrack", 4, true, false},
+    {"kvt_sched_int", "sched_int", 5, true, true}, {"kvt_sched_admit", "admit", 6, true, true},
+    {"kvt_sched", "sched", 7, true, true},         {"kvt_sched_step", "step", 8, true, true},
+    {"kvt_sched_audit", "audit", 8, true, true},   {"kvt_sched_bench", "bench", 8, true, true},
+    {"kvt_scheduler", "shell", 9, true, false},
+};
+#define S_NFILES (sizeof s_files / sizeof s_files[0])
+
+//  The table row of a file name (longest stem that names it exactly, or
+//  as the prefix of a split leaf like kvt_stidx_check.c); NULL if none.
+static const s_file_t *s_row(const char *name)
+{
+    const s_file_t *best = NULL;
+    size_t n = strcspn(name, ".");
+    for (size_t i = 0; i < S_NFILES; i++) {
+        size_t l = strlen(s_files[i].stem);
+        bool exact = l == n && strncmp(name, s_files[i].stem, l) == 0;
+        bool split = s_files[i].floor == 0 && l < n && strncmp(name, s_files[i].stem, l) == 0 &&
+                     name[l] == '_';
+        if ((exact || split) && (!best || l > strlen(best->stem)))
+            best = &s_files[i];
+    }
+    return best;
+}
+
+//  An edge from a file of row `a` to one of row `b` is allowed.
+static bool s_edge_ok(const s_file_t *a, const s_file_t *b)
+{
+    return b->floor < a->floor || strcmp(a->mod, b->mod) == 0;
+}
+
+typedef struct {
+    char name[64]; //  file name
+    char *text;    //  contents
+} s_src_t;
+
+static const char *s_names[] = {
+    "kvt_blockmgr.c",        "kvt_blockmgr.h",      "kvt_ckpt.c",        "kvt_ckpt.h",
+    "kvt_joint.c",           "kvt_joint.h",         "kvt_savetrack.c",   "kvt_savetrack.h",
+    "kvt_savetrack_check.c", "kvt_savetrack_int.h", "kvt_stidx.c",       "kvt_stidx.h",
+    "kvt_stidx_check.c",     "kvt_stidx_int.h",     "kvt_planbuf.c",     "kvt_planbuf.h",
+    "kvt_reqtab.c",          "kvt_reqtab.h",        "kvt_lookups.c",     "kvt_lookups.h",
+    "kvt_saves.c",           "kvt_saves.h",         "kvt_loadtrack.c",   "kvt_loadtrack.h",
+    "kvt_sched_admit.c",     "kvt_sched.c",         "kvt_sched.h",       "kvt_sched_int.h",
+    "kvt_sched_step.c",      "kvt_sched_audit.c",   "kvt_sched_bench.c", "kvt_sched_bench.h",
+    "kvt_scheduler.c",       "kvt_scheduler.h",
+};
+#define S_NSRC (sizeof s_names / sizeof s_names[0])
+
+static char *s_read(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/src/actors/scheduler/%s", KVT_SOURCE_DIR, name);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *t = calloc(1, (size_t)n + 1);
+    cr_assert(t && fread(t, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    return t;
+}
+
+static void s_load(s_src_t *src)
+{
+    for (size_t i = 0; i < S_NSRC; i++) {
+        snprintf(src[i].name, sizeof src[i].name, "%s", s_names[i]);
+        src[i].text = s_read(s_names[i]);
+    }
+}
+
+static void s_free(s_src_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(src[i].text);
+}
+
+//  Include violations of one file, written into err; returns how many.
+static int s_check_includes(const s_src_t *s, char *err, size_t errlen)
+{
+    const s_file_t *a = s_row(s->name);
+    int bad = 0;
+    for (const char *p = strstr(s->text, "#include \""); p; p = strstr(p + 1, "#include \"")) {
+        const char *h = p + 10;
+        size_t n = strcspn(h, "\"");
+        char hdr[128];
+        snprintf(hdr, sizeof hdr, "%.*s", (int)n, h);
+        if (strchr(hdr, '/'))
+            continue; //  another folder: tests/test_layout.c checks those
+        const s_file_t *b = s_row(hdr);
+        bool bad_int = strcmp(hdr, "kvt_sched_int.h") == 0 && !a->int_ok;
+        if (!b || bad_int || !s_edge_ok(a, b)) {
+            snprintf(err, errlen, "%s includes %s", s->name, hdr);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+//  The kvt_ functions each .c file defines (at column 0, a body follows).
+static bool s_defines(const char *text, const char *fn)
+{
+    size_t n = strlen(fn);
+    for (const char *p = strstr(text, fn); p; p = strstr(p + 1, fn)) {
+        if (p[n] != '(')
+            continue;
+        const char *bol = p;
+        while (bol > text && bol[-1] != '\n')
+            bol--;
+        if (*bol == ' ' || *bol == '\t' || *bol == '/' || *bol == '#' ||
+            strncmp(bol, "static", 6) == 0)
+            continue;
+        size_t semi = strcspn(p, ";{");
+        if (p[semi] == '{')
+            return true;
+    }
+    return false;
+}
+
+//  Call violations of one file against all files, into err; returns how many.
+static int s_check_calls(const s_src_t *src, size_t nsrc, size_t who, char *err, size_t errlen)
+{
+    const s_file_t *a = s_row(src[who].name);
+    int bad = 0;
+    regex_t re;
+    cr_assert(regcomp(&re, "kvt_[a-z0-9_]+\\(", REG_EXTENDED) == 0);
+    const char *p = src[who].text;
+    regmatch_t m;
+    while (regexec(&re, p, 1, &m, 0) == 0) {
+        char fn[96];
+        snprintf(fn, sizeof fn, "%.*s", (int)(m.rm_eo - m.rm_so - 1), p + m.rm_so);
+        p += m.rm_eo;
+        for (size_t j = 0; j < nsrc; j++) {
+            if (j == who || !strstr(src[j].name, ".c") || !s_defines(src[j].text, fn))
+                continue;
+            const s_file_t *b = s_row(src[j].name);
+            if (!s_edge_ok(a, b)) {
+                snprintf(err, errlen, "%s calls %s (%s)", src[who].name, fn, src[j].name);
+                bad++;
+            }
+        }
+    }
+    regfree(&re);
+    return bad;
+}
+
+static int s_lines(const char *text)
+{
+    int n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
+Test(layout_sched, every_file_of_the_folder_has_a_floor)
+{
+    for (size_t i = 0; i < S_NSRC; i++)
+        cr_expect(s_row(s_names[i]), "%s has no row in the floor table", s_names[i]);
+}
+
+Test(layout_sched, only_the_coordinator_and_the_bench_hook_include_the_private_header)
+{
+    s_src_t src[S_NSRC];
+    s_load(src);
+    for (size_t i = 0; i < S_NSRC; i++) {
+        char err[256] = "";
+        cr_expect(s_check_includes(&src[i], err, sizeof err) == 0, "%s", err);
+    }
+    s_free(src, S_NSRC);
+}
+
+Test(layout_sched, every_call_goes_down_the_floor_table_so_there_is_no_cycle)
+{
+    s_src_t src[S_NSRC];
+    s_load(src);
+    for (size_t i = 0; i < S_NSRC; i++) {
+        if (!strstr(src[i].name, ".c"))
+            continue;
+        char err[256] = "";
+        cr_expect(s_check_calls(src, S_NSRC, i, err, sizeof err) == 0, "%s", err);
+    }
+    s_free(src, S_NSRC);
+}
+
+Test(layout_sched, every_core_file_stays_within_the_size_bound)
+{
+    s_src_t src[S_NSRC];
+    s_load(src);
+    for (size_t i = 0; i < S_NSRC; i++)
+        if (s_row(src[i].name)->core)
+            cr_expect(s_lines(src[i].text) <= S_MAX_LINES, "%s has %d lines (bound %d)",
+                      src[i].name, s_lines(src[i].text), S_MAX_LINES);
+    s_free(src, S_NSRC);
+}
+
+//  The checks themselves refuse what they exist to refuse.
+Test(layout_sched, the_checks_refuse_an_upward_include_a_private_include_and_an_upward_call)
+{
+    char err[256];
+    s_src_t up = {"kvt_reqtab.c", "#include \"kvt_lookups.h\"\n"};
+    cr_expect(s_check_includes(&up, err, sizeof err) == 1);
+    s_src_t side = {"kvt_lookups.c", "#include \"kvt_lookups.h\"\n#include \"kvt_planbuf.h\"\n"};
+    cr_expect(s_check_includes(&side, err, sizeof err) == 0);
+    s_src_t priv = {"kvt_loadtrack.c", "#include \"kvt_sched_int.h\"\n"};
+    cr_expect(s_check_includes(&priv, err, sizeof err) == 1);
+    s_src_t calls[2] = {{"kvt_planbuf.c", "void kvt_planbuf_x(void)\n{\n    kvt_saves_y();\n}\n"},
+                        {"kvt_saves.c", "void kvt_saves_y(void)\n{\n    kvt_planbuf_x();\n}\n"}};
+    cr_expect(s_check_calls(calls, 2, 0, err, sizeof err) == 1, "planbuf → saves goes up");
+    cr_expect(s_check_calls(calls, 2, 1, err, sizeof err) == 0, "saves → planbuf goes down");
+}
