@@ -386,3 +386,28 @@ Test(storage_failover, a_killed_master_is_a_counted_miss_until_its_replica_takes
     kvt_storage_destroy(&b);
     kvt_storage_destroy(&c);
 }
+
+Test(remote_config, a_bad_or_unreachable_remote_is_refused_naming_it)
+{
+    kvt_replay_cfg_t c;
+    kvt_replay_defaults(&c);
+    c.limit = 5;
+    c.log_level = 0;
+    kvt_replay_report_t r;
+    memset(&r, 0, sizeof r);
+    char err[512] = "";
+    c.remote = "bogus";
+    cr_assert_neq(kvt_replay_run(&c, &r, err, sizeof err), 0);
+    cr_assert(strstr(err, "remote=bogus") && strstr(err, "HOST:PORT"), "%s", err);
+    kvt_replay_report_clear(&r);
+    memset(&r, 0, sizeof r);
+    c.remote = "redis://127.0.0.1:1"; //  nothing listens on port 1
+    cr_assert_neq(kvt_replay_run(&c, &r, err, sizeof err), 0);
+    cr_assert(strstr(err, "remote=redis://127.0.0.1:1"), "%s", err);
+    kvt_replay_report_clear(&r);
+    memset(&r, 0, sizeof r);
+    c.cpu_pool_bytes = 0;
+    cr_assert_neq(kvt_replay_run(&c, &r, err, sizeof err), 0);
+    cr_assert(strstr(err, "needs the CPU tier"), "%s", err);
+    kvt_replay_report_clear(&r);
+}
