@@ -7,6 +7,7 @@
     row — the second resumes from what the first stored, 0 wrong resumes.
     Skipped, saying so, where redis-server is not installed. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,4 +386,69 @@ Test(storage_failover, a_killed_master_is_a_counted_miss_until_its_replica_takes
     kvt_storage_destroy(&a);
     kvt_storage_destroy(&b);
     kvt_storage_destroy(&c);
+}
+
+Test(remote_config, a_bad_or_unreachable_remote_is_refused_naming_it)
+{
+    kvt_replay_cfg_t c;
+    kvt_replay_defaults(&c);
+    c.limit = 5;
+    c.log_level = 0;
+    kvt_replay_report_t r;
+    memset(&r, 0, sizeof r);
+    char err[512] = "";
+    c.remote = "bogus";
+    cr_assert_neq(kvt_replay_run(&c, &r, err, sizeof err), 0);
+    cr_assert(strstr(err, "remote=bogus") && strstr(err, "HOST:PORT"), "%s", err);
+    kvt_replay_report_clear(&r);
+    memset(&r, 0, sizeof r);
+    c.remote = "redis://127.0.0.1:1"; //  nothing listens on port 1
+    cr_assert_neq(kvt_replay_run(&c, &r, err, sizeof err), 0);
+    cr_assert(strstr(err, "remote=redis://127.0.0.1:1"), "%s", err);
+    kvt_replay_report_clear(&r);
+    memset(&r, 0, sizeof r);
+    c.cpu_pool_bytes = 0;
+    cr_assert_neq(kvt_replay_run(&c, &r, err, sizeof err), 0);
+    cr_assert(strstr(err, "needs the CPU tier"), "%s", err);
+    kvt_replay_report_clear(&r);
+}
+
+//  Runs `kvtier replay ARGS --json PATH` and returns the sum over every
+//  actor of counter `name` (and the report's wrong_resumes in *wrong).
+static uint64_t s_cli_counter(const char *json_path, const char *name, uint64_t *wrong)
+{
+    json_error_t je;
+    json_t *root = json_load_file(json_path, 0, &je);
+    cr_assert_not_null(root, "%s: %s", json_path, je.text);
+    *wrong = (uint64_t)json_integer_value(json_object_get(root, "wrong_resumes"));
+    cr_assert(json_is_integer(json_object_get(root, "wrong_resumes")));
+    uint64_t sum = 0;
+    const char *actor;
+    json_t *v;
+    json_object_foreach(json_object_get(root, "counters"), actor, v)
+    {
+        sum += (uint64_t)json_integer_value(json_object_get(v, name));
+    }
+    json_decref(root);
+    return sum;
+}
+
+Test(storage_remote, ranks_as_processes_share_the_remote_tier_across_two_replays)
+{
+    char json[2][200], cmd[1024];
+    for (int i = 0; i < 2; i++) {
+        snprintf(json[i], sizeof json[i], "%s/report%d.json", s_r.dir, i);
+        snprintf(cmd, sizeof cmd,
+                 "%s/kvtier replay --driver live --ranks-as-processes --tp 2 --byte-scale 1 "
+                 "--limit 40 --hbm-pool 2MiB --cpu-pool 32MiB --log-level 0 --remote %s --quiet "
+                 "--json %s >%s/replay%d.log 2>&1",
+                 KVT_BINARY_DIR, s_r.seeds, json[i], s_r.dir, i);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+    }
+    uint64_t wrong = 0;
+    cr_assert_gt(s_cli_counter(json[0], "remote.puts", &wrong), 0);
+    cr_assert_eq(wrong, 0);
+    cr_assert_gt(s_cli_counter(json[1], "storage.get_hits_remote", &wrong), 0,
+                 "the second run's rank processes restore from the first run's objects");
+    cr_assert_eq(wrong, 0);
 }

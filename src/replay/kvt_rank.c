@@ -402,6 +402,10 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
         S_ARG("--disk-write");
         S_ARG(cfg->disk_write_on_evict ? "evict" : "always");
     }
+    if (cfg->remote) {
+        S_ARG("--remote");
+        S_VAL("%s", cfg->remote);
+    }
     //  A hybrid rank's state lane: its unit and the pools it sizes (one
     //  slot per running request, its HBM checkpoints).
     //  The model first: the configuration checks the state bytes against
