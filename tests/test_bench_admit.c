@@ -66,6 +66,10 @@ Test(bench_admit, writes_its_json_with_every_time_positive_and_the_ratio_of_the_
                                   "stats_cpu_us_1m",
                                   "stats_deep_check_us_1m",
                                   "stats_other_read_us_1m",
+                                  "stats_us_1m_actor",
+                                  "stats_cpu_us_1m_actor",
+                                  "stats_actor_deep_read_us_1m",
+                                  "stats_actor_other_read_us_1m",
                                   "step_us_c64",
                                   "step_cpu_us_c64"};
     for (size_t i = 0; i < sizeof times / sizeof times[0]; i++)
@@ -94,6 +98,8 @@ Test(bench_admit, writes_its_json_with_every_time_positive_and_the_ratio_of_the_
     cr_assert_str_eq(json_string_value(json_object_get(geo, "state_from")), "tier");
     cr_assert_gt(s_num(geo, "checkpoint_interval"), 0, "a hybrid geometry");
     cr_assert_eq(s_num(geo, "stats_images"), 4096);
+    cr_assert_eq(s_num(geo, "stats_actor_hbm_blocks"), 4096);
+    cr_assert_eq(s_num(geo, "stats_actor_images"), 4096);
     cr_assert_eq(s_num(geo, "step_requests"), 4);
     json_t *its = json_object_get(doc, "iterations");
     cr_assert(json_is_object(its), "iterations");
@@ -101,6 +107,10 @@ Test(bench_admit, writes_its_json_with_every_time_positive_and_the_ratio_of_the_
     cr_assert_eq(s_num(its, "stats_rounds"), 2);
     cr_assert_eq(s_num(its, "stats_reads"), 2 * 256);
     cr_assert_eq(s_num(its, "steps"), 5);
+    //  Through the actor the deep audit is decimated: two audits over two
+    //  periods of (4096 blocks + 4096 images) / 64 reads each.
+    cr_assert_eq(s_num(its, "stats_actor_deep_audits"), 2);
+    cr_assert_eq(s_num(its, "stats_actor_reads"), 2 * 8192 / 64);
     json_t *cpu = json_object_get(json_object_get(doc, "machine"), "cpu");
     cr_assert(json_is_string(cpu) && json_string_length(cpu) > 0, "machine.cpu");
     json_decref(doc);
@@ -115,6 +125,7 @@ Test(bench_admit, bad_values_exit_2_naming_the_flag)
                                    {"bench admit --stats-rounds 2000", "--stats-rounds"},
                                    {"bench admit --requests 0", "--requests"},
                                    {"bench admit --steps", "--steps"},
+                                   {"bench admit --actor-reads 2", "--actor-reads"},
                                    {"bench admit --json", "--json"},
                                    {"bench admit --fast", "--fast"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

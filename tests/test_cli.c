@@ -68,7 +68,8 @@ Test(cli, bad_flags_and_values_exit_2_naming_them)
 Test(cli, rank_state_namespace_and_timeout_flags_are_checked_naming_them)
 {
 #define R0 "rank --rank 0 --world 1 --engine ipc:///tmp/x --connect-timeout 100 "
-    s_bad(R0 "--state-bytes 0", "--state-bytes");
+    s_bad(R0 "--model qwen3-next-like --state-bytes 0", "(--state-bytes)");
+    s_bad(R0 "--state-bytes 5GiB", "(--state-bytes)");
     s_bad(R0 "--max-running 5000", "--max-running");
     s_bad(R0 "--namespace 0123", "--namespace");
     s_bad(R0 "--namespace 0123456789abcdef0123456789abcdeg", "--namespace");
@@ -78,15 +79,55 @@ Test(cli, rank_state_namespace_and_timeout_flags_are_checked_naming_them)
     s_bad(R0 "--lane-deadline 0", "--lane-deadline");
     s_bad(R0 "--pool-ttl soon", "--pool-ttl");
     s_bad(R0 "--layout-id 0000000000000000", "--layout-id");
-    s_bad(R0 "--pool-ttl 500", "--pool-ttl: bad value");
-    s_bad(R0 "--lane-deadline 7200000000000", "--lane-deadline: bad value");
+    s_bad(R0 "--pool-ttl 500", "(--pool-ttl): a duration needs a unit");
+    s_bad(R0 "--lane-deadline 2h", "(--lane-deadline): out of range (1 ms .. 3600 s)");
     s_bad(R0 "--lookup-ttl 18446744073709551615", "--lookup-ttl");
-    s_bad(R0 "--lane-deadline 5000000000 --fence-timeout 1000000", "must exceed --lane-deadline");
-    s_bad(R0 "--lookup-ttl 70000000000", "must be below --pool-ttl");
+    s_bad(R0 "--lane-deadline 5s --fence-timeout 1ms",
+          "fence_timeout = 1 ms (--fence-timeout) must be above lane_deadline = 5 s "
+          "(--lane-deadline)");
+    s_bad(R0 "--lookup-ttl 70s", "lookup_ttl = 70 s (--lookup-ttl) must be below pool_ttl");
 #undef R0
     s_bad("replay --checkpoints interval", "checkpoints: needs a model with state");
     s_bad("replay --pipeline-parallel 2", "pipeline_parallel = 2");
     s_bad("replay --tp-rank-collapse on", "tp_rank_collapse = on");
+}
+
+//  kvtier rank's settings come from the configuration's table, as
+//  replay's do: a YAML file, KVTIER_* and flags each reach the rank (here
+//  its disk tier, which it builds before it looks for the engine), and the
+//  table's cross-checks refuse what does not go together, naming where each
+//  value came from.
+Test(cli, rank_settings_come_from_the_configuration_file_environment_and_flags)
+{
+#define R0 "rank --rank 0 --world 1 --engine ipc:///tmp/x --connect-timeout 100 "
+    char path[64], args[256];
+    snprintf(path, sizeof path, "/tmp/kvt-cli-rank-%d.yaml", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("disk_dir: /proc/kvt-cli-from-yaml\npool_ttl: 2s\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, R0 "--config %s --lookup-ttl 1s", path);
+    cr_assert_eq(s_run(args), 1, "the rank did not build the file's disk tier: %s", s_err);
+    cr_assert(strstr(s_err, "/proc/kvt-cli-from-yaml"), "%s", s_err);
+    snprintf(args, sizeof args, R0 "--config %s --lookup-ttl 3s", path);
+    char want[160];
+    snprintf(want, sizeof want,
+             "lookup_ttl = 3 s (--lookup-ttl) must be below pool_ttl = 2 s (%s:2)", path);
+    s_bad(args, want);
+    unlink(path);
+    s_bad("rank --rank 1 --world 1 --engine ipc:///tmp/x", "--rank 1 is not below --world 1");
+
+    setenv("KVTIER_DISK_DIR", "/proc/kvt-cli-from-env", 1);
+    cr_assert_eq(s_run(R0), 1, "%s", s_err);
+    cr_assert(strstr(s_err, "/proc/kvt-cli-from-env"), "%s", s_err);
+    cr_assert_eq(s_run(R0 "--disk-dir /proc/kvt-cli-from-flag"), 1, "%s", s_err);
+    cr_assert(strstr(s_err, "/proc/kvt-cli-from-flag"), "the flag did not win: %s", s_err);
+    unsetenv("KVTIER_DISK_DIR");
+    setenv("KVTIER_LANE_DEADLINE", "6s", 1);
+    s_bad(R0, "fence_timeout = 5 s (default) must be above lane_deadline = 6 s "
+              "(KVTIER_LANE_DEADLINE)");
+    unsetenv("KVTIER_LANE_DEADLINE");
+#undef R0
 }
 
 Test(cli, bad_trace_line_exits_2_naming_line_and_field)

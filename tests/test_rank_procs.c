@@ -361,7 +361,9 @@ static long long s_runner_sum(const char *path, const char *name)
 //  recomputed share, every restored state checked (from an HBM checkpoint or
 //  from the tier's image), no wrong resume. A disk directory the threads
 //  wrote opens in the rank processes (same namespace and layout id in its
-//  manifest).
+//  manifest): the run's dtype is not among the settings a rank process is
+//  given, so the namespace and layout id its own settings derive differ
+//  from the engine's, and only the engine's, passed on, open it.
 Test(rank_procs, hybrid_replay_as_processes_matches_threads, .timeout = 180)
 {
     char tmp[128], out[200], err[200], jt[200], jp[200], dt[200], dp[200], args[1024], buf[8192];
@@ -372,10 +374,9 @@ Test(rank_procs, hybrid_replay_as_processes_matches_threads, .timeout = 180)
     snprintf(jp, sizeof jp, "%s-procs.json", tmp);
     snprintf(dt, sizeof dt, "%s-disk-threads", tmp);
     snprintf(dp, sizeof dp, "%s-disk-procs", tmp);
-#define HYBRID                                                                                    \
-    "--model qwen3-next-like --tp 2 --limit 100 --byte-scale 1 --hbm-pool 2MiB --cpu-pool 64MiB " \
-    "--disk-pool 4GiB "                                                                           \
-    "--max-running 8 --log-level 0 --quiet"
+#define HYBRID                                                                                \
+    "--model qwen3-next-like --dtype fp16 --tp 2 --limit 100 --byte-scale 1 --hbm-pool 2MiB " \
+    "--cpu-pool 64MiB --disk-pool 4GiB --max-running 8 --log-level 0 --quiet"
     snprintf(args, sizeof args, "replay --driver live " HYBRID " --disk-dir %s --json %s", dt, jt);
     int st = s_wait(s_start(tmp, args, out, err), 90000);
     s_slurp(err, buf, sizeof buf);

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/kvt_namespace.h"
 #include "kvtier/kvt_config.h"
 #include "kvtier/kvt_disk.h"
 #include "replay/kvt_rank.h"
@@ -120,6 +121,36 @@ Test(replay_config, the_dtype_and_the_model_id_change_the_keys_and_the_disk_layo
                   "another model id keys the same objects");
     cr_assert_neq(ca.layout_id, cb.layout_id, "another dtype records the same layout id");
     cr_assert_eq(ca.layout_id, cm.layout_id, "the model id is not part of the layout");
+}
+
+//  One namespace, one format: the configuration describes it ("kvtier/2
+//  ...") and hashes it with the one function, and a rank given a
+//  hand-filled configuration (no namespace of its own) keys with the same
+//  namespace the configuration gives the same model, geometry and TP width.
+Test(replay_config, a_hand_filled_configuration_keys_with_the_configurations_namespace)
+{
+    kvt_config_t kc;
+    kvt_config_defaults(&kc);
+    cr_assert_eq(strncmp(kc.ns_desc, "kvtier/2 model=dense ", 21), 0, "%s", kc.ns_desc);
+    cr_assert(kvt_hash_eq(kc.ns, kvt_namespace_hash(kc.ns_desc)),
+              "the configuration hashes its namespace with another function");
+    kvt_replay_cfg_t c;
+    kvt_replay_defaults(&c);
+    cr_assert(kvt_hash_is_zero(c.ns));
+    cr_assert(kvt_hash_eq(kvt_rank_namespace(&c), kc.ns),
+              "a hand-filled dense configuration keys with another namespace");
+
+    const char *flags[] = {"model", "qwen3-next-like", "tp", "4", "layers", "6", NULL};
+    cr_assert_eq(s_config(flags, &kc), 0, "%s", s_err);
+    kvt_replay_defaults(&c);
+    c.model = "qwen3-next-like";
+    c.state_bytes = kc.state_bytes;
+    c.tp = 4;
+    c.layers = 6;
+    cr_assert(kvt_hash_eq(kvt_rank_namespace(&c), kc.ns),
+              "a hand-filled hybrid configuration keys with another namespace");
+    c.tp = 2;
+    cr_assert_not(kvt_hash_eq(kvt_rank_namespace(&c), kc.ns), "the TP width is not in it");
 }
 
 Test(replay_config, a_replay_refuses_what_it_cannot_run_naming_the_setting)
@@ -392,10 +423,14 @@ Test(replay_config, every_rank_setting_travels_to_a_rank_process, .timeout = 30)
     snprintf(want, sizeof want, "--layout-id %016llx ",
              (unsigned long long)kvt_config_layout_id(&kc));
     cr_assert(strstr(args, want), "no layout id: %s", args);
-    cr_assert(strstr(args, "--lookup-ttl 3000000000 "), "%s", args);
-    cr_assert(strstr(args, "--lane-deadline 1000000000 "), "%s", args);
-    cr_assert(strstr(args, "--fence-timeout 4000000000 "), "%s", args);
-    cr_assert(strstr(args, "--pool-ttl 40000000000"), "%s", args);
+    cr_assert(strstr(args, "--model qwen3-next-like "), "no model: %s", args);
+    snprintf(want, sizeof want, "--checkpoint-interval %u ", c.checkpoint_interval);
+    cr_assert(strstr(args, want), "no checkpoint interval: %s", args);
+    //  Durations with their unit: the configuration's table parses them.
+    cr_assert(strstr(args, "--lookup-ttl 3000000000ns "), "%s", args);
+    cr_assert(strstr(args, "--lane-deadline 1000000000ns "), "%s", args);
+    cr_assert(strstr(args, "--fence-timeout 4000000000ns "), "%s", args);
+    cr_assert(strstr(args, "--pool-ttl 40000000000ns"), "%s", args);
 }
 
 Test(replay_config, lookup_max_age_reaches_the_scheduler)

@@ -997,6 +997,44 @@ static void gated_setup(rig_t *r, uint32_t spec, uint32_t n, uint32_t *prompt)
     r->restores = 0;
 }
 
+//  Three prompts share their first 128 tokens. The first checkpoints only
+//  at its prompt end (192); the second leaves the cached prefix at 128,
+//  where no checkpoint exists, so its prefill is clipped there and a branch
+//  checkpoint is taken; the third resumes from it.
+Test(sched, a_branch_checkpoint_is_taken_where_a_prompt_leaves_a_cached_prefix)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 1024, 64, 0);
+    rig_init_cfg(&r, &cfg);
+    uint32_t t[200];
+    for (uint32_t i = 0; i < 200; i++)
+        t[i] = 100 + i;
+    rig_arrive_tokens(&r, 1, t, 200, 1);
+    rig_run(&r, 100);
+    cr_assert(took(&r, 192) && !took(&r, 128), "the first takes only its prompt end");
+    for (uint32_t i = 128; i < 200; i++)
+        t[i] = 5000 + i;
+    r.ntakes = 0;
+    rig_arrive_tokens(&r, 2, t, 200, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.entries[0].end, 128, "the second's prefill ends where it branches");
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(took(&r, 128), "a checkpoint is taken at the branch");
+    cr_assert_eq(counter(&r, "ckpt.taken.branch"), 1);
+    for (uint32_t i = 128; i < 200; i++)
+        t[i] = 9000 + i;
+    r.admit_hbm = r.restores = 0;
+    rig_arrive_tokens(&r, 3, t, 200, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(r.admit_hbm, 128, "the third resumes at the branch (HBM hit %u)", r.admit_hbm);
+    cr_assert_eq(r.restores, 1);
+    cr_assert_eq(counter(&r, "ckpt.restored.branch"), 1, "the restore counts as a branch's");
+    cr_assert_eq(counter(&r, "ckpt.restored.prompt_end"), 0);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
 Test(sched, the_hbm_hit_is_gated_to_the_newest_checkpoint_at_or_below_the_block_hit)
 {
     rig_t r;

@@ -106,9 +106,7 @@ Test(stidx, rule_I1_invariant_dispatched_equals_settled_plus_outstanding)
     s_check(x);
     cr_assert_eq(kvt_stidx_decline(x, OP(4, 1)), 0);
     s_check(x);
-    kvt_opid_t sealed[4];
-    cr_assert_eq(kvt_stidx_seal_step(x, sealed, 4), 1);
-    cr_assert_eq(sealed[0].req, 5);
+    cr_assert_eq(kvt_stidx_decline(x, OP(5, 1)), 0);
     s_check(x);
     cr_assert_eq(kvt_stidx_orphan(x, OP(6, 1), 10), 1);
     s_check(x);
@@ -613,6 +611,30 @@ Test(stidx, rule_I6_confirmed_within_the_window_is_not_held)
     kvt_stidx_destroy(&x);
 }
 
+//  A state verdict on which every rank skipped its leg (ok, SKIPPED) is no
+//  evidence: it ends no hold and opens no verified window; it is counted.
+Test(stidx, rule_I6_a_neutral_state_verdict_is_no_evidence)
+{
+    kvt_stidx_t *x = s_new(4, NULL);
+    kvt_stidx_note_stored(x, H(1), 0);
+    kvt_stidx_note_stored(x, H(2), 0);
+    cr_assert(kvt_stidx_hold(x, H(1), 10 * S));
+    kvt_stidx_state_verdict(x, H(1), true, KVT_DETAIL_SKIPPED, 10 * S + 1);
+    cr_assert(kvt_stidx_hold(x, H(1), 10 * S + 2), "still held");
+    //  H(2), unconfirmed since 0: a neutral verdict at 20 s opens no window.
+    kvt_stidx_state_verdict(x, H(2), true, KVT_DETAIL_SKIPPED, 20 * S);
+    cr_assert(kvt_stidx_hold(x, H(2), 20 * S + 1), "held: no window was opened");
+    kvt_stidx_stats_t st = s_stats(x);
+    cr_assert_eq(st.neutral_verdicts, 2);
+    cr_assert_eq(st.holds_released, 0);
+    cr_assert(kvt_stidx_could_serve(x, H(1)), "and nothing is retracted");
+    //  A real ok verdict is evidence.
+    kvt_stidx_state_verdict(x, H(1), true, KVT_DETAIL_OK, 10 * S + 3);
+    cr_assert(!kvt_stidx_hold(x, H(1), 10 * S + 4));
+    cr_assert_eq(s_stats(x).holds_released, 1);
+    kvt_stidx_destroy(&x);
+}
+
 Test(stidx, rule_I6_window_is_derived_from_the_pool_and_logged_once)
 {
     const uint64_t GiB = 1ull << 30;
@@ -632,7 +654,7 @@ Test(stidx, rule_I6_window_is_derived_from_the_pool_and_logged_once)
 
 // ---------------------------------------------------------------- I7 ----
 
-Test(stidx, rule_I7_an_undispatched_load_is_reported_in_the_same_step)
+Test(stidx, rule_I7_an_undispatched_load_is_declined_and_no_report_settles_it)
 {
     kvt_stidx_t *x = s_new(4, NULL);
     kvt_stidx_note_stored(x, H(1), 0);
@@ -644,11 +666,9 @@ Test(stidx, rule_I7_an_undispatched_load_is_reported_in_the_same_step)
     //  A report cannot be about a load that never went out.
     uint32_t fs;
     cr_assert_eq(kvt_stidx_complete(x, OP(3, 1), 0, &fs), KVT_STIDX_STALE);
-    kvt_opid_t out[4];
-    cr_assert_eq(kvt_stidx_seal_step(x, out, 4), 1, "the armed leg with no carrier is declined");
-    cr_assert_eq(out[0].req, 3);
+    cr_assert_eq(kvt_stidx_decline(x, OP(3, 1)), 0, "the armed leg with no carrier is declined");
     cr_assert(!kvt_stidx_slot_reserved(x, 2));
-    cr_assert_eq(kvt_stidx_seal_step(x, out, 4), 0);
+    cr_assert_eq(kvt_stidx_decline(x, OP(3, 1)), -1, "once");
     kvt_stidx_stats_t st = s_stats(x);
     cr_assert_eq(st.declined, 2);
     cr_assert_eq(st.armed, 0);
@@ -808,18 +828,17 @@ Test(stidx, property_random_sequences_keep_the_invariant)
                 }
                 break;
             }
-            case 9: { //  end of the step's planning
-                kvt_opid_t out[P_REQS];
-                uint32_t n = kvt_stidx_seal_step(x, out, P_REQS);
-                for (uint32_t i = 0; i < n; i++) {
-                    p_req_t *d = &req[out[i].req - 1];
-                    cr_assert_eq(d->live, 1);
-                    cr_assert_eq(d->gen, out[i].gen);
+            case 9: //  end of the step's planning: what is still armed is declined
+                for (uint32_t k = 0; k < P_REQS; k++) {
+                    p_req_t *d = &req[k];
+                    if (d->live != 1)
+                        continue;
+                    cr_assert_eq(kvt_stidx_decline(x, OP(k + 1, d->gen)), 0);
                     d->live = 0;
                     pool[d->slot] = true;
                 }
+                cr_assert_eq(s_stats(x).armed, 0);
                 break;
-            }
             default: //  a real state miss or a stale report
                 if (s_rand(&rs) % 2)
                     kvt_stidx_state_verdict(x, H(s_rand(&rs) % 12), false, KVT_DETAIL_MISS, now);
@@ -881,7 +900,7 @@ Test(stidx, every_counter_is_documented)
     kvt_counter_t c[64];
     uint32_t n = 0;
     kvt_stidx_counters(x, c, &n, 64);
-    cr_assert_eq(n, 27);
+    cr_assert_eq(n, 28);
     char *doc = s_doc_section("## State-offload index (`stidx.*`");
     for (uint32_t i = 0; i < n; i++) {
         char full[96], part[96];

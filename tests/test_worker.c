@@ -1666,6 +1666,45 @@ Test(wcore, rule_X3_a_fence_timeout_fails_the_lane_and_every_later_job)
     w_down();
 }
 
+//  Recovery: a lane a fence timeout failed refuses jobs while its stalled
+//  copy runs (nothing it holds is orphaned), and once the copy ended and
+//  every job reported, the worker resets it on its timer path: the next
+//  load on that lane lands (service resumes), counted once.
+Test(wcore, rule_X3_a_failed_lane_is_reset_once_it_drained_and_serves_again)
+{
+    W.fence_timeout_ns = 5000000ull; //  5 ms
+    w_up(1000000ull, 16, 0, 0);
+    w_store(1, SRC, 1, 4900);
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_STALL, 0), 0);
+    wspec_t s;
+    w_spec(&s, 2, 0, 1, DST, 4900);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    kvt_fence_msg_t f = {.id = 11, .lanes = 1u << KVT_WCORE_LANE_LOAD};
+    kvt_wcore_fence(W.core, &f, W.now);
+    w_run_until(W.now + 20000000ull);
+    w_load_once(2, false, KVT_DETAIL_TIMEOUT);
+    //  Still stalled: the failed lane holds the quarantined copy, no reset.
+    w_spec(&s, 3, 0, 1, DST + 4, 4900);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_run_until(W.now + 1000000ull);
+    w_load_once(3, false, KVT_DETAIL_IO);
+    cr_assert_eq(w_stats().lane_resets, 0, "reset under a copy that still runs");
+    //  The copy ends: the lane drained and is reset by the poll.
+    cr_assert_eq(kvt_gpu_stream_inject(W.ls, KVT_GPU_FAULT_NONE, 0), 0);
+    w_settle();
+    cr_assert_eq(w_stats().lane_resets, 1);
+    w_fill(DST, BPC, 9999); //  other bytes: only the new load can make them right
+    w_spec(&s, 4, 0, 1, DST, 4900);
+    kvt_wcore_load(W.core, &s.sp, W.now);
+    w_run_until(W.now + 20000000ull);
+    w_load_once(4, true, KVT_DETAIL_OK);
+    cr_assert(w_check(DST, BPC, 4900), "the load after the reset restored its bytes");
+    cr_assert_eq(w_stats().lane_resets, 1, "one failure, one reset");
+    w_settle();
+    w_pool_clean();
+    w_down();
+}
+
 //  A submit that blocks until the test releases it, then queues the
 //  worker's copies (a device call that does not return for a while).
 static struct {

@@ -25,6 +25,15 @@
     * stats: --hashes images (default 1M) noted in a state-offload index,
       then rounds of 256 stats reads, each round holding exactly one deep
       (key-set) check; amortised µs per read, target ≤ 1.
+    * stats through the actor: the same read as an engine's scrape, a Stats
+      request to the scheduler actor (kvt_scheduler.c) and its reply, under
+      the SIM driver, on a core primed (kvt_scheduler_args_t.prime) with
+      --hashes HBM blocks and --hashes images; one request in flight at a
+      time. The reads are timed from the reply of the first deep audit to
+      the reply of the third (two whole periods of the audit's decimation),
+      so the figure is amortised, the audits included; no target (the
+      message round trip dominates), but it must stay O(1) in the core's
+      size.
     * step: --requests running requests (default 64) decoding, every save
       ok; per step the core's apply, plan and the verdicts of that plan's
       saves are timed; target ≤ 100 µs.
@@ -58,6 +67,7 @@ static void s_usage(FILE *out)
     fprintf(out,
             "usage: kvtier bench admit [--json PATH] [--prompt-tokens N] [--iterations N]\n"
             "                          [--hashes N] [--stats-rounds N] [--requests N] [--steps N]\n"
+            "                          [--actor-reads N]\n"
             "  --json PATH          also write the results as JSON\n"
             "  --prompt-tokens N    prompt of the admission, default 131072 (multiple of 2048,\n"
             "                       2048..1048576); the HBM hit is half of it\n"
@@ -66,7 +76,9 @@ static void s_usage(FILE *out)
             "                       (256..16777216)\n"
             "  --stats-rounds N     rounds of 256 stats reads, default 21 (1..1001)\n"
             "  --requests N         running requests of the step, default 64 (1..4096)\n"
-            "  --steps N            steps timed, default 200 (1..100000)\n");
+            "  --steps N            steps timed, default 200 (1..100000)\n"
+            "  --actor-reads N      Stats reads through the scheduler actor at most, default\n"
+            "                       262144 (3..16777216); --hashes HBM blocks and images\n");
 }
 
 static int s_parse(int argc, char **argv, kvt_badmit_opts_t *o)
@@ -76,13 +88,15 @@ static int s_parse(int argc, char **argv, kvt_badmit_opts_t *o)
                              .hashes = 1u << 20,
                              .rounds = 21,
                              .requests = 64,
-                             .steps = 200};
+                             .steps = 200,
+                             .actor_reads = 1u << 18};
     const kvt_cli_num_t nums[] = {{"--prompt-tokens", 2048, 1u << 20, 2048, &o->prompt},
                                   {"--iterations", 1, 1001, 0, &o->iterations},
                                   {"--hashes", 256, 1u << 24, 0, &o->hashes},
                                   {"--stats-rounds", 1, 1001, 0, &o->rounds},
                                   {"--requests", 1, KVT_MSG_MAX_ENTRIES, 0, &o->requests},
-                                  {"--steps", 1, 100000, 0, &o->steps}};
+                                  {"--steps", 1, 100000, 0, &o->steps},
+                                  {"--actor-reads", 3, 1u << 24, 0, &o->actor_reads}};
     return kvt_cli_parse_nums("kvtier bench admit", argc, argv, nums, sizeof nums / sizeof nums[0],
                               &o->json, s_usage);
 }
@@ -109,8 +123,9 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     kvt_badmit_admit_t a = {0};
     kvt_badmit_stats_t st = {0};
     kvt_badmit_step_t sp = {0};
+    kvt_badmit_actor_t ac = {0};
     if (kvt_badmit_admit(&o, &a) != 0 || kvt_badmit_stats(&o, &st) != 0 ||
-        kvt_badmit_step(&o, &sp) != 0)
+        kvt_badmit_actor(&o, &ac) != 0 || kvt_badmit_step(&o, &sp) != 0)
         return 1;
     double load1 = kvt_cli_loadavg();
     double ratio = a.admit_us / a.hash_us, cpu_ratio = a.admit_cpu_us / a.hash_cpu_us;
@@ -125,6 +140,11 @@ int kvt_cmd_bench_admit(int argc, char **argv)
            "%.3f us), target <= %.0f: %s\n",
            (unsigned long long)st.images, st.us, st.cpu_us, st.deep_us, st.cheap_us,
            S_TARGET_STATS_US, stats_met ? "met" : "NOT met");
+    printf("stats read through the scheduler actor, %u blocks, %llu images: %.1f us amortised "
+           "(CPU %.1f) over %u reads holding %llu deep audits (deep read %.0f us, other reads "
+           "%.1f us)\n",
+           ac.blocks, (unsigned long long)ac.images, ac.us, ac.cpu_us, ac.reads,
+           (unsigned long long)ac.audits, ac.deep_us, ac.other_us);
     printf("step, %u running: %.1f us (CPU %.1f), target <= %.0f: %s\n", sp.entries, sp.us,
            sp.cpu_us, S_TARGET_STEP_US, step_met ? "met" : "NOT met");
     printf("load average (1 min): %.2f at start, %.2f at end\n", load0, load1);
@@ -149,6 +169,8 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     s_set(geo, "state_from", json_string(a.joint_src == 2 ? "tier" : "hbm"));
     s_set(geo, "hbm_blocks", json_integer(a.hbm_blocks));
     s_set(geo, "stats_images", json_integer((json_int_t)st.images));
+    s_set(geo, "stats_actor_hbm_blocks", json_integer(ac.blocks));
+    s_set(geo, "stats_actor_images", json_integer((json_int_t)ac.images));
     s_set(geo, "step_requests", json_integer(o.requests));
     s_set(geo, "step_prompt_tokens_min", json_integer(KVT_BADMIT_STEP_PROMPT));
     s_set(geo, "step_prompt_tokens_max",
@@ -157,6 +179,8 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     s_set(its, "admit", json_integer(o.iterations));
     s_set(its, "stats_reads", json_integer((json_int_t)o.rounds * kvt_sched_bench_deep_every()));
     s_set(its, "stats_rounds", json_integer(o.rounds));
+    s_set(its, "stats_actor_reads", json_integer(ac.reads));
+    s_set(its, "stats_actor_deep_audits", json_integer((json_int_t)ac.audits));
     s_set(its, "steps", json_integer(o.steps));
     s_set(doc, "iterations", its);
     s_set(doc, "admit_us_128k", json_real(a.admit_us));
@@ -173,6 +197,10 @@ int kvt_cmd_bench_admit(int argc, char **argv)
     s_set(doc, "stats_other_read_us_1m", json_real(st.cheap_us));
     s_set(doc, "stats_us_target_max", json_real(S_TARGET_STATS_US));
     s_set(doc, "stats_target_met", json_boolean(stats_met));
+    s_set(doc, "stats_us_1m_actor", json_real(ac.us));
+    s_set(doc, "stats_cpu_us_1m_actor", json_real(ac.cpu_us));
+    s_set(doc, "stats_actor_deep_read_us_1m", json_real(ac.deep_us));
+    s_set(doc, "stats_actor_other_read_us_1m", json_real(ac.other_us));
     s_set(doc, "step_us_c64", json_real(sp.us));
     s_set(doc, "step_cpu_us_c64", json_real(sp.cpu_us));
     s_set(doc, "step_saves", json_integer((json_int_t)sp.saves));

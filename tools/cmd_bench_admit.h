@@ -13,13 +13,14 @@
 #define KVT_BADMIT_STEP_PROMPT 2048 //  prompt of each running request in the step bench
 
 typedef struct {
-    const char *json;    //  --json PATH, or NULL
-    uint32_t prompt;     //  --prompt-tokens
-    uint32_t iterations; //  --iterations (admissions and hash chains)
-    uint32_t hashes;     //  --hashes
-    uint32_t rounds;     //  --stats-rounds (256 reads each)
-    uint32_t requests;   //  --requests
-    uint32_t steps;      //  --steps
+    const char *json;     //  --json PATH, or NULL
+    uint32_t prompt;      //  --prompt-tokens
+    uint32_t iterations;  //  --iterations (admissions and hash chains)
+    uint32_t hashes;      //  --hashes
+    uint32_t rounds;      //  --stats-rounds (256 reads each)
+    uint32_t requests;    //  --requests
+    uint32_t steps;       //  --steps
+    uint32_t actor_reads; //  --actor-reads (Stats reads through the actor, at most)
 } kvt_badmit_opts_t;
 
 typedef struct {
@@ -41,6 +42,16 @@ typedef struct {
 } kvt_badmit_stats_t;
 
 typedef struct {
+    double us, cpu_us; //  per Stats read through the actor, amortised over whole audit periods
+    double deep_us;    //  the slowest read that ran a deep audit
+    double other_us;   //  the other reads (median)
+    uint32_t reads;    //  reads in the measured span
+    uint64_t audits;   //  deep audits in the measured span
+    uint32_t blocks;   //  HBM blocks of the core
+    uint64_t images;   //  images its index held
+} kvt_badmit_actor_t;
+
+typedef struct {
     double us, cpu_us; //  per step (medians)
     uint32_t entries;  //  fewest entries a measured plan carried
     uint64_t saves;    //  saves the measured plans carried
@@ -52,6 +63,7 @@ typedef struct {
 int kvt_badmit_admit(const kvt_badmit_opts_t *o, kvt_badmit_admit_t *out);
 int kvt_badmit_stats(const kvt_badmit_opts_t *o, kvt_badmit_stats_t *out);
 int kvt_badmit_step(const kvt_badmit_opts_t *o, kvt_badmit_step_t *out);
+int kvt_badmit_actor(const kvt_badmit_opts_t *o, kvt_badmit_actor_t *out);
 
 //  The prompt of running request r of n in the step bench: staggered over
 //  a chunk, so that every few steps some request completes a chunk.

@@ -45,6 +45,8 @@ static void s_usage(FILE *out)
         "                     GPU, 56GiB dense, 32GiB qwen3-next-like, 64GiB kimi-linear-like)\n"
         "  --cpu-pool SIZE    CPU tier per rank, real bytes; 0 disables it (default 128GiB)\n"
         "  --disk-dir DIR     disk tier below the CPU pool, DIR/rank<r> per rank (default none)\n"
+        "  --remote SEEDS     remote tier below CPU / disk on a Redis Cluster:\n"
+        "                     redis://HOST:PORT[,HOST:PORT...] (default none)\n"
         "  --disk-pool SIZE   disk tier per rank, real bytes (default 1TiB)\n"
         "  --instances N      N modelled engine instances (1..64, default 1), each its own\n"
         "                     scheduler, ranks, HBM, CPU pool and disk directory; requests\n"

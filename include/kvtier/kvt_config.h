@@ -91,6 +91,7 @@ typedef struct {
     uint64_t hbm_pool_bytes;            //  device KV memory per rank
     uint64_t cpu_pool_bytes;            //  CPU tier per rank (0 = no tier)
     char disk_dir[KVT_CONFIG_PATH_MAX]; //  disk tier directory ("" = none)
+    char remote[KVT_CONFIG_PATH_MAX];   //  remote tier: the cluster's seed nodes ("" = none)
     uint64_t disk_pool_bytes;           //  disk tier per rank
     bool disk_write_on_evict;           //  write-back on eviction instead of write-through
     bool mem_overcommit;                //  start even past the process's memory limit
@@ -149,6 +150,15 @@ void kvt_config_defaults(kvt_config_t *cfg);
 //  -1 with err naming the settings and their values.
 int kvt_config_resolve(kvt_config_t *cfg, kvt_config_log_fn *log, void *log_arg, char *err,
                        size_t errlen);
+
+//  The namespace (rule C2) of cfg's settings: its stable text into
+//  cfg->ns_desc ("kvtier/2 model=M layout=L layers=.. planes=.. token_bytes=..
+//  block=.. chunk=.. state_bytes=.. dtype=.. tp=T|collapsed pp=.. spec=.."),
+//  and its XXH3-128 into cfg->ns. The one place the namespace is described
+//  and hashed: kvt_config_resolve derives it with this, and a rank given a
+//  hand-filled configuration (kvt_rank_namespace) too. A layout left AUTO is
+//  set to the model's own, an empty model_id to the model's name.
+void kvt_config_namespace(kvt_config_t *cfg);
 
 //  The id a tier records for the bytes it holds (what a disk tier keeps as
 //  its layout_id): XXH3-64 of the layout and one rank's object geometry

@@ -207,6 +207,25 @@ void kvt_disk_flush(kvt_disk_t *self);
 //  Snapshot of the counters and gauges.
 void kvt_disk_stats(kvt_disk_t *self, kvt_disk_stats_t *stats);
 
+//  Fault hook (tests, fault plans): a stall holds every write an I/O thread
+//  takes, before its file is opened, so a test can keep a write in flight
+//  across whatever it exercises (a worker's stop, a shutdown). HOLD lasts
+//  until kvt_disk_stall (self, OFF); UNTIL_FLUSH until a caller waits in
+//  kvt_disk_flush, which then ends it (so a flush that should be there
+//  finishes the write, and one that is missing leaves it held, whatever the
+//  timing). Writes run by their caller (io_mode INLINE) are never held: the
+//  caller would wait on itself. kvt_disk_destroy ends any stall first.
+typedef enum {
+    KVT_DISK_STALL_OFF = 0,         //  writes run as they are taken
+    KVT_DISK_STALL_HOLD = 1,        //  held until the stall is turned off
+    KVT_DISK_STALL_UNTIL_FLUSH = 2, //  held until kvt_disk_flush is called
+} kvt_disk_stall_t;
+
+void kvt_disk_stall(kvt_disk_t *self, kvt_disk_stall_t mode);
+
+//  Writes the stall holds now.
+uint32_t kvt_disk_stalled(kvt_disk_t *self);
+
 #ifdef __cplusplus
 }
 #endif

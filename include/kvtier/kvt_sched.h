@@ -287,8 +287,10 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
 //  read its sources, so the leases on its blocks and checkpoint go before
 //  the store verdicts; ok = false keeps them), a lookup, a touch. A load
 //  settles once every leg it dispatched reported; any failed leg retreats
-//  it (B2). Returns 0, or -1 when it was stale (counted; a duplicate or a
-//  source_safe after the store verdicts is stale).
+//  it (B2). A state verdict on which every rank skipped its leg (ok,
+//  detail SKIPPED) counts as a failed leg (no rank wrote the slot) and is
+//  no evidence for the image (it ends no verify hold). Returns 0, or -1 when it was stale (counted;
+//  a duplicate or a source_safe after the store verdicts is stale).
 int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *verdict);
 
 //  True when no request, load or save is left (every block free).

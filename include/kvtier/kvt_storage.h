@@ -16,7 +16,12 @@
       deepest first in each backend; with a lease, the pool-resident ones are
       pinned (disk files are not pinned).
     * touch: REFRESHED (in the pool, refreshed) / PRESENT (only on disk, or
-      still being written) / GONE.
+      still being written, or only in the remote tier) / GONE.
+    * remote tier (optional, kvt_remote.h): below the disk. Every commit is
+      also written to it (write-through, synchronous, a failure dropped and
+      counted); a get that misses the pool and the disk reads it, verifies
+      it and promotes it into the pool; a lookup asks it, in one pipelined
+      round, only for the keys after the prefix the local backends hold.
 
     Holders are the pool's: register them with kvt_pool_holder_add on
     kvt_storage_pool (). Leases from storage calls are pool leases: release
@@ -39,6 +44,7 @@
 #include "kvt_counter.h"
 #include "kvt_disk.h"
 #include "kvt_pool.h"
+#include "kvt_remote.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,31 +65,40 @@ typedef struct {
     bool disk_enabled;               //  whether there is a disk backend, default false
     kvt_disk_config_t disk;          //  the disk backend (dir, capacity_bytes required if enabled)
     kvt_write_policy_t write_policy; //  when the disk gets a copy, default ALWAYS
+    bool remote_enabled;             //  whether there is a remote tier, default false
+    kvt_remote_config_t remote;      //  the remote tier (seeds required if enabled)
 } kvt_storage_config_t;
 
 //  Per-backend counters plus the manager's own.
 typedef struct {
-    kvt_pool_stats_t pool;      //  the CPU pool
-    kvt_disk_stats_t disk;      //  the disk backend (zero without one)
-    bool disk_enabled;          //  whether `disk` is meaningful
-    uint64_t gets;              //  kvt_storage_get calls
-    uint64_t get_hits_pool;     //  gets served by the pool
-    uint64_t get_hits_disk;     //  gets served by the disk (promoted)
-    uint64_t get_misses;        //  gets found nowhere (or only in a corrupt file)
-    uint64_t promotions;        //  disk hits committed into the pool
-    uint64_t promotion_failed;  //  disk hits the pool had no room for / that failed to read
-    uint64_t puts;              //  put / commit calls that stored into the pool
-    uint64_t puts_skipped;      //  puts whose object was REFRESHED in the pool
-    uint64_t puts_restored;     //  puts that stored an object that was only on disk
-    uint64_t writes_queued;     //  disk writes queued (write-through or write-back)
-    uint64_t writes_not_queued; //  disk writes refused (queue full, no room) — not on disk
-    uint64_t writeback_skipped; //  evicted objects already on disk (ON_EVICT)
-    uint64_t touches_refreshed; //  touches answered REFRESHED
-    uint64_t touches_present;   //  touches answered PRESENT
-    uint64_t touches_gone;      //  touches answered GONE
-    uint64_t lookups;           //  lookups
-    uint64_t lookup_keys_pool;  //  leading keys found in the pool
-    uint64_t lookup_keys_disk;  //  leading keys found only on disk
+    kvt_pool_stats_t pool;         //  the CPU pool
+    kvt_disk_stats_t disk;         //  the disk backend (zero without one)
+    bool disk_enabled;             //  whether `disk` is meaningful
+    uint64_t gets;                 //  kvt_storage_get calls
+    uint64_t get_hits_pool;        //  gets served by the pool
+    uint64_t get_hits_disk;        //  gets served by the disk (promoted)
+    uint64_t get_misses;           //  gets found nowhere (or only in a corrupt file)
+    uint64_t promotions;           //  disk hits committed into the pool
+    uint64_t promotion_failed;     //  disk hits the pool had no room for / that failed to read
+    uint64_t puts;                 //  put / commit calls that stored into the pool
+    uint64_t puts_skipped;         //  puts whose object was REFRESHED in the pool
+    uint64_t puts_restored;        //  puts that stored an object that was only on disk
+    uint64_t writes_queued;        //  disk writes queued (write-through or write-back)
+    uint64_t writes_not_queued;    //  disk writes refused (queue full, no room) — not on disk
+    uint64_t writeback_skipped;    //  evicted objects already on disk (ON_EVICT)
+    uint64_t touches_refreshed;    //  touches answered REFRESHED
+    uint64_t touches_present;      //  touches answered PRESENT
+    uint64_t touches_gone;         //  touches answered GONE
+    uint64_t lookups;              //  lookups
+    uint64_t lookup_keys_pool;     //  leading keys found in the pool
+    uint64_t lookup_keys_disk;     //  leading keys found only on disk
+    kvt_remote_stats_t remote;     //  the remote tier (zero without one)
+    bool remote_enabled;           //  whether `remote` is meaningful
+    uint64_t get_hits_remote;      //  gets served by the remote tier (promoted)
+    uint64_t lookup_keys_remote;   //  leading keys found only in the remote tier
+    uint64_t remote_writes;        //  commits also written to the remote tier
+    uint64_t remote_writes_failed; //  of those, dropped (counted, never retried)
+    uint64_t touches_remote;       //  touches answered PRESENT by the remote tier
 } kvt_storage_stats_t;
 
 //  Fills *cfg with the defaults of every part.

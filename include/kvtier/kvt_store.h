@@ -94,8 +94,9 @@ typedef struct {
 
 //  Where a read landed.
 typedef enum {
-    KVT_TIER_POOL = 0, //  the CPU pool
-    KVT_TIER_DISK = 1, //  the disk backend (promoted into the pool by the read)
+    KVT_TIER_POOL = 0,   //  the CPU pool
+    KVT_TIER_DISK = 1,   //  the disk backend (promoted into the pool by the read)
+    KVT_TIER_REMOTE = 2, //  the remote tier (promoted into the pool by the read)
 } kvt_tier_t;
 
 //  A readable object under a lease.

@@ -16,6 +16,7 @@
 
 #include "actors/common/kvt_prefix.h"
 #include "actors/worker/kvt_worker.h"
+#include "replay/kvt_replay_config.h"
 #include "replay/kvt_sim_runner.h"
 #include "kvtier/kvt_pool.h"
 
@@ -37,19 +38,25 @@ kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg)
 {
     if (!kvt_hash_is_zero(cfg->ns))
         return cfg->ns; //  the configuration's (rule C2)
-    char nsdesc[256];
-    snprintf(nsdesc, sizeof nsdesc,
-             "kvtier/1 model=replay layers=%u planes=%u token_bytes=%u block=%u chunk=%u tp=%u "
-             "dtype=oracle",
-             cfg->layers, cfg->planes, cfg->token_bytes, cfg->block_size, cfg->chunk_size, cfg->tp);
-    //  A hybrid model's state images change the stored bytes (a dense
-    //  model's text is unchanged).
-    if (cfg->state_bytes) {
-        size_t used = strlen(nsdesc);
-        snprintf(nsdesc + used, sizeof nsdesc - used, " state_bytes=%llu",
-                 (unsigned long long)cfg->state_bytes);
-    }
-    return kvt_namespace_hash(nsdesc);
+    //  A configuration filled by hand: the namespace the configuration gives
+    //  the same model, geometry and TP width (kvt_config_namespace, the one
+    //  format), so it is the one `kvtier replay` keys the same settings with.
+    kvt_config_t kc;
+    kvt_config_defaults(&kc);
+    for (kvt_model_t m = KVT_MODEL_DENSE; m <= KVT_MODEL_KIMI_LINEAR_LIKE; m++)
+        if (cfg->model && strcmp(cfg->model, kvt_replay_model_name(m)) == 0)
+            kc.model = m;
+    kc.layout = KVT_LAYOUT_AUTO;
+    kc.model_id[0] = 0;
+    kc.layers = cfg->layers;
+    kc.planes = cfg->planes;
+    kc.token_bytes = cfg->token_bytes;
+    kc.block_size = cfg->block_size;
+    kc.chunk_size = cfg->chunk_size;
+    kc.state_bytes = cfg->state_bytes;
+    kc.tp = cfg->tp;
+    kvt_config_namespace(&kc);
+    return kc.ns;
 }
 
 void kvt_rank_names(uint32_t r, char *runner, char *worker, size_t len)
@@ -133,6 +140,20 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
         //  that queued it: the tier never depends on thread timing.
         sc.disk.io_mode = cfg->driver == KVT_DRIVER_SIM ? KVT_DISK_IO_INLINE : KVT_DISK_IO_THREADS;
         sc.write_policy = cfg->disk_write_on_evict ? KVT_WRITE_ON_EVICT : KVT_WRITE_ALWAYS;
+    }
+    if (cfg->remote) {
+        //  Whose bytes these are, as on disk: a value of another namespace,
+        //  rank, TP width or geometry is a counted miss, never a resume.
+        char layout[160];
+        snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb,
+                 cfg->layers, cfg->planes, cfg->chunk_size);
+        sc.remote_enabled = true;
+        sc.remote.seeds = cfg->remote;
+        sc.remote.rank = r;
+        sc.remote.world_size = cfg->tp;
+        sc.remote.layout_id =
+            cfg->layout_id ? cfg->layout_id : kvt_namespace_id(kvt_namespace_hash(layout));
+        sc.remote.ns_id = kvt_namespace_id(kvt_rank_namespace(cfg));
     }
     rk->storage = kvt_storage_new(&sc, err, errlen);
     if (!rk->storage)
@@ -380,11 +401,19 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     }
     //  A hybrid rank's state lane: its unit and the pools it sizes (one
     //  slot per running request, its HBM checkpoints).
+    //  The model first: the configuration checks the state bytes against
+    //  its layout, and the checkpoint interval against the chunk size.
+    if (cfg->model) {
+        S_ARG("--model");
+        S_VAL("%s", cfg->model);
+    }
     if (cfg->state_bytes) {
         S_ARG("--state-bytes");
         S_VAL("%llu", (unsigned long long)cfg->state_bytes);
         S_ARG("--max-running");
         S_VAL("%u", cfg->max_running);
+        S_ARG("--checkpoint-interval");
+        S_VAL("%u", cfg->checkpoint_interval);
     }
     if (!kvt_hash_is_zero(cfg->ns)) {
         S_ARG("--namespace");
@@ -400,7 +429,7 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
     for (int t = 0; t < 4; t++)
         if (tval[t]) {
             S_ARG(tname[t]);
-            S_VAL("%llu", (unsigned long long)tval[t]);
+            S_VAL("%lluns", (unsigned long long)tval[t]);
         }
     if (r == 0 && cfg->fault_corrupt_resume) {
         S_ARG("--fault");

@@ -25,8 +25,11 @@
 
 typedef struct kvt_rank_t kvt_rank_t;
 
-//  The namespace every rank of a run keys its tier with: model geometry and
-//  TP width (the same configuration gives the same namespace in every process).
+//  The namespace every rank of a run keys its tier with: the configuration's
+//  (cfg->ns); for a hand-filled cfg with none, the one kvt_config_namespace
+//  gives its model, geometry and TP width, which is what `kvtier replay`
+//  derives from the same settings (the same configuration gives the same
+//  namespace in every process).
 kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg);
 
 //  Actor names of rank r: "runner.r" / "worker.r" (buffers of at least 32 bytes).

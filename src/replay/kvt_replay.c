@@ -194,6 +194,14 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "disk-dir: path longer than 400 bytes");
         return -1;
     }
+    if (c->remote && c->cpu_pool_bytes == 0) {
+        snprintf(err, errlen, "remote: a remote tier needs the CPU tier above it (cpu-pool > 0)");
+        return -1;
+    }
+    if (c->remote && c->ranks_as_processes) {
+        snprintf(err, errlen, "remote: not yet passed to ranks run as processes");
+        return -1;
+    }
     return 0;
 }
 

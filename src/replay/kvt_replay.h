@@ -29,6 +29,7 @@ typedef struct {
     const char *disk_dir;     //  disk tier below the CPU pool: DIR/rank<r> per rank (NULL = none)
     uint64_t disk_pool_bytes; //  disk tier capacity per rank (default 4 GiB)
     bool disk_write_on_evict; //  write-back on pool eviction instead of write-through
+    const char *remote;       //  remote tier below CPU / disk: cluster seeds (NULL = none)
     uint32_t layers;          //  model layers (default 4)
     uint32_t planes;          //  KV planes, e.g. K and V (default 2)
     uint32_t token_bytes;     //  bytes per token per layer per plane (default 16)

@@ -41,6 +41,7 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
     cfg->cpu_pool_bytes = kc->cpu_pool_bytes;
     cfg->disk_dir = kc->disk_dir[0] ? kc->disk_dir : NULL;
     cfg->disk_pool_bytes = kc->disk_pool_bytes;
+    cfg->remote = kc->remote[0] ? kc->remote : NULL;
     cfg->disk_write_on_evict = kc->disk_write_on_evict;
     cfg->mem_overcommit = kc->mem_overcommit;
     cfg->layers = kc->layers;

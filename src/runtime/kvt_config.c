@@ -68,6 +68,7 @@ static const s_key_t s_keys[] = {
     {"cpu_pool", T_SIZE64, OFF(cpu_pool_bytes), 0, UINT64_MAX, NULL, 0, "512MiB",
      "bytes per rank, 0 = no tier"},
     {"disk_dir", T_PATH, OFF(disk_dir), 0, 0, NULL, 0, "", "path"},
+    {"remote", T_PATH, OFF(remote), 0, 0, NULL, 0, "", "redis://HOST:PORT[,HOST:PORT...]"},
     {"disk_pool", T_SIZE64, OFF(disk_pool_bytes), 1, UINT64_MAX, NULL, 0, "4GiB", "bytes per rank"},
     {"disk_write", T_ENUM_BOOL, OFF(disk_write_on_evict), 0, 0, NAMES(s_disk_write), "always",
      "always | evict"},

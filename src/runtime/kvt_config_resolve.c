@@ -7,6 +7,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "base/kvt_namespace.h"
+
 //  Presets. The attention side keeps the replay's toy scale (16 bytes per
 //  token per layer per plane, 4 layers); a hybrid preset's state image is
 //  as many tokens' worth of that KV as the real model's image is of its own
@@ -81,6 +83,31 @@ static void s_dur_text(uint64_t ns, char *buf, size_t len)
         snprintf(buf, len, "%" PRIu64 " s", (uint64_t)(ns / 1000000000ull));
     else
         snprintf(buf, len, "%" PRIu64 " ms", (uint64_t)(ns / 1000000ull));
+}
+
+//  C2: everything that changes the stored bytes, in a stable form (the
+//  values, never how they were spelt or where they came from). Pool sizes,
+//  timeouts and the checkpoint interval change what is kept and when, never
+//  the bytes of a key, so they stay out. The one format of the namespace.
+void kvt_config_namespace(kvt_config_t *cfg)
+{
+    const kvt_config_preset_t *preset = kvt_config_preset(cfg->model);
+    if (cfg->layout == KVT_LAYOUT_AUTO)
+        cfg->layout = preset->layout;
+    if (cfg->model_id[0] == 0)
+        snprintf(cfg->model_id, sizeof cfg->model_id, "%s", preset->name);
+    char tp[32];
+    if (cfg->tp_rank_collapse == KVT_ON)
+        snprintf(tp, sizeof tp, "collapsed");
+    else
+        snprintf(tp, sizeof tp, "%u", cfg->tp);
+    snprintf(cfg->ns_desc, sizeof cfg->ns_desc,
+             "kvtier/2 model=%s layout=%s layers=%u planes=%u token_bytes=%u block=%u chunk=%u "
+             "state_bytes=%" PRIu64 " dtype=%s tp=%s pp=%u spec=%s",
+             cfg->model_id, kvt_config_layout_name(cfg->layout), cfg->layers, cfg->planes,
+             cfg->token_bytes, cfg->block_size, cfg->chunk_size, cfg->state_bytes,
+             kvt_config_dtype_name(cfg->dtype), tp, cfg->pipeline_parallel, cfg->speculative);
+    cfg->ns = kvt_namespace_hash(cfg->ns_desc);
 }
 
 int kvt_config_resolve_from(kvt_config_t *cfg, kvt_config_origin_fn *origin, void *origin_arg,
@@ -243,24 +270,7 @@ int kvt_config_resolve_from(kvt_config_t *cfg, kvt_config_origin_fn *origin, voi
     snprintf(val, sizeof val, "%" PRIu64, cfg->chunk_bytes);
     s_log(log, log_arg, "chunk_bytes", val, "block_bytes x chunk_size / block_size");
 
-    //  C2: everything that changes the stored bytes, in a stable form (the
-    //  values, never how they were spelt or where they came from). Pool
-    //  sizes, timeouts and the checkpoint interval change what is kept and
-    //  when, never the bytes of a key, so they stay out.
-    char tp[32];
-    if (cfg->tp_rank_collapse == KVT_ON)
-        snprintf(tp, sizeof tp, "collapsed");
-    else
-        snprintf(tp, sizeof tp, "%u", cfg->tp);
-    snprintf(cfg->ns_desc, sizeof cfg->ns_desc,
-             "kvtier/2 model=%s layout=%s layers=%u planes=%u token_bytes=%u block=%u chunk=%u "
-             "state_bytes=%" PRIu64 " dtype=%s tp=%s pp=%u spec=%s",
-             cfg->model_id, kvt_config_layout_name(cfg->layout), cfg->layers, cfg->planes,
-             cfg->token_bytes, cfg->block_size, cfg->chunk_size, cfg->state_bytes,
-             kvt_config_dtype_name(cfg->dtype), tp, cfg->pipeline_parallel, cfg->speculative);
-    XXH128_hash_t h = XXH3_128bits(cfg->ns_desc, strlen(cfg->ns_desc));
-    cfg->ns.hi = h.high64;
-    cfg->ns.lo = h.low64;
+    kvt_config_namespace(cfg);
     snprintf(val, sizeof val, "%016" PRIx64 "%016" PRIx64, cfg->ns.hi, cfg->ns.lo);
     s_log(log, log_arg, "namespace", val, cfg->ns_desc);
     return 0;

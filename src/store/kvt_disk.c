@@ -117,6 +117,7 @@ kvt_disk_t *kvt_disk_new(const kvt_disk_config_t *in, char *err, size_t errlen)
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->work, NULL);
     pthread_cond_init(&self->idle, NULL);
+    pthread_cond_init(&self->stall_cv, NULL);
     //  The directory itself is never followed through a symbolic link: a
     //  rank directory that points elsewhere would read and delete files in
     //  a place nobody configured. Every file is then named relative to it.
@@ -178,6 +179,7 @@ void kvt_disk_destroy(kvt_disk_t **self_p)
     free(self->ents);
     pthread_cond_destroy(&self->work);
     pthread_cond_destroy(&self->idle);
+    pthread_cond_destroy(&self->stall_cv);
     pthread_mutex_destroy(&self->mu);
     free(self);
     *self_p = NULL;

@@ -85,40 +85,43 @@ typedef enum {
 } kvt_dread_t;
 
 struct _kvt_disk_t {
-    char name[32];          //  for logs
-    char dir[PATH_MAX];     //  directory
-    kvt_dident_t id;        //  identity of the files this instance writes and reads
-    bool id_warned;         //  an identity mismatch was logged (once per instance)
-    int dirfd;              //  the open directory: every file is named relative to it
-    uint64_t capacity;      //  bytes (headers included)
-    bool fsync;             //  fsync files and the directory
-    bool inline_io;         //  io_mode INLINE: callers run the queued writes
-    kvt_store_log_fn *log;  //  log sink
-    void *log_arg;          //  its argument
-    pthread_mutex_t mu;     //  guards everything below
-    pthread_cond_t work;    //  a job was queued, or stop
-    pthread_cond_t idle;    //  queue and in-flight both empty
-    kvt_dent_t *ents;       //  entry table
-    uint32_t nents;         //  its size
-    uint32_t ent_free;      //  head of free entries
-    kvt_ilist_t lru;        //  ready entries, oldest at the head
-    kvt_keymap_t map;       //  (ns, key) → entry index + 1 per kind
-    uint64_t used;          //  bytes of ready and writing entries
-    uint64_t writing;       //  bytes of writing entries (not evictable)
-    uint64_t pinned;        //  bytes of pinned ready entries (not evictable)
-    uint32_t npinned;       //  pinned ready entries
-    kvt_djob_t *jobs;       //  job table (queue_depth)
-    uint32_t njobs;         //  its size
-    kvt_ilist_t job_free;   //  free jobs
-    kvt_ilist_t queue;      //  queued jobs, oldest at the head
-    uint32_t busy;          //  jobs queued or in flight
-    uint64_t tmp_seq;       //  sequence for temporary names
-    bool stop;              //  threads exit when the queue is empty
-    pthread_t *threads;     //  I/O threads
-    uint32_t nthreads;      //  started threads
-    uint32_t logged;        //  run-time error lines logged so far
-    uint32_t rescan_logged; //  rescan example lines logged so far
-    kvt_disk_stats_t st;    //  counters (gauges filled by kvt_disk_stats)
+    char name[32];           //  for logs
+    char dir[PATH_MAX];      //  directory
+    kvt_dident_t id;         //  identity of the files this instance writes and reads
+    bool id_warned;          //  an identity mismatch was logged (once per instance)
+    int dirfd;               //  the open directory: every file is named relative to it
+    uint64_t capacity;       //  bytes (headers included)
+    bool fsync;              //  fsync files and the directory
+    bool inline_io;          //  io_mode INLINE: callers run the queued writes
+    kvt_store_log_fn *log;   //  log sink
+    void *log_arg;           //  its argument
+    pthread_mutex_t mu;      //  guards everything below
+    pthread_cond_t work;     //  a job was queued, or stop
+    pthread_cond_t idle;     //  queue and in-flight both empty
+    pthread_cond_t stall_cv; //  the stall changed, or a write began or ended waiting on it
+    kvt_disk_stall_t stall;  //  fault hook: whether I/O threads hold the writes they take
+    uint32_t stalled;        //  writes held by the stall now
+    kvt_dent_t *ents;        //  entry table
+    uint32_t nents;          //  its size
+    uint32_t ent_free;       //  head of free entries
+    kvt_ilist_t lru;         //  ready entries, oldest at the head
+    kvt_keymap_t map;        //  (ns, key) → entry index + 1 per kind
+    uint64_t used;           //  bytes of ready and writing entries
+    uint64_t writing;        //  bytes of writing entries (not evictable)
+    uint64_t pinned;         //  bytes of pinned ready entries (not evictable)
+    uint32_t npinned;        //  pinned ready entries
+    kvt_djob_t *jobs;        //  job table (queue_depth)
+    uint32_t njobs;          //  its size
+    kvt_ilist_t job_free;    //  free jobs
+    kvt_ilist_t queue;       //  queued jobs, oldest at the head
+    uint32_t busy;           //  jobs queued or in flight
+    uint64_t tmp_seq;        //  sequence for temporary names
+    bool stop;               //  threads exit when the queue is empty
+    pthread_t *threads;      //  I/O threads
+    uint32_t nthreads;       //  started threads
+    uint32_t logged;         //  run-time error lines logged so far
+    uint32_t rescan_logged;  //  rescan example lines logged so far
+    kvt_disk_stats_t st;     //  counters (gauges filled by kvt_disk_stats)
 };
 
 //  "<ns>-<key>-<kind>-<rank>-<world>-<layout>.kvt" for an object of

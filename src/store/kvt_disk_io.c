@@ -54,11 +54,19 @@ static bool s_name_taken(int err)
     return err == EEXIST || err == EISDIR || err == ENOTEMPTY || err == ENOTDIR;
 }
 
-//  Runs one job without the lock; finishes it under the lock.
-static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
+//  Runs one job without the lock; finishes it under the lock. held: an
+//  I/O thread's job, which the fault hook's stall may hold.
+static void s_run_job(kvt_disk_t *self, kvt_djob_t job, bool held)
 {
     kvt_dent_t snap;
     pthread_mutex_lock(&self->mu);
+    if (held && self->stall != KVT_DISK_STALL_OFF) {
+        self->stalled++;
+        pthread_cond_broadcast(&self->stall_cv);
+        while (self->stall != KVT_DISK_STALL_OFF)
+            pthread_cond_wait(&self->stall_cv, &self->mu);
+        self->stalled--;
+    }
     snap = self->ents[job.ent];
     uint64_t seq = ++self->tmp_seq;
     pthread_mutex_unlock(&self->mu);
@@ -130,11 +138,11 @@ static void s_run_job(kvt_disk_t *self, kvt_djob_t job)
 
 //  Runs job j, no longer queued (under the lock on entry and exit, without
 //  it while the job runs), and frees its slot.
-static void s_run_held(kvt_disk_t *self, uint32_t j)
+static void s_run_held(kvt_disk_t *self, uint32_t j, bool held)
 {
     kvt_djob_t job = self->jobs[j];
     pthread_mutex_unlock(&self->mu);
-    s_run_job(self, job);
+    s_run_job(self, job, held);
     pthread_mutex_lock(&self->mu);
     kvt_ilist_prepend(&self->job_free, KVT_ILINKS(self->jobs, link), j);
     if (--self->busy == 0)
@@ -145,7 +153,7 @@ static void s_run_held(kvt_disk_t *self, uint32_t j)
 static void s_run_next(kvt_disk_t *self)
 {
     uint32_t j = kvt_ilist_take_head(&self->queue, KVT_ILINKS(self->jobs, link));
-    s_run_held(self, j);
+    s_run_held(self, j, true);
 }
 
 static void *s_io_thread(void *arg)
@@ -167,7 +175,7 @@ void kvt_disk_io_run_inline(kvt_disk_t *self, uint32_t j)
 {
     pthread_mutex_lock(&self->mu);
     self->st.writes_inline++;
-    s_run_held(self, j);
+    s_run_held(self, j, false);
     pthread_mutex_unlock(&self->mu);
 }
 
@@ -205,6 +213,7 @@ int kvt_disk_io_start(kvt_disk_t *self, uint32_t nthreads, char *err, size_t err
 
 void kvt_disk_io_stop(kvt_disk_t *self)
 {
+    kvt_disk_stall(self, KVT_DISK_STALL_OFF); //  every write finishes
     if (self->inline_io || self->nthreads > 0)
         kvt_disk_flush(self);
     pthread_mutex_lock(&self->mu);
@@ -241,10 +250,30 @@ uint32_t kvt_disk_io_enqueue(kvt_disk_t *self, uint32_t ent, const void *src, si
     return j;
 }
 
+void kvt_disk_stall(kvt_disk_t *self, kvt_disk_stall_t mode)
+{
+    pthread_mutex_lock(&self->mu);
+    self->stall = mode;
+    pthread_cond_broadcast(&self->stall_cv);
+    pthread_mutex_unlock(&self->mu);
+}
+
+uint32_t kvt_disk_stalled(kvt_disk_t *self)
+{
+    pthread_mutex_lock(&self->mu);
+    uint32_t n = self->stalled;
+    pthread_mutex_unlock(&self->mu);
+    return n;
+}
+
 void kvt_disk_flush(kvt_disk_t *self)
 {
     assert(self);
     pthread_mutex_lock(&self->mu);
+    if (self->stall == KVT_DISK_STALL_UNTIL_FLUSH) {
+        self->stall = KVT_DISK_STALL_OFF; //  the flush the stall waited for
+        pthread_cond_broadcast(&self->stall_cv);
+    }
     while (self->busy > 0)
         pthread_cond_wait(&self->idle, &self->mu);
     pthread_mutex_unlock(&self->mu);

@@ -22,6 +22,7 @@ void kvt_storage_config_defaults(kvt_storage_config_t *cfg)
     memset(cfg, 0, sizeof(*cfg));
     kvt_pool_config_defaults(&cfg->pool);
     kvt_disk_config_defaults(&cfg->disk);
+    kvt_remote_config_defaults(&cfg->remote);
     cfg->disk_enabled = false;
     cfg->write_policy = KVT_WRITE_ALWAYS;
 }
@@ -157,7 +158,13 @@ kvt_storage_t *kvt_storage_new(const kvt_storage_config_t *cfg, char *err, size_
         if (self->policy == KVT_WRITE_ON_EVICT)
             kvt_pool_set_evict_hook(self->pool, s_on_evict, self);
     }
+    if (cfg->remote_enabled) {
+        self->remote = kvt_remote_new(&cfg->remote, err, errlen);
+        if (!self->remote)
+            goto cleanup;
+    }
     self->st.disk_enabled = self->disk != NULL;
+    self->st.remote_enabled = self->remote != NULL;
     return self;
 
 cleanup:
@@ -173,6 +180,7 @@ void kvt_storage_destroy(kvt_storage_t **self_p)
         return;
     //  The disk goes first: its last writes release leases in the pool.
     kvt_disk_destroy(&self->disk);
+    kvt_remote_destroy(&self->remote);
     kvt_pool_destroy(&self->pool);
     free(self->writes);
     pthread_mutex_destroy(&self->mu);
@@ -211,15 +219,28 @@ int kvt_storage_commit(kvt_storage_t *self, kvt_resv_t *resv, kvt_lease_t *lease
 {
     assert(self);
     bool through = self->disk && self->policy == KVT_WRITE_ALWAYS;
+    //  The remote write reads the object under the same lease as the disk
+    //  writer (taken in the commit's step, so no eviction comes between).
+    bool held = through || self->remote;
     kvt_lease_t wl = {0};
     kvt_pool_info_t info;
-    int rc =
-        kvt_pool_commit_ex(self->pool, resv, lease, through ? self->disk_holder : 0, &wl, &info);
+    int rc = kvt_pool_commit_ex(self->pool, resv, lease, held ? self->disk_holder : 0, &wl, &info);
     if (rc != KVT_STORE_OK)
         return rc;
     S_COUNT(self, puts, 1);
+    if (self->remote) {
+        int r = wl.id != 0 ? kvt_remote_put(self->remote, info.ns, info.key, info.kind, info.ptr,
+                                            info.size)
+                           : KVT_STORE_EFULL;
+        pthread_mutex_lock(&self->mu);
+        self->st.remote_writes++;
+        self->st.remote_writes_failed += r != KVT_STORE_OK;
+        pthread_mutex_unlock(&self->mu);
+    }
     if (through)
         s_write_through(self, &info, wl);
+    else if (wl.id != 0)
+        kvt_pool_release(self->pool, &wl);
     return rc;
 }
 
@@ -295,11 +316,64 @@ cleanup:
     return rc;
 }
 
+//  A remote hit, verified by the remote tier, copied into a pool
+//  reservation, committed and leased (as a disk promotion).
+static int s_promote_remote(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                            kvt_holder_t holder, kvt_lease_t *lease, kvt_obj_view_t *view)
+{
+    void *bytes = NULL;
+    size_t size = 0;
+    kvt_obj_kind_t found = kind;
+    int rc = kvt_remote_get(self->remote, ns, key, kind, &bytes, &size, &found);
+    if (rc != KVT_STORE_OK)
+        return rc;
+    kvt_resv_t resv = {0};
+    void *dst = NULL;
+    rc = kvt_pool_reserve(self->pool, ns, key, found, size, holder, &resv, &dst);
+    if (rc == KVT_STORE_SKIPPED) { //  someone stored it meanwhile: a pool hit after all
+        rc = kvt_pool_acquire(self->pool, ns, key, kind, holder, lease, view);
+        goto cleanup;
+    }
+    if (rc == KVT_STORE_DUPLICATE) {
+        rc = KVT_STORE_EBUSY;
+        goto cleanup;
+    }
+    if (rc != KVT_STORE_OK)
+        goto cleanup;
+    memcpy(dst, bytes, size);
+    rc = kvt_pool_commit(self->pool, &resv, lease);
+    if (rc == KVT_STORE_EFULL)
+        kvt_pool_abort(self->pool, &resv);
+    if (rc != KVT_STORE_OK)
+        goto cleanup;
+    *view = (kvt_obj_view_t){.ptr = dst, .size = size, .kind = found, .tier = KVT_TIER_REMOTE};
+cleanup:
+    free(bytes);
+    return rc;
+}
+
 int kvt_storage_get(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                     kvt_holder_t holder, kvt_lease_t *lease, kvt_obj_view_t *view)
 {
     assert(self && lease && view);
     int rc = kvt_pool_acquire(self->pool, ns, key, kind, holder, lease, view);
+    if (rc == KVT_STORE_ENOTFOUND && !self->disk && self->remote) {
+        rc = s_promote_remote(self, ns, key, kind, holder, lease, view);
+        pthread_mutex_lock(&self->mu);
+        self->st.gets++;
+        if (rc == KVT_STORE_OK && view->tier == KVT_TIER_REMOTE) {
+            self->st.get_hits_remote++;
+            self->st.promotions++;
+        } else if (rc == KVT_STORE_OK) {
+            self->st.get_hits_pool++;
+        } else if (rc == KVT_STORE_ENOTFOUND) {
+            self->st.get_misses++;
+        } else {
+            self->st.promotion_failed++;
+        }
+        pthread_mutex_unlock(&self->mu);
+        return rc;
+    }
     if (rc == KVT_STORE_OK || rc != KVT_STORE_ENOTFOUND || !self->disk) {
         pthread_mutex_lock(&self->mu);
         self->st.gets++;
@@ -313,9 +387,14 @@ int kvt_storage_get(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
     rc = s_promote(self, ns, key, kind, holder, lease, view);
     if (rc == KVT_STORE_ECORRUPT)
         rc = KVT_STORE_ENOTFOUND; //  a corrupt file is a (counted) miss
+    if (rc == KVT_STORE_ENOTFOUND && self->remote)
+        rc = s_promote_remote(self, ns, key, kind, holder, lease, view);
     pthread_mutex_lock(&self->mu);
     self->st.gets++;
-    if (rc == KVT_STORE_OK && view->tier == KVT_TIER_DISK) {
+    if (rc == KVT_STORE_OK && view->tier == KVT_TIER_REMOTE) {
+        self->st.get_hits_remote++;
+        self->st.promotions++;
+    } else if (rc == KVT_STORE_OK && view->tier == KVT_TIER_DISK) {
         self->st.get_hits_disk++;
         self->st.promotions++;
     } else if (rc == KVT_STORE_OK) {
@@ -335,9 +414,29 @@ int kvt_storage_release(kvt_storage_t *self, kvt_lease_t *lease)
     return kvt_pool_release(self->pool, lease);
 }
 
+static int s_lookup_local(kvt_storage_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                          kvt_obj_kind_t kind, kvt_holder_t holder, kvt_lease_t *lease,
+                          size_t *on_disk);
+
 int kvt_storage_lookup(kvt_storage_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
                        kvt_obj_kind_t kind, kvt_holder_t holder, kvt_lease_t *lease,
                        size_t *on_disk)
+{
+    assert(self && (keys || n == 0));
+    int k = s_lookup_local(self, ns, keys, n, kind, holder, lease, on_disk);
+    if (k < 0 || !self->remote || (size_t)k >= n)
+        return k;
+    //  Only the keys after the local prefix, in one pipelined round; they
+    //  are not pinned (a get reads and verifies them).
+    size_t m = kvt_remote_count(self->remote, ns, keys + k, n - (size_t)k, kind);
+    S_COUNT(self, lookup_keys_remote, m);
+    size_t total = (size_t)k + m;
+    return (int)(total > INT32_MAX ? INT32_MAX : total);
+}
+
+static int s_lookup_local(kvt_storage_t *self, uint64_t ns, const kvt_hash_t *keys, size_t n,
+                          kvt_obj_kind_t kind, kvt_holder_t holder, kvt_lease_t *lease,
+                          size_t *on_disk)
 {
     assert(self && (keys || n == 0));
     if (on_disk)
@@ -437,7 +536,13 @@ kvt_touch_t kvt_storage_touch(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, 
     kvt_touch_t t = kvt_pool_touch(self->pool, ns, key, kind);
     if (t == KVT_TOUCH_GONE && self->disk)
         t = kvt_disk_touch(self->disk, ns, key, kind);
+    bool remote = false;
+    if (t == KVT_TOUCH_GONE && self->remote && kvt_remote_exists(self->remote, ns, key, kind)) {
+        t = KVT_TOUCH_PRESENT;
+        remote = true;
+    }
     pthread_mutex_lock(&self->mu);
+    self->st.touches_remote += remote;
     if (t == KVT_TOUCH_REFRESHED)
         self->st.touches_refreshed++;
     else if (t == KVT_TOUCH_PRESENT)
@@ -473,4 +578,9 @@ void kvt_storage_stats(kvt_storage_t *self, kvt_storage_stats_t *stats)
     else
         memset(&stats->disk, 0, sizeof(stats->disk));
     stats->disk_enabled = self->disk != NULL;
+    if (self->remote)
+        kvt_remote_stats(self->remote, &stats->remote);
+    else
+        memset(&stats->remote, 0, sizeof(stats->remote));
+    stats->remote_enabled = self->remote != NULL;
 }

@@ -19,6 +19,7 @@ typedef struct {
 #define S_P(field) S_F("pool." #field, pool.field)
 #define S_D(field) S_F("disk." #field, disk.field)
 #define S_S(field) S_F("storage." #field, field)
+#define S_R(field) S_F("remote." #field, remote.field)
 #define S_KINDS(pfx, arr) \
     S_F(pfx ".kv", arr[0]), S_F(pfx ".state", arr[1]), S_F(pfx ".kv_state", arr[2])
 
@@ -110,6 +111,32 @@ static const s_field_t s_own[] = {
     S_S(lookup_keys_disk),
 };
 
+//  Only with a remote tier, so a run without one reports what it did before.
+static const s_field_t s_remote[] = {
+    S_R(puts),
+    S_R(put_bytes),
+    S_R(puts_dropped),
+    S_R(gets),
+    S_R(get_hits),
+    S_R(get_misses),
+    S_R(get_corrupt),
+    S_R(get_foreign),
+    S_R(get_errors),
+    S_R(lookups),
+    S_R(lookup_keys),
+    S_R(lookup_errors),
+    S_R(touches),
+    S_R(moved),
+    S_R(asked),
+    S_R(refreshes),
+    S_R(conn_errors),
+    S_S(get_hits_remote),
+    S_S(lookup_keys_remote),
+    S_S(remote_writes),
+    S_S(remote_writes_failed),
+    S_S(touches_remote),
+};
+
 static size_t s_emit(const kvt_storage_stats_t *st, const s_field_t *f, size_t nf,
                      kvt_counter_t *out, size_t cap, size_t at)
 {
@@ -132,5 +159,7 @@ size_t kvt_storage_counters(kvt_storage_t *self, kvt_counter_t *out, size_t cap)
     if (st.disk_enabled)
         n = s_emit(&st, s_disk, sizeof(s_disk) / sizeof(s_disk[0]), out, cap, n);
     n = s_emit(&st, s_own, sizeof(s_own) / sizeof(s_own[0]), out, cap, n);
+    if (st.remote_enabled)
+        n = s_emit(&st, s_remote, sizeof(s_remote) / sizeof(s_remote[0]), out, cap, n);
     return n;
 }

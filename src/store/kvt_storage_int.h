@@ -20,6 +20,7 @@ typedef struct {
 struct _kvt_storage_t {
     kvt_pool_t *pool;          //  the CPU pool
     kvt_disk_t *disk;          //  the disk backend, or NULL
+    kvt_remote_t *remote;      //  the remote tier, or NULL
     kvt_write_policy_t policy; //  when the disk gets a copy
     kvt_holder_t put_holder;   //  holder of kvt_storage_put's reservations
     kvt_holder_t disk_holder;  //  holder of the write-through leases

@@ -48,6 +48,12 @@ kvt_gpu_t *kvt_trig_gpu(kvt_system_t *sys, const kvt_trig_dev_t *d)
 
 kvt_storage_t *kvt_trig_storage(kvt_system_t *sys, uint64_t capacity, uint64_t ttl_ms)
 {
+    return kvt_trig_storage_disk(sys, capacity, ttl_ms, NULL);
+}
+
+kvt_storage_t *kvt_trig_storage_disk(kvt_system_t *sys, uint64_t capacity, uint64_t ttl_ms,
+                                     const char *dir)
+{
     kvt_storage_config_t sc;
     kvt_storage_config_defaults(&sc);
     sc.pool.capacity_bytes = capacity;
@@ -57,6 +63,14 @@ kvt_storage_t *kvt_trig_storage(kvt_system_t *sys, uint64_t capacity, uint64_t t
     sc.pool.clock = kvt_trig_clock;
     sc.pool.clock_arg = sys;
     sc.pool.log = kvt_trig_quiet;
+    if (dir) {
+        sc.disk_enabled = true;
+        sc.disk.dir = dir;
+        sc.disk.capacity_bytes = 64ull << 20;
+        sc.disk.io_mode = KVT_DISK_IO_THREADS;
+        sc.disk.log = kvt_trig_quiet;
+        sc.write_policy = KVT_WRITE_ALWAYS;
+    }
     char err[256];
     kvt_storage_t *st = kvt_storage_new(&sc, err, sizeof err);
     cr_assert_not_null(st, "%s", err);
@@ -183,7 +197,11 @@ void kvt_trig_up(kvt_trig_t *t, const kvt_trig_cfg_t *cfg)
     t->agg = kvt_system_add(t->sys, "aggregator", &kvt_aggregator_class, &t->aa, NULL);
     for (uint32_t r = 0; r < cfg->nranks; r++) {
         t->gpu[r] = kvt_trig_gpu(t->sys, &cfg->dev);
-        t->st[r] = kvt_trig_storage(t->sys, cfg->pool_bytes, cfg->ttl_ms);
+        char dir[256];
+        if (cfg->disk_dir)
+            snprintf(dir, sizeof dir, "%s/rank%u", cfg->disk_dir, r);
+        t->st[r] =
+            kvt_trig_storage_disk(t->sys, cfg->pool_bytes, cfg->ttl_ms, cfg->disk_dir ? dir : NULL);
         t->wa[r] = cfg->wa;
         t->wa[r].rank = r;
         t->wa[r].gpu = t->gpu[r];

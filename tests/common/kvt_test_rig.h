@@ -45,6 +45,11 @@ kvt_gpu_t *kvt_trig_gpu(kvt_system_t *sys, const kvt_trig_dev_t *d);
 //  clock, TTL ttl_ms (0: the default).
 kvt_storage_t *kvt_trig_storage(kvt_system_t *sys, uint64_t capacity, uint64_t ttl_ms);
 
+//  The same with a disk below the pool in dir (capacity 64 MiB, write-through,
+//  writes on the disk's I/O threads); NULL dir: none.
+kvt_storage_t *kvt_trig_storage_disk(kvt_system_t *sys, uint64_t capacity, uint64_t ttl_ms,
+                                     const char *dir);
+
 //  Adds the worker of wa->rank as "worker.<rank>".
 kvt_aid_t kvt_trig_add_worker(kvt_system_t *sys, kvt_worker_args_t *wa);
 
@@ -111,6 +116,8 @@ typedef struct {
     uint64_t ttl_ms;         //  its TTL (0: default)
     uint64_t agg_timeout_ns; //  the aggregator's bound
     kvt_worker_args_t wa;    //  every worker's args; rank, gpu, storage, aggregator set here
+    const char *disk_dir;    //  non-NULL: every tier gets a disk in <disk_dir>/rank<r>
+                             //  (write-through, I/O threads)
 } kvt_trig_cfg_t;
 
 //  Builds and starts the rig (clears kvt_trig_probe and kvt_trig_counters).

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,6 +31,17 @@
 static void s_dman_quiet(void *arg, int level, const char *line)
 {
     (void)arg, (void)level, (void)line;
+}
+
+//  The scratch directory goes when the process ends (its manifest, then itself).
+static char s_dman_dir[64];
+
+static void s_dman_cleanup(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", s_dman_dir, KVT_DISK_MANIFEST);
+    unlink(path);
+    rmdir(s_dman_dir);
 }
 
 int kvt_fuzz_disk_manifest(const uint8_t *data, size_t size)
@@ -46,11 +58,13 @@ int kvt_fuzz_disk_manifest(const uint8_t *data, size_t size)
         KVT_FUZZ_DIE("disk_manifest: refused (%d) without naming the bad line", prc);
     }
 
-    static char dir[64], path[128];
+    char *dir = s_dman_dir;
+    static char path[128];
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/kvt_fuzz_dman_%d", (int)getpid());
+        snprintf(dir, sizeof s_dman_dir, "/tmp/kvt_fuzz_dman_%d", (int)getpid());
         mkdir(dir, 0700);
         snprintf(path, sizeof path, "%s/%s", dir, KVT_DISK_MANIFEST);
+        atexit(s_dman_cleanup);
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)

@@ -72,6 +72,17 @@ static void s_dobj_name(const uint8_t *data, size_t size)
         KVT_FUZZ_DIE("disk_object: name '%s' parses but formats as '%s'", name, back);
 }
 
+//  The scratch directory goes when the process ends (its manifest, then itself).
+static char s_dobj_dir[64];
+
+static void s_dobj_cleanup(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", s_dobj_dir, KVT_DISK_MANIFEST);
+    unlink(path);
+    rmdir(s_dobj_dir);
+}
+
 int kvt_fuzz_disk_object(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -82,10 +93,11 @@ int kvt_fuzz_disk_object(const uint8_t *data, size_t size)
         s_dobj_name(data, size);
         return 0;
     }
-    static char dir[64];
+    char *dir = s_dobj_dir;
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/kvt_fuzz_dobj_%d", (int)getpid());
+        snprintf(dir, sizeof s_dobj_dir, "/tmp/kvt_fuzz_dobj_%d", (int)getpid());
         mkdir(dir, 0700);
+        atexit(s_dobj_cleanup);
     }
     const kvt_hash_t key = {.hi = 0x1111222233334444ull, .lo = 0x5555666677778888ull};
     const kvt_obj_kind_t kind = (kvt_obj_kind_t)(1 + (ctl >> 4) % KVT_OBJ_KIND_COUNT);

@@ -1,21 +1,8 @@
 /*  kvt_prefix — see kvt_prefix.h. */
 #include "kvt_prefix.h"
 
-#include <string.h>
 #define XXH_STATIC_LINKING_ONLY //  XXH3_state_t on the stack
 #include <xxhash.h>
-
-kvt_hash_t kvt_namespace_hash(const char *desc)
-{
-    XXH128_hash_t h = XXH3_128bits(desc, strlen(desc));
-    kvt_hash_t out = {h.high64, h.low64};
-    return out;
-}
-
-uint64_t kvt_namespace_id(kvt_hash_t ns)
-{
-    return ns.lo ^ (ns.hi * 0x9E3779B97F4A7C15ull);
-}
 
 kvt_hash_t kvt_block_hash(kvt_hash_t prev, const uint32_t *tokens, uint32_t n)
 {

@@ -3,22 +3,16 @@
     h_i = XXH3-128 (h_{i-1} ‖ tokens of block i), h_{-1} = the namespace hash.
     A prefix is named by the hash of its last block; a chunk's key is the hash
     of the last block of the chunk. The namespace hashes everything that
-    changes stored bytes, so two configurations never share a key. */
+    changes stored bytes, so two configurations never share a key; its hash
+    (kvt_namespace_hash, kvt_namespace_id) is base/kvt_namespace's. */
 #ifndef KVT_PREFIX_H_INCLUDED
 #define KVT_PREFIX_H_INCLUDED
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/kvt_namespace.h"
 #include "kvtier/kvt_msg.h"
-
-//  XXH3-128 of a canonical description string (see kvt_replay for the one
-//  the replay builds).
-kvt_hash_t kvt_namespace_hash(const char *desc);
-
-//  64-bit namespace id for the tier (the low half of the namespace hash
-//  mixed with the high half).
-uint64_t kvt_namespace_id(kvt_hash_t ns);
 
 //  Hash of one block: H (prev ‖ tokens[0..n)).
 kvt_hash_t kvt_block_hash(kvt_hash_t prev, const uint32_t *tokens, uint32_t n);

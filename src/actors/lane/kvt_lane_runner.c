@@ -172,6 +172,18 @@ void kvt_lane_runner_stats(kvt_lane_runner_t *self, kvt_lane_stats_t *out)
     pthread_mutex_unlock(&self->mu);
 }
 
+bool kvt_lane_runner_reset_if_drained(kvt_lane_runner_t *self, uint64_t now)
+{
+    pthread_mutex_lock(&self->mu);
+    kvt_lane_stats_t st;
+    kvt_lane_core_stats(self->core, &st);
+    bool drained = kvt_lane_core_failed(self->core) && st.held == 0 && !self->in_submit;
+    if (drained)
+        kvt_lane_core_reset(self->core, NULL, now);
+    pthread_mutex_unlock(&self->mu);
+    return drained;
+}
+
 bool kvt_lane_runner_submitting(kvt_lane_runner_t *self)
 {
     pthread_mutex_lock(&self->mu);

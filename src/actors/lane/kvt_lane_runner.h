@@ -58,6 +58,13 @@ uint32_t kvt_lane_runner_shutdown(kvt_lane_runner_t *self, uint64_t now);
 //  Resets the lane (kvt_lane_core_reset) under the mutex.
 void kvt_lane_runner_reset(kvt_lane_runner_t *self, kvt_gpu_stream_t *stream, uint64_t now);
 
+//  The recovery policy's test, under the mutex, O(1): true when the lane has
+//  failed and drained — it holds no job in any stage (every job reported
+//  and every quarantined copy ended, so a reset orphans no handle a copy
+//  still uses) and no submit is in flight — and then resets it. False (and
+//  nothing done) otherwise.
+bool kvt_lane_runner_reset_if_drained(kvt_lane_runner_t *self, uint64_t now);
+
 //  Moves up to `cap` of the oldest reports into out; returns how many.
 uint32_t kvt_lane_runner_take(kvt_lane_runner_t *self, kvt_lane_report_t *out, uint32_t cap);
 

@@ -18,6 +18,7 @@ struct _kvt_ckpt_t {
     uint8_t *state;         //  E_* per entry
     uint32_t *pins;         //  pins per entry (a reservation holds one)
     kvt_hash_t *hash;       //  prefix hash per non-free entry
+    uint8_t *src;           //  kvt_ckpt_src_t per non-free entry
     uint32_t *prev;         //  LRU links
     uint32_t *next;         //  LRU links
     kvt_ilist_t lru;        //  valid entries with no pin, old → young
@@ -40,12 +41,13 @@ kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
     self->state = calloc(checkpoints, 1);
     self->pins = calloc(checkpoints, sizeof(uint32_t));
     self->hash = calloc(checkpoints, sizeof(kvt_hash_t));
+    self->src = calloc(checkpoints, 1);
     self->prev = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->next = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->free_stack = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->index = kvt_hmap_new(checkpoints, true);
     if (!self->slot_used || !self->slot_free || !self->state || !self->pins || !self->hash ||
-        !self->prev || !self->next || !self->free_stack || !self->index) {
+        !self->src || !self->prev || !self->next || !self->free_stack || !self->index) {
         kvt_ckpt_destroy(&self);
         return NULL;
     }
@@ -72,6 +74,7 @@ void kvt_ckpt_destroy(kvt_ckpt_t **self_p)
     free(self->state);
     free(self->pins);
     free(self->hash);
+    free(self->src);
     free(self->prev);
     free(self->next);
     free(self->free_stack);
@@ -150,6 +153,7 @@ uint32_t kvt_ckpt_reserve(kvt_ckpt_t *self, kvt_hash_t hash)
         self->stats.evicted++;
     }
     e = self->free_stack[--self->nfree];
+    self->src[e] = KVT_CKPT_SRC_GRID;
     int rc = kvt_hmap_put(self->index, hash, e);
     assert(rc == 0); //  the index holds at most nentries entries
     (void)rc;
@@ -167,7 +171,20 @@ void kvt_ckpt_commit(kvt_ckpt_t *self, uint32_t entry)
     self->state[entry] = E_VALID;
     self->stats.valid++;
     self->stats.committed++;
+    self->stats.taken_src[self->src[entry]]++;
     kvt_ckpt_unpin(self, entry);
+}
+
+void kvt_ckpt_set_source(kvt_ckpt_t *self, uint32_t entry, kvt_ckpt_src_t src)
+{
+    assert(entry < self->nentries && self->state[entry] == E_RESERVED && src < KVT_CKPT_SRCS);
+    self->src[entry] = (uint8_t)src;
+}
+
+void kvt_ckpt_count_restore(kvt_ckpt_t *self, uint32_t entry)
+{
+    assert(entry < self->nentries && self->state[entry] == E_VALID);
+    self->stats.restored_src[self->src[entry]]++;
 }
 
 void kvt_ckpt_abandon(kvt_ckpt_t *self, uint32_t entry)

@@ -25,18 +25,30 @@ typedef struct _kvt_ckpt_t kvt_ckpt_t;
 
 #define KVT_CKPT_NONE UINT32_MAX //  "no checkpoint / no slot"
 
+//  Why a checkpoint was taken (its source), counted per source when it
+//  becomes valid and when a restore reads it.
+typedef enum {
+    KVT_CKPT_SRC_GRID = 0,    //  the checkpoint_interval grid
+    KVT_CKPT_SRC_BRANCH,      //  where the prompt leaves a cached prefix
+    KVT_CKPT_SRC_PROMPT_END,  //  the prompt's last chunk boundary or its end on the block grid
+    KVT_CKPT_SRC_DECODE_KEEP, //  the last chunk boundary of the fed tokens
+    KVT_CKPT_SRCS
+} kvt_ckpt_src_t;
+
 typedef struct {
-    uint64_t slots_taken;    //  state slots handed out
-    uint64_t slots_refused;  //  slot requests with every slot in use
-    uint64_t reserved;       //  checkpoints reserved for a take
-    uint64_t committed;      //  reservations that became valid checkpoints
-    uint64_t abandoned;      //  reservations dropped (their step failed)
-    uint64_t refreshed;      //  takes of a hash already valid (moved to the young end)
-    uint64_t evicted;        //  valid checkpoints evicted for a reservation
-    uint64_t full;           //  reservations refused: every entry pinned or reserved
-    uint32_t slots_in_use;   //  gauge: state slots held
-    uint32_t valid;          //  gauge: valid checkpoints
-    uint32_t pinned_entries; //  gauge: entries with a pin (valid or reserved)
+    uint64_t taken_src[KVT_CKPT_SRCS];    //  reservations that became valid, by source
+    uint64_t restored_src[KVT_CKPT_SRCS]; //  restores that read a checkpoint, by its source
+    uint64_t slots_taken;                 //  state slots handed out
+    uint64_t slots_refused;               //  slot requests with every slot in use
+    uint64_t reserved;                    //  checkpoints reserved for a take
+    uint64_t committed;                   //  reservations that became valid checkpoints
+    uint64_t abandoned;                   //  reservations dropped (their step failed)
+    uint64_t refreshed;                   //  takes of a hash already valid (moved to the young end)
+    uint64_t evicted;                     //  valid checkpoints evicted for a reservation
+    uint64_t full;                        //  reservations refused: every entry pinned or reserved
+    uint32_t slots_in_use;                //  gauge: state slots held
+    uint32_t valid;                       //  gauge: valid checkpoints
+    uint32_t pinned_entries;              //  gauge: entries with a pin (valid or reserved)
 } kvt_ckpt_stats_t;
 
 //  A pool of `slots` state slots and `checkpoints` HBM checkpoints (both
@@ -60,6 +72,13 @@ bool kvt_ckpt_has(const kvt_ckpt_t *self, kvt_hash_t hash);
 //  KVT_CKPT_NONE when `hash` is already valid or reserved (nothing to take;
 //  a valid one is refreshed) or when every entry is pinned (counted).
 uint32_t kvt_ckpt_reserve(kvt_ckpt_t *self, kvt_hash_t hash);
+
+//  Records why a reserved entry is taken (default: the grid); the source
+//  stays with the entry while it is valid (a refresh keeps it).
+void kvt_ckpt_set_source(kvt_ckpt_t *self, uint32_t entry, kvt_ckpt_src_t src);
+
+//  A restore read the entry (pinned by the caller): counted by its source.
+void kvt_ckpt_count_restore(kvt_ckpt_t *self, uint32_t entry);
 
 //  The step that took a reserved checkpoint ran: it becomes valid, its
 //  reservation pin is dropped (young end of the LRU unless pinned again).

@@ -28,7 +28,7 @@ void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint3
         kvt_planbuf_fill_spec(self->pb, sp, (kvt_opid_t){r->id, r->gen}, start, end,
                               r->blocks + start / self->cfg.block_size, nblocks, nchunks);
     for (uint32_t c = 0; c < nchunks; c++)
-        keys[c] = kvt_sched_chunk_key(self, r, start / self->cfg.chunk_size + c);
+        keys[c] = kvt_reqtab_chunk_key(self->rt, r, start / self->cfg.chunk_size + c);
 }
 
 void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
@@ -37,74 +37,9 @@ void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type
     kvt_planbuf_event(self->pb, req, gen, type, a, b, c);
 }
 
-kvt_hash_t kvt_sched_hash_at(kvt_sched_t *self, kvt_sreq_t *r, uint32_t b)
-{
-    uint32_t bs = self->cfg.block_size;
-    while (r->nhashed <= b) {
-        kvt_hash_t prev = r->nhashed ? r->hashes[r->nhashed - 1] : self->cfg.ns;
-        r->hashes[r->nhashed] = kvt_block_hash(prev, r->tokens + (size_t)r->nhashed * bs, bs);
-        r->nhashed++;
-    }
-    return r->hashes[b];
-}
-
-kvt_hash_t kvt_sched_chunk_key(kvt_sched_t *self, kvt_sreq_t *r, uint32_t chunk)
-{
-    return kvt_sched_hash_at(self, r, (chunk + 1) * self->bpc - 1);
-}
-
-void kvt_sched_free_record(kvt_sched_t *self, uint32_t slot)
-{
-    kvt_sreq_t *r = &self->reqs[slot];
-    kvt_hmap_del(self->by_id, kvt_hmap_key64(r->id), NULL);
-    assert(r->nhit_pins == 0);
-    free(r->tokens);
-    free(r->hashes);
-    free(r->blocks);
-    free(r->hit_pins);
-    memset(r, 0, sizeof(*r));
-    self->req_free[self->nreq_free++] = slot;
-    self->stats.records--;
-}
-
-void kvt_sched_release_blocks(kvt_sched_t *self, kvt_sreq_t *r)
-{
-    //  Last block first: the tail lands at the old end of the LRU, so HBM
-    //  evicts suffixes before the prefixes other requests share.
-    for (uint32_t i = r->nblocks; i-- > 0;)
-        kvt_blockmgr_unref(self->bm, r->blocks[i]);
-    r->nblocks = 0;
-}
-
-void kvt_sched_index_blocks(kvt_sched_t *self, kvt_sreq_t *r, uint32_t upto_tokens)
-{
-    uint32_t full = upto_tokens / self->cfg.block_size;
-    for (uint32_t b = r->registered; b < full; b++) {
-        kvt_hash_t h = kvt_sched_hash_at(self, r, b);
-        kvt_blockmgr_register(self->bm, r->blocks[b], h,
-                              r->tokens + (size_t)b * self->cfg.block_size);
-    }
-    if (full > r->registered)
-        r->registered = full;
-}
-
 bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes)
 {
     return kvt_planbuf_fits(self->pb, bytes);
-}
-
-//  Doubles the request records (and the free-slot stack with them).
-static int s_grow_reqs(kvt_sched_t *self)
-{
-    uint32_t old = self->nreqs_cap, cap = old, free_cap = old;
-    if (kvt_vec_reserve((void **)&self->reqs, &cap, old + 1, sizeof(kvt_sreq_t)) ||
-        kvt_vec_reserve((void **)&self->req_free, &free_cap, cap, sizeof(uint32_t)))
-        return -1;
-    memset(self->reqs + old, 0, (size_t)(cap - old) * sizeof(kvt_sreq_t));
-    for (uint32_t i = cap; i-- > old;)
-        self->req_free[self->nreq_free++] = i;
-    self->nreqs_cap = cap;
-    return 0;
 }
 
 // ---------------------------------------------------------- lifecycle ----
@@ -140,15 +75,21 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->next_step = 1;
     self->applied = true; //  no step ran before the first plan
     self->bm = kvt_blockmgr_new(cfg->hbm_blocks, cfg->block_size);
-    self->by_id = kvt_hmap_new(256, false);
+    self->rt = kvt_reqtab_new(cfg->block_size, cfg->chunk_size, cfg->ns);
     self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
     self->scratch_unref = malloc(((size_t)cfg->hbm_blocks + 1) * sizeof(uint32_t));
-    kvt_stidx_cfg_t lc = {.hash_cap = 0, .can_load = false}; //  loads only, no images
-    self->kvidx = kvt_stidx_new(&lc);
-    self->orph_by_op = kvt_hmap_new(64, false);
     self->pb = kvt_planbuf_new();
-    if (!self->pb || !self->bm || !self->by_id || !self->scratch_blocks || !self->scratch_unref ||
-        !self->kvidx || !self->orph_by_op || kvt_sched_track_new(self) != 0)
+    kvt_lookups_cfg_t lkc = {.tier_chunks = cfg->tier_chunks,
+                             .chunk_size = cfg->chunk_size,
+                             .tail = cfg->spec_tokens > 0 ? 2 : 1,
+                             .pin = cfg->lookup_pin,
+                             .ttl_ms = cfg->lookup_ttl_ms,
+                             .rank0_only = cfg->lookup_ranks == KVT_SCHED_LOOKUP_RANK0,
+                             .timeout_us = cfg->lookup_timeout_us,
+                             .max_age_us = cfg->lookup_max_age_us};
+    self->lk = kvt_lookups_new(&lkc);
+    if (!self->pb || !self->lk || !self->bm || !self->rt || !self->scratch_blocks ||
+        !self->scratch_unref)
         goto oom;
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
@@ -163,13 +104,25 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         if (cfg->verified_window_us)
             sc.window_us = cfg->verified_window_us; //  the configuration's, not derived
         self->stidx = kvt_stidx_new(&sc);
-        self->loading_keys = kvt_hmap_new(256, false);
-        if (!self->ck || !self->stidx || !self->loading_keys)
+        if (!self->ck || !self->stidx)
             goto oom;
     }
-    kvt_ilist_init(&self->waiting);
-    kvt_ilist_init(&self->active);
-    kvt_ilist_init(&self->tails);
+    kvt_saves_cfg_t svc = {.block_size = cfg->block_size,
+                           .chunk_size = cfg->chunk_size,
+                           .bpc = self->bpc,
+                           .tier_chunks = cfg->tier_chunks,
+                           .save_retries = cfg->save_retries,
+                           .no_state_tier = cfg->no_state_tier};
+    self->sv = kvt_saves_new(&svc, self->rt, self->pb, self->bm, self->ck, self->stidx);
+    if (!self->sv)
+        goto oom;
+    kvt_loadtrack_cfg_t ltc = {.block_size = cfg->block_size,
+                               .chunk_size = cfg->chunk_size,
+                               .orphan_reclaim_us = cfg->orphan_reclaim_us};
+    self->lt = kvt_loadtrack_new(&ltc, self->rt, self->pb, self->bm, self->ck, self->stidx,
+                                 kvt_saves_tracker(self->sv));
+    if (!self->lt)
+        goto oom;
     return self;
 oom:
     kvt_sched_destroy(&self);
@@ -182,23 +135,16 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
     if (!self_p || !*self_p)
         return;
     kvt_sched_t *self = *self_p;
-    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
-        free(self->reqs[i].tokens);
-        free(self->reqs[i].hashes);
-        free(self->reqs[i].blocks);
-        free(self->reqs[i].hit_pins);
-    }
-    free(self->reqs);
-    free(self->req_free);
-    kvt_hmap_destroy(&self->by_id);
-    kvt_savetrack_destroy(&self->track);
+    //  The modules first (they borrow the leaves), then the leaves.
+    kvt_loadtrack_destroy(&self->lt);
+    kvt_saves_destroy(&self->sv);
+    kvt_lookups_destroy(&self->lk);
+    kvt_planbuf_destroy(&self->pb);
+    kvt_reqtab_destroy(&self->rt);
     free(self->scratch_blocks);
+    free(self->scratch_unref);
     kvt_ckpt_destroy(&self->ck);
     kvt_stidx_destroy(&self->stidx);
-    kvt_sched_orphan_destroy(self);
-    kvt_hmap_destroy(&self->loading_keys);
-    free(self->scratch_unref);
-    kvt_planbuf_destroy(&self->pb);
     kvt_blockmgr_destroy(&self->bm);
     free(self);
     *self_p = NULL;
@@ -207,30 +153,18 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
 int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
 {
     self->stats.arrivals++;
-    bool refuse = a->ntokens == 0 || a->max_new_tokens == 0 ||
-                  kvt_hmap_get(self->by_id, kvt_hmap_key64(a->req), NULL);
+    uint32_t slot = 0;
+    bool refuse =
+        a->ntokens == 0 || a->max_new_tokens == 0 || kvt_reqtab_find(self->rt, a->req, &slot);
     uint64_t nfeed = (uint64_t)a->ntokens + a->max_new_tokens - 1;
     //  A request must fit the pool and one entry of a StepPlan.
     if (!refuse && (nfeed > KVT_MSG_MAX_TOKENS * 2ull ||
-                    kvt_sched_blocks_needed(self, nfeed) > self->cfg.hbm_blocks ||
-                    kvt_sched_blocks_needed(self, nfeed) > KVT_MSG_MAX_BLOCKS))
+                    kvt_reqtab_blocks_needed(self->rt, nfeed) > self->cfg.hbm_blocks ||
+                    kvt_reqtab_blocks_needed(self->rt, nfeed) > KVT_MSG_MAX_BLOCKS))
         refuse = true;
-    uint32_t slot = 0;
-    kvt_sreq_t *r = NULL;
-    if (!refuse && (self->nreq_free > 0 || s_grow_reqs(self) == 0)) {
-        slot = self->req_free[self->nreq_free - 1];
-        r = &self->reqs[slot];
-        memset(r, 0, sizeof(*r));
-        r->tokens = malloc(((size_t)nfeed + 1) * sizeof(uint32_t));
-        r->hashes = malloc((nfeed / self->cfg.block_size + 1) * sizeof(kvt_hash_t));
-        if (!r->tokens || !r->hashes ||
-            kvt_hmap_put(self->by_id, kvt_hmap_key64(a->req), slot) != 0) {
-            free(r->tokens);
-            free(r->hashes);
-            memset(r, 0, sizeof(*r));
-            r = NULL;
-        }
-    }
+    kvt_sreq_t *r =
+        refuse ? NULL
+               : kvt_reqtab_add(self->rt, a->req, a->tokens, a->ntokens, a->max_new_tokens, &slot);
     if (!r) {
         //  Refused (or out of memory): the engine still hears about it. A
         //  refusal is reported as the request's first (and only) generation.
@@ -238,26 +172,11 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
         kvt_sched_event(self, a->req, 1, KVT_EV_FINISH, a->ntokens, 0, 1);
         return -1;
     }
-    self->nreq_free--;
-    r->sslot = r->ck_hit = r->ck_restore = r->ck_take = KVT_CKPT_NONE;
-    r->id = a->req;
-    r->gen = self->gen_floor; //  above every orphaned admission of this id (A3)
-    r->nprompt = a->ntokens;
-    r->max_new = a->max_new_tokens;
-    r->nfeed = (uint32_t)nfeed;
+    r->gen = kvt_loadtrack_gen_floor(self->lt); //  above every orphaned admission of this id (A3)
     r->arrival_us = a->arrival_us;
-    memcpy(r->tokens, a->tokens, (size_t)a->ntokens * sizeof(uint32_t));
-    //  Generated tokens are predetermined per request so a replay is
-    //  reproducible; they never match another request's prompt.
-    for (uint32_t i = a->ntokens; i <= r->nfeed; i++) {
-        uint64_t x = (r->id + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
-        x ^= x >> 31;
-        r->tokens[i] = (uint32_t)(x % 100000u) + 1000u;
-    }
     r->state = R_WAITING;
-    kvt_ilist_append(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_reqtab_append(self->rt, KVT_RQ_WAITING, slot);
     self->stats.waiting++;
-    self->stats.records++;
     return 0;
 }
 
@@ -272,7 +191,7 @@ int kvt_sched_state_op(kvt_sched_t *self, const kvt_sreq_t *r, uint8_t kind, uin
         .slot = r->sslot,
         .entry = entry,
         .at = at,
-        .key = kvt_sched_hash_at(self, (kvt_sreq_t *)r, at / self->cfg.block_size - 1)};
+        .key = kvt_reqtab_hash_at(self->rt, (kvt_sreq_t *)r, at / self->cfg.block_size - 1)};
     return kvt_planbuf_add_state(self->pb, &op);
 }
 
@@ -291,43 +210,19 @@ void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r)
     r->ck_take = r->ck_restore = r->ck_hit = r->sslot = KVT_CKPT_NONE;
     r->restore_planned = false;
     if (r->convoy)
-        kvt_sched_convoy_mark(self, r, -1);
-}
-
-void kvt_sched_convoy_mark(kvt_sched_t *self, kvt_sreq_t *r, int delta)
-{
-    uint32_t cs = self->cfg.chunk_size;
-    for (uint32_t t = r->load_floor; t < r->load_end; t += cs) {
-        kvt_hash_t key = kvt_sched_chunk_key(self, r, t / cs);
-        uint32_t n = 0;
-        kvt_hmap_get(self->loading_keys, key, &n);
-        if (delta > 0) {
-            if (kvt_hmap_put(self->loading_keys, key, n + 1) != 0)
-                continue; //  out of memory: only a convoy is missed
-        } else if (n <= 1)
-            kvt_hmap_del(self->loading_keys, key, NULL);
-        else
-            kvt_hmap_put(self->loading_keys, key, n - 1);
-    }
-    r->convoy = delta > 0;
+        kvt_loadtrack_convoy_mark(self->lt, r, -1);
 }
 
 void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
 {
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     kvt_sched_release_state(self, r);
     //  While the save tracker holds anything of it (saves in flight, a
     //  tail), the record stays and keeps its blocks, releasing them all at
     //  once, tail first, when the tracker lets go: the LRU order does not
-    //  depend on the order verdicts arrive (kvt_sched_forget).
-    if (!kvt_sched_tracked(self, r))
-        kvt_sched_forget(self, slot);
-}
-
-void kvt_sched_forget(kvt_sched_t *self, uint32_t slot)
-{
-    kvt_sched_release_blocks(self, &self->reqs[slot]);
-    kvt_sched_free_record(self, slot);
+    //  depend on the order verdicts arrive (kvt_reqtab_forget).
+    if (!kvt_saves_tracked(self->sv, r))
+        kvt_reqtab_forget(self->rt, slot, self->bm);
 }
 
 uint64_t kvt_sched_next_step(const kvt_sched_t *self)
@@ -340,32 +235,26 @@ bool kvt_sched_quiescent(const kvt_sched_t *self)
     if (kvt_sched_hybrid(self)) {
         kvt_ckpt_stats_t c;
         kvt_ckpt_stats(self->ck, &c);
-        if (c.slots_in_use != 0 || c.pinned_entries != 0 || kvt_hmap_size(self->loading_keys))
+        if (c.slots_in_use != 0 || c.pinned_entries != 0 || kvt_loadtrack_convoy_keys(self->lt))
             return false;
     }
-    return self->stats.records == 0 && kvt_sched_saves_outstanding(self) == 0 &&
-           self->stats.load_orphans == 0 && kvt_blockmgr_in_use(self->bm) == 0;
+    return kvt_reqtab_records(self->rt) == 0 && kvt_saves_outstanding(self->sv) == 0 &&
+           kvt_loadtrack_orphans(self->lt) == 0 && kvt_blockmgr_in_use(self->bm) == 0;
 }
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
 {
+    //  The coordinator's own counters (arrivals, admissions, the request
+    //  gauges), then each module's.
     *out = self->stats;
-    if (self->track) {
-        kvt_savetrack_stats_t t;
-        kvt_savetrack_stats(self->track, &t);
-        out->saves_dispatched = t.saves_built;
-        out->saves_ok = t.saves_ok;
-        out->saves_failed = t.saves_failed;
-        out->saves_reemitted = t.saves_reemitted;
-        out->saves_skipped = t.saves_skipped;
-        out->saves_stopped = t.saves_stopped;
-        out->saves_outstanding = (uint32_t)t.saves_outstanding;
-    }
     kvt_planbuf_stats_t pb;
     kvt_planbuf_stats(self->pb, &pb);
     out->plan_deferred = pb.plan_deferred;
     out->tokens_planned = pb.tokens_planned;
-    out->leased_blocks = self->leased;
+    out->records = kvt_reqtab_records(self->rt);
+    kvt_lookups_stats(self->lk, out);
+    kvt_loadtrack_stats(self->lt, out);
+    kvt_saves_stats(self->sv, out);
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
 }
 
@@ -373,9 +262,7 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
 
 static kvt_sreq_t *s_find(const kvt_sched_t *self, uint64_t req, uint32_t *slot)
 {
-    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(req), slot))
-        return NULL;
-    return &self->reqs[*slot];
+    return kvt_reqtab_find(self->rt, req, slot);
 }
 
 int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out)
@@ -393,6 +280,13 @@ void kvt_sched_plan_state(const kvt_sched_t *self, const kvt_sched_state_op_t **
     kvt_planbuf_state_ops(self->pb, ops, n);
 }
 
+//  Request r is torn down while LOADING: the load tracker orphans its load.
+static void s_orphan(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    self->stats.loading--;
+    kvt_loadtrack_orphan(self->lt, r, self->now_us);
+}
+
 int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
 {
     uint32_t slot;
@@ -402,21 +296,21 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
     self->stats.aborted++;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, 0, 0);
     if (r->state == R_WAITING) {
-        kvt_sched_lookup_drop(self, r);
-        kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
+        kvt_lookups_drop(self->lk, r, self->pb);
+        kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);
         self->stats.waiting--;
     } else {
         //  A load in flight goes to its index as an orphan, with what it
         //  still writes; the record lets go of the rest now.
         if (r->state == R_LOADING)
-            kvt_sched_orphan_load(self, r);
+            s_orphan(self, r);
         else
             self->stats.running--;
-        kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+        kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
     }
     r->state = R_DONE;
     r->planned_end = 0;
-    kvt_sched_track_abort(self, r);
+    kvt_saves_abort(self->sv, r);
     kvt_sched_retire(self, slot);
     return 0;
 }
@@ -429,14 +323,14 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
         return -1;
     self->stats.preempted++;
     if (r->state == R_LOADING)
-        kvt_sched_orphan_load(self, r); //  as on an abort: the index owns the load
+        s_orphan(self, r); //  as on an abort: the index owns the load
     else
         self->stats.running--;
-    kvt_sched_track_abort(self, r);
+    kvt_saves_abort(self->sv, r);
     kvt_sched_release_state(self, r);
-    kvt_sched_release_blocks(self, r);
-    kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
-    kvt_ilist_prepend(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_reqtab_release_blocks(self->rt, r, self->bm);
+    kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
+    kvt_reqtab_prepend(self->rt, KVT_RQ_WAITING, slot);
     self->stats.waiting++;
     r->state = R_WAITING;
     r->computed = r->planned_end = r->registered = 0;
@@ -468,4 +362,53 @@ int kvt_sched_req_info(const kvt_sched_t *self, uint64_t req, kvt_sched_req_info
     out->nblocks = r->nblocks;
     out->blocks = r->blocks;
     return 0;
+}
+
+static int s_load_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
+{
+    //  A state verdict speaks for its image whichever load it belongs to,
+    //  even one no longer known here: a real miss retracts it (I3, no
+    //  request id needed).
+    if (v->chan == KVT_CHAN_STATE && self->stidx)
+        kvt_stidx_state_verdict(self->stidx, v->key, v->ok, v->detail, self->now_us);
+    //  A verdict no live load matches may be an orphan's (its request was
+    //  torn down mid-load): its index settles it.
+    uint32_t slot;
+    kvt_sreq_t *r = kvt_reqtab_find(self->rt, v->op.req, &slot);
+    if (!r || r->state != R_LOADING || r->gen != v->op.gen || v->attempt != 0)
+        return kvt_loadtrack_orphan_verdict(self->lt, v, self->now_us);
+    int rc = kvt_loadtrack_verdict(self->lt, r, v, self->now_us);
+    if (rc == KVT_LOAD_STALE)
+        return -1;
+    if (rc == KVT_LOAD_PENDING)
+        return 0;
+    //  Settled or retreated: the request runs from where the load left it.
+    self->stats.loading--;
+    self->stats.running++;
+    r->state = R_RUNNING;
+    return 0;
+}
+
+int kvt_sched_verdict(kvt_sched_t *self, const kvt_verdict_t *v)
+{
+    int rc = -1;
+    if (v->chan == KVT_CHAN_LOAD || v->chan == KVT_CHAN_STATE)
+        rc = s_load_verdict(self, v);
+    else if (v->chan == KVT_CHAN_SAVE)
+        rc = kvt_saves_verdict(self->sv, v, self->now_us);
+    else if (v->chan == KVT_CHAN_SOURCE_SAFE)
+        rc = kvt_saves_source_safe(self->sv, v);
+    else if (v->chan == KVT_CHAN_LOOKUP)
+        rc = kvt_lookups_verdict(self->lk, self->rt, v, self->now_us);
+    else if (v->chan == KVT_CHAN_TOUCH && self->stidx && v->op.gen == KVT_TOUCH_GEN) {
+        //  A touch nobody answered (the aggregator's bound) is no evidence:
+        //  the hold it was sent for ends by its own bound.
+        if (!v->ok && v->detail == KVT_DETAIL_TIMEOUT)
+            return 0;
+        rc = kvt_stidx_touch_verdict(self->stidx, v->key, v->op.req, v->touch, self->now_us);
+    } else if (v->chan == KVT_CHAN_TOUCH_REFRESH)
+        rc = 0; //  whether the CPU pool refreshed it: the index reads the touch channel
+    if (rc != 0)
+        self->stats.stale_verdicts++;
+    return rc;
 }

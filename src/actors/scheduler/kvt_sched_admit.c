@@ -30,34 +30,42 @@ static int s_plan_load(kvt_sched_t *self, kvt_sreq_t *r, uint32_t floor_tok, uin
     return 0;
 }
 
+//  The request waits (admission stops at it): its settled lookup is kept
+//  fresh meanwhile. Returns 0.
+static int s_wait(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    kvt_lookups_keep_fresh(self->lk, r, self->rt, self->pb, self->now_us);
+    return 0;
+}
+
 //  The probe (HBM match, tier count, fit) has no side effects; only a
 //  committed admission counts hits.
 int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
 {
     if (kvt_sched_hybrid(self))
         return kvt_sched_admit_hybrid(self, slot);
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
-    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t need = kvt_reqtab_blocks_needed(self->rt, r->nfeed);
     //  The last probe needed more fresh blocks than exist now: nothing that
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
     if (r->probe_demand > kvt_blockmgr_available(self->bm)) {
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its blocks do not fit yet
-        return 0;
+        return s_wait(self, r); //  waiting: its blocks do not fit yet
     }
     //  A hit always leaves a prefill tail: one token, two with speculation.
     uint32_t tail = kvt_sched_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
     for (uint32_t b = 0; b < max_hit_blocks; b++)
-        kvt_sched_hash_at(self, r, b);
+        kvt_reqtab_hash_at(self->rt, r, b);
     uint32_t m =
         kvt_blockmgr_match(self->bm, r->hashes, r->tokens, max_hit_blocks, self->scratch_blocks);
     uint32_t hbm = m * bs;
 
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_lookups_tier_hit(self->lk, r, max_chunks, &tier_chunks, self->rt, self->pb,
+                              self->now_us))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     bool load = tier > hbm;
@@ -113,8 +121,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     r->gen++;
     r->hbm_hit = hbm;
     kvt_blockmgr_count_hit(self->bm, m);
-    kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
-    kvt_ilist_append(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);
+    kvt_reqtab_append(self->rt, KVT_RQ_ACTIVE, slot);
     self->stats.waiting--;
     self->stats.admitted++;
     //  The HBM hit is recorded as found (rule B3), even when the load starts
@@ -122,7 +130,7 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
-    kvt_sched_lookup_settle(self, r, planned ? kvt_planbuf_last_load(self->pb) : NULL);
+    kvt_lookups_settle(self->lk, r, planned ? kvt_planbuf_last_load(self->pb) : NULL, self->pb);
     if (planned) {
         r->state = R_LOADING;
         r->legs = S_LEG_KV;
@@ -131,17 +139,16 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
         r->load_floor = keep_tokens;
         r->load_end = tier;
         //  The save floor, recorded once when the load is decided (S5).
-        kvt_sched_track_admit(self, r, keep_tokens, hbm, tier);
+        kvt_saves_admit(self->sv, r, keep_tokens, hbm, tier);
         r->verify_end = tier;
         self->stats.loading++;
-        self->stats.loads_dispatched++;
-        kvt_sched_load_out(self, r);
+        kvt_loadtrack_start(self->lt, r, self->now_us);
         return 1;
     }
     r->state = R_RUNNING;
     r->computed = keep_tokens;
     //  Chunks the tier already holds need no save.
-    kvt_sched_track_admit(self, r, tier < keep_tokens ? tier : keep_tokens, 0, 0);
+    kvt_saves_admit(self->sv, r, tier < keep_tokens ? tier : keep_tokens, 0, 0);
     r->verify_end = keep_tokens;
     self->stats.running++;
     return 1;
@@ -164,7 +171,7 @@ static uint32_t s_probe(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
     uint32_t bs = self->cfg.block_size, tail = kvt_sched_tail(self);
     uint32_t max_hit_blocks = r->nprompt > tail ? (r->nprompt - tail) / bs : 0;
     for (uint32_t b = 0; b < max_hit_blocks; b++)
-        kvt_sched_hash_at(self, r, b);
+        kvt_reqtab_hash_at(self->rt, r, b);
     uint32_t m =
         kvt_blockmgr_match(self->bm, r->hashes, r->tokens, max_hit_blocks, self->scratch_blocks);
     p->chain = r->hashes;
@@ -181,7 +188,7 @@ static uint32_t s_probe(kvt_sched_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
         for (g = m; g > 0 && !kvt_ckpt_has(self->ck, r->hashes[g - 1]); g--)
             ;
     p->hbm = g * bs;
-    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t need = kvt_reqtab_blocks_needed(self->rt, r->nfeed);
     uint32_t demand = need - g + self->scratch_unref[g];
     bool slot_ok = !kvt_sched_hybrid(self) || kvt_ckpt_slots_free(self->ck) > 0;
     if (slot_ok && kvt_blockmgr_available(self->bm) >= demand) {
@@ -204,14 +211,14 @@ typedef struct {
 static bool s_ckpt_hbm(void *ctx, uint32_t boundary)
 {
     s_joint_ctx_t *c = ctx;
-    kvt_hash_t h = kvt_sched_hash_at(c->self, c->r, boundary / c->self->cfg.block_size - 1);
+    kvt_hash_t h = kvt_reqtab_hash_at(c->self->rt, c->r, boundary / c->self->cfg.block_size - 1);
     return kvt_ckpt_has(c->self->ck, h);
 }
 
 static bool s_ckpt_tier(void *ctx, uint32_t boundary)
 {
     s_joint_ctx_t *c = ctx;
-    kvt_hash_t h = kvt_sched_hash_at(c->self, c->r, boundary / c->self->cfg.block_size - 1);
+    kvt_hash_t h = kvt_reqtab_hash_at(c->self->rt, c->r, boundary / c->self->cfg.block_size - 1);
     return kvt_stidx_could_serve(c->self->stidx, h);
 }
 
@@ -228,23 +235,22 @@ static void s_add_joint_stats(kvt_sched_t *self, const kvt_joint_stats_t *js)
 
 int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
 {
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     if (r->probe_demand > kvt_blockmgr_available(self->bm) || kvt_ckpt_slots_free(self->ck) == 0) {
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: no blocks or no slot for it yet
-        return 0;
+        return s_wait(self, r); //  waiting: no blocks or no slot for it yet
     }
     kvt_sched_probe_t *p = &self->probe;
     uint32_t want = s_probe(self, r, p);
     if (!p->has_demand) {
         r->probe_demand = want;
-        kvt_sched_lookup_keep_fresh(self, r); //  waiting: its probe found no room
-        return 0;
+        return s_wait(self, r); //  waiting: its probe found no room
     }
     uint32_t tail = kvt_sched_tail(self);
     uint32_t max_chunks = r->nprompt > tail ? (r->nprompt - tail) / cs : 0;
     uint32_t tier_chunks;
-    if (!kvt_sched_tier_hit(self, r, max_chunks, &tier_chunks))
+    if (!kvt_lookups_tier_hit(self->lk, r, max_chunks, &tier_chunks, self->rt, self->pb,
+                              self->now_us))
         return S_ADMIT_LOOKUP;
     uint32_t tier = tier_chunks * cs;
     s_joint_ctx_t jc = {self, r};
@@ -270,7 +276,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  No load convoys: chunks another admission is loading are waited for
     //  (its verdict indexes them in HBM), not loaded a second time.
     for (uint32_t t = kv_leg ? d.claim : d.b; kv_leg && t < d.b; t += cs)
-        if (kvt_hmap_get(self->loading_keys, kvt_sched_chunk_key(self, r, t / cs), NULL)) {
+        if (kvt_loadtrack_convoy_busy(self->lt, kvt_reqtab_chunk_key(self->rt, r, t / cs))) {
             if (!r->convoy_waited)
                 self->stats.convoy_waits++;
             r->convoy_waited = true;
@@ -281,7 +287,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  window holds the admission for the touch's verdict, bounded from the
     //  first hold (I6). A held request holds up no one behind it.
     if (d.src == KVT_JOINT_STATE_TIER) {
-        kvt_hash_t h = kvt_sched_hash_at(self, r, d.b / bs - 1);
+        kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1);
         uint64_t round;
         if (kvt_stidx_want_touch(self->stidx, h, self->now_us, &round) &&
             kvt_planbuf_add_touch(self->pb, h, round) == 0)
@@ -291,7 +297,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
             return S_ADMIT_LOOKUP;
         }
     }
-    uint32_t need = kvt_sched_blocks_needed(self, r->nfeed);
+    uint32_t need = kvt_reqtab_blocks_needed(self->rt, r->nfeed);
     uint32_t kv_tokens = kv_leg ? d.b - d.claim : 0;
     size_t bytes = KVT_SCHED_ENTRY_BYTES(need) +
                    (joint ? KVT_SCHED_SPEC_BYTES(kv_tokens / bs, kv_tokens / cs) : 0);
@@ -318,7 +324,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     assert(r->sslot != KVT_CKPT_NONE); //  checked by the probe
     if (d.src == KVT_JOINT_STATE_TIER &&
         kvt_stidx_request_load(self->stidx, (kvt_opid_t){r->id, r->gen + 1},
-                               kvt_sched_hash_at(self, r, d.b / bs - 1), r->sslot,
+                               kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1), r->sslot,
                                self->now_us) != 0) {
         kvt_ckpt_slot_give(self->ck, r->sslot);
         r->sslot = KVT_CKPT_NONE;
@@ -356,8 +362,8 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     r->legs = r->legs_failed = 0;
     kvt_blockmgr_count_hit(self->bm, hb);
     s_add_joint_stats(self, &js);
-    kvt_ilist_unlink(&self->waiting, KVT_SCHED_REQ_LINKS(self), slot);
-    kvt_ilist_append(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+    kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);
+    kvt_reqtab_append(self->rt, KVT_RQ_ACTIVE, slot);
     self->stats.waiting--;
     self->stats.admitted++;
     //  The HBM hit is recorded as found (rule B3): the gated hit, never the
@@ -368,6 +374,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  chosen (design §4.8).
     uint32_t kv_alone = p->block_hit > tier ? p->block_hit : tier;
     uint32_t chosen = joint ? d.b : p->hbm;
+    r->branch_at = kv_alone / cs * cs > chosen ? kv_alone / cs * cs : 0;
     if (kv_alone > 0) {
         self->stats.state_resumes++;
         self->stats.state_tax_tokens += kv_alone > chosen ? kv_alone - chosen : 0;
@@ -375,7 +382,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
                     r->nprompt);
     if (!joint) {
-        kvt_sched_lookup_settle(self, r, NULL);
+        kvt_lookups_settle(self->lk, r, NULL, self->pb);
         if (hb > 0) {
             r->ck_restore = kvt_ckpt_pin(self->ck, r->hashes[hb - 1]);
             r->restore_at = p->hbm;
@@ -384,7 +391,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         r->state = R_RUNNING;
         r->computed = p->hbm;
         //  Chunks the tier already holds need no save.
-        kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, 0, 0);
+        kvt_saves_admit(self->sv, r, tier < p->hbm ? tier : p->hbm, 0, 0);
         r->verify_end = p->hbm;
         self->stats.running++;
         return 1;
@@ -393,7 +400,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     //  restores it (B2).
     r->ck_hit = hb > 0 ? kvt_ckpt_pin(self->ck, r->hashes[hb - 1]) : KVT_CKPT_NONE;
     if (d.src == KVT_JOINT_STATE_HBM) {
-        r->ck_restore = kvt_ckpt_pin(self->ck, kvt_sched_hash_at(self, r, d.b / bs - 1));
+        r->ck_restore = kvt_ckpt_pin(self->ck, kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1));
         r->restore_at = d.b;
     } else {
         r->legs |= S_LEG_STATE;
@@ -406,7 +413,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     if (kv_leg) {
         r->legs |= S_LEG_KV;
         s_plan_load(self, r, d.claim, d.b);
-        kvt_sched_convoy_mark(self, r, +1);
+        kvt_loadtrack_convoy_mark(self->lt, r, +1);
     } else if (d.src == KVT_JOINT_STATE_TIER) {
         //  A state-only load (rule L3): no KV leg, no keys, no blocks.
         kvt_planbuf_add_empty_load(self->pb, (kvt_opid_t){r->id, r->gen});
@@ -416,20 +423,19 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         kvt_load_spec_t *l = kvt_planbuf_last_load(self->pb);
         l->state = true;
         l->state_boundary = d.b;
-        l->state_hash = kvt_sched_hash_at(self, r, d.b / bs - 1);
+        l->state_hash = kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1);
         l->state_slot = r->sslot;
         int rc_c = kvt_stidx_carried(self->stidx, l->op);
         assert(rc_c == 0); //  recorded above, armed until now
         (void)rc_c;
     }
     assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
-    kvt_sched_lookup_settle(self, r, kvt_planbuf_last_load(self->pb));
+    kvt_lookups_settle(self->lk, r, kvt_planbuf_last_load(self->pb), self->pb);
     r->state = R_LOADING;
     //  The save floor, recorded once when the load is decided (S5).
-    kvt_sched_track_admit(self, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);
+    kvt_saves_admit(self->sv, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);
     r->verify_end = d.b;
     self->stats.loading++;
-    self->stats.loads_dispatched++;
-    kvt_sched_load_out(self, r);
+    kvt_loadtrack_start(self->lt, r, self->now_us);
     return 1;
 }

@@ -87,11 +87,20 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C("blocks.", b, duplicate_regs);
     S_C("blocks.", b, hit_blocks);
     S_C("blocks.", b, token_mismatch);
-    if (self->track)
-        kvt_savetrack_counters(self->track, c, n, cap);
+    if (kvt_saves_tracker(self->sv))
+        kvt_savetrack_counters(kvt_saves_tracker(self->sv), c, n, cap);
     if (kvt_sched_hybrid(self)) {
         kvt_ckpt_stats_t k;
         kvt_ckpt_stats(self->ck, &k);
+        static const char *const src_name[KVT_CKPT_SRCS] = {"grid", "branch", "prompt_end",
+                                                            "decode_keep"};
+        char name[48];
+        for (int i = 0; i < KVT_CKPT_SRCS; i++) {
+            snprintf(name, sizeof name, "ckpt.taken.%s", src_name[i]);
+            kvt_counter_add(c, n, cap, name, k.taken_src[i]);
+            snprintf(name, sizeof name, "ckpt.restored.%s", src_name[i]);
+            kvt_counter_add(c, n, cap, name, k.restored_src[i]);
+        }
         S_C("ckpt.", k, slots_taken);
         S_C("ckpt.", k, slots_refused);
         S_C("ckpt.", k, reserved);
@@ -146,8 +155,8 @@ static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *e
         return -1;
     }
     uint32_t slots = orphan_slots; //  an orphan's slot stays held until it settles (I2)
-    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
-        const kvt_sreq_t *r = &self->reqs[i];
+    for (uint32_t i = 0; i < kvt_reqtab_cap(self->rt); i++) {
+        const kvt_sreq_t *r = kvt_reqtab_at(self->rt, i);
         if (r->state == R_FREE)
             continue;
         slots += r->sslot != KVT_CKPT_NONE;
@@ -156,8 +165,7 @@ static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *e
             if (e[k] != KVT_CKPT_NONE)
                 expect[e[k]]++;
     }
-    if (self->track)
-        kvt_savetrack_leases(self->track, s_audit_lease_ck, expect);
+    kvt_saves_leases(self->sv, s_audit_lease_ck, expect);
     kvt_ckpt_stats_t k;
     kvt_ckpt_stats(self->ck, &k);
     int rc = -1;
@@ -191,14 +199,12 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         snprintf(err, errlen, "audit: loads dispatched != settled + outstanding");
         return -1;
     }
-    if (kvt_hmap_size(self->by_id) != st.records) {
-        snprintf(err, errlen, "audit: the map holds %u requests, the gauge says %u",
-                 kvt_hmap_size(self->by_id), st.records);
+    if (kvt_reqtab_check(self->rt, err, errlen) != 0 ||
+        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0)
         return -1;
-    }
     //  The save tracker's own identities and walk (its leases, its saves
     //  in flight per request).
-    if (self->track && kvt_savetrack_check(self->track, true, err, errlen) != 0)
+    if (kvt_saves_check(self->sv, err, errlen) != 0)
         return -1;
     //  Then the full walk: every block reference is a request's or a lease.
     uint32_t total = kvt_blockmgr_total(self->bm);
@@ -209,8 +215,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
     }
     int rc = -1;
     uint32_t waiting = 0, running = 0, loading = 0, records = 0;
-    for (uint32_t i = 0; i < self->nreqs_cap; i++) {
-        const kvt_sreq_t *r = &self->reqs[i];
+    for (uint32_t i = 0; i < kvt_reqtab_cap(self->rt); i++) {
+        const kvt_sreq_t *r = kvt_reqtab_at(self->rt, i);
         if (r->state == R_FREE)
             continue;
         records++;
@@ -219,7 +225,7 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         loading += r->state == R_LOADING;
         //  A finished record stays only while the tracker holds something
         //  of it.
-        if (r->state == R_DONE && !kvt_sched_tracked(self, r)) {
+        if (r->state == R_DONE && !kvt_saves_tracked(self->sv, r)) {
             snprintf(err, errlen, "audit: finished request %llu is kept for nothing",
                      (unsigned long long)r->id);
             goto done;
@@ -230,10 +236,9 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
             a.expect[r->hit_pins[b]]++;
     }
     uint32_t orphan_slots = 0;
-    if (kvt_sched_orphan_audit(self, a.expect, &orphan_slots, err, errlen) != 0)
+    if (kvt_loadtrack_check(self->lt, a.expect, &orphan_slots, err, errlen) != 0)
         goto done;
-    if (self->track)
-        kvt_savetrack_leases(self->track, s_audit_lease_blocks, &a);
+    kvt_saves_leases(self->sv, s_audit_lease_blocks, &a);
     for (uint32_t b = 0; b < total; b++)
         if (a.expect[b] != kvt_blockmgr_refs(self->bm, b)) {
             snprintf(err, errlen, "audit: block %u has %u references, expected %u", b,
@@ -249,13 +254,11 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
                  records);
         goto done;
     }
-    if (a.blocks != self->leased) {
+    if (a.blocks != st.leased_blocks) {
         snprintf(err, errlen, "audit: leases hold %u block references, gauge %u", a.blocks,
-                 self->leased);
+                 st.leased_blocks);
         goto done;
     }
-    if (kvt_stidx_check(self->kvidx, true, err, errlen) != 0)
-        goto done;
     if (kvt_sched_hybrid(self) && (s_audit_state(self, orphan_slots, err, errlen) != 0 ||
                                    kvt_stidx_check(self->stidx, true, err, errlen) != 0))
         goto done;

@@ -10,86 +10,14 @@
 #include "base/kvt_vec.h"
 #include "kvt_blockmgr.h"
 #include "kvt_ckpt.h"
+#include "kvt_loadtrack.h"
+#include "kvt_lookups.h"
 #include "kvt_planbuf.h"
+#include "kvt_reqtab.h"
+#include "kvt_saves.h"
 #include "kvt_savetrack.h"
 #include "kvt_sched.h"
 #include "kvt_stidx.h"
-
-enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
-
-typedef struct {
-    uint64_t id;           //  request id
-    uint32_t gen;          //  generation of the current admission
-    uint8_t state;         //  R_*
-    uint32_t *tokens;      //  prompt + predetermined outputs (nfeed + 1 tokens)
-    uint32_t nprompt;      //  prompt tokens
-    uint32_t max_new;      //  tokens to generate
-    uint32_t nfeed;        //  tokens that go through a forward: nprompt + max_new - 1
-    kvt_hash_t *hashes;    //  prefix hash per full block of the fed tokens
-    uint32_t nhashed;      //  hashes[0..nhashed) computed
-    uint32_t *blocks;      //  block table (ceil (nfeed / bs) entries once admitted)
-    uint32_t nblocks;      //  entries in blocks (0 while waiting)
-    uint32_t computed;     //  tokens whose KV is valid in the blocks
-    uint32_t hbm_hit;      //  HBM hit at admission (tokens)
-    uint32_t load_floor;   //  first token of the outstanding load (chunk floor of hbm_hit)
-    uint32_t load_end;     //  resume point B of the outstanding load
-    uint32_t verify_end;   //  > 0: the next entry asks the runner to verify [0, verify_end)
-    uint32_t registered;   //  blocks [0, registered) are shared or indexed
-    uint32_t planned_end;  //  end token of this request's entry in the last plan (0 = none)
-    uint32_t probe_demand; //  fresh blocks the last admission probe needed (0 = none yet)
-    uint32_t *hit_pins;    //  while loading: what a retreat swaps into the table at pin_lo
-                           //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
-                           //  spares for [hbm, claim) when the claim is above the hit
-    uint32_t nhit_pins;    //  entries in hit_pins
-    uint32_t pin_lo;       //  block index of hit_pins[0] in the table
-    //  Hybrid requests (UINT32_MAX / 0 for a dense one).
-    uint32_t block_hit;   //  ungated HBM block hit at admission (tokens)
-    uint32_t sslot;       //  state slot (KVT_CKPT_NONE: none)
-    uint32_t ck_hit;      //  while loading: checkpoint at hbm_hit, pinned for a retreat
-    uint32_t ck_restore;  //  checkpoint to restore into the slot before the next forward
-    uint32_t restore_at;  //  its boundary (tokens)
-    uint32_t ck_take;     //  checkpoint entry the planned entry takes after its forward
-    uint32_t take_at;     //  its boundary (tokens)
-    bool restore_planned; //  the last plan listed the restore (applied with its step)
-    uint8_t joint_src;    //  kvt_joint_src_t of the admission
-    uint8_t legs;         //  load legs without a verdict (S_LEG_KV | S_LEG_STATE)
-    uint8_t legs_failed;  //  legs that reported failed
-    uint32_t kv_detail;   //  detail of a failed KV leg
-    uint32_t st_detail;   //  detail of a failed state leg
-    bool stop;            //  the engine finished it early: retires at the next apply
-    bool convoy;          //  its KV leg's keys are counted in loading_keys
-    bool convoy_waited;   //  counted once in convoy_waits for this wait
-    uint32_t kv_lower;    //  chunks the KV leg read from below the CPU pool
-    uint64_t arrival_us;  //  trace arrival time
-    //  The tier lookup of the next admission (id {id, gen + 1}).
-    uint8_t lk;           //  S_LK_*
-    bool lk_pinned;       //  the ranks hold its pin: a load or a release must drop it
-    uint32_t lk_held;     //  settled: leading chunks every rank holds
-    uint64_t lk_deadline; //  out: when it falls back to the HBM hit
-    uint64_t lk_at;       //  settled: when (past lookup_max_age_us it is asked again)
-    bool lk_seen;         //  settled: an admission attempt has used the answer (only a
-                          //  used answer can go stale, so a slow round trip never loops)
-    kvt_ilink_t link;     //  in the waiting or the active list
-} kvt_sreq_t;
-
-//  What an orphaned load still holds (kvt_sched_orphan.c): the load was
-//  handed to its index (stidx for a load with a state leg, kvidx for a
-//  KV-only one) when its request was torn down mid-load; the blocks it
-//  writes and its state slot stay off the free lists until that index
-//  settles it (a late verdict) or reclaims it, and go back only through
-//  kvt_sched_orphan_release.
-typedef struct {
-    kvt_opid_t op;       //  the torn-down admission's load
-    uint32_t *blocks;    //  block references held for the load's KV leg
-    uint32_t nblocks;    //  entries in blocks
-    uint32_t sslot;      //  state slot the state leg writes (KVT_CKPT_NONE: none)
-    kvt_hash_t st_key;   //  the state leg's key (the prefix hash at B)
-    uint8_t legs;        //  legs without a verdict (S_LEG_*)
-    uint8_t legs_failed; //  legs that reported failed
-    bool st_miss;        //  the state leg failed with a real miss (I3)
-    bool state;          //  owned by stidx (a state leg), else by kvidx
-    bool live;           //  in use
-} kvt_sorphan_t;
 
 struct _kvt_sched_t {
     kvt_sched_cfg_t cfg;      //  configuration
@@ -97,42 +25,19 @@ struct _kvt_sched_t {
     uint64_t next_step;       //  the step number the next plan must carry
     bool applied;             //  the last planned step was applied (apply or plan did it)
     kvt_blockmgr_t *bm;       //  HBM blocks
-    kvt_savetrack_t *track;   //  saves: frontier, leases, re-emits (NULL: no tier)
-    uint32_t leased;          //  block references held by save leases
-    kvt_ilist_t tails;        //  finished requests whose unbuilt saves the next plan builds
-    kvt_sreq_t *reqs;         //  request records
-    uint32_t nreqs_cap;       //  records allocated
-    uint32_t *req_free;       //  free record slots (capacity nreqs_cap)
-    uint32_t nreq_free;       //  entries in req_free
-    kvt_hmap_t *by_id;        //  request id → slot
-    kvt_ilist_t waiting;      //  R_WAITING, arrival order
-    kvt_ilist_t active;       //  R_LOADING and R_RUNNING, admission order
+    kvt_loadtrack_t *lt;      //  loads: start, verdicts, settle or retreat, convoys, orphans
+    kvt_saves_t *sv;          //  saves through the save tracker
+    kvt_lookups_t *lk;        //  tier lookups
+    kvt_reqtab_t *rt;         //  request records, their lists and hash chains
     kvt_ckpt_t *ck;           //  state slots and HBM checkpoints (hybrid; NULL when dense)
     kvt_stidx_t *stidx;       //  state images and state loads (hybrid; NULL when dense)
-    kvt_stidx_t *kvidx;       //  KV-only loads' lifecycle (every model; no images)
-    kvt_sorphan_t *orph;      //  orphaned loads' holdings
-    uint32_t norph_cap;       //  holdings allocated
-    uint32_t *orph_free;      //  free holding slots
-    uint32_t norph_free;      //  entries in orph_free
-    kvt_hmap_t *orph_by_op;   //  {gen, req} → holding of that orphan
-    uint32_t gen_floor;       //  every generation orphaned so far is <= this
     uint64_t now_us;          //  the caller's clock (kvt_sched_set_now)
-    kvt_hmap_t *loading_keys; //  chunk key → loads in flight covering it (hybrid convoys)
     uint32_t *scratch_unref;  //  unreferenced-block prefix counts of the match
     kvt_sched_probe_t probe;  //  the last admission probe (rule B1)
     uint32_t *scratch_blocks; //  block ids for the match at admission
     kvt_planbuf_t *pb;        //  the plan under construction
     kvt_sched_stats_t stats;  //  counters
 };
-
-//  The request records' queue links.
-#define KVT_SCHED_REQ_LINKS(self) KVT_ILINKS((self)->reqs, link)
-
-//  Blocks that hold nfeed tokens.
-static inline uint32_t kvt_sched_blocks_needed(const kvt_sched_t *self, uint64_t nfeed)
-{
-    return (uint32_t)((nfeed + self->cfg.block_size - 1) / self->cfg.block_size);
-}
 
 //  Room in the plan scratch for `nblocks` more block ids and `nkeys` more
 //  hashes: 0, or -1 when out of memory.
@@ -148,82 +53,14 @@ void kvt_sched_fill_spec(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint3
 void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
                      uint32_t b, uint32_t c);
 
-//  Hash of block b of request r (computed on demand); key of chunk c.
-kvt_hash_t kvt_sched_hash_at(kvt_sched_t *self, kvt_sreq_t *r, uint32_t b);
-kvt_hash_t kvt_sched_chunk_key(kvt_sched_t *self, kvt_sreq_t *r, uint32_t chunk);
-
-//  Drops every block reference the request holds (tail first).
-void kvt_sched_release_blocks(kvt_sched_t *self, kvt_sreq_t *r);
-
-//  Frees a request record.
-void kvt_sched_free_record(kvt_sched_t *self, uint32_t slot);
-
-//  Indexes the request's blocks that are full below upto_tokens.
-void kvt_sched_index_blocks(kvt_sched_t *self, kvt_sreq_t *r, uint32_t upto_tokens);
-
 //  True while the plan may grow by `bytes` more.
 bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
-
-//  Emits what the save tracker offers for the request: its forwarded
-//  chunks past the save frontier, or a finished request's leased tail
-//  (kvt_sched_save.c).
-void kvt_sched_emit_saves(kvt_sched_t *self, uint32_t slot);
-
-//  The save tracker of a new scheduler (NULL when there is no tier):
-//  leases take block references and pin the checkpoint an image is read
-//  from. 0, or -1 when out of memory.
-int kvt_sched_track_new(kvt_sched_t *self);
-
-//  Starts tracking admission r->gen of r with the save frontier at
-//  `frontier` (the tokens the tier holds); a decided load records its save
-//  floor [hbm, hit) (S5; hit > hbm).
-void kvt_sched_track_admit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t frontier, uint32_t hbm,
-                           uint32_t hit);
-
-//  Request r finished: its forwarded chunks not yet saved keep a lease as
-//  a tail the next plan builds (S4); r then goes on the tails list.
-void kvt_sched_track_finish(kvt_sched_t *self, uint32_t slot);
-
-//  Request r was torn down (abort, preemption): its unbuilt saves retire.
-void kvt_sched_track_abort(kvt_sched_t *self, kvt_sreq_t *r);
-
-//  True while the save tracker still holds something of request r.
-bool kvt_sched_tracked(const kvt_sched_t *self, const kvt_sreq_t *r);
-
-//  End of a plan: tails the plan did not build are retired (S4) and
-//  finished records nothing holds any more are freed.
-void kvt_sched_end_plan(kvt_sched_t *self);
-
-//  Saves outstanding (built, no store verdict).
-uint64_t kvt_sched_saves_outstanding(const kvt_sched_t *self);
-
-//  Tier lookup of a waiting request.
-enum { S_LK_NONE = 0, S_LK_OUT, S_LK_READY };
 
 //  kvt_sched_admit: the request waits for its tier lookup (others go on).
 #define S_ADMIT_LOOKUP 2
 
-//  Drops what request r's lookup holds (kvt_sched_lookup.c): an outstanding
-//  one stops counting, a pin goes into the plan as a LookupRelease.
-void kvt_sched_lookup_drop(kvt_sched_t *self, kvt_sreq_t *r);
-
-//  Applies a lookup verdict: 0, or -1 when stale.
-int kvt_sched_lookup_verdict(kvt_sched_t *self, const kvt_verdict_t *v);
-
-//  Shared by kvt_sched_lookup.c and kvt_sched_admit.c, which define them in
-//  that order: a waiting
-//  request's settled lookup kept fresh; the tier hit of r in leading chunks
-//  of its first max_chunks (false while it waits for its lookup); the
-//  lookup settled at a committed admission (a load carrying its id releases
-//  its pin); the prefill tail a hit always leaves.
-void kvt_sched_lookup_keep_fresh(kvt_sched_t *self, kvt_sreq_t *r);
-bool kvt_sched_tier_hit(kvt_sched_t *self, kvt_sreq_t *r, uint32_t max_chunks, uint32_t *chunks);
-void kvt_sched_lookup_settle(kvt_sched_t *self, kvt_sreq_t *r, kvt_load_spec_t *load);
+//  The prefill tail a hit always leaves (kvt_sched_admit.c).
 uint32_t kvt_sched_tail(const kvt_sched_t *self);
-
-//  Load legs.
-#define S_LEG_KV    0x1
-#define S_LEG_STATE 0x2
 
 //  True for a hybrid model.
 static inline bool kvt_sched_hybrid(const kvt_sched_t *self)
@@ -253,50 +90,8 @@ int kvt_sched_state_op(kvt_sched_t *self, const kvt_sreq_t *r, uint8_t kind, uin
 //  abort and a settled abort take).
 void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r);
 
-//  Counts (+1) or uncounts (-1) request r's KV leg keys [load_floor,
-//  load_end) in loading_keys.
-void kvt_sched_convoy_mark(kvt_sched_t *self, kvt_sreq_t *r, int delta);
-
-//  Orphaned loads (kvt_sched_orphan.c). The index that owns request r's
-//  live load: stidx for a load with a state leg, kvidx otherwise.
-kvt_stidx_t *kvt_sched_load_index(kvt_sched_t *self, const kvt_sreq_t *r);
-
-//  Request r's load went out in this plan: a KV-only load is recorded in
-//  kvidx and carried (a state leg's load is recorded in stidx at admission).
-void kvt_sched_load_out(kvt_sched_t *self, kvt_sreq_t *r);
-
-//  Settles request r's live load in its index (its verdicts all arrived).
-void kvt_sched_load_settle(kvt_sched_t *self, kvt_sreq_t *r, bool ok, bool state_miss);
-
-//  Request r is torn down (abort, preemption) while LOADING: its load is
-//  orphaned in its index, the blocks its KV leg writes and its state slot
-//  move to an orphan holding, everything else the load held (retreat pins,
-//  checkpoint pins, convoy keys) is let go. Afterwards r holds no load;
-//  the caller unlinks it and releases the rest as for a running request.
-void kvt_sched_orphan_load(kvt_sched_t *self, kvt_sreq_t *r);
-
-//  A load verdict that matches no live load: an orphan's leg. 0 when it
-//  reached an orphan (settled once its last leg reported), -1 when stale.
-int kvt_sched_orphan_verdict(kvt_sched_t *self, const kvt_verdict_t *v);
-
-//  Frees orphans older than cfg.orphan_reclaim_us, timed from orphan time
-//  (every plan; O(what it frees)).
-void kvt_sched_reclaim(kvt_sched_t *self);
-
-//  0, or -1 with a message: every holding is under its op, owned by a live
-//  orphan of its index, and counted; adds its block references to
-//  expect[] and returns its slots in *slots (the audit).
-int kvt_sched_orphan_audit(const kvt_sched_t *self, uint32_t *expect, uint32_t *slots, char *err,
-                           size_t errlen);
-
-//  Frees the holdings table (destroy).
-void kvt_sched_orphan_destroy(kvt_sched_t *self);
-
 //  Retires request `slot` whose admission ended (finished or aborted): its
 //  state goes back now, its blocks once no save reads them.
 void kvt_sched_retire(kvt_sched_t *self, uint32_t slot);
-
-//  Releases a retired record's blocks (tail first) and frees it.
-void kvt_sched_forget(kvt_sched_t *self, uint32_t slot);
 
 #endif

@@ -19,6 +19,7 @@ static void s_apply_state(kvt_sched_t *self, kvt_sreq_t *r, bool failed)
         r->ck_take = KVT_CKPT_NONE;
     }
     if (r->restore_planned && !failed) {
+        kvt_ckpt_count_restore(self->ck, r->ck_restore);
         kvt_ckpt_unpin(self->ck, r->ck_restore);
         r->ck_restore = KVT_CKPT_NONE;
         self->stats.state_restores++;
@@ -26,20 +27,28 @@ static void s_apply_state(kvt_sched_t *self, kvt_sreq_t *r, bool failed)
     r->restore_planned = false;
 }
 
-//  The next boundary above `from` where request r takes a checkpoint, or 0:
-//  (a) the interval grid, (b) the prompt's last chunk boundary and its end
-//  on the block grid, (c) the last chunk boundary of the fed tokens (a
-//  decode keep); (b) and (c) not with cfg.interval_checkpoints.
-static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32_t from)
+//  The next boundary above `from` where request r takes a checkpoint, or 0,
+//  and why (*src): (a) the interval grid, (b) the prompt's last chunk
+//  boundary and its end on the block grid, (c) the last chunk boundary of
+//  the fed tokens (a decode keep), (d) the chunk boundary where its prompt
+//  left a cached prefix at admission (a branch); (b)-(d) not with
+//  cfg.interval_checkpoints. A boundary with two reasons counts as the first.
+static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32_t from,
+                            kvt_ckpt_src_t *src)
 {
     uint32_t iv = self->cfg.checkpoint_interval, cs = self->cfg.chunk_size;
     uint64_t best = ((uint64_t)from / iv + 1) * iv;
-    uint32_t extra[3] = {r->nprompt / cs * cs,
+    *src = KVT_CKPT_SRC_GRID;
+    uint32_t extra[4] = {r->nprompt / cs * cs,
                          r->nprompt / self->cfg.block_size * self->cfg.block_size,
-                         r->nfeed / cs * cs};
-    for (int i = 0; i < 3 && !self->cfg.interval_checkpoints; i++)
-        if (extra[i] > from && extra[i] < best)
+                         r->nfeed / cs * cs, r->branch_at};
+    const kvt_ckpt_src_t why[4] = {KVT_CKPT_SRC_PROMPT_END, KVT_CKPT_SRC_PROMPT_END,
+                                   KVT_CKPT_SRC_DECODE_KEEP, KVT_CKPT_SRC_BRANCH};
+    for (int i = 0; i < 4 && !self->cfg.interval_checkpoints; i++)
+        if (extra[i] > from && extra[i] < best) {
             best = extra[i];
+            *src = why[i];
+        }
     return best > r->nfeed ? 0 : (uint32_t)best;
 }
 
@@ -52,15 +61,15 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
 {
     if (failed)
         self->stats.steps_failed++;
-    uint32_t slot = self->active.head;
+    uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE);
     while (slot != KVT_ILIST_NONE) {
-        uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
-        kvt_sreq_t *r = &self->reqs[slot];
+        uint32_t next = kvt_reqtab_next(self->rt, slot);
+        kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
         if (r->state == R_RUNNING && r->planned_end > 0) {
             s_apply_state(self, r, failed);
             if (!failed) {
                 r->computed = r->planned_end;
-                kvt_sched_index_blocks(self, r, r->computed);
+                kvt_reqtab_index_blocks(self->rt, r, r->computed, self->bm);
             }
             r->planned_end = 0;
         }
@@ -69,11 +78,11 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
                                  : r->computed >= r->nprompt ? r->computed - r->nprompt + 1
                                                              : 0;
             r->state = R_DONE;
-            kvt_ilist_unlink(&self->active, KVT_SCHED_REQ_LINKS(self), slot);
+            kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
             self->stats.running--;
             self->stats.finished++;
             kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, generated, 0);
-            kvt_sched_track_finish(self, slot);
+            kvt_saves_finish(self->sv, slot);
             kvt_sched_retire(self, slot);
         }
         slot = next;
@@ -96,7 +105,7 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
     for (uint32_t b = first; b <= last; b++) {
         *blocks++ = r->blocks[b];
         kvt_hash_t zero = {0, 0};
-        *hashes++ = (b + 1) * bs <= end ? kvt_sched_hash_at(self, r, b) : zero;
+        *hashes++ = (b + 1) * bs <= end ? kvt_reqtab_hash_at(self->rt, r, b) : zero;
     }
     r->verify_end = 0;
     r->planned_end = end;
@@ -106,14 +115,15 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
 //  The state work of a hybrid entry ending at `end`: the restore its slot
 //  still needs (before the forward) and the checkpoint it takes at a
 //  checkpoint boundary (after it).
-static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, bool boundary)
+static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, bool boundary,
+                               kvt_ckpt_src_t src)
 {
     if (r->ck_restore != KVT_CKPT_NONE &&
         kvt_sched_state_op(self, r, KVT_SCHED_STATE_RESTORE, r->ck_restore, r->restore_at) == 0)
         r->restore_planned = true;
     if (!boundary || r->ck_take != KVT_CKPT_NONE)
         return;
-    kvt_hash_t h = kvt_sched_hash_at(self, r, end / self->cfg.block_size - 1);
+    kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, end / self->cfg.block_size - 1);
     uint32_t e = kvt_ckpt_reserve(self->ck, h);
     if (e == KVT_CKPT_NONE)
         return; //  already held (refreshed), or every entry pinned (counted by the pool)
@@ -121,6 +131,7 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
         kvt_ckpt_abandon(self->ck, e);
         return;
     }
+    kvt_ckpt_set_source(self->ck, e, src);
     r->ck_take = e;
     r->take_at = end;
     self->stats.ckpt_takes++;
@@ -145,9 +156,9 @@ int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
 int kvt_sched_finish(kvt_sched_t *self, uint64_t req)
 {
     uint32_t slot;
-    if (!kvt_hmap_get(self->by_id, kvt_hmap_key64(req), &slot))
+    if (!kvt_reqtab_find(self->rt, req, &slot))
         return -1;
-    kvt_sreq_t *r = &self->reqs[slot];
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
     if (r->state != R_RUNNING || r->stop)
         return -1;
     r->stop = true;
@@ -167,27 +178,27 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
         s_apply_last_step(self, prev_failed);
     self->applied = true;
     //  Orphans whose verdict never came go back before admission (I2).
-    kvt_sched_reclaim(self);
+    kvt_loadtrack_reclaim(self->lt, self->now_us);
 
     //  Saves: the tails of requests that finished (their one chance), then
     //  the chunks the step that just ran completed.
-    for (uint32_t slot = self->tails.head; slot != KVT_ILIST_NONE;
-         slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
-        kvt_sched_emit_saves(self, slot);
-    for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE;
-         slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot))
-        if (self->reqs[slot].state == R_RUNNING)
-            kvt_sched_emit_saves(self, slot);
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_TAILS); slot != KVT_ILIST_NONE;
+         slot = kvt_reqtab_next(self->rt, slot))
+        kvt_saves_emit(self->sv, slot);
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE); slot != KVT_ILIST_NONE;
+         slot = kvt_reqtab_next(self->rt, slot))
+        if (kvt_reqtab_at(self->rt, slot)->state == R_RUNNING)
+            kvt_saves_emit(self->sv, slot);
 
     //  Admission, FIFO: stop at the first request that does not fit. A
     //  request waiting for its tier lookup holds up no one behind it, but
     //  takes a place among the max_running candidates (so lookups go out
     //  only for requests that could be admitted).
     uint32_t lookup_waits = 0;
-    for (uint32_t slot = self->waiting.head;
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_WAITING);
          slot != KVT_ILIST_NONE &&
          self->stats.running + self->stats.loading + lookup_waits < self->cfg.max_running;) {
-        uint32_t next = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot);
+        uint32_t next = kvt_reqtab_next(self->rt, slot);
         int rc = kvt_sched_admit(self, slot);
         if (rc == 0)
             break;
@@ -198,9 +209,9 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  Decodes first (one token each), then prefill chunks within the budget.
     uint32_t budget = self->cfg.step_tokens;
     for (uint32_t pass = 0; pass < 2; pass++) {
-        for (uint32_t slot = self->active.head; slot != KVT_ILIST_NONE && budget > 0;
-             slot = kvt_ilist_next(KVT_SCHED_REQ_LINKS(self), slot)) {
-            kvt_sreq_t *r = &self->reqs[slot];
+        for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE);
+             slot != KVT_ILIST_NONE && budget > 0; slot = kvt_reqtab_next(self->rt, slot)) {
+            kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
             if (r->state != R_RUNNING || r->stop)
                 continue;
             bool decoding = r->computed >= r->nprompt;
@@ -211,14 +222,15 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
                 end = r->computed + budget;
             //  A hybrid prefill chunk ends on the next checkpoint boundary,
             //  so the state there can be taken.
-            uint32_t ckb = kvt_sched_hybrid(self) ? s_next_ckpt(self, r, r->computed) : 0;
+            kvt_ckpt_src_t src = KVT_CKPT_SRC_GRID;
+            uint32_t ckb = kvt_sched_hybrid(self) ? s_next_ckpt(self, r, r->computed, &src) : 0;
             if (ckb && end > ckb)
                 end = ckb;
             if (s_plan_entry(self, r, r->computed, end) != 0)
                 break;
             budget -= end - r->computed;
             if (kvt_sched_hybrid(self))
-                s_plan_entry_state(self, r, end, end == ckb);
+                s_plan_entry_state(self, r, end, end == ckb, src);
         }
     }
     kvt_planbuf_counts_t pc;
@@ -229,9 +241,9 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     //  ends a lost one runs only in a plan with a later clock, so holding
     //  for it could wait forever (and keep the abort's FINISH event in).
     //  It only keeps the core from idling.
-    bool outstanding = self->stats.loading > 0 || kvt_sched_saves_outstanding(self) > 0 ||
-                       self->stats.lookups_out > 0;
-    kvt_sched_end_plan(self);
+    bool outstanding = self->stats.loading > 0 || kvt_saves_outstanding(self->sv) > 0 ||
+                       kvt_lookups_out(self->lk) > 0;
+    kvt_saves_end_plan(self->sv);
     if (!work && outstanding) {
         kvt_planbuf_close(self->pb); //  nothing was added: the next call starts afresh
         return KVT_SCHED_HOLD;
@@ -241,7 +253,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     self->applied = false;
     kvt_planbuf_finish(self->pb, step, plan);
     kvt_planbuf_counts(self->pb, &pc);
-    plan->idle = !work && !outstanding && self->stats.load_orphans == 0 &&
+    plan->idle = !work && !outstanding && kvt_loadtrack_orphans(self->lt) == 0 &&
                  self->stats.waiting == 0 && pc.events == 0;
     return work ? 1 : 0;
 }

@@ -16,7 +16,13 @@ typedef struct {
     uint64_t holds;             //  counter: replies held for a verdict
     uint64_t arrivals_refused;  //  counter: arrivals the core refused
     uint64_t schedules_refused; //  counter: Schedules for a step other than the next
+    uint64_t audit_credit;      //  deep-audit units the Stats reads paid since the last one
+    bool changed;               //  a Schedule or Verdict reached the core since the last one
+    bool audit_ok;              //  the last deep audit passed (true before the first)
+    uint64_t audits_deep;       //  counter: deep audits run
 } s_scheduler_t;
+
+#define S_COUNTERS 192 //  room in a Stats reply (the core's counters and the shell's)
 
 //  Puts the core's state work of the plan on its entries (hybrid models):
 //  each entry of a request with a state slot names that slot, the
@@ -90,6 +96,7 @@ static int s_on_schedule(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t 
         self->schedules_refused++;
         return 0;
     }
+    self->changed = true; //  arrivals and a plan change the core (an audit at quiescence)
     kvt_sched_set_now(self->core, sc->now_us);
     for (uint32_t i = 0; i < sc->narrivals; i++)
         if (kvt_sched_arrive(self->core, &sc->arrivals[i]) != 0) {
@@ -103,6 +110,7 @@ static int s_on_schedule(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t 
 static int s_on_verdict(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
 {
     s_scheduler_t *self = selfp;
+    self->changed = true; //  so does a verdict
     if (kvt_sched_verdict(self->core, &msg->u.verdict) != 0)
         kvt_ctx_log(ctx, 3, "stale verdict chan=%u op=%llu/%u", msg->u.verdict.chan,
                     (unsigned long long)msg->u.verdict.op.req, msg->u.verdict.op.gen);
@@ -111,23 +119,52 @@ static int s_on_verdict(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *
     return 0;
 }
 
+//  What a deep audit walks, in units: every HBM block, every image the
+//  state-offload index can hold (tier_chunks, its cap), every record, save
+//  in flight and orphan.
+static uint64_t s_audit_cost(const s_scheduler_t *self, const kvt_sched_stats_t *st)
+{
+    uint64_t images = self->a.cfg.state_bytes > 0 ? self->a.cfg.tier_chunks : 0;
+    return (uint64_t)self->a.cfg.hbm_blocks + images + st->records + st->saves_outstanding +
+           st->load_orphans;
+}
+
+//  The deep audit, decimated (kvt_scheduler.h): at the first read that
+//  finds the core quiescent after a change, and whenever the reads' credit
+//  covers its cost.
+static void s_audit(kvt_ctx_t *ctx, s_scheduler_t *self, bool quiescent)
+{
+    kvt_sched_stats_t st;
+    kvt_sched_stats(self->core, &st);
+    self->audit_credit += KVT_SCHEDULER_AUDIT_CREDIT;
+    if (!(quiescent && self->changed) && self->audit_credit < s_audit_cost(self, &st))
+        return;
+    char err[256];
+    int audit = kvt_sched_audit(self->core, err, sizeof err);
+    if (audit != 0)
+        kvt_ctx_log(ctx, 0, "%s", err);
+    self->audit_ok = audit == 0;
+    self->audits_deep++;
+    self->audit_credit = 0;
+    self->changed = false;
+}
+
 static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
 {
     s_scheduler_t *self = selfp;
     if (!msg->u.stats.request)
         return 0;
-    kvt_counter_t c[160];
+    kvt_counter_t c[S_COUNTERS];
     uint32_t n = 0;
-    kvt_sched_counters(self->core, c, &n, 160);
-    char err[256];
-    int audit = kvt_sched_audit(self->core, err, sizeof err);
-    if (audit != 0)
-        kvt_ctx_log(ctx, 0, "%s", err);
-    kvt_counter_add(c, &n, 160, "sched.audit_ok", audit == 0);
-    kvt_counter_add(c, &n, 160, "sched.quiescent", kvt_sched_quiescent(self->core));
-    kvt_counter_add(c, &n, 160, "sched.holds", self->holds);
-    kvt_counter_add(c, &n, 160, "sched.arrivals_refused", self->arrivals_refused);
-    kvt_counter_add(c, &n, 160, "sched.schedules_refused", self->schedules_refused);
+    kvt_sched_counters(self->core, c, &n, S_COUNTERS);
+    bool quiescent = kvt_sched_quiescent(self->core);
+    s_audit(ctx, self, quiescent);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.audit_ok", self->audit_ok);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.quiescent", quiescent);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.holds", self->holds);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.arrivals_refused", self->arrivals_refused);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.schedules_refused", self->schedules_refused);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.audits_deep", self->audits_deep);
     return kvt_counters_reply(ctx, from, c, n);
 }
 
@@ -156,6 +193,14 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
         free(self);
         return NULL;
     }
+    if (self->a.prime && self->a.prime(self->core, self->a.prime_arg) != 0) {
+        kvt_ctx_log(ctx, 0, "priming the core failed");
+        kvt_sched_destroy(&self->core);
+        free(self);
+        return NULL;
+    }
+    self->audit_ok = true;
+    self->changed = true; //  the first quiescent read audits what it was built (and primed) with
     return self;
 }
 

@@ -227,6 +227,10 @@ int kvt_stidx_touch_verdict(kvt_stidx_t *self, kvt_hash_t h, uint64_t round, uin
 void kvt_stidx_state_verdict(kvt_stidx_t *self, kvt_hash_t h, bool ok, uint32_t detail,
                              uint64_t now_us)
 {
+    if (ok && detail == KVT_DETAIL_SKIPPED) {
+        self->stats.neutral_verdicts++; //  no rank read the image: no evidence
+        return;
+    }
     if (ok) {
         kvt_stidx_image_t *img = s_image(self, h);
         if (img)
@@ -412,20 +416,6 @@ int kvt_stidx_decline(kvt_stidx_t *self, kvt_opid_t op)
     s_settle(self, e, NULL);
     self->stats.declined++;
     return 0;
-}
-
-uint32_t kvt_stidx_seal_step(kvt_stidx_t *self, kvt_opid_t *out, uint32_t cap)
-{
-    uint32_t n = 0;
-    while (self->armed.head != KVT_ILIST_NONE) {
-        kvt_stidx_lrec_t *e = &self->loads[self->armed.head];
-        if (n < cap)
-            out[n] = e->op;
-        n++;
-        s_settle(self, e, NULL);
-        self->stats.declined++;
-    }
-    return n;
 }
 
 //  The load of op that a report may settle: carried or orphaned (an armed

@@ -31,8 +31,13 @@
     operation id (request, generation): a re-admission detaches the earlier
     admission's load (orphaning it if the caller had not), so only that
     admission's own late reports reach it and none can settle the new load.
-    seal_step declines, in the same step, every load armed but not carried
-    (I7: no armed leg without a carrier).
+    I7 (no armed leg without a carrier) holds by construction in the
+    scheduler core: its admission records a state load and marks it carried
+    in the same call that builds its LoadSpec, with no return between (the
+    KV-only load index likewise, on consecutive lines), so nothing is left
+    armed when a plan is done (test_sched_hold checks it after every plan of
+    random sequences); decline is for a caller that records a load it then
+    does not send.
 
     Invariant: dispatched == settled + outstanding. The cheap check runs on
     every stats read. The key-set check (every load record under its keys,
@@ -45,8 +50,8 @@
     not change while the pass walked it; the entry checks hold across
     changes. kvt_stidx_check (deep) runs a whole pass at once.
     Every call on the admission path (could_serve, want_touch, hold,
-    request_load, carried, load_of, the reports) is O(1); reclaim and
-    seal_step are O(what they free).
+    request_load, carried, load_of, the reports) is O(1); reclaim is
+    O(what it frees).
 
     A load may have no slot (KVT_STIDX_NO_SLOT): the scheduler core keeps a
     second index of this type, with no images, for its KV-only loads
@@ -105,7 +110,7 @@ typedef struct {
     uint64_t completed;            //  settled ok
     uint64_t failed;               //  settled failed
     uint64_t abandoned;            //  settled without a report (nothing wrote, or torn down unsent)
-    uint64_t declined;             //  never carried: declined or sealed (I7)
+    uint64_t declined;             //  never carried: declined (I7)
     uint64_t reclaimed;            //  orphans freed by reclaim (I2)
     uint64_t outstanding;          //  gauge: armed + in flight + orphaned
     uint64_t armed;                //  gauge: recorded, not yet carried in a plan
@@ -113,6 +118,7 @@ typedef struct {
     uint64_t orphaned;             //  loads orphaned (torn down mid-load)
     uint64_t detached;             //  live loads orphaned by their request's re-admission
     uint64_t stale_reports;        //  reports for no outstanding load (late, duplicate, old gen)
+    uint64_t neutral_verdicts;     //  state verdicts every rank skipped (no evidence, I6)
     uint64_t refused;              //  request_load refused (slot reserved, duplicate op, old gen)
     uint64_t invariant_violations; //  stats reads whose invariant check failed
 } kvt_stidx_stats_t;
@@ -164,10 +170,21 @@ int kvt_stidx_touch_verdict(kvt_stidx_t *self, kvt_hash_t h, uint64_t round, uin
 
 //  A state-leg verdict on h (KVT_CHAN_STATE): ok confirms h; a failure with
 //  detail KVT_DETAIL_MISS retracts it whatever step the load's own report
-//  arrives in; any other detail (a neutral skip, an I/O error) changes
-//  nothing.
+//  arrives in; any other detail (an I/O error, a timeout) changes nothing.
+//  A neutral verdict (kvt_stidx_neutral) changes nothing either: counted in
+//  neutral_verdicts.
 void kvt_stidx_state_verdict(kvt_stidx_t *self, kvt_hash_t h, bool ok, uint32_t detail,
                              uint64_t now_us);
+
+//  True for a state-leg verdict on which every rank skipped its leg (ok,
+//  detail SKIPPED: the aggregator's all-neutral settlement). No rank read
+//  the image or wrote the slot, so it is no evidence for the image (it ends
+//  no verify hold, opens no verified window) and the leg did not land (the
+//  load it belongs to must not settle ok on it).
+static inline bool kvt_stidx_neutral(const kvt_verdict_t *v)
+{
+    return v->chan == KVT_CHAN_STATE && v->ok && v->detail == KVT_DETAIL_SKIPPED;
+}
 
 //  Verify hold (I6): true when an admission about to load the image at h
 //  must wait one pass for a touch verdict. The caller sends the touch
@@ -197,11 +214,6 @@ int kvt_stidx_carried(kvt_stidx_t *self, kvt_opid_t op);
 //  as declined; the request keeps its slot. 0, or -1 when op has no armed
 //  load.
 int kvt_stidx_decline(kvt_stidx_t *self, kvt_opid_t op);
-
-//  End of a step's planning: every load still armed is declined (I7).
-//  Their ids go to out[0..cap); returns how many were declined (all of
-//  them, even past cap: the caller sizes out by stats.armed).
-uint32_t kvt_stidx_seal_step(kvt_stidx_t *self, kvt_opid_t *out, uint32_t cap);
 
 //  Results of a load report.
 #define KVT_STIDX_STALE  (-1) //  no outstanding load of op: a late or duplicate report

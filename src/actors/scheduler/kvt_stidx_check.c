@@ -256,6 +256,7 @@ void kvt_stidx_counters(kvt_stidx_t *self, kvt_counter_t *c, uint32_t *n, uint32
     S_C(orphaned);
     S_C(detached);
     S_C(stale_reports);
+    S_C(neutral_verdicts);
     S_C(refused);
     S_C(invariant_violations);
 #undef S_C

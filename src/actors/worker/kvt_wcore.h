@@ -182,6 +182,7 @@ typedef struct {
     uint64_t lane_timeouts;     //  lane jobs ended by a deadline or a fence timeout
     uint64_t fences_ok;         //  Fence reports ok
     uint64_t fences_failed;     //  Fence reports failed (a lane's fence timed out)
+    uint64_t lane_resets;       //  failed lanes reset once they drained (serving again)
     uint64_t faults_injected;   //  testing faults applied (miss_state)
 } kvt_wcore_stats_t;
 

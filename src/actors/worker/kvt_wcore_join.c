@@ -184,6 +184,17 @@ void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
     for (int l = 0; l < KVT_WCORE_LANES; l++)
         kvt_lane_runner_tick(self->c.lanes[l].runner, now);
     s_take(self);
+    //  Recovery (rule X3): a lane a fence timeout failed refuses every job
+    //  until it drained (nothing held, no submit in flight, every copy
+    //  ended); then it is reset here and serves again.
+    for (int l = 0; l < KVT_WCORE_LANES; l++)
+        if (kvt_lane_runner_reset_if_drained(self->c.lanes[l].runner, now)) {
+            self->st.lane_resets++;
+            kvt_wcore_log_(self, 1, "the %s lane drained after its failure: reset, serving again",
+                           l == KVT_WCORE_LANE_LOAD   ? "load"
+                           : l == KVT_WCORE_LANE_SAVE ? "save"
+                                                      : "state");
+        }
     //  Still copying: keep their leases and reservations alive, so the TTL
     //  never takes memory a copy uses.
     if (self->head && now - self->renewed_at >= self->c.renew_ns) {

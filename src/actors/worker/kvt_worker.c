@@ -184,6 +184,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, cap, "worker.lane_timeouts", s.lane_timeouts);
     kvt_counter_add(c, &n, cap, "worker.fences_ok", s.fences_ok);
     kvt_counter_add(c, &n, cap, "worker.fences_failed", s.fences_failed);
+    kvt_counter_add(c, &n, cap, "worker.lane_resets", s.lane_resets);
     kvt_counter_add(c, &n, cap, "worker.faults_injected", s.faults_injected);
     kvt_counter_add(c, &n, cap, "worker.epoch", self->epoch);
     kvt_counter_add(c, &n, cap, "worker.send_errors", self->send_errors);

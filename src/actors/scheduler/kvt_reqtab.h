@@ -1,0 +1,160 @@
+/*  kvt_reqtab — the scheduler core's request records (a module of the
+    core): the record slots and their by-id map, the waiting, active and
+    tails lists, the tokens, the lazy prefix-hash chain (hash_at,
+    chunk_key), the block table's release and indexing, and forget. A record
+    is kvt_sreq_t: the fields every module reads (id, gen, state, tokens,
+    hashes, blocks, computed) and, below them, the fields of the module
+    that writes them (each group names its owner).
+
+    It calls only the block manager (unref, register), kvt_prefix and base.
+    A kvt_sreq_t pointer stays valid until the next kvt_reqtab_add (the
+    records may move when they grow). */
+#ifndef KVT_REQTAB_H_INCLUDED
+#define KVT_REQTAB_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/kvt_ilist.h"
+#include "kvt_blockmgr.h"
+#include "kvt_ckpt.h"
+#include "kvtier/kvt_hash.h"
+
+//  A record's state; only the coordinator moves a request between them.
+enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
+
+//  Load legs (the load tracker's; in the record's load fields).
+#define S_LEG_KV    0x1
+#define S_LEG_STATE 0x2
+
+//  Tier lookup of a waiting request (the lookups module's).
+enum { S_LK_NONE = 0, S_LK_OUT, S_LK_READY };
+
+typedef struct {
+    uint64_t id;           //  request id
+    uint32_t gen;          //  generation of the current admission
+    uint8_t state;         //  R_*
+    uint32_t *tokens;      //  prompt + predetermined outputs (nfeed + 1 tokens)
+    uint32_t nprompt;      //  prompt tokens
+    uint32_t max_new;      //  tokens to generate
+    uint32_t nfeed;        //  tokens that go through a forward: nprompt + max_new - 1
+    kvt_hash_t *hashes;    //  prefix hash per full block of the fed tokens
+    uint32_t nhashed;      //  hashes[0..nhashed) computed
+    uint32_t *blocks;      //  block table (ceil (nfeed / bs) entries once admitted)
+    uint32_t nblocks;      //  entries in blocks (0 while waiting)
+    uint32_t computed;     //  tokens whose KV is valid in the blocks
+    uint32_t hbm_hit;      //  HBM hit at admission (tokens)
+    uint32_t load_floor;   //  first token of the outstanding load (chunk floor of hbm_hit)
+    uint32_t load_end;     //  resume point B of the outstanding load
+    uint32_t verify_end;   //  > 0: the next entry asks the runner to verify [0, verify_end)
+    uint32_t registered;   //  blocks [0, registered) are shared or indexed
+    uint32_t planned_end;  //  end token of this request's entry in the last plan (0 = none)
+    uint32_t probe_demand; //  fresh blocks the last admission probe needed (0 = none yet)
+    uint32_t *hit_pins;    //  while loading: what a retreat swaps into the table at pin_lo
+                           //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
+                           //  spares for [hbm, claim) when the claim is above the hit
+    uint32_t nhit_pins;    //  entries in hit_pins
+    uint32_t pin_lo;       //  block index of hit_pins[0] in the table
+    //  Hybrid requests (UINT32_MAX / 0 for a dense one).
+    uint32_t block_hit;   //  ungated HBM block hit at admission (tokens)
+    uint32_t sslot;       //  state slot (KVT_CKPT_NONE: none)
+    uint32_t ck_hit;      //  while loading: checkpoint at hbm_hit, pinned for a retreat
+    uint32_t ck_restore;  //  checkpoint to restore into the slot before the next forward
+    uint32_t restore_at;  //  its boundary (tokens)
+    uint32_t ck_take;     //  checkpoint entry the planned entry takes after its forward
+    uint32_t take_at;     //  its boundary (tokens)
+    uint32_t branch_at;   //  chunk boundary where the prompt left a cached prefix (0 = none)
+    bool restore_planned; //  the last plan listed the restore (applied with its step)
+    uint8_t joint_src;    //  kvt_joint_src_t of the admission
+    uint8_t legs;         //  load legs without a verdict (S_LEG_KV | S_LEG_STATE)
+    uint8_t legs_failed;  //  legs that reported failed
+    uint32_t kv_detail;   //  detail of a failed KV leg
+    uint32_t st_detail;   //  detail of a failed state leg
+    bool stop;            //  the engine finished it early: retires at the next apply
+    bool convoy;          //  its KV leg's keys are counted in loading_keys
+    bool convoy_waited;   //  counted once in convoy_waits for this wait
+    uint32_t kv_lower;    //  chunks the KV leg read from below the CPU pool
+    uint64_t arrival_us;  //  trace arrival time
+    //  The tier lookup of the next admission (id {id, gen + 1}).
+    uint8_t lk;           //  S_LK_*
+    bool lk_pinned;       //  the ranks hold its pin: a load or a release must drop it
+    uint32_t lk_held;     //  settled: leading chunks every rank holds
+    uint64_t lk_deadline; //  out: when it falls back to the HBM hit
+    uint64_t lk_at;       //  settled: when (past lookup_max_age_us it is asked again)
+    bool lk_seen;         //  settled: an admission attempt has used the answer (only a
+                          //  used answer can go stale, so a slow round trip never loops)
+    kvt_ilink_t link;     //  in the waiting or the active list
+} kvt_sreq_t;
+
+//  The request lists (a record is in at most one of them).
+typedef enum {
+    KVT_RQ_WAITING = 0, //  R_WAITING, arrival order (a preempted request goes first)
+    KVT_RQ_ACTIVE,      //  R_LOADING and R_RUNNING, admission order
+    KVT_RQ_TAILS,       //  finished requests whose unbuilt saves the next plan builds
+    KVT_RQ_NLISTS
+} kvt_rq_list_t;
+
+typedef struct _kvt_reqtab_t kvt_reqtab_t;
+
+//  A new table for blocks of block_size tokens and chunks of chunk_size,
+//  the chain seeded by ns; NULL when out of memory.
+kvt_reqtab_t *kvt_reqtab_new(uint32_t block_size, uint32_t chunk_size, kvt_hash_t ns);
+
+//  Frees every record (and what each holds in memory) and the table.
+void kvt_reqtab_destroy(kvt_reqtab_t **self_p);
+
+//  A new record for request id (not in the table): its ntokens prompt
+//  tokens copied, its max_new - 1 generated tokens predetermined per
+//  request (so a replay is reproducible; they never match another
+//  request's prompt); everything else zero, the checkpoint fields NONE.
+//  NULL when out of memory. *slot receives its slot.
+kvt_sreq_t *kvt_reqtab_add(kvt_reqtab_t *self, uint64_t id, const uint32_t *tokens,
+                           uint32_t ntokens, uint32_t max_new, uint32_t *slot);
+
+//  The record of request id, or NULL; *slot receives its slot.
+kvt_sreq_t *kvt_reqtab_find(const kvt_reqtab_t *self, uint64_t id, uint32_t *slot);
+
+//  The record in `slot` (R_FREE when unused; slot < kvt_reqtab_cap).
+kvt_sreq_t *kvt_reqtab_at(const kvt_reqtab_t *self, uint32_t slot);
+
+//  Record slots allocated (used or free), for walks.
+uint32_t kvt_reqtab_cap(const kvt_reqtab_t *self);
+
+//  Records alive (gauge).
+uint32_t kvt_reqtab_records(const kvt_reqtab_t *self);
+
+//  Frees the record in `slot` (its block table must be released).
+void kvt_reqtab_free(kvt_reqtab_t *self, uint32_t slot);
+
+//  List operations (O(1)).
+void kvt_reqtab_append(kvt_reqtab_t *self, kvt_rq_list_t l, uint32_t slot);
+void kvt_reqtab_prepend(kvt_reqtab_t *self, kvt_rq_list_t l, uint32_t slot);
+void kvt_reqtab_unlink(kvt_reqtab_t *self, kvt_rq_list_t l, uint32_t slot);
+uint32_t kvt_reqtab_head(const kvt_reqtab_t *self, kvt_rq_list_t l);
+uint32_t kvt_reqtab_next(const kvt_reqtab_t *self, uint32_t slot);
+
+//  Blocks that hold nfeed tokens.
+uint32_t kvt_reqtab_blocks_needed(const kvt_reqtab_t *self, uint64_t nfeed);
+
+//  Hash of block b of request r (computed on demand); key of chunk c; the
+//  keys of chunks [first, first + n) into out.
+kvt_hash_t kvt_reqtab_hash_at(const kvt_reqtab_t *self, kvt_sreq_t *r, uint32_t b);
+kvt_hash_t kvt_reqtab_chunk_key(const kvt_reqtab_t *self, kvt_sreq_t *r, uint32_t chunk);
+void kvt_reqtab_chunk_keys(const kvt_reqtab_t *self, kvt_sreq_t *r, uint32_t first, uint32_t n,
+                           kvt_hash_t *out);
+
+//  Drops every block reference the request's table holds (tail first).
+void kvt_reqtab_release_blocks(kvt_reqtab_t *self, kvt_sreq_t *r, kvt_blockmgr_t *bm);
+
+//  Indexes the request's blocks that are full below upto_tokens.
+void kvt_reqtab_index_blocks(kvt_reqtab_t *self, kvt_sreq_t *r, uint32_t upto_tokens,
+                             kvt_blockmgr_t *bm);
+
+//  Releases a retired record's blocks (tail first) and frees it.
+void kvt_reqtab_forget(kvt_reqtab_t *self, uint32_t slot, kvt_blockmgr_t *bm);
+
+//  0, or -1 with a message: the map holds every live record once.
+int kvt_reqtab_check(const kvt_reqtab_t *self, char *err, size_t errlen);
+
+#endif
