@@ -7,8 +7,8 @@
 #      ranks, lanes, worker, benchmarks, actors, fence board)
 #      (Criterion cannot run under TSan: these link the stand-in in tests/tsan)
 #   5. Release and Debug builds (warnings as errors, every target), each with a
-#      smoke replay (dense with a disk tier, hybrid) that must end with 0 wrong
-#      resumes: optimisation levels warn differently (gcc's format-truncation)
+#      smoke replay (dense with small tiers so the disk serves hits, hybrid)
+#      that must end with 0 wrong resumes: optimisation levels warn differently (gcc's format-truncation)
 #   6. fuzz: the libFuzzer targets built with clang (build-fuzz), each run once
 #      over its corpus in tests/corpus/<target> (no new inputs: -runs=0)
 # Usage: tools/check.sh [format|plain|asan|tsan|release|debug|fuzz]...   (default: all stages)
@@ -58,7 +58,7 @@ stage_build_and_smoke() { # name dir build-type
     echo "== $name: smoke replay"
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvt-smoke-XXXXXX") || return 1
     local ok=0
-    for args in "--limit 300 --cpu-pool 8MiB --disk-dir $tmp/disk" "--limit 160 --model qwen3-next-like"; do
+    for args in "--limit 300 --byte-scale 1 --hbm-pool 4MiB --cpu-pool 2MiB --disk-pool 256MiB --disk-dir $tmp/disk" "--limit 160 --model qwen3-next-like"; do
         # shellcheck disable=SC2086
         out=$("$dir/kvtier" replay $args 2>&1)
         if [ $? -ne 0 ] || ! grep -Eq '^ *wrong resumes +0$' <<<"$out"; then
