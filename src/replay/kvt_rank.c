@@ -114,6 +114,13 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
     sc.pool.log_arg = (void *)&cfg->log_level;
     sc.pool.max_objects = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes) + 64;
     sc.pool.ttl_ms = cfg->pool_ttl_ns / 1000000u;
+    //  The layout id the disk and remote tiers record: the configuration's,
+    //  or one hashed from the geometry.
+    char layout[160];
+    snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb, cfg->layers,
+             cfg->planes, cfg->chunk_size);
+    uint64_t layout_id =
+        cfg->layout_id ? cfg->layout_id : kvt_namespace_id(kvt_namespace_hash(layout));
     if (cfg->disk_dir) {
         snprintf(rk->disk_dir, sizeof rk->disk_dir, "%s/rank%u", cfg->disk_dir, r);
         sc.disk_enabled = true;
@@ -128,13 +135,9 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
         sc.disk.max_objects = (uint32_t)(cfg->disk_pool_bytes / chunk_bytes) + 64;
         //  Whose bytes these are: a file of another rank, TP width
         //  or geometry is a counted miss, never a resume.
-        char layout[160];
-        snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb,
-                 cfg->layers, cfg->planes, cfg->chunk_size);
         sc.disk.rank = r;
         sc.disk.world_size = cfg->tp;
-        sc.disk.layout_id =
-            cfg->layout_id ? cfg->layout_id : kvt_namespace_id(kvt_namespace_hash(layout));
+        sc.disk.layout_id = layout_id;
         sc.disk.ns_id = kvt_namespace_id(kvt_rank_namespace(cfg));
         //  Under SIM every disk write runs inside the storage call
         //  that queued it: the tier never depends on thread timing.
@@ -144,15 +147,11 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
     if (cfg->remote) {
         //  Whose bytes these are, as on disk: a value of another namespace,
         //  rank, TP width or geometry is a counted miss, never a resume.
-        char layout[160];
-        snprintf(layout, sizeof layout, "block_bytes=%zu layers=%u planes=%u chunk=%u", bb,
-                 cfg->layers, cfg->planes, cfg->chunk_size);
         sc.remote_enabled = true;
         sc.remote.seeds = cfg->remote;
         sc.remote.rank = r;
         sc.remote.world_size = cfg->tp;
-        sc.remote.layout_id =
-            cfg->layout_id ? cfg->layout_id : kvt_namespace_id(kvt_namespace_hash(layout));
+        sc.remote.layout_id = layout_id;
         sc.remote.ns_id = kvt_namespace_id(kvt_rank_namespace(cfg));
     }
     rk->storage = kvt_storage_new(&sc, err, errlen);
