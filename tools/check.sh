@@ -6,7 +6,8 @@
 #   4. TSan build, the binaries whose code runs threads (runtime, gpu, store, replay,
 #      ranks, lanes, worker, benchmarks, actors, fence board)
 #      (Criterion cannot run under TSan: these link the stand-in in tests/tsan)
-#   5. Release and Debug builds (warnings as errors, every target), each with a
+#   5. Release and Debug builds (warnings as errors; libkvtier and the kvtier
+#      command, not the test binaries, to keep the stage short), each with a
 #      smoke replay (dense with small tiers so the disk serves hits, hybrid)
 #      that must end with 0 wrong resumes: optimisation levels warn differently (gcc's format-truncation)
 #   6. fuzz: the libFuzzer targets built with clang (build-fuzz), each run once
@@ -53,8 +54,11 @@ stage_build_and_test() { # name dir pattern flags...
 
 stage_build_and_smoke() { # name dir build-type
     local name=$1 dir=$2 type=$3 tmp out
-    echo "== $name: build ($dir, CMAKE_BUILD_TYPE=$type)"
-    build "$dir" -DCMAKE_BUILD_TYPE="$type" || { echo "$name: build failed"; return 1; }
+    echo "== $name: build ($dir, CMAKE_BUILD_TYPE=$type: the library, static and shared, and the kvtier command)"
+    cmake -S . -B "$dir" -DKVTIER_WERROR=ON -DCMAKE_BUILD_TYPE="$type" >/dev/null || return 1
+    cmake --build "$dir" -j"$JOBS" --target kvtier kvtier_shared 2>&1 |
+        { grep -Ev '^\[ *[0-9]+%\]|^g?make(\[[0-9]+\])?: (Entering|Leaving) directory' || true; }
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "$name: build failed"; return 1; }
     echo "== $name: smoke replay"
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvt-smoke-XXXXXX") || return 1
     local ok=0
