@@ -164,7 +164,7 @@ static int s_check_calls(const s_src_t *src, size_t nsrc, size_t who, char *err,
                 continue;
             const s_file_t *b = s_row(src[j].name);
             if (!s_edge_ok(a, b)) {
-                snprintf(err, errlen, "%s calls %s (%s)", src[who].name, fn, src[j].name);
+                snprintf(err, errlen, "%.80s calls %.80s (%.80s)", src[who].name, fn, src[j].name);
                 bad++;
             }
         }

@@ -227,7 +227,7 @@ Test(workload_route, follows_a_long_enough_prefix_and_balances_the_rest)
     cr_assert_eq(inst[4], 1, "0 has 3072 tokens now, 1 has 2560");
     uint32_t again[5];
     cr_assert_eq(kvt_workload_route(wl, 2, again), 0);
-    cr_assert_arr_eq(inst, again, sizeof inst, "deterministic");
+    cr_assert_eq(memcmp(inst, again, sizeof inst), 0, "deterministic");
     kvt_workload_t *sub = kvt_workload_subset(wl, inst, 1);
     cr_assert_not_null(sub);
     cr_assert_eq(sub->n, 3);
