@@ -271,6 +271,55 @@ int kvt_storage_put(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 
 // ------------------------------------------------------------- reads --
 
+//  Copies a lower tier's object (`size` bytes of kind `kind`) into dst:
+//  KVT_STORE_OK, or why it could not (the reservation is then aborted).
+typedef int (*s_fill_fn)(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                         void *dst, size_t size, void *arg);
+
+//  The one promotion path of every lower tier: a pool reservation for the
+//  object, filled by the tier, committed and leased to the caller. A pool
+//  hit that appeared meanwhile is acquired instead; another promotion of
+//  the same key in flight answers EBUSY.
+static int s_promote_into_pool(kvt_storage_t *self, uint64_t ns, kvt_hash_t key,
+                               kvt_obj_kind_t kind, kvt_obj_kind_t found, size_t size,
+                               kvt_holder_t holder, kvt_lease_t *lease, kvt_obj_view_t *view,
+                               kvt_tier_t tier, s_fill_fn fill, void *arg)
+{
+    kvt_resv_t resv = {0};
+    void *dst = NULL;
+    int rc = kvt_pool_reserve(self->pool, ns, key, found, size, holder, &resv, &dst);
+    if (rc == KVT_STORE_SKIPPED) //  someone stored it meanwhile: a pool hit after all
+        return kvt_pool_acquire(self->pool, ns, key, kind, holder, lease, view);
+    if (rc == KVT_STORE_DUPLICATE)
+        return KVT_STORE_EBUSY; //  another reader is promoting it right now
+    if (rc != KVT_STORE_OK)
+        return rc;
+    rc = fill(self, ns, key, found, dst, size, arg);
+    if (rc != KVT_STORE_OK) {
+        kvt_pool_abort(self->pool, &resv);
+        return rc;
+    }
+    rc = kvt_pool_commit(self->pool, &resv, lease);
+    if (rc == KVT_STORE_EFULL) //  no lease for the caller: the reservation stays, discard it
+        kvt_pool_abort(self->pool, &resv);
+    if (rc != KVT_STORE_OK) //  ESTALE: reclaimed while reading (too slow); already freed
+        return rc;
+    *view = (kvt_obj_view_t){.ptr = dst, .size = size, .kind = found, .tier = tier};
+    return KVT_STORE_OK;
+}
+
+static int s_fill_disk(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                       void *dst, size_t size, void *arg)
+{
+    (void)arg;
+    size_t got = 0;
+    kvt_obj_kind_t got_kind = kind;
+    int rc = kvt_disk_read(self->disk, ns, key, kind, dst, size, &got, &got_kind);
+    if (rc != KVT_STORE_OK)
+        return rc;
+    return got == size && got_kind == kind ? KVT_STORE_OK : KVT_STORE_ENOTFOUND;
+}
+
 //  A disk hit read into a pool reservation, verified, committed and leased.
 //  The file is pinned from the stat to the read: the reservation may evict
 //  pool objects, and under ON_EVICT their write-back makes room on the disk,
@@ -284,40 +333,21 @@ static int s_promote(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_k
     int rc = kvt_disk_pin(self->disk, ns, key, kind, &size, &found, &pin);
     if (rc != KVT_STORE_OK)
         return rc;
-    kvt_resv_t resv = {0};
-    void *dst = NULL;
-    rc = kvt_pool_reserve(self->pool, ns, key, found, size, holder, &resv, &dst);
-    if (rc == KVT_STORE_SKIPPED) { //  someone stored it meanwhile: a pool hit after all
-        rc = kvt_pool_acquire(self->pool, ns, key, kind, holder, lease, view);
-        goto cleanup;
-    }
-    if (rc == KVT_STORE_DUPLICATE) {
-        rc = KVT_STORE_EBUSY; //  another reader is promoting it right now
-        goto cleanup;
-    }
-    if (rc != KVT_STORE_OK)
-        goto cleanup;
-    size_t got = 0;
-    kvt_obj_kind_t got_kind = found;
-    rc = kvt_disk_read(self->disk, ns, key, found, dst, size, &got, &got_kind);
-    if (rc != KVT_STORE_OK || got != size || got_kind != found) {
-        kvt_pool_abort(self->pool, &resv);
-        rc = rc != KVT_STORE_OK ? rc : KVT_STORE_ENOTFOUND;
-        goto cleanup;
-    }
-    rc = kvt_pool_commit(self->pool, &resv, lease);
-    if (rc == KVT_STORE_EFULL) //  no lease for the caller: the reservation stays, discard it
-        kvt_pool_abort(self->pool, &resv);
-    if (rc != KVT_STORE_OK) //  ESTALE: reclaimed while reading (too slow); already freed
-        goto cleanup;
-    *view = (kvt_obj_view_t){.ptr = dst, .size = size, .kind = found, .tier = KVT_TIER_DISK};
-cleanup:
+    rc = s_promote_into_pool(self, ns, key, kind, found, size, holder, lease, view, KVT_TIER_DISK,
+                             s_fill_disk, NULL);
     kvt_disk_unpin(self->disk, pin);
     return rc;
 }
 
-//  A remote hit, verified by the remote tier, copied into a pool
-//  reservation, committed and leased (as a disk promotion).
+static int s_fill_bytes(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
+                        void *dst, size_t size, void *arg)
+{
+    (void)self, (void)ns, (void)key, (void)kind;
+    memcpy(dst, arg, size);
+    return KVT_STORE_OK;
+}
+
+//  A remote hit, verified by the remote tier, promoted like a disk hit.
 static int s_promote_remote(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                             kvt_holder_t holder, kvt_lease_t *lease, kvt_obj_view_t *view)
 {
@@ -327,27 +357,8 @@ static int s_promote_remote(kvt_storage_t *self, uint64_t ns, kvt_hash_t key, kv
     int rc = kvt_remote_get(self->remote, ns, key, kind, &bytes, &size, &found);
     if (rc != KVT_STORE_OK)
         return rc;
-    kvt_resv_t resv = {0};
-    void *dst = NULL;
-    rc = kvt_pool_reserve(self->pool, ns, key, found, size, holder, &resv, &dst);
-    if (rc == KVT_STORE_SKIPPED) { //  someone stored it meanwhile: a pool hit after all
-        rc = kvt_pool_acquire(self->pool, ns, key, kind, holder, lease, view);
-        goto cleanup;
-    }
-    if (rc == KVT_STORE_DUPLICATE) {
-        rc = KVT_STORE_EBUSY;
-        goto cleanup;
-    }
-    if (rc != KVT_STORE_OK)
-        goto cleanup;
-    memcpy(dst, bytes, size);
-    rc = kvt_pool_commit(self->pool, &resv, lease);
-    if (rc == KVT_STORE_EFULL)
-        kvt_pool_abort(self->pool, &resv);
-    if (rc != KVT_STORE_OK)
-        goto cleanup;
-    *view = (kvt_obj_view_t){.ptr = dst, .size = size, .kind = found, .tier = KVT_TIER_REMOTE};
-cleanup:
+    rc = s_promote_into_pool(self, ns, key, kind, found, size, holder, lease, view, KVT_TIER_REMOTE,
+                             s_fill_bytes, bytes);
     free(bytes);
     return rc;
 }
