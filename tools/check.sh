@@ -115,6 +115,10 @@ done
 
 if [ ${#failed[@]} -gt 0 ]; then
     echo "== check FAILED: ${failed[*]}"
+    # Repeat what failed at the very end, where a truncated log still shows it.
+    for d in build build-asan build-tsan; do
+        [ -s "$d/test-logs/FAILED" ] && sed "s|^|$d: |" "$d/test-logs/FAILED" | cut -c1-400
+    done
     exit 1
 fi
 echo "== check passed (${stages[*]})"

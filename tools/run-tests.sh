@@ -11,6 +11,9 @@ logdir="$dir/test-logs"
 mkdir -p "$logdir"
 rc=0
 n=0
+# One line per failed binary, for check.sh's closing summary (a CI log is
+# often read from its tail, far below the failing binary's full output).
+: >"$logdir/FAILED"
 for bin in "$dir"/test_*; do
     [ -x "$bin" ] && [ -f "$bin" ] || continue
     name=$(basename "$bin")
@@ -27,6 +30,9 @@ for bin in "$dir"/test_*; do
         echo "---- $name output (exit $status) ----"
         grep -av '^\[----\]\|^\[RUN \]\|^\[PASS\]' "$log" | tail -n 80
         echo "----"
+        key=$(grep -aE -m 6 'ThreadSanitizer|AddressSanitizer|runtime error|SUMMARY|\[FAIL\]|Assertion|CRASH|Timeout|^ +#[0-2] ' "$log" |
+            tr -s ' ' | cut -c1-160 | paste -sd '|' -)
+        echo "$name exit $status: ${synth:-no Synthesis line} ${key:+-- $key}" >>"$logdir/FAILED"
     fi
 done
 if [ $n -eq 0 ]; then
