@@ -16,6 +16,7 @@
 #include "replay/kvt_sim_engine.h"
 #include "replay/kvt_workload.h"
 #include "kvtier/kvt_actor.h"
+#include "kvtier/kvt_metrics.h"
 #include "kvtier/kvt_pool.h"
 
 typedef struct {
@@ -101,7 +102,15 @@ typedef struct {
     const char *rank_endpoint;    //  their base endpoint: NULL = ipc:// in a private
                                   //  temporary directory, or tcp://HOST:PORT (actor i of
                                   //  the topology at HOST:PORT+i, see kvt_rank.h)
+    kvt_metrics_t *metrics;       //  publishes every actor's counters here: a collector
+                                  //  actor's Stats rounds, then the final counters at the
+                                  //  end of each instance (borrowed; NULL = none)
+    uint64_t metrics_interval_ns; //  between those rounds, on the driver's clock (0 = 1 s)
 } kvt_replay_cfg_t;
+
+//  Publishes the counters of r (every actor's, the final Stats round and
+//  the runtime's rt.*) to m, one source per actor (kvt_replay_metrics.c).
+int kvt_replay_metrics_publish(kvt_metrics_t *m, const kvt_sim_engine_result_t *r);
 
 typedef struct {
     kvt_sim_engine_result_t engine; //  what the engine measured, with every actor's counters
