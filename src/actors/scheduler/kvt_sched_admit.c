@@ -176,6 +176,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     //  at its chunk floor; the tier is credited with what lies above it.
     self->stats.hbm_hit_tokens += hbm;
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
+    kvt_sched_event(self, r->id, r->gen, KVT_EV_OUTCOME, hbm, tier,
+                    KVT_EV_OUTCOME_C(0, r->lk_timed_out, 0));
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
     kvt_lookups_settle(self->lk, r, planned ? kvt_planbuf_last_load(self->pb) : NULL, self->pb);
     if (planned) {
@@ -428,6 +430,8 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     }
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, p->hbm, joint ? d.b - p->hbm : 0,
                     r->nprompt);
+    kvt_sched_event(self, r->id, r->gen, KVT_EV_OUTCOME, p->block_hit, tier,
+                    KVT_EV_OUTCOME_C(d.reason, r->lk_timed_out, d.cand / cs));
     if (!joint) {
         kvt_lookups_settle(self->lk, r, NULL, self->pb);
         if (hb > 0) {
