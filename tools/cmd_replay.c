@@ -308,6 +308,7 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set(root, "hit_tokens", hits);
     rc |= json_object_set_new(root, "recomputed_tokens", s_u64(r->recomputed_tokens));
     rc |= json_object_set_new(root, "recomputed_share", s_real(r->recomputed_share, 6));
+    rc |= kvt_ledger_json(&r->ledger, root);
     rc |= json_object_set_new(root, "wrong_resumes", s_u64(e->wrong_resumes));
     rc |= json_object_set_new(loads, "completed", s_u64(e->loads_ok));
     rc |= json_object_set_new(loads, "failed", s_u64(e->loads_failed));
@@ -445,6 +446,7 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
     printf("\n");
     printf("  recomputed    %" PRIu64 " (%.1f%%)\n", r->recomputed_tokens,
            100.0 * r->recomputed_share);
+    kvt_ledger_print(&r->ledger, stdout, "  ");
     printf("  loads         %" PRIu64 " completed, %" PRIu64 " failed\n", e->loads_ok,
            e->loads_failed);
     printf("  saves         %" PRIu64 " completed, %" PRIu64 " failed\n", r->saves_ok,

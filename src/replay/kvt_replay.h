@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "replay/kvt_cost.h"
+#include "replay/kvt_ledger.h"
 #include "replay/kvt_sim_engine.h"
 #include "replay/kvt_workload.h"
 #include "kvtier/kvt_actor.h"
@@ -131,6 +132,8 @@ typedef struct {
     bool failed;                    //  the run failed: wrong resumes, not quiescent, requests
                                     //  that never ended, runtime errors or failed steps
     char failures[1024];            //  why, one reason per line ("" when it passed)
+    kvt_ledger_report_t ledger;     //  the loss ledger of the whole run (kvt_ledger.h): its
+                                    //  identity failing fails the run
 } kvt_replay_report_t;
 
 //  A hybrid model's state units per rank: one slot per request admitted at

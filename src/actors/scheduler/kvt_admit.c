@@ -365,6 +365,11 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     }
     kvt_planbuf_event(self->pb, r->id, r->gen, KVT_EV_ADMIT, p->hbm, load ? d.b - p->hbm : 0,
                       r->nprompt);
+    //  What the admission found, for the replay's loss ledger: the KV hit
+    //  before any gate, the tier's reach, and why the boundary is where it is.
+    kvt_planbuf_event(
+        self->pb, r->id, r->gen, KVT_EV_OUTCOME, hybrid ? p->block_hit : p->hbm, tier,
+        KVT_EV_OUTCOME_C(hybrid ? d.reason : 0, r->lk_timed_out, hybrid ? d.cand / cs : 0));
     if (!load) {
         kvt_lookups_settle(self->lk, r, NULL, self->pb);
         if (hybrid && hb > 0) {
