@@ -101,6 +101,12 @@ typedef struct {
     const char *rank_endpoint;    //  their base endpoint: NULL = ipc:// in a private
                                   //  temporary directory, or tcp://HOST:PORT (actor i of
                                   //  the topology at HOST:PORT+i, see kvt_rank.h)
+    int (*sim_run)(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far);
+    //  ^ SIM: runs the started system in place of one kvt_system_run to its
+    //  end (fault plans arm rules, crash and restart actors, damage files
+    //  between slices) and returns what kvt_system_run would have; so_far is
+    //  the engine's result as it fills. NULL: one run to the end
+    void *sim_run_arg; //  its argument
 } kvt_replay_cfg_t;
 
 typedef struct {
