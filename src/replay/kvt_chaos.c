@@ -25,11 +25,13 @@
 #define S_MAX_RULES    16       //  fault rules one run arms
 #define S_MAX_DAMAGE   4        //  disk files one run damages
 #define S_TP_MAX       3        //  ranks of the largest run
+#define S_AGG_TIMEOUT  1500000u //  the aggregator's timeout (virtual ns)
+#define S_DELAY_MAX_NS 1000000u //  the longest delay of the delay plan: under that timeout
 
 static const char *s_names[KVT_CHAOS_PLANS] = {
     "none",         "drop",        "duplicate",  "delay", "reorder",
     "lost-verdict", "crash-load",  "crash-save", "evict", "disk-truncate",
-    "disk-corrupt", "disk-delete", "tiny-pool",  "mix",
+    "disk-corrupt", "disk-delete", "tiny-pool",  "mix",   "late-spec",
 };
 
 const char *kvt_chaos_plan_name(kvt_chaos_plan_t plan)
@@ -156,7 +158,8 @@ static const int s_kinds[] = {KVT_MSG_LOAD_SPEC, KVT_MSG_SAVE_SPEC,      KVT_MSG
                               KVT_MSG_LOOKUP,    KVT_MSG_LOOKUP_RELEASE, KVT_MSG_COMPLETION};
 #define S_NKINDS (sizeof s_kinds / sizeof s_kinds[0])
 
-//  The rules of a message plan (drop / duplicate / delay).
+//  The rules of a message plan (drop / duplicate / delay; a delay stays
+//  under the aggregator's timeout, S_DELAY_MAX_NS: see KVT_CHAOS_LATE_SPEC).
 static void s_message_rules(s_plan_t *p, kvt_fault_type_t type, uint32_t tp, uint64_t span)
 {
     uint32_t n = (uint32_t)s_range(&p->st, 1, 3);
@@ -166,7 +169,7 @@ static void s_message_rules(s_plan_t *p, kvt_fault_type_t type, uint32_t tp, uin
         bool to_agg = kind == KVT_MSG_COMPLETION;
         s_add_rule(p, s_range(&p->st, 0, span), type, to_agg ? s_worker[r] : s_runner[r],
                    to_agg ? "aggregator" : s_worker[r], kind, (uint32_t)s_range(&p->st, 1, 4),
-                   s_range(&p->st, 2000, 3000000));
+                   s_range(&p->st, 2000, S_DELAY_MAX_NS));
     }
 }
 
@@ -188,6 +191,12 @@ static void s_draw(s_plan_t *p, uint32_t bits, uint32_t tp, uint64_t span)
                        (uint32_t)s_range(&p->st, 2, 16), s_range(&p->st, 1000, 80000));
         s_add_rule(p, at, KVT_FAULT_DELAY, "aggregator", "scheduler", KVT_MSG_VERDICT,
                    (uint32_t)s_range(&p->st, 1, 8), s_range(&p->st, 1000, 200000));
+    }
+    if (bits & BIT(KVT_CHAOS_LATE_SPEC)) {
+        uint32_t r = (uint32_t)(s_next(&p->st) % tp);
+        s_add_rule(p, s_range(&p->st, 0, span), KVT_FAULT_DELAY, s_runner[r], s_worker[r],
+                   KVT_MSG_LOAD_SPEC, (uint32_t)s_range(&p->st, 1, 3),
+                   S_AGG_TIMEOUT + s_range(&p->st, 200000, 2000000));
     }
     if (bits & BIT(KVT_CHAOS_LOST_VERDICT))
         s_add_rule(p, s_range(&p->st, 0, span), KVT_FAULT_DROP, "aggregator", "scheduler",
@@ -335,7 +344,9 @@ static int s_sim_run(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t
         const s_rule_t *r = &p->rules[i];
         uint32_t hits = r->id > 0 ? kvt_sim_fault_hits(sys, r->id) : 0;
         p->faults += hits;
-        if (r->kind == KVT_MSG_LOOKUP_RELEASE && r->type == KVT_FAULT_DROP)
+        //  A lost load spec loses the release of its lookup's lease too.
+        if ((r->kind == KVT_MSG_LOOKUP_RELEASE || r->kind == KVT_MSG_LOAD_SPEC) &&
+            r->type == KVT_FAULT_DROP)
             p->releases_lost += hits;
         int n = snprintf(p->desc + used, sizeof p->desc - used,
                          "%s %s %s->%s x%u (+%llu ns) after %llu events: %u hit; ", type[r->type],
@@ -522,14 +533,14 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
     uint64_t chunk = (uint64_t)c->planes * c->layers * c->token_bytes * c->chunk_size;
     c->hbm_pool_bytes = s_range(st, 2, 4) << 18; //  512 KiB .. 1 MiB: the working set spills
     c->cpu_pool_bytes = s_range(st, 64, 256) * chunk;
-    c->agg_timeout_ns = 1500000;    //  1.5 ms of virtual time: below the lookup timeout,
-                                    //  so a key settles before the scheduler gives up on it
-    c->lane_deadline_ns = 2000000;  //  2 ms
-    c->fence_timeout_ns = 4000000;  //  4 ms
-    c->lookup_timeout_ns = 3000000; //  3 ms
-    c->lookup_ttl_ns = 20000000;    //  20 ms
-    c->pool_ttl_ns = 50000000;      //  50 ms
-    c->orphan_reclaim_us = 50000;   //  50 ms
+    c->agg_timeout_ns = S_AGG_TIMEOUT; //  1.5 ms of virtual time: below the lookup timeout,
+                                       //  so a key settles before the scheduler gives up on it
+    c->lane_deadline_ns = 2000000;     //  2 ms
+    c->fence_timeout_ns = 4000000;     //  4 ms
+    c->lookup_timeout_ns = 3000000;    //  3 ms
+    c->lookup_ttl_ns = 20000000;       //  20 ms
+    c->pool_ttl_ns = 50000000;         //  50 ms
+    c->orphan_reclaim_us = 50000;      //  50 ms
     c->lookup_pin = s_next(st) % 4 != 0;
     if (cfg->hybrid) {
         c->model = "qwen3-next-like";
@@ -558,8 +569,10 @@ int kvt_chaos_run(const kvt_chaos_cfg_t *cfg, kvt_chaos_result_t *res, char *err
     if (cfg->plan == KVT_CHAOS_MIX) {
         bits = 0;
         uint32_t n = (uint32_t)s_range(&st, 2, 4);
+        //  Of the plans the product handles (not the open defects).
+        uint32_t open = BIT(KVT_CHAOS_LOST_VERDICT) | BIT(KVT_CHAOS_LATE_SPEC);
         while (__builtin_popcount(bits) < (int)n)
-            bits |= BIT(s_range(&st, KVT_CHAOS_DROP, KVT_CHAOS_TINY_POOL));
+            bits |= BIT(s_range(&st, KVT_CHAOS_DROP, KVT_CHAOS_TINY_POOL)) & ~open;
     }
     res->plans = bits;
     kvt_replay_cfg_t c;
