@@ -737,7 +737,9 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
             goto fail;
         }
     }
-    if (cfg->driver == KVT_DRIVER_SIM)
+    if (cfg->driver == KVT_DRIVER_SIM && real->sim_run)
+        rep->exit_code = real->sim_run(real->sim_run_arg, run->sys, &rep->engine);
+    else if (cfg->driver == KVT_DRIVER_SIM)
         rep->exit_code = kvt_system_run(run->sys, 0, 0);
     else
         rep->exit_code = s_run_live(run, cfg, rep);
@@ -823,6 +825,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     e->load_wait_us += p->load_wait_us;
     e->save_link_us += p->save_link_us;
     e->drain_us = p->drain_us > e->drain_us ? p->drain_us : e->drain_us;
+    e->max_stall_us = p->max_stall_us > e->max_stall_us ? p->max_stall_us : e->max_stall_us;
     e->utilisation += p->utilisation; //  summed here, averaged by the caller
     e->saturated |= p->saturated;
     bool first = rep->source[0] == 0; //  set by the caller after the first merge

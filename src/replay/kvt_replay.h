@@ -107,6 +107,12 @@ typedef struct {
                                   //  actor's Stats rounds, then the final counters at the
                                   //  end of each instance (borrowed; NULL = none)
     uint64_t metrics_interval_ns; //  between those rounds, on the driver's clock (0 = 1 s)
+    int (*sim_run)(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far);
+    //  ^ SIM: runs the started system in place of one kvt_system_run to its
+    //  end (fault plans arm rules, crash and restart actors, damage files
+    //  between slices) and returns what kvt_system_run would have; so_far is
+    //  the engine's result as it fills. NULL: one run to the end
+    void *sim_run_arg; //  its argument
 } kvt_replay_cfg_t;
 
 //  Publishes the counters of r (every actor's, the final Stats round and
