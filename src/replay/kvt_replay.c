@@ -692,6 +692,8 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     if (added && cfg->metrics) { //  last, so the ranks' topology indices stay
         run->metrics =
             (kvt_metrics_collector_args_t){cfg->metrics, run->stats_from, cfg->metrics_interval_ns};
+        //  its id follows the ranks': s_actor_name reads its name from names[]
+        snprintf(run->names[2 * cfg->tp], sizeof run->names[0], "metrics");
         added = kvt_system_add(run->sys, "metrics", &kvt_metrics_collector_class, &run->metrics,
                                NULL) != KVT_AID_NONE;
     }
