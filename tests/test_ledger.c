@@ -419,6 +419,20 @@ Test(ledger, replays_hold_the_identity_at_several_capacities, .timeout = 300)
     s_base(&c, trace);
     c.instances = 3;
     s_replay_holds(&c, "dense, three instances");
+    //  Every joint gains less than min_load_tokens: the gain is charged to
+    //  below_min_load, up to the boundary the planner found.
+    s_base(&c, trace);
+    c.state_bytes = 4096;
+    c.checkpoint_interval = 1024;
+    c.hbm_pool_bytes = 2ull << 20;
+    c.min_load_tokens = 1u << 20;
+    kvt_replay_report_t r;
+    char err[512];
+    cr_assert_eq(kvt_replay_run(&c, &r, err, sizeof err), 0, "%s", err);
+    cr_assert(!r.failed, "%s", r.failures);
+    cr_assert_gt(kvt_replay_counter(&r, "scheduler", "sched.below_min_load"), 0);
+    cr_assert_gt(r.ledger.loss[KVT_LOSS_MIN_LOAD], 0, "the skipped joints' gain");
+    kvt_replay_report_clear(&r);
     unlink(path);
 }
 
