@@ -139,6 +139,9 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "instances: must be in 1..64";
     else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
+    else if (c->metrics && c->ranks_as_processes)
+        bad = "metrics-addr: not with --ranks-as-processes yet (the collector is not part of "
+              "the ranks' topology)";
     else if (c->rank_endpoint && !c->ranks_as_processes)
         bad = "rank-endpoint: needs --ranks-as-processes";
     else if (c->state_bytes > (1ull << 32))
@@ -278,6 +281,7 @@ typedef struct {
     kvt_sim_engine_args_t engine;             //  engine args
     const kvt_replay_cfg_t *real;             //  the configuration (its progress callback)
     uint32_t instance;                        //  this run's instance
+    kvt_metrics_collector_args_t metrics;     //  the metrics collector's args (cfg->metrics)
 } s_run_t;
 
 static void s_progress(void *arg, const kvt_sim_engine_result_t *so_far, uint64_t clock_us)
@@ -704,6 +708,14 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
         else
             added = kvt_rank_add_actors(run->rank[r], run->sys, NULL, NULL) == 0;
     }
+    if (added && cfg->metrics) { //  last, so the ranks' topology indices stay
+        run->metrics =
+            (kvt_metrics_collector_args_t){cfg->metrics, run->stats_from, cfg->metrics_interval_ns};
+        //  its id follows the ranks': s_actor_name reads its name from names[]
+        snprintf(run->names[2 * cfg->tp], sizeof run->names[0], "metrics");
+        added = kvt_system_add(run->sys, "metrics", &kvt_metrics_collector_class, &run->metrics,
+                               NULL) != KVT_AID_NONE;
+    }
     if (!added) {
         snprintf(err, errlen, "cannot build the actor topology");
         goto fail;
@@ -725,7 +737,9 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
             goto fail;
         }
     }
-    if (cfg->driver == KVT_DRIVER_SIM)
+    if (cfg->driver == KVT_DRIVER_SIM && real->sim_run)
+        rep->exit_code = real->sim_run(real->sim_run_arg, run->sys, &rep->engine);
+    else if (cfg->driver == KVT_DRIVER_SIM)
         rep->exit_code = kvt_system_run(run->sys, 0, 0);
     else
         rep->exit_code = s_run_live(run, cfg, rep);
@@ -757,6 +771,8 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     }
     kvt_system_stop(run->sys);
     s_runtime_counters(run, rep);
+    if (cfg->metrics)
+        kvt_replay_metrics_publish(cfg->metrics, &rep->engine);
 
     const kvt_sim_engine_result_t *e = &rep->engine;
     //  A chunk any rank had to read from its disk counts as a disk hit.
@@ -809,6 +825,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     e->load_wait_us += p->load_wait_us;
     e->save_link_us += p->save_link_us;
     e->drain_us = p->drain_us > e->drain_us ? p->drain_us : e->drain_us;
+    e->max_stall_us = p->max_stall_us > e->max_stall_us ? p->max_stall_us : e->max_stall_us;
     e->utilisation += p->utilisation; //  summed here, averaged by the caller
     e->saturated |= p->saturated;
     bool first = rep->source[0] == 0; //  set by the caller after the first merge

@@ -58,6 +58,8 @@ typedef struct {
     uint64_t load_wait_us;     //  first tokens delayed past their step's end by a copy
     uint64_t save_link_us;     //  device-to-host link time of every save
     uint64_t drain_us;         //  modelled time from the last arrival to the end
+    uint64_t max_stall_us;     //  longest modelled stretch in which requests waited and no
+                               //  plan ran, loaded or saved anything (forward progress)
     uint64_t span_us;          //  first to last arrival
     double utilisation;        //  busy_us over the modelled time from the first arrival
     bool saturated;            //  queueing dominates: the drain exceeds 10 s and a tenth of
