@@ -64,7 +64,7 @@ typedef struct {
 struct kvt_ledger_t {
     const kvt_workload_t *wl;      //  the workload (borrowed)
     kvt_ledger_cfg_t cfg;          //  geometry and tiers
-    uint32_t grid;                 //  a resume's grid: block (dense) or chunk (hybrid)
+    uint32_t grid;                 //  a resume's grid: the block
     s_req_t *req;                  //  per request of the workload
     uint64_t *chain;               //  per request, the hash of its first d ids at off[i] + d - 1
     uint64_t *off;                 //  per request, its chain's offset
@@ -252,7 +252,7 @@ kvt_ledger_t *kvt_ledger_new(const kvt_workload_t *wl, const kvt_ledger_cfg_t *c
         return NULL;
     self->wl = wl;
     self->cfg = *cfg;
-    self->grid = cfg->hybrid ? cfg->chunk_size : cfg->block_size;
+    self->grid = cfg->block_size;
     uint32_t n = wl->n ? wl->n : 1;
     uint64_t ids = 0;
     for (uint32_t i = 0; i < wl->n; i++)
@@ -461,7 +461,7 @@ static void s_outcome(kvt_ledger_t *self, uint32_t g, const kvt_event_t *ev)
     bool bad = false;
     s_charge(self, g, KVT_LOSS_OTHER_INSTANCE, q->ideal_inst, &level, &bad);
     s_charge(self, g, KVT_LOSS_IN_FLIGHT, q->avail, &level, &bad);
-    uint32_t kv_hbm = self->cfg.hybrid ? ev->a / cs * cs : ev->a / grid * grid;
+    uint32_t kv_hbm = ev->a / grid * grid;
     uint32_t kv = ev->b > kv_hbm ? ev->b : kv_hbm;
     if (ev->c & KVT_EV_OUTCOME_LOOKUP_TIMEOUT)
         s_charge(self, g, KVT_LOSS_LOOKUP_TIMEOUT, kv, &level, &bad);

@@ -7,9 +7,10 @@
     the longest prefix of its prompt that an earlier request of the trace
     (in arrival order) shares, with unlimited capacity, kept below the
     prefill tail (prompt - 1, or - 2 with speculative decode) and floored
-    to the grid a resume can land on: the block for a dense model (an HBM
-    hit resumes any full block), the chunk for a hybrid one (every
-    checkpoint lies on the chunk grid).
+    to the block (an HBM hit resumes any full block; a hybrid model's HBM
+    checkpoints include one at the prompt's last full block, the tier's
+    chunks and joint boundaries lie on the chunk grid). The ideal is the
+    same for a dense and a hybrid model of the same geometry.
 
     What was measured comes from the plans the engine sees (the events
     ADMIT, OUTCOME, LOADED, RETREAT, FINISH, and the entries' progress and
