@@ -97,6 +97,11 @@ Test(chaos, tiny_pool_is_refused_or_served, .timeout = 300)
     s_sweep(KVT_CHAOS_TINY_POOL, 10);
 }
 
+Test(chaos, lane_stall_past_its_deadline_fails_jobs_and_service_resumes, .timeout = 300)
+{
+    s_sweep(KVT_CHAOS_LANE_STALL, 30);
+}
+
 Test(chaos, mix_of_plans, .timeout = 300)
 {
     s_sweep(KVT_CHAOS_MIX, 10);

@@ -18,6 +18,8 @@
 
 #include "kvtier/kvt_actor.h"
 #include "kvtier/kvt_msg.h"
+#include "kvtier/kvt_gpu.h"
+#include "replay/kvt_rank.h"
 #include "replay/kvt_replay.h"
 
 #define S_SLICE_EVENTS 64u       //  SIM events between two looks at the plan
@@ -31,9 +33,9 @@
 #define S_SETTLE_NS    (S_LOOKUP_TTL + 2000000u) //  the closing Stats round waits this long
 
 static const char *s_names[KVT_CHAOS_PLANS] = {
-    "none",         "drop",        "duplicate",  "delay", "reorder",
-    "lost-verdict", "crash-load",  "crash-save", "evict", "disk-truncate",
-    "disk-corrupt", "disk-delete", "tiny-pool",  "mix",   "late-spec",
+    "none",       "drop",       "duplicate", "delay",         "reorder",      "lost-verdict",
+    "crash-load", "crash-save", "evict",     "disk-truncate", "disk-corrupt", "disk-delete",
+    "tiny-pool",  "mix",        "late-spec", "lane-stall",
 };
 
 const char *kvt_chaos_plan_name(kvt_chaos_plan_t plan)
@@ -109,6 +111,21 @@ typedef struct {
     bool done;        //  crashed and restarted
 } s_crash_t;
 
+//  A lane stream stalled once the run passed `at` events (ops queued on it
+//  do not run), cleared `down_ns` of virtual time later: past the lane's
+//  deadline, so its jobs fail, a fence on it times out, the lane fails
+//  and is reset once it drained.
+typedef struct {
+    bool on;             //  this run stalls a lane
+    uint64_t at;         //  events before the stall
+    uint32_t rank;       //  whose worker
+    uint32_t lane;       //  0 load, 1 state, 2 save
+    uint64_t down_ns;    //  how long it stays stalled
+    kvt_gpu_stream_t *s; //  the stalled stream (NULL: not yet)
+    uint64_t until;      //  virtual time of the clear
+    bool done;           //  stalled and cleared
+} s_stall_t;
+
 //  A disk file to damage once the run passed `at` events.
 typedef struct {
     uint64_t at;     //  events before it is tried
@@ -126,6 +143,7 @@ typedef struct {
     s_rule_t rules[S_MAX_RULES];     //  fault rules
     uint32_t nrules;                 //  entries in rules
     s_crash_t crash;                 //  the worker crash
+    s_stall_t stall;                 //  the lane stall
     s_damage_t damage[S_MAX_DAMAGE]; //  disk damage
     uint32_t ndamage;                //  entries in damage
     uint64_t faults;                 //  faults injected so far
@@ -190,6 +208,11 @@ static void s_draw(s_plan_t *p, uint32_t bits, uint32_t tp, uint64_t span)
         for (uint32_t r = 0; r < tp; r++)
             s_add_rule(p, at, KVT_FAULT_DELAY, s_worker[r], "aggregator", KVT_MSG_COMPLETION,
                        (uint32_t)s_range(&p->st, 2, 16), s_range(&p->st, 1000, 80000));
+        //  ... and every rank's specs by its own amount: the ranks' copies
+        //  land, and report, in another order than they were asked.
+        for (uint32_t r = 0; r < tp; r++)
+            s_add_rule(p, at, KVT_FAULT_DELAY, s_runner[r], s_worker[r], KVT_ANY_KIND,
+                       (uint32_t)s_range(&p->st, 2, 16), s_range(&p->st, 1000, 200000));
         s_add_rule(p, at, KVT_FAULT_DELAY, "aggregator", "scheduler", KVT_MSG_VERDICT,
                    (uint32_t)s_range(&p->st, 1, 8), s_range(&p->st, 1000, 200000));
     }
@@ -211,6 +234,14 @@ static void s_draw(s_plan_t *p, uint32_t bits, uint32_t tp, uint64_t span)
                                .rank = (uint32_t)(s_next(&p->st) % tp),
                                .lag = s_range(&p->st, 0, 12),
                                .down_ns = s_range(&p->st, 5000, 3000000)};
+    }
+    if (bits & BIT(KVT_CHAOS_LANE_STALL)) {
+        uint32_t lanes[] = {0, 2, 1}; //  a dense model has no state lane
+        p->stall = (s_stall_t){.on = true,
+                               .at = s_range(&p->st, 0, span),
+                               .rank = (uint32_t)(s_next(&p->st) % tp),
+                               .lane = lanes[s_next(&p->st) % (p->rc->state_bytes ? 3 : 2)],
+                               .down_ns = s_range(&p->st, 1000000, 12000000)};
     }
     for (int how = KVT_CHAOS_DISK_TRUNCATE; how <= KVT_CHAOS_DISK_DELETE; how++) {
         if (!(bits & BIT(how)))
@@ -282,7 +313,7 @@ static kvt_aid_t s_aid(kvt_system_t *sys, const char *name)
 }
 
 //  Does what is due at `events`.
-static void s_act(s_plan_t *p, kvt_system_t *sys, uint64_t events,
+static void s_act(s_plan_t *p, kvt_system_t *sys, kvt_rank_t *const *ranks, uint64_t events,
                   const kvt_sim_engine_result_t *so_far)
 {
     for (uint32_t i = 0; i < p->nrules; i++) {
@@ -323,6 +354,21 @@ static void s_act(s_plan_t *p, kvt_system_t *sys, uint64_t events,
             snprintf(p->problem, sizeof p->problem, "cannot restart %s", s_worker[c->rank]);
         c->done = true;
     }
+    s_stall_t *l = &p->stall;
+    if (l->on && !l->s && !l->done && events >= l->at && ended + 4 < p->rc->limit) {
+        kvt_gpu_stream_t *st = kvt_rank_lane_stream(ranks[l->rank], l->lane);
+        if (st && kvt_gpu_stream_inject(st, KVT_GPU_FAULT_STALL, 0) == 0) {
+            l->s = st;
+            l->until = kvt_system_now(sys) + l->down_ns;
+            p->faults++;
+        }
+    }
+    //  Cleared before the last requests end, as a crash is restarted.
+    if (l->s && !l->done && (kvt_system_now(sys) >= l->until || ended + 4 >= p->rc->limit)) {
+        if (kvt_gpu_stream_inject(l->s, KVT_GPU_FAULT_NONE, 0) != 0)
+            snprintf(p->problem, sizeof p->problem, "cannot clear the stalled lane");
+        l->done = true;
+    }
     for (uint32_t i = 0; i < p->ndamage; i++) {
         s_damage_t *d = &p->damage[i];
         if (!d->done && events >= d->at && s_damage(p, d)) {
@@ -333,12 +379,14 @@ static void s_act(s_plan_t *p, kvt_system_t *sys, uint64_t events,
 }
 
 //  The replay's SIM loop: slices of events, the plan between them.
-static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far);
+static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, kvt_rank_t *const *ranks,
+                      const kvt_sim_engine_result_t *so_far);
 
-static int s_sim_run(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far)
+static int s_sim_run(void *arg, kvt_system_t *sys, kvt_rank_t *const *ranks,
+                     const kvt_sim_engine_result_t *so_far)
 {
     s_plan_t *p = arg;
-    int rc = s_sim_loop(p, sys, so_far);
+    int rc = s_sim_loop(p, sys, ranks, so_far);
     static const char *type[] = {"?", "drop", "delay", "duplicate"};
     size_t used = 0;
     for (uint32_t i = 0; i < p->nrules && used + 1 < sizeof p->desc; i++) {
@@ -361,6 +409,16 @@ static int s_sim_run(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t
                                     : "never fired");
         used += n > 0 ? (size_t)n : 0;
     }
+    const s_stall_t *l = &p->stall;
+    if (l->on && used + 1 < sizeof p->desc) {
+        int n = snprintf(p->desc + used, sizeof p->desc - used,
+                         "stall lane %u of worker.%u for %llu ns after %llu events: %s; ", l->lane,
+                         l->rank, (unsigned long long)l->down_ns, (unsigned long long)l->at,
+                         l->done ? "stalled and cleared"
+                         : l->s  ? "stalled"
+                                 : "never fired");
+        used += n > 0 ? (size_t)n : 0;
+    }
     for (uint32_t i = 0; i < p->ndamage && used + 1 < sizeof p->desc; i++) {
         const s_damage_t *d = &p->damage[i];
         int n = snprintf(p->desc + used, sizeof p->desc - used, "%s a file of rank %u: %s; ",
@@ -371,7 +429,8 @@ static int s_sim_run(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t
     return rc;
 }
 
-static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far)
+static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, kvt_rank_t *const *ranks,
+                      const kvt_sim_engine_result_t *so_far)
 {
     //  Quiescence is judged after every bound a fault leaves to run out:
     //  the engine's closing Stats requests (the last it sends to each
@@ -385,15 +444,21 @@ static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, const kvt_sim_engine_resul
     uint64_t bound = p->cfg->stall_bound_us ? p->cfg->stall_bound_us : KVT_CHAOS_STALL_BOUND_US;
     uint64_t t = 0;
     while (true) {
-        s_act(p, sys, t, so_far);
-        bool down = p->crash.up_at && !p->crash.done;
+        s_act(p, sys, ranks, t, so_far);
+        bool down = (p->crash.up_at && !p->crash.done) || (p->stall.s && !p->stall.done);
         int rc = kvt_system_run(sys, 0, down ? 4 : S_SLICE_EVENTS);
         t = kvt_sim_events(sys);
         if (rc != KVT_RUN_EVENT_LIMIT) {
             //  The worker restarts even when nothing else is left to do.
-            if (rc == KVT_RUN_QUIESCENT && p->crash.up_at && !p->crash.done) {
-                s_act(p, sys, t, so_far);
-                if (p->crash.done && kvt_system_run(sys, 0, 1) == KVT_RUN_EVENT_LIMIT)
+            bool was_down = down;
+            if (rc == KVT_RUN_QUIESCENT && was_down) {
+                //  Nothing else would ever run: restart or clear now.
+                if (p->crash.up_at && !p->crash.done)
+                    p->crash.up_at = kvt_system_now(sys);
+                if (p->stall.s && !p->stall.done)
+                    p->stall.until = kvt_system_now(sys);
+                s_act(p, sys, ranks, t, so_far);
+                if (kvt_system_run(sys, 0, 1) == KVT_RUN_EVENT_LIMIT)
                     continue;
             }
             return rc;
@@ -549,8 +614,8 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
         c->max_running = (uint32_t)s_range(st, 4, 16);
         c->verify_hold_ns = 5000000;
     }
-    if (bits & BIT(KVT_CHAOS_EVICT))
-        c->cpu_pool_bytes = s_range(st, 2, 8) * chunk;
+    if (bits & BIT(KVT_CHAOS_EVICT)) //  a few requests' worth: hits, loads and evictions
+        c->cpu_pool_bytes = s_range(st, 40, 72) * chunk;
     if (bits & S_DISK_PLANS) {
         c->cpu_pool_bytes = s_range(st, 2, 6) * chunk;
         c->disk_pool_bytes = 64ull << 20;
@@ -622,6 +687,14 @@ int kvt_chaos_run(const kvt_chaos_cfg_t *cfg, kvt_chaos_result_t *res, char *err
     if (bits & (BIT(KVT_CHAOS_EVICT) | BIT(KVT_CHAOS_TINY_POOL)))
         res->faults += kvt_replay_counter(rep, NULL, "pool.evictions");
     snprintf(res->desc, sizeof res->desc, "%s", p->desc);
+    if (bits & BIT(KVT_CHAOS_LANE_STALL)) {
+        size_t n = strlen(res->desc);
+        snprintf(res->desc + n, sizeof res->desc - n,
+                 "lane timeouts %llu, fences failed %llu, lane resets %llu",
+                 (unsigned long long)kvt_replay_counter(rep, NULL, "worker.lane_timeouts"),
+                 (unsigned long long)kvt_replay_counter(rep, NULL, "worker.fences_failed"),
+                 (unsigned long long)kvt_replay_counter(rep, NULL, "worker.lane_resets"));
+    }
     res->wedged = p->wedged || p->stalled || !rep->engine.done;
     s_check(p, rep, res);
     rc = 0;
