@@ -150,6 +150,8 @@ typedef struct {
     bool wedged;                     //  the event budget ran out
     bool stalled;                    //  the stall passed its bound
     char problem[256];               //  what the plan itself could not do ("" = nothing)
+    uint64_t dup_reports;            //  completions delivered twice
+    uint64_t dup_specs;              //  load and save specs delivered twice
     char desc[768];                  //  what the plan did, for the report
 } s_plan_t;
 
@@ -393,6 +395,11 @@ static int s_sim_run(void *arg, kvt_system_t *sys, kvt_rank_t *const *ranks,
         const s_rule_t *r = &p->rules[i];
         uint32_t hits = r->id > 0 ? kvt_sim_fault_hits(sys, r->id) : 0;
         p->faults += hits;
+        if (r->type == KVT_FAULT_DUPLICATE && r->kind == KVT_MSG_COMPLETION)
+            p->dup_reports += hits;
+        if (r->type == KVT_FAULT_DUPLICATE &&
+            (r->kind == KVT_MSG_LOAD_SPEC || r->kind == KVT_MSG_SAVE_SPEC))
+            p->dup_specs += hits;
         int n = snprintf(p->desc + used, sizeof p->desc - used,
                          "%s %s %s->%s x%u (+%llu ns) after %llu events: %u hit; ", type[r->type],
                          kvt_msg_kind_name(r->kind), r->from ? r->from : "*", r->to, r->count,
@@ -576,6 +583,18 @@ static void s_check(const s_plan_t *p, const kvt_replay_report_t *rep, kvt_chaos
         if (v != 0)
             s_fail(res, "%s = %llu at the end (want 0)", zero[i].name, (unsigned long long)v);
     }
+    //  Exactly one report per item per rank: a spec delivered twice runs
+    //  once (the worker drops the repeat), a report delivered twice votes
+    //  once (the aggregator drops it, as a duplicate or once settled).
+    uint64_t wdup = kvt_replay_counter(rep, NULL, "worker.duplicates");
+    uint64_t adup = kvt_replay_counter(rep, "aggregator", "agg.dup_dropped") +
+                    kvt_replay_counter(rep, "aggregator", "agg.late_dropped");
+    if (wdup < p->dup_specs)
+        s_fail(res, "%llu specs delivered twice, %llu dropped by the workers",
+               (unsigned long long)p->dup_specs, (unsigned long long)wdup);
+    if (adup < p->dup_reports)
+        s_fail(res, "%llu reports delivered twice, %llu dropped by the aggregator",
+               (unsigned long long)p->dup_reports, (unsigned long long)adup);
     uint32_t temps = s_temps(p->rc->disk_dir, p->rc->tp);
     if (temps)
         s_fail(res, "%u disk temporaries left", temps);
