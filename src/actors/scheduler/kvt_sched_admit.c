@@ -143,7 +143,9 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     }
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
     r->hit_pins = held > keep ? malloc((size_t)(held - keep) * sizeof(uint32_t)) : NULL;
-    if (!r->blocks || (held > keep && !r->hit_pins)) {
+    kvt_opid_t op = {r->id, r->gen + 1}; //  the admission's id once committed
+    if (!r->blocks || (held > keep && !r->hit_pins) ||
+        (load && kvt_loadtrack_reserve(self->lt, op, (tier - keep_tokens) / bs) != 0)) {
         free(r->blocks);
         free(r->hit_pins);
         r->blocks = r->hit_pins = NULL;
@@ -178,6 +180,8 @@ int kvt_sched_admit(kvt_sched_t *self, uint32_t slot)
     kvt_sched_event(self, r->id, r->gen, KVT_EV_ADMIT, hbm, load ? tier - hbm : 0, r->nprompt);
     bool planned = load && s_plan_load(self, r, keep_tokens, tier) == 0;
     kvt_lookups_settle(self->lk, r, planned ? kvt_planbuf_last_load(self->pb) : NULL, self->pb);
+    if (load && !planned)
+        kvt_loadtrack_unreserve(self->lt, op);
     if (planned) {
         r->state = R_LOADING;
         r->legs = S_LEG_KV;
@@ -357,9 +361,11 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
     uint32_t lo = clb < hb ? clb : hb, nret = joint ? (clb < hb ? hb - clb : clb - hb) : 0;
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
     r->hit_pins = nret ? malloc((size_t)nret * sizeof(uint32_t)) : NULL;
+    kvt_opid_t op = {r->id, r->gen + 1}; //  the admission's id once committed
     if (!r->blocks || (nret && !r->hit_pins) || kvt_planbuf_reserve_loads(self->pb, 1) ||
         kvt_sched_reserve_scratch(self, kv_tokens / bs, kv_tokens / cs) ||
-        kvt_planbuf_reserve_state(self->pb, 1)) {
+        kvt_planbuf_reserve_state(self->pb, 1) ||
+        (joint && kvt_loadtrack_reserve(self->lt, op, kv_tokens / bs) != 0)) {
         free(r->blocks);
         free(r->hit_pins);
         r->blocks = r->hit_pins = NULL;
@@ -373,6 +379,7 @@ int kvt_sched_admit_hybrid(kvt_sched_t *self, uint32_t slot)
         kvt_stidx_request_load(self->stidx, (kvt_opid_t){r->id, r->gen + 1},
                                kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1), r->sslot,
                                self->now_us) != 0) {
+        kvt_loadtrack_unreserve(self->lt, op);
         kvt_ckpt_slot_give(self->ck, r->sslot);
         r->sslot = KVT_CKPT_NONE;
         free(r->blocks);

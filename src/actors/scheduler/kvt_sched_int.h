@@ -57,6 +57,10 @@ void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type
 //  True while the plan may grow by `bytes` more.
 bool kvt_sched_plan_fits(const kvt_sched_t *self, size_t bytes);
 
+//  Loads past their deadline settle failed and their requests run
+//  (kvt_sched.c; every plan, O(1) per load expired).
+void kvt_sched_expire_loads(kvt_sched_t *self);
+
 //  kvt_sched_admit: the request waits for its tier lookup (others go on).
 #define S_ADMIT_LOOKUP 2
 
