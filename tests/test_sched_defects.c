@@ -426,6 +426,59 @@ Test(sched_defects, a_load_whose_holding_cannot_be_reserved_is_not_dispatched)
 #endif
 }
 
+//  S4 (moved here from test_saves.c, whose filler was the defect below): a
+//  finished request's tail that its one plan cannot carry — here because
+//  that plan cannot allocate its saves — is retired at end_plan and its
+//  lease released. The filler used to be a 200,000-event backlog crowding
+//  the plan, which the backlog fix no longer allows.
+static uint64_t rig_counter(rig_t *r, const char *name)
+{
+    static kvt_counter_t c[256];
+    uint32_t n = 0;
+    kvt_sched_counters(r->s, c, &n, 256);
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return c[i].value;
+    cr_assert_fail("no counter %s", name);
+    return 0;
+}
+
+Test(sched_defects, rule_S4_a_tail_the_plan_cannot_carry_is_retired_at_end_plan_and_released)
+{
+#if !S_CAN_FAIL_ALLOC
+    cr_skip_test("allocation failure is not injected under a sanitizer");
+#else
+    static rig_t r;
+    uint64_t now = 0;
+    kvt_sched_cfg_t cfg = rig_cfg(64, 64);
+    rig_init(&r, &cfg);
+    rig_arrive(&r, 1, 128, 5, 1);
+    cr_assert_eq(rig_step(&r), 1); //  its lookup
+    rig_answer_lookups(&r);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.plan.nentries, 1);
+    cr_assert_eq(kvt_sched_apply(r.s, r.step, true), 0);
+    kvt_sched_stats_t st = rig_stats(&r);
+    cr_assert_eq(st.leased_blocks, 8);
+    s_oom = 1;
+    int rc = kvt_sched_plan(r.s, ++r.step, false, &r.plan);
+    s_oom = 0;
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(r.plan.nsaves, 0, "the plan had no room for the tail");
+    st = rig_stats(&r);
+    cr_assert_eq(rig_counter(&r, "savetrack.tails_retired"), 1, "end_plan retired it");
+    cr_assert_eq(rig_counter(&r, "savetrack.chunks_retired"), 2);
+    cr_assert_eq(st.leased_blocks, 0, "and released its lease");
+    cr_assert_eq(st.blocks_in_use, 0);
+    cr_assert_eq(st.records, 0);
+    rig_audit(&r);
+    r.npending = 0;
+    rig_run(&r, &now, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+#endif
+}
+
 // ------------------------------------------ 17 §4: the event backlog ----
 
 //  A backlog of queued events larger than one plan's budget (200,000 × 64

@@ -202,7 +202,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         return -1;
     }
     if (kvt_reqtab_check(self->rt, err, errlen) != 0 ||
-        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0)
+        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0 ||
+        kvt_admit_check(self->ad, err, errlen) != 0)
         return -1;
     //  The save tracker's own identities and walk (its leases, its saves
     //  in flight per request).
