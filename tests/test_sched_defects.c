@@ -479,6 +479,52 @@ Test(sched_defects, rule_S4_a_tail_the_plan_cannot_carry_is_retired_at_end_plan_
 #endif
 }
 
+// ------------------------- 17 §4: a skipped save is not left a hole ----
+
+//  Request 2 shares request 1's first two chunks; their saves are in flight
+//  (request 1's tail), so request 2 skips them and saves only its third.
+//  Request 1's saves then fail (it retired: nobody re-emits them). Request
+//  2's frontier must go back to the chunks it skipped and save them:
+//  otherwise its third chunk sits in the tier behind a hole, unreachable.
+Test(sched_defects, a_chunk_skipped_for_a_save_that_fails_is_saved_by_the_skipper)
+{
+    static rig_t r;
+    uint64_t now = 0;
+    kvt_sched_cfg_t cfg = rig_cfg(64, 64);
+    rig_init(&r, &cfg);
+    rig_arrive(&r, 1, 128, 100, 1);
+    cr_assert_eq(rig_step(&r), 1); //  its lookup
+    rig_answer_lookups(&r);
+    cr_assert_eq(rig_step(&r), 1); //  its prefill [0, 128): it finishes
+    r.fail_saves = true;
+    cr_assert_eq(rig_step(&r), 1); //  its tail: the saves of chunks 0 and 1, failing
+    r.fail_saves = false;
+    cr_assert_eq(r.plan.nsaves, 1);
+    cr_assert_eq(r.plan.saves[0].nkeys, 2);
+    kvt_hash_t k0 = r.plan.saves[0].keys[0], k1 = r.plan.saves[0].keys[1];
+    //  Request 2 (the same 128 tokens, then 64 of its own) while they fly.
+    uint32_t t[192];
+    for (uint32_t i = 0; i < 192; i++)
+        t[i] = i < 128 ? 100 + i : 5000 + i;
+    kvt_arrival_t a = {.req = 2, .tokens = t, .ntokens = 192, .max_new_tokens = 16};
+    cr_assert_eq(kvt_sched_arrive(r.s, &a), 0);
+    cr_assert_eq(rig_step(&r), 1); //  its lookup (the ranks hold nothing yet)
+    rig_answer_lookups(&r);
+    cr_assert_eq(rig_step(&r), 1); //  admitted on its HBM hit: prefill [128, 192)
+    cr_assert_eq(rig_step(&r), 1); //  its saves: chunks 0 and 1 skipped, chunk 2 saved
+    cr_assert_eq(r.plan.nsaves, 1);
+    cr_assert_eq(r.plan.saves[0].start, 128);
+    cr_assert_eq(rig_stats(&r).saves_skipped, 2);
+    rig_deliver(&r); //  request 1's saves fail, request 2's chunk 2 is stored
+    cr_assert_eq(rig_counter(&r, "savetrack.skips_rewound"), 2);
+    rig_run(&r, &now, 100);
+    cr_assert(rig_holds(&r, k0) && rig_holds(&r, k1),
+              "the chunks request 2 skipped were saved after the save it relied on failed");
+    cr_assert_eq(rig_counter(&r, "savetrack.skips_waiting"), 0);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
 // ------------------------------------------ 17 §4: the event backlog ----
 
 //  A backlog of queued events larger than one plan's budget (200,000 × 64

@@ -85,8 +85,8 @@ void kvt_planbuf_open(kvt_planbuf_t *self)
     //  The events that go with this plan: at most one message's worth of
     //  the queue (the rest wait), so a backlog never crowds the plan out.
     uint32_t queued = self->nevents - self->ev_head;
-    self->bytes =
-        64u * (size_t)(queued < KVT_MSG_MAX_ENTRIES ? queued : KVT_MSG_MAX_ENTRIES) + 256u;
+    uint32_t going = queued < KVT_MSG_MAX_ENTRIES ? queued : KVT_MSG_MAX_ENTRIES;
+    self->bytes = 64u * (size_t)going + 256u;
     self->open = true;
 }
 
