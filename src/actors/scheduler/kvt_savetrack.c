@@ -388,8 +388,12 @@ static void s_settle_skippers(kvt_savetrack_t *self, kvt_savetrack_save_t *sv, b
             kvt_savetrack_rec_t *r = &self->recs[sk->rec];
             bool same = r->live && r->op.req == sk->op.req && r->op.gen == sk->op.gen;
             if (same && !r->retired && !r->stopped) {
-                if (sk->start < r->frontier)
+                //  The chunks above it are built again under a new attempt
+                //  number: a worker drops a repeat of a report key it saw.
+                if (sk->start < r->frontier) {
                     r->frontier = sk->start;
+                    r->attempt++;
+                }
                 self->stats.skips_rewound++;
             } else
                 self->stats.skips_lost++;
