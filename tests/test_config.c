@@ -291,6 +291,7 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"verified_window", "x"},
         {"verify_hold", "0ms"},
         {"orphan_reclaim", "2h"},
+        {"load_deadline", "0s"},
         {"agg_timeout", "2h"},
         {"lane_deadline", "x"},
         {"fence_timeout", "1"},

@@ -122,6 +122,7 @@ typedef struct {
     uint64_t verified_window_ns; //  an image confirmed within it needs no verify hold (0 = derive)
     uint64_t verify_hold_ns;     //  bound of a verify hold, from the first hold
     uint64_t orphan_reclaim_ns;  //  an orphaned load with no verdict this long is reclaimed
+    uint64_t load_deadline_ns;   //  a dispatched load no rank settled this long settles failed
     //  timeouts of the data path
     uint64_t agg_timeout_ns;   //  an open aggregator key settles failed after this
     uint64_t lane_deadline_ns; //  a transfer job not terminal by then fails

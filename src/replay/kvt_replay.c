@@ -639,6 +639,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->sched.cfg.hbm_checkpoints = KVT_REPLAY_STATE_CKPTS(cfg);
     run->sched.cfg.min_load_tokens = cfg->min_load_tokens;
     run->sched.cfg.orphan_reclaim_us = cfg->orphan_reclaim_us;
+    run->sched.cfg.load_deadline_us = cfg->load_deadline_us;
     run->sched.cfg.lookup_max_age_us = cfg->lookup_max_age_us;
     run->sched.cfg.no_state_tier = cfg->no_state_tier;
     run->sched.cfg.spec_tokens = cfg->spec_tokens;

@@ -45,6 +45,7 @@ typedef struct {
                                   //  chunk_size; 0 = chunk_size)
     uint32_t min_load_tokens;     //  hybrid: a joint gaining fewer tokens recomputes (default 0)
     uint64_t orphan_reclaim_us;   //  an orphaned load is reclaimed this long after (0 = 60 s)
+    uint64_t load_deadline_us;    //  a load still out this long after dispatch fails (0 = 60 s)
     uint64_t lookup_max_age_us;   //  a settled lookup older than this is asked again (0 = 1 s)
     bool no_state_tier;           //  hybrid: state images stay out of the tier (state_tier off)
     uint32_t spec_tokens;         //  speculative draft tokens per step (> 0: a hit leaves 2)

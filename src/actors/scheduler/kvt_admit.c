@@ -28,7 +28,7 @@ struct _kvt_admit_t {
     kvt_ckpt_t *ck;          //  state slots and HBM checkpoints (borrowed; NULL when dense)
     kvt_stidx_t *stidx;      //  state images (borrowed; NULL when dense)
     kvt_lookups_t *lk;       //  tier lookups (borrowed)
-    kvt_loadtrack_t *lt;     //  loads in flight, for convoys (borrowed)
+    kvt_loadtrack_t *lt;     //  loads in flight: convoys, holdings reserved (borrowed)
     kvt_saves_t *sv;         //  saves, for the save floor (borrowed)
     uint32_t *blocks;        //  block ids of the match (hbm_blocks)
     uint32_t *unref;         //  unreferenced-block prefix counts of the match (hbm_blocks + 1)
@@ -300,9 +300,13 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     uint32_t lo = clb < hb ? clb : hb, nret = load ? (clb < hb ? hb - clb : clb - hb) : 0;
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
     r->hit_pins = nret ? malloc((size_t)nret * sizeof(uint32_t)) : NULL;
+    //  The load's holding too (what an abort mid-load keeps): reserved now,
+    //  an abort never needs memory (kvt_loadtrack_reserve).
+    kvt_opid_t lop = {r->id, r->gen + 1}; //  the admission's id once committed
     if (!r->blocks || (nret && !r->hit_pins) || kvt_planbuf_reserve_loads(self->pb, 1) ||
         kvt_planbuf_reserve(self->pb, kv_tokens / bs, kv_tokens / cs) ||
-        (hybrid && kvt_planbuf_reserve_state(self->pb, 1))) {
+        (hybrid && kvt_planbuf_reserve_state(self->pb, 1)) ||
+        (load && kvt_loadtrack_reserve(self->lt, lop, kv_tokens / bs) != 0)) {
         s_release(r);
         return KVT_ADMIT_WAIT;
     }
@@ -316,6 +320,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         kvt_stidx_request_load(self->stidx, (kvt_opid_t){r->id, r->gen + 1},
                                kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1), r->sslot,
                                now_us) != 0) {
+        kvt_loadtrack_unreserve(self->lt, lop);
         kvt_ckpt_slot_give(self->ck, r->sslot);
         r->sslot = KVT_CKPT_NONE;
         s_release(r);

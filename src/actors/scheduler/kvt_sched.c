@@ -88,7 +88,8 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         goto oom;
     kvt_loadtrack_cfg_t ltc = {.block_size = cfg->block_size,
                                .chunk_size = cfg->chunk_size,
-                               .orphan_reclaim_us = cfg->orphan_reclaim_us};
+                               .orphan_reclaim_us = cfg->orphan_reclaim_us,
+                               .load_deadline_us = cfg->load_deadline_us};
     self->lt = kvt_loadtrack_new(&ltc, self->rt, self->pb, self->bm, self->ck, self->stidx,
                                  kvt_saves_tracker(self->sv));
     if (!self->lt)
@@ -145,10 +146,12 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
         refuse ? NULL
                : kvt_reqtab_add(self->rt, a->req, a->tokens, a->ntokens, a->max_new_tokens, &slot);
     if (!r) {
-        //  Refused (or out of memory): the engine still hears about it. A
-        //  refusal is reported as the request's first (and only) generation.
+        //  Refused (or out of memory): the engine still hears about it,
+        //  under a generation no admission takes (KVT_SCHED_REFUSED_GEN):
+        //  a refused re-arrival of an id the core still holds must not name
+        //  that id's live or finished admission.
         self->stats.rejected++;
-        kvt_sched_event(self, a->req, 1, KVT_EV_FINISH, a->ntokens, 0, 1);
+        kvt_sched_event(self, a->req, KVT_SCHED_REFUSED_GEN, KVT_EV_FINISH, a->ntokens, 0, 1);
         return -1;
     }
     r->gen = kvt_loadtrack_gen_floor(self->lt); //  above every orphaned admission of this id (A3)
@@ -200,6 +203,23 @@ void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
 uint64_t kvt_sched_next_step(const kvt_sched_t *self)
 {
     return self->next_step;
+}
+
+uint64_t kvt_sched_next_deadline(const kvt_sched_t *self)
+{
+    return kvt_loadtrack_next_deadline(self->lt);
+}
+
+void kvt_sched_expire_loads(kvt_sched_t *self)
+{
+    uint32_t slot;
+    while (kvt_loadtrack_expire(self->lt, self->now_us, &slot)) {
+        //  Settled failed (TIMEOUT): the request runs from its HBM hit.
+        kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
+        self->stats.loading--;
+        self->stats.running++;
+        r->state = R_RUNNING;
+    }
 }
 
 bool kvt_sched_quiescent(const kvt_sched_t *self)

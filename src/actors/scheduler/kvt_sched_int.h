@@ -43,6 +43,10 @@ struct _kvt_sched_t {
 void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
                      uint32_t b, uint32_t c);
 
+//  Loads past their deadline settle failed and their requests run
+//  (kvt_sched.c; every plan, O(1) per load expired).
+void kvt_sched_expire_loads(kvt_sched_t *self);
+
 //  True for a hybrid model.
 static inline bool kvt_sched_hybrid(const kvt_sched_t *self)
 {

@@ -182,6 +182,11 @@ void kvt_sched_set_now(kvt_sched_t *self, uint64_t now_us)
         self->now_us = now_us;
 }
 
+uint64_t kvt_sched_now(const kvt_sched_t *self)
+{
+    return self->now_us;
+}
+
 int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
 {
     if (self->applied || step + 1 != self->next_step)
@@ -216,8 +221,10 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     if (!self->applied)
         s_apply_last_step(self, prev_failed);
     self->applied = true;
-    //  Orphans whose verdict never came go back before admission (I2).
+    //  Orphans whose verdict never came go back before admission (I2), and
+    //  loads no rank reported on by their deadline settle failed.
     kvt_loadtrack_reclaim(self->lt, self->now_us);
+    kvt_sched_expire_loads(self);
 
     //  Saves: the tails of requests that finished (their one chance), then
     //  the chunks the step that just ran completed.
