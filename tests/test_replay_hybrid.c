@@ -17,7 +17,7 @@
 #define TRACE  KVT_SOURCE_DIR "/../shared/traces/conversation_trace.jsonl"
 
 //  The synthetic workload's small run: the HBM pool spills into the tier.
-#define SMALL "--byte-scale 1 --limit 160 --hbm-pool 2MiB --cpu-pool 32MiB"
+#define SMALL "--byte-scale 1 --limit 160 --hbm-pool 24MiB --cpu-pool 32MiB"
 
 static char s_dir[64];    //  the test's temporary directory
 static char s_err[65536]; //  stderr of the last run
