@@ -141,13 +141,13 @@ static bool s_ckpt_tier(void *ctx, uint32_t boundary)
 static kvt_joint_t s_plan_dense(const kvt_admit_t *self, const kvt_sched_probe_t *p, uint32_t tier,
                                 uint32_t need)
 {
-    uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size, hb = p->hbm / bs;
+    uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     kvt_joint_t d = {.src = KVT_JOINT_NONE, .b = p->hbm, .claim = p->hbm};
     if (tier > p->hbm) {
         d.b = tier;
         d.claim = p->hbm / cs * cs;
     }
-    d.demand = need - d.claim / bs + self->unref[hb];
+    d.demand = need - d.claim / bs + self->unref[p->hbm / bs];
     return d;
 }
 
