@@ -105,6 +105,12 @@ static uint32_t s_probe(kvt_admit_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
     return demand;
 }
 
+void kvt_admit_requeued(kvt_admit_t *self, kvt_sreq_t *r)
+{
+    (void)self;
+    memset(&r->adm, 0, sizeof(r->adm));
+}
+
 void kvt_admit_probe(kvt_admit_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
 {
     (void)s_probe(self, r, p);
@@ -231,7 +237,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  The last probe needed more fresh blocks than exist now: nothing that
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
-    if (r->probe_demand > kvt_blockmgr_available(self->bm) ||
+    if (r->adm.probe_demand > kvt_blockmgr_available(self->bm) ||
         (hybrid && kvt_ckpt_slots_free(self->ck) == 0)) {
         return s_wait(self, r, now_us); //  waiting: no blocks or no slot for it yet
     }
@@ -241,7 +247,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  its lookup; a dense one learns its tier hit first (its fit depends
     //  on it, below).
     if (hybrid && !p->has_demand) {
-        r->probe_demand = want;
+        r->adm.probe_demand = want;
         return s_wait(self, r, now_us); //  waiting: its probe found no room
     }
     uint32_t tail = self->cfg.tail;
@@ -257,7 +263,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  The fit (the joint planner checked a hybrid one): the blocks the
     //  commit takes must be free now.
     if (kvt_blockmgr_available(self->bm) < d.demand) {
-        r->probe_demand = d.demand;
+        r->adm.probe_demand = d.demand;
         return KVT_ADMIT_WAIT;
     }
     bool load = d.b > p->hbm;
@@ -267,9 +273,9 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  hybrid loads count their chunks (kvt_loadtrack_convoy_mark).
     for (uint32_t t = kv_leg ? d.claim : d.b; hybrid && kv_leg && t < d.b; t += cs)
         if (kvt_loadtrack_convoy_busy(self->lt, kvt_reqtab_chunk_key(self->rt, r, t / cs))) {
-            if (!r->convoy_waited)
+            if (!r->adm.convoy_waited)
                 self->st.convoy_waits++;
-            r->convoy_waited = true;
+            r->adm.convoy_waited = true;
             return KVT_ADMIT_WAIT;
         }
     //  Every tier hit that votes for an image touches it (I5, throttled per
@@ -341,8 +347,8 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     r->nhit_pins = nret;
     r->pin_lo = lo;
     r->registered = clb;
-    r->probe_demand = 0;
-    r->convoy_waited = false;
+    r->adm.probe_demand = 0;
+    r->adm.convoy_waited = false;
     r->gen++;
     r->hbm_hit = p->hbm;
     r->block_hit = hybrid ? p->block_hit : 0;
