@@ -264,7 +264,8 @@ static void arrive(kvt_sched_t *s, uint64_t id, uint32_t n, uint32_t base)
 
 //  4-token blocks of 100 bytes, 16-token chunks, a state of 150 bytes (2
 //  blocks), 2 slots, a 40-block budget: 4 blocks of slots, 36 shared.
-static kvt_sched_t *budget_core(uint32_t hbm_blocks, uint32_t max_running, char *err, size_t n)
+static kvt_sched_t *budget_core_iv(uint32_t hbm_blocks, uint32_t max_running, bool interval,
+                                   char *err, size_t n)
 {
     kvt_sched_cfg_t cfg = {.block_size = 4,
                            .chunk_size = 16,
@@ -274,8 +275,14 @@ static kvt_sched_t *budget_core(uint32_t hbm_blocks, uint32_t max_running, char 
                            .ns = kvt_namespace_hash("test_hbm_budget"),
                            .state_bytes = 150,
                            .checkpoint_interval = 16,
+                           .interval_checkpoints = interval,
                            .block_bytes = 100};
     return kvt_sched_new(&cfg, err, n);
+}
+
+static kvt_sched_t *budget_core(uint32_t hbm_blocks, uint32_t max_running, char *err, size_t n)
+{
+    return budget_core_iv(hbm_blocks, max_running, false, err, n);
 }
 
 Test(hbm_budget, rule_the_slots_come_first_and_checkpoints_take_bytes_from_kv)
@@ -314,6 +321,44 @@ Test(hbm_budget, rule_a_resume_keeps_the_checkpoint_it_restores_through_its_allo
     run_idle(s, &step);
     cr_assert_gt(counter(s, "sched.state_restores"), 0, "it resumed from an HBM checkpoint");
     cr_assert_eq(counter(s, "sched.finished"), 2);
+    kvt_sched_destroy(&s);
+}
+
+Test(hbm_budget, rule_a_request_whose_only_room_is_its_gate_checkpoint_resumes_from_zero)
+{
+    char err[256];
+    kvt_sched_t *s = budget_core(40, 2, err, sizeof err);
+    cr_assert_not_null(s, "%s", err);
+    uint64_t step = 0;
+    arrive(s, 1, 40, 1000);
+    run_idle(s, &step);
+    //  The same prompt grown to 144 tokens needs all 36 blocks: pinning its
+    //  gate checkpoint at 40 would leave 34, so it resumes from 0.
+    arrive(s, 2, 144, 1000);
+    run_idle(s, &step);
+    kvt_sched_stats_t st;
+    kvt_sched_stats(s, &st);
+    cr_assert_eq(st.finished, 2, "it ran (it did not wait for room that never comes)");
+    cr_assert_eq(st.hbm_hit_tokens, 0, "from token 0");
+    kvt_sched_destroy(&s);
+}
+
+Test(hbm_budget, rule_blocks_above_the_deepest_checkpoint_are_evicted_first)
+{
+    char err[256];
+    //  Grid checkpoints only (16, 32): request 1's blocks [32, 40) lie above
+    //  its deepest checkpoint.
+    kvt_sched_t *s = budget_core_iv(40, 2, true, err, sizeof err);
+    cr_assert_not_null(s, "%s", err);
+    uint64_t step = 0;
+    arrive(s, 1, 40, 1000);
+    run_idle(s, &step);
+    cr_assert_eq(counter(s, "ckpt.valid"), 2);
+    //  30 blocks of other tokens: 22 are free, the next 8 come from the
+    //  rule, the two low blocks first.
+    arrive(s, 2, 120, 50000);
+    run_idle(s, &step);
+    cr_assert_eq(counter(s, "blocks.evicted_low"), 2);
     kvt_sched_destroy(&s);
 }
 
