@@ -296,6 +296,8 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"fence_timeout", "1"},
         {"lookup_ttl", "x"},
         {"pool_ttl", "0s"},
+        {"metrics_addr", "nohost"},
+        {"metrics_interval", "0s"},
     };
     size_t n = sizeof keys / sizeof keys[0];
     //  Every setting that can be refused for its value is in the list.

@@ -128,6 +128,9 @@ typedef struct {
     uint64_t fence_timeout_ns; //  a fence waiting longer fails its lane
     uint64_t lookup_ttl_ns;    //  lifetime of a pinned lookup's lease
     uint64_t pool_ttl_ns;      //  lifetime of a pool lease not renewed
+    //  observability
+    char metrics_addr[KVT_CONFIG_TEXT_MAX]; //  Prometheus /metrics at HOST:PORT ("" = off)
+    uint64_t metrics_interval_ns;           //  between the endpoint's Stats rounds
     //  derived (filled by resolve)
     uint64_t block_bytes;     //  bytes of one block on a rank: planes x layers x block x token
     uint64_t chunk_bytes;     //  bytes of one chunk on a rank

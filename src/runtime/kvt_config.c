@@ -110,6 +110,10 @@ static const s_key_t s_keys[] = {
     {"fence_timeout", T_DUR, OFF(fence_timeout_ns), MS, HOUR, NULL, 0, "5s", "duration, 1ms..1h"},
     {"lookup_ttl", T_DUR, OFF(lookup_ttl_ns), MS, HOUR, NULL, 0, "5s", "duration, 1ms..1h"},
     {"pool_ttl", T_DUR, OFF(pool_ttl_ns), MS, HOUR, NULL, 0, "60s", "duration, 1ms..1h"},
+    {"metrics_addr", T_TEXT, OFF(metrics_addr), 0, 0, NULL, 0, "",
+     "HOST:PORT (IPv4 or localhost, port 0 = any free one), empty = off"},
+    {"metrics_interval", T_DUR, OFF(metrics_interval_ns), MS, HOUR, NULL, 0, "1s",
+     "duration, 1ms..1h"},
 };
 #define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
 

@@ -62,6 +62,7 @@ static int s_issue_lookup(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t n, const 
     for (uint32_t c = 0; c < n; c++)
         keys[c] = kvt_reqtab_chunk_key(rt, r, c);
     r->lk.state = S_LK_OUT;
+    r->lk.timed_out = false;
     r->lk.pinned = self->cfg.pin;
     r->lk.held = 0;
     uint64_t bound = self->cfg.timeout_us ? self->cfg.timeout_us : 1000000u;
@@ -175,6 +176,7 @@ bool kvt_lookups_tier_hit(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t max_chunk
     if (r->lk.state == S_LK_OUT && now_us >= r->lk.deadline) {
         self->st.lookup_timeouts++;
         self->st.lookups_out--;
+        r->lk.timed_out = true;
         s_release_pin(self, r, pb);
         r->lk.state = S_LK_READY;
         r->lk.at = now_us;
