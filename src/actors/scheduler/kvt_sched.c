@@ -434,7 +434,7 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
     r->computed = r->planned_end = r->registered = 0;
     r->hbm_hit = r->block_hit = 0;
     r->verify_end = 0;
-    r->probe_demand = 0;
+    kvt_admit_requeued(self->ad, r);
     free(r->blocks);
     free(r->hit_pins); //  empty while running; the next admission allocates its own
     r->blocks = r->hit_pins = NULL;
