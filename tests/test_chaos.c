@@ -97,6 +97,11 @@ Test(chaos, tiny_pool_is_refused_or_served, .timeout = 300)
     s_sweep(KVT_CHAOS_TINY_POOL, 10);
 }
 
+Test(chaos, lane_stall_past_its_deadline_fails_jobs_and_service_resumes, .timeout = 300)
+{
+    s_sweep(KVT_CHAOS_LANE_STALL, 30);
+}
+
 Test(chaos, mix_of_plans, .timeout = 300)
 {
     s_sweep(KVT_CHAOS_MIX, 10);
@@ -117,6 +122,23 @@ Test(chaos, the_same_seed_replays_the_same_run, .timeout = 120)
     char cmd[256];
     kvt_chaos_command(&c, cmd, sizeof cmd);
     cr_assert_str_eq(cmd, "kvtier chaos --plan mix --seed 7 --model hybrid");
+}
+
+//  Forward progress: dense seed 35 of the baseline waits 2 ms of modelled
+//  time with nothing run, loaded or saved; under a 1 ms bound that is a
+//  wedge, under the default bound it is not.
+Test(chaos, a_stall_past_the_bound_is_a_wedge, .timeout = 120)
+{
+    kvt_chaos_cfg_t c = {.plan = KVT_CHAOS_NONE, .seed = 35};
+    kvt_chaos_result_t r;
+    char err[512];
+    cr_assert_eq(kvt_chaos_run(&c, &r, err, sizeof err), 0, "%s", err);
+    cr_assert(!r.failed, "%s", r.why);
+    cr_assert_gt(r.max_stall_us, 1000, "the seed no longer stalls: pick another");
+    c.stall_bound_us = 1000;
+    cr_assert_eq(kvt_chaos_run(&c, &r, err, sizeof err), 0, "%s", err);
+    cr_assert(r.failed && r.wedged, "a stall past the bound passed");
+    cr_assert(strstr(r.why, "wedged: requests waited"), "%s", r.why);
 }
 
 //  Open defect (docs/reliability.md#chaos): with one rank, a lost report

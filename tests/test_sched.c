@@ -15,6 +15,7 @@
 #include "actors/scheduler/kvt_blockmgr.h"
 #include "common/kvt_test_sched_rig.h"
 
+//  True when a checkpoint at `at` was planned (among the first 64 TAKE ops).
 static bool took(const rig_t *r, uint32_t at)
 {
     for (uint32_t i = 0; i < r->ntakes && i < 64; i++)

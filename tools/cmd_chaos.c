@@ -20,7 +20,7 @@ static void s_usage(FILE *out)
             "  --plan P         one fault plan, or all (default): none, drop, duplicate, delay,\n"
             "                   reorder, lost-verdict, crash-load, crash-save, evict,\n"
             "                   disk-truncate, disk-corrupt, disk-delete, tiny-pool, mix,\n"
-            "                   late-spec\n"
+            "                   late-spec, lane-stall\n"
             "  --seed N         run only seed N (with --plan and --model: one exact run)\n"
             "  --seeds N        seeds per plan and model (default 20)\n"
             "  --first N        the first seed (default 1)\n"
@@ -158,6 +158,8 @@ int kvt_cmd_chaos(int argc, char **argv)
                            kvt_chaos_plan_name(c.plan), m ? "hybrid" : "dense", s,
                            r.failed ? "FAIL" : "ok  ", r.faults, r.requests, r.loads,
                            r.loads_failed, (double)r.max_stall_us / 1e6, r.events, r.trace_hash);
+                if (verbose && r.desc[0])
+                    printf("  plan: %s\n", r.desc);
                 if (!r.failed)
                     continue;
                 failed++;

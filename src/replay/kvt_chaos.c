@@ -18,20 +18,24 @@
 
 #include "kvtier/kvt_actor.h"
 #include "kvtier/kvt_msg.h"
+#include "kvtier/kvt_gpu.h"
+#include "replay/kvt_rank.h"
 #include "replay/kvt_replay.h"
 
-#define S_SLICE_EVENTS 64u      //  SIM events between two looks at the plan
-#define S_EVENT_BUDGET 4000000u //  a run still going after this many events is wedged
-#define S_MAX_RULES    16       //  fault rules one run arms
-#define S_MAX_DAMAGE   4        //  disk files one run damages
-#define S_TP_MAX       3        //  ranks of the largest run
-#define S_AGG_TIMEOUT  1500000u //  the aggregator's timeout (virtual ns)
-#define S_DELAY_MAX_NS 1000000u //  the longest delay of the delay plan: under that timeout
+#define S_SLICE_EVENTS 64u       //  SIM events between two looks at the plan
+#define S_EVENT_BUDGET 4000000u  //  a run still going after this many events is wedged
+#define S_MAX_RULES    16        //  fault rules one run arms
+#define S_MAX_DAMAGE   4         //  disk files one run damages
+#define S_TP_MAX       3         //  ranks of the largest run
+#define S_AGG_TIMEOUT  1500000u  //  the aggregator's timeout (virtual ns)
+#define S_DELAY_MAX_NS 1000000u  //  the longest delay of the delay plan: under that timeout
+#define S_LOOKUP_TTL   20000000u //  a pinned lookup's lease lifetime (virtual ns)
+#define S_SETTLE_NS    (S_LOOKUP_TTL + 2000000u) //  the closing Stats round waits this long
 
 static const char *s_names[KVT_CHAOS_PLANS] = {
-    "none",         "drop",        "duplicate",  "delay", "reorder",
-    "lost-verdict", "crash-load",  "crash-save", "evict", "disk-truncate",
-    "disk-corrupt", "disk-delete", "tiny-pool",  "mix",   "late-spec",
+    "none",       "drop",       "duplicate", "delay",         "reorder",      "lost-verdict",
+    "crash-load", "crash-save", "evict",     "disk-truncate", "disk-corrupt", "disk-delete",
+    "tiny-pool",  "mix",        "late-spec", "lane-stall",
 };
 
 const char *kvt_chaos_plan_name(kvt_chaos_plan_t plan)
@@ -107,6 +111,21 @@ typedef struct {
     bool done;        //  crashed and restarted
 } s_crash_t;
 
+//  A lane stream stalled once the run passed `at` events (ops queued on it
+//  do not run), cleared `down_ns` of virtual time later: past the lane's
+//  deadline, so its jobs fail, a fence on it times out, the lane fails
+//  and is reset once it drained.
+typedef struct {
+    bool on;             //  this run stalls a lane
+    uint64_t at;         //  events before the stall
+    uint32_t rank;       //  whose worker
+    uint32_t lane;       //  0 load, 1 state, 2 save
+    uint64_t down_ns;    //  how long it stays stalled
+    kvt_gpu_stream_t *s; //  the stalled stream (NULL: not yet)
+    uint64_t until;      //  virtual time of the clear
+    bool done;           //  stalled and cleared
+} s_stall_t;
+
 //  A disk file to damage once the run passed `at` events.
 typedef struct {
     uint64_t at;     //  events before it is tried
@@ -124,13 +143,15 @@ typedef struct {
     s_rule_t rules[S_MAX_RULES];     //  fault rules
     uint32_t nrules;                 //  entries in rules
     s_crash_t crash;                 //  the worker crash
+    s_stall_t stall;                 //  the lane stall
     s_damage_t damage[S_MAX_DAMAGE]; //  disk damage
     uint32_t ndamage;                //  entries in damage
     uint64_t faults;                 //  faults injected so far
     bool wedged;                     //  the event budget ran out
     bool stalled;                    //  the stall passed its bound
     char problem[256];               //  what the plan itself could not do ("" = nothing)
-    uint64_t releases_lost;          //  lookup releases dropped (their lease ends by its TTL)
+    uint64_t dup_reports;            //  completions delivered twice
+    uint64_t dup_specs;              //  load and save specs delivered twice
     char desc[768];                  //  what the plan did, for the report
 } s_plan_t;
 
@@ -189,6 +210,11 @@ static void s_draw(s_plan_t *p, uint32_t bits, uint32_t tp, uint64_t span)
         for (uint32_t r = 0; r < tp; r++)
             s_add_rule(p, at, KVT_FAULT_DELAY, s_worker[r], "aggregator", KVT_MSG_COMPLETION,
                        (uint32_t)s_range(&p->st, 2, 16), s_range(&p->st, 1000, 80000));
+        //  ... and every rank's specs by its own amount: the ranks' copies
+        //  land, and report, in another order than they were asked.
+        for (uint32_t r = 0; r < tp; r++)
+            s_add_rule(p, at, KVT_FAULT_DELAY, s_runner[r], s_worker[r], KVT_ANY_KIND,
+                       (uint32_t)s_range(&p->st, 2, 16), s_range(&p->st, 1000, 200000));
         s_add_rule(p, at, KVT_FAULT_DELAY, "aggregator", "scheduler", KVT_MSG_VERDICT,
                    (uint32_t)s_range(&p->st, 1, 8), s_range(&p->st, 1000, 200000));
     }
@@ -210,6 +236,14 @@ static void s_draw(s_plan_t *p, uint32_t bits, uint32_t tp, uint64_t span)
                                .rank = (uint32_t)(s_next(&p->st) % tp),
                                .lag = s_range(&p->st, 0, 12),
                                .down_ns = s_range(&p->st, 5000, 3000000)};
+    }
+    if (bits & BIT(KVT_CHAOS_LANE_STALL)) {
+        uint32_t lanes[] = {0, 2, 1}; //  a dense model has no state lane
+        p->stall = (s_stall_t){.on = true,
+                               .at = s_range(&p->st, 0, span),
+                               .rank = (uint32_t)(s_next(&p->st) % tp),
+                               .lane = lanes[s_next(&p->st) % (p->rc->state_bytes ? 3 : 2)],
+                               .down_ns = s_range(&p->st, 1000000, 12000000)};
     }
     for (int how = KVT_CHAOS_DISK_TRUNCATE; how <= KVT_CHAOS_DISK_DELETE; how++) {
         if (!(bits & BIT(how)))
@@ -281,7 +315,7 @@ static kvt_aid_t s_aid(kvt_system_t *sys, const char *name)
 }
 
 //  Does what is due at `events`.
-static void s_act(s_plan_t *p, kvt_system_t *sys, uint64_t events,
+static void s_act(s_plan_t *p, kvt_system_t *sys, kvt_rank_t *const *ranks, uint64_t events,
                   const kvt_sim_engine_result_t *so_far)
 {
     for (uint32_t i = 0; i < p->nrules; i++) {
@@ -322,6 +356,21 @@ static void s_act(s_plan_t *p, kvt_system_t *sys, uint64_t events,
             snprintf(p->problem, sizeof p->problem, "cannot restart %s", s_worker[c->rank]);
         c->done = true;
     }
+    s_stall_t *l = &p->stall;
+    if (l->on && !l->s && !l->done && events >= l->at && ended + 4 < p->rc->limit) {
+        kvt_gpu_stream_t *st = kvt_rank_lane_stream(ranks[l->rank], l->lane);
+        if (st && kvt_gpu_stream_inject(st, KVT_GPU_FAULT_STALL, 0) == 0) {
+            l->s = st;
+            l->until = kvt_system_now(sys) + l->down_ns;
+            p->faults++;
+        }
+    }
+    //  Cleared before the last requests end, as a crash is restarted.
+    if (l->s && !l->done && (kvt_system_now(sys) >= l->until || ended + 4 >= p->rc->limit)) {
+        if (kvt_gpu_stream_inject(l->s, KVT_GPU_FAULT_NONE, 0) != 0)
+            snprintf(p->problem, sizeof p->problem, "cannot clear the stalled lane");
+        l->done = true;
+    }
     for (uint32_t i = 0; i < p->ndamage; i++) {
         s_damage_t *d = &p->damage[i];
         if (!d->done && events >= d->at && s_damage(p, d)) {
@@ -332,22 +381,25 @@ static void s_act(s_plan_t *p, kvt_system_t *sys, uint64_t events,
 }
 
 //  The replay's SIM loop: slices of events, the plan between them.
-static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far);
+static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, kvt_rank_t *const *ranks,
+                      const kvt_sim_engine_result_t *so_far);
 
-static int s_sim_run(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far)
+static int s_sim_run(void *arg, kvt_system_t *sys, kvt_rank_t *const *ranks,
+                     const kvt_sim_engine_result_t *so_far)
 {
     s_plan_t *p = arg;
-    int rc = s_sim_loop(p, sys, so_far);
+    int rc = s_sim_loop(p, sys, ranks, so_far);
     static const char *type[] = {"?", "drop", "delay", "duplicate"};
     size_t used = 0;
     for (uint32_t i = 0; i < p->nrules && used + 1 < sizeof p->desc; i++) {
         const s_rule_t *r = &p->rules[i];
         uint32_t hits = r->id > 0 ? kvt_sim_fault_hits(sys, r->id) : 0;
         p->faults += hits;
-        //  A lost load spec loses the release of its lookup's lease too.
-        if ((r->kind == KVT_MSG_LOOKUP_RELEASE || r->kind == KVT_MSG_LOAD_SPEC) &&
-            r->type == KVT_FAULT_DROP)
-            p->releases_lost += hits;
+        if (r->type == KVT_FAULT_DUPLICATE && r->kind == KVT_MSG_COMPLETION)
+            p->dup_reports += hits;
+        if (r->type == KVT_FAULT_DUPLICATE &&
+            (r->kind == KVT_MSG_LOAD_SPEC || r->kind == KVT_MSG_SAVE_SPEC))
+            p->dup_specs += hits;
         int n = snprintf(p->desc + used, sizeof p->desc - used,
                          "%s %s %s->%s x%u (+%llu ns) after %llu events: %u hit; ", type[r->type],
                          kvt_msg_kind_name(r->kind), r->from ? r->from : "*", r->to, r->count,
@@ -364,6 +416,16 @@ static int s_sim_run(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t
                                     : "never fired");
         used += n > 0 ? (size_t)n : 0;
     }
+    const s_stall_t *l = &p->stall;
+    if (l->on && used + 1 < sizeof p->desc) {
+        int n = snprintf(p->desc + used, sizeof p->desc - used,
+                         "stall lane %u of worker.%u for %llu ns after %llu events: %s; ", l->lane,
+                         l->rank, (unsigned long long)l->down_ns, (unsigned long long)l->at,
+                         l->done ? "stalled and cleared"
+                         : l->s  ? "stalled"
+                                 : "never fired");
+        used += n > 0 ? (size_t)n : 0;
+    }
     for (uint32_t i = 0; i < p->ndamage && used + 1 < sizeof p->desc; i++) {
         const s_damage_t *d = &p->damage[i];
         int n = snprintf(p->desc + used, sizeof p->desc - used, "%s a file of rank %u: %s; ",
@@ -374,20 +436,36 @@ static int s_sim_run(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t
     return rc;
 }
 
-static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far)
+static int s_sim_loop(s_plan_t *p, kvt_system_t *sys, kvt_rank_t *const *ranks,
+                      const kvt_sim_engine_result_t *so_far)
 {
+    //  Quiescence is judged after every bound a fault leaves to run out:
+    //  the engine's closing Stats requests (the last it sends to each
+    //  actor) arrive S_SETTLE_NS late, so an aggregator key a lost report
+    //  left open has timed out and a lookup lease a lost release left has
+    //  expired before any actor reports its counters.
+    uint32_t actors = 3 + 2 * p->rc->tp;
+    if (!kvt_sim_fault(sys, KVT_FAULT_DELAY, kvt_system_lookup(sys, "engine"), KVT_ANY_ACTOR,
+                       KVT_MSG_STATS, actors, S_SETTLE_NS))
+        snprintf(p->problem, sizeof p->problem, "cannot delay the closing Stats round");
     uint64_t bound = p->cfg->stall_bound_us ? p->cfg->stall_bound_us : KVT_CHAOS_STALL_BOUND_US;
     uint64_t t = 0;
     while (true) {
-        s_act(p, sys, t, so_far);
-        bool down = p->crash.up_at && !p->crash.done;
+        s_act(p, sys, ranks, t, so_far);
+        bool down = (p->crash.up_at && !p->crash.done) || (p->stall.s && !p->stall.done);
         int rc = kvt_system_run(sys, 0, down ? 4 : S_SLICE_EVENTS);
         t = kvt_sim_events(sys);
         if (rc != KVT_RUN_EVENT_LIMIT) {
             //  The worker restarts even when nothing else is left to do.
-            if (rc == KVT_RUN_QUIESCENT && p->crash.up_at && !p->crash.done) {
-                s_act(p, sys, t, so_far);
-                if (p->crash.done && kvt_system_run(sys, 0, 1) == KVT_RUN_EVENT_LIMIT)
+            bool was_down = down;
+            if (rc == KVT_RUN_QUIESCENT && was_down) {
+                //  Nothing else would ever run: restart or clear now.
+                if (p->crash.up_at && !p->crash.done)
+                    p->crash.up_at = kvt_system_now(sys);
+                if (p->stall.s && !p->stall.done)
+                    p->stall.until = kvt_system_now(sys);
+                s_act(p, sys, ranks, t, so_far);
+                if (kvt_system_run(sys, 0, 1) == KVT_RUN_EVENT_LIMIT)
                     continue;
             }
             return rc;
@@ -484,33 +562,39 @@ static void s_check(const s_plan_t *p, const kvt_replay_report_t *rep, kvt_chaos
                (unsigned long long)xa);
     static const struct {
         const char *actor, *name; //  counter (actor NULL: summed over every actor)
-        bool lease;               //  a lookup lease's: may outlive a lost release
-    } zero[] = {{"scheduler", "stidx.outstanding", false},
-                {"scheduler", "stidx.orphans", false},
-                {"scheduler", "sched.load_orphans", false},
-                {"scheduler", "sched.loading", false},
-                {"scheduler", "sched.lookups_out", false},
-                {"scheduler", "savetrack.leases_outstanding", false},
-                {"scheduler", "stidx.invariant_violations", false},
-                {"aggregator", "agg.open", false},
-                {NULL, "worker.pending", false},
-                {NULL, "worker.unreported", false},
-                {NULL, "pool.writing_bytes", false},
-                {NULL, "runner.blocks_wrong", false},
-                {NULL, "runner.states_wrong", false},
-                {NULL, "worker.lookup_leases", true},
-                {NULL, "pool.pinned_bytes", true},
-                {NULL, "pool.leases_active", true}};
+    } zero[] = {{"scheduler", "stidx.outstanding"},
+                {"scheduler", "stidx.orphans"},
+                {"scheduler", "sched.load_orphans"},
+                {"scheduler", "sched.loading"},
+                {"scheduler", "sched.lookups_out"},
+                {"scheduler", "savetrack.leases_outstanding"},
+                {"scheduler", "stidx.invariant_violations"},
+                {"aggregator", "agg.open"},
+                {NULL, "worker.pending"},
+                {NULL, "worker.unreported"},
+                {NULL, "pool.writing_bytes"},
+                {NULL, "runner.blocks_wrong"},
+                {NULL, "runner.states_wrong"},
+                {NULL, "worker.lookup_leases"},
+                {NULL, "pool.pinned_bytes"},
+                {NULL, "pool.leases_active"}};
     for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
-        //  A lost lookup release leaves its lease to its TTL (and to the
-        //  stop, which the replay's own check covers): at most that many.
-        if (zero[i].lease && p->releases_lost &&
-            kvt_replay_counter(rep, NULL, "worker.lookup_leases") <= p->releases_lost)
-            continue;
         uint64_t v = kvt_replay_counter(rep, zero[i].actor, zero[i].name);
         if (v != 0)
             s_fail(res, "%s = %llu at the end (want 0)", zero[i].name, (unsigned long long)v);
     }
+    //  Exactly one report per item per rank: a spec delivered twice runs
+    //  once (the worker drops the repeat), a report delivered twice votes
+    //  once (the aggregator drops it, as a duplicate or once settled).
+    uint64_t wdup = kvt_replay_counter(rep, NULL, "worker.duplicates");
+    uint64_t adup = kvt_replay_counter(rep, "aggregator", "agg.dup_dropped") +
+                    kvt_replay_counter(rep, "aggregator", "agg.late_dropped");
+    if (wdup < p->dup_specs)
+        s_fail(res, "%llu specs delivered twice, %llu dropped by the workers",
+               (unsigned long long)p->dup_specs, (unsigned long long)wdup);
+    if (adup < p->dup_reports)
+        s_fail(res, "%llu reports delivered twice, %llu dropped by the aggregator",
+               (unsigned long long)p->dup_reports, (unsigned long long)adup);
     uint32_t temps = s_temps(p->rc->disk_dir, p->rc->tp);
     if (temps)
         s_fail(res, "%u disk temporaries left", temps);
@@ -538,7 +622,7 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
     c->lane_deadline_ns = 2000000;     //  2 ms
     c->fence_timeout_ns = 4000000;     //  4 ms
     c->lookup_timeout_ns = 3000000;    //  3 ms
-    c->lookup_ttl_ns = 20000000;       //  20 ms
+    c->lookup_ttl_ns = S_LOOKUP_TTL;   //  20 ms
     c->pool_ttl_ns = 50000000;         //  50 ms
     c->orphan_reclaim_us = 50000;      //  50 ms
     c->lookup_pin = s_next(st) % 4 != 0;
@@ -549,8 +633,8 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
         c->max_running = (uint32_t)s_range(st, 4, 16);
         c->verify_hold_ns = 5000000;
     }
-    if (bits & BIT(KVT_CHAOS_EVICT))
-        c->cpu_pool_bytes = s_range(st, 2, 8) * chunk;
+    if (bits & BIT(KVT_CHAOS_EVICT)) //  a few requests' worth: hits, loads and evictions
+        c->cpu_pool_bytes = s_range(st, 40, 72) * chunk;
     if (bits & S_DISK_PLANS) {
         c->cpu_pool_bytes = s_range(st, 2, 6) * chunk;
         c->disk_pool_bytes = 64ull << 20;
@@ -622,6 +706,14 @@ int kvt_chaos_run(const kvt_chaos_cfg_t *cfg, kvt_chaos_result_t *res, char *err
     if (bits & (BIT(KVT_CHAOS_EVICT) | BIT(KVT_CHAOS_TINY_POOL)))
         res->faults += kvt_replay_counter(rep, NULL, "pool.evictions");
     snprintf(res->desc, sizeof res->desc, "%s", p->desc);
+    if (bits & BIT(KVT_CHAOS_LANE_STALL)) {
+        size_t n = strlen(res->desc);
+        snprintf(res->desc + n, sizeof res->desc - n,
+                 "lane timeouts %llu, fences failed %llu, lane resets %llu",
+                 (unsigned long long)kvt_replay_counter(rep, NULL, "worker.lane_timeouts"),
+                 (unsigned long long)kvt_replay_counter(rep, NULL, "worker.fences_failed"),
+                 (unsigned long long)kvt_replay_counter(rep, NULL, "worker.lane_resets"));
+    }
     res->wedged = p->wedged || p->stalled || !rep->engine.done;
     s_check(p, rep, res);
     rc = 0;

@@ -42,6 +42,7 @@ typedef enum {
     KVT_CHAOS_MIX,           //  two to four of the plans above at once (not lost-verdict)
     KVT_CHAOS_LATE_SPEC,     //  a load spec reaches one worker after the aggregator timed
                              //  its key out (open defect: docs/reliability.md#chaos)
+    KVT_CHAOS_LANE_STALL,    //  a lane's stream stalls past the lane deadline, then clears
     KVT_CHAOS_PLANS          //  one past the last plan
 } kvt_chaos_plan_t;
 

@@ -738,7 +738,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
         }
     }
     if (cfg->driver == KVT_DRIVER_SIM && real->sim_run)
-        rep->exit_code = real->sim_run(real->sim_run_arg, run->sys, &rep->engine);
+        rep->exit_code = real->sim_run(real->sim_run_arg, run->sys, run->rank, &rep->engine);
     else if (cfg->driver == KVT_DRIVER_SIM)
         rep->exit_code = kvt_system_run(run->sys, 0, 0);
     else

@@ -20,6 +20,8 @@
 #include "kvtier/kvt_metrics.h"
 #include "kvtier/kvt_pool.h"
 
+typedef struct kvt_rank_t kvt_rank_t; //  one rank's device, tier and actor args (kvt_rank.h)
+
 typedef struct {
     const char *trace;        //  Mooncake jsonl path; NULL: the built-in synthetic workload
     uint32_t limit;           //  requests to replay (0 = all)
@@ -107,11 +109,13 @@ typedef struct {
                                   //  actor's Stats rounds, then the final counters at the
                                   //  end of each instance (borrowed; NULL = none)
     uint64_t metrics_interval_ns; //  between those rounds, on the driver's clock (0 = 1 s)
-    int (*sim_run)(void *arg, kvt_system_t *sys, const kvt_sim_engine_result_t *so_far);
+    int (*sim_run)(void *arg, kvt_system_t *sys, kvt_rank_t *const *ranks,
+                   const kvt_sim_engine_result_t *so_far);
     //  ^ SIM: runs the started system in place of one kvt_system_run to its
     //  end (fault plans arm rules, crash and restart actors, damage files
-    //  between slices) and returns what kvt_system_run would have; so_far is
-    //  the engine's result as it fills. NULL: one run to the end
+    //  between slices) and returns what kvt_system_run would have; ranks are
+    //  the tp ranks (kvt_rank.h), so_far the engine's result as it fills.
+    //  NULL: one run to the end
     void *sim_run_arg; //  its argument
 } kvt_replay_cfg_t;
 

@@ -233,6 +233,8 @@ static void s_free(s_worker_t *self)
     for (int l = 0; l < KVT_WCORE_LANES; l++)
         kvt_lane_runner_destroy(&self->lane[l]);
     for (int l = 0; l < KVT_WCORE_LANES; l++) {
+        if (self->a.lane_streams)
+            self->a.lane_streams[l] = NULL;
         kvt_gpu_event_pool_destroy(&self->evp[l]);
         kvt_gpu_stream_destroy(&self->stream[l]);
     }
@@ -259,6 +261,8 @@ static int s_lane_up(kvt_ctx_t *ctx, s_worker_t *self, int l)
     }
     snprintf(name, sizeof name, "%s.%u", s_lane_names[l], self->a.rank);
     self->stream[l] = kvt_gpu_stream_new(self->a.gpu, name);
+    if (self->a.lane_streams)
+        self->a.lane_streams[l] = self->stream[l];
     self->evp[l] = kvt_gpu_event_pool_new(self->a.gpu);
     if (!self->stream[l] || !self->evp[l]) {
         kvt_ctx_log(ctx, 0, "cannot create the %s lane's stream: %s", s_lane_names[l],
