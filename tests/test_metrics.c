@@ -406,3 +406,87 @@ Test(metrics, a_replay_refuses_metrics_with_ranks_as_processes)
     cr_assert_not_null(strstr(err, "metrics"), "%s", err);
     kvt_metrics_destroy(&m);
 }
+
+//  The names (backquoted) in a table row's first cell, each with the prefix
+//  of the first one when it has none (`sched.waiting`, `running`); a name
+//  starting with '.' (a suffix, `.branch`) is left out. Returns how many.
+static int s_row_names(const char *cell, size_t len, char names[][80], int cap)
+{
+    int n = 0;
+    char prefix[80] = "";
+    for (const char *p = cell; p < cell + len && n < cap;) {
+        const char *a = memchr(p, '`', (size_t)(cell + len - p));
+        if (!a)
+            break;
+        const char *b = memchr(a + 1, '`', (size_t)(cell + len - a - 1));
+        if (!b)
+            break;
+        size_t k = (size_t)(b - a - 1);
+        p = b + 1;
+        if (k == 0 || k >= 60 || a[1] == '.')
+            continue;
+        const char *dot = memchr(a + 1, '.', k);
+        if (dot && !prefix[0])
+            snprintf(prefix, sizeof prefix, "%.*s", (int)(dot - a), a + 1);
+        if (dot)
+            snprintf(names[n++], 80, "%.*s", (int)k, a + 1);
+        else if (prefix[0])
+            snprintf(names[n++], 80, "%s%.*s", prefix, (int)k, a + 1);
+    }
+    return n;
+}
+
+Test(metrics, every_gauge_of_the_docs_is_exported_as_a_gauge_and_back)
+{
+    FILE *f = fopen(KVT_SOURCE_DIR "/docs/metrics.md", "r");
+    cr_assert_not_null(f);
+    char line[4096], documented[256][80];
+    int nd = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "| `", 3) != 0)
+            continue;
+        char *c1 = line + 1, *bar = strchr(c1, '|');
+        if (!bar)
+            continue;
+        char *c2 = bar + 1;
+        while (*c2 == ' ')
+            c2++;
+        char names[16][80];
+        int n = s_row_names(c1, (size_t)(bar - c1), names, 16);
+        //  The kind: "gauge", "0/1", "gauge: ..." (aggregator, worker), or
+        //  one per name ("counter / counter / gauge").
+        bool all = strncmp(c2, "gauge", 5) == 0 || strncmp(c2, "0/1", 3) == 0;
+        int k = 0;
+        for (char *q = c2; *q && *q != '|' && k < n; k++) {
+            bool gauge = all || strncmp(q, "gauge", 5) == 0;
+            if (gauge && strncmp(names[k], "metrics.", 8) != 0 && nd < 256)
+                memcpy(documented[nd++], names[k], sizeof documented[0]);
+            char *slash = strstr(q, " / ");
+            char *end = strchr(q, '|');
+            if (all || !slash || (end && slash > end))
+                q = end ? end : q + strlen(q);
+            else
+                q = slash + 3;
+        }
+        for (; all && k < n; k++)
+            if (nd < 256)
+                memcpy(documented[nd++], names[k], sizeof documented[0]);
+    }
+    fclose(f);
+    cr_assert_gt(nd, 20, "the docs' gauges were found (%d)", nd);
+    for (int i = 0; i < nd; i++)
+        cr_assert(kvt_metrics_is_gauge_(documented[i]),
+                  "docs/metrics.md calls %s a gauge; the endpoint exports it as a counter",
+                  documented[i]);
+    //  And every gauge of the list (but the tiers', documented in store.md,
+    //  and the collector's own) is one the docs call a gauge.
+    for (size_t i = 0; kvt_metrics_gauge_at_(i); i++) {
+        const char *g = kvt_metrics_gauge_at_(i);
+        if (strncmp(g, "tier.", 5) == 0 || strncmp(g, "metrics.", 8) == 0)
+            continue;
+        bool found = false;
+        for (int j = 0; j < nd && !found; j++)
+            found = strcmp(documented[j], g) == 0;
+        cr_assert(found, "%s is exported as a gauge but docs/metrics.md does not say so", g);
+    }
+}
