@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvtier/kvt_metrics.h"
@@ -393,17 +394,54 @@ Test(metrics, a_replay_publishes_its_rounds_then_its_final_counters, .timeout = 
     kvt_metrics_destroy(&m);
 }
 
-Test(metrics, a_replay_refuses_metrics_with_ranks_as_processes)
+typedef struct {
+    kvt_replay_cfg_t c;     //  the run
+    kvt_replay_report_t *r; //  its report
+    int rc;                 //  kvt_replay_run's
+    char err[512];          //  its error
+    atomic_bool done;       //  the run returned
+} s_bg_t;
+
+static void *s_bg_replay(void *arg)
 {
-    kvt_metrics_t *m = kvt_metrics_new();
-    kvt_replay_cfg_t c;
-    kvt_replay_defaults(&c);
-    c.driver = KVT_DRIVER_LIVE;
-    c.ranks_as_processes = true;
-    c.metrics = m;
-    char err[512];
-    cr_assert_neq(kvt_replay_validate(&c, err, sizeof err), 0);
-    cr_assert_not_null(strstr(err, "metrics"), "%s", err);
+    s_bg_t *b = arg;
+    b->rc = kvt_replay_run(&b->c, b->r, b->err, sizeof b->err);
+    atomic_store(&b->done, true);
+    return NULL;
+}
+
+Test(metrics, with_ranks_as_processes_a_round_gathers_every_rank_process, .timeout = 180)
+{
+    kvt_metrics_t *m = s_listening();
+    s_bg_t *b = calloc(1, sizeof *b);
+    kvt_replay_defaults(&b->c);
+    b->c.driver = KVT_DRIVER_LIVE;
+    b->c.ranks_as_processes = true;
+    b->c.rank_exe = KVT_BINARY_DIR "/kvtier";
+    b->c.limit = 300;
+    b->c.log_level = 0;
+    b->c.metrics = m;
+    b->c.metrics_interval_ns = 20000000; //  20 ms
+    b->r = calloc(1, sizeof *b->r);
+    pthread_t th;
+    pthread_create(&th, NULL, s_bg_replay, b);
+    //  A collector round (its own series are not in the final counters)
+    //  with rank 1's worker, which runs in another process.
+    bool seen = false;
+    while (!seen && !atomic_load(&b->done)) {
+        char *t = s_scrape(m);
+        seen = strstr(t, "kvtier_metrics_rounds_total{actor=\"metrics\"}") &&
+               strstr(t, "kvtier_worker_pending{actor=\"worker\",rank=\"1\"}");
+        free(t);
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    }
+    pthread_join(th, NULL);
+    cr_assert_eq(b->rc, 0, "%s", b->err);
+    cr_assert(!b->r->failed, "%s", b->r->failures);
+    cr_assert(seen, "no scrape during the run showed a round with rank 1's worker");
+    kvt_replay_report_clear(b->r);
+    free(b->r);
+    free(b);
     kvt_metrics_destroy(&m);
 }
 
