@@ -528,3 +528,66 @@ Test(metrics, every_gauge_of_the_docs_is_exported_as_a_gauge_and_back)
         cr_assert(found, "%s is exported as a gauge but docs/metrics.md does not say so", g);
     }
 }
+
+//  A target that answers a Stats request with one counter.
+static int s_stub_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *msg)
+{
+    (void)self;
+    if (!msg->u.stats.request)
+        return 0;
+    kvt_counter_t c = {"agg.open", 1};
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_STATS;
+    snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", kvt_ctx_name(ctx, kvt_ctx_self(ctx)));
+    m.u.stats.counters = &c;
+    m.u.stats.ncounters = 1;
+    return kvt_ctx_send(ctx, from, &m);
+}
+
+static void *s_stub_init(kvt_ctx_t *ctx, void *args)
+{
+    (void)ctx;
+    return args;
+}
+
+static void s_stub_stop(kvt_ctx_t *ctx, void *self)
+{
+    (void)ctx;
+    (void)self;
+}
+
+static const kvt_actor_class_t s_stub_class = {.type = "stub",
+                                               .init = s_stub_init,
+                                               .stop = s_stub_stop,
+                                               .on = {[KVT_MSG_STATS] = s_stub_stats}};
+
+Test(metrics, under_sim_the_rounds_stop_once_nothing_else_runs_so_the_system_can_end)
+{
+    kvt_metrics_t *m = kvt_metrics_new();
+    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = 1, .log_level = 0};
+    kvt_system_t *sys = kvt_system_new(&so);
+    static int stub_state;
+    const char *targets[] = {"aggregator", NULL};
+    kvt_metrics_collector_args_t a = {m, targets, 1000000}; //  1 ms
+    cr_assert_neq(kvt_system_add(sys, "aggregator", &s_stub_class, &stub_state, NULL),
+                  KVT_AID_NONE);
+    cr_assert_neq(kvt_system_add(sys, "metrics", &kvt_metrics_collector_class, &a, NULL),
+                  KVT_AID_NONE);
+    cr_assert_eq(kvt_system_start(sys), 0);
+    //  Without the quiet stop the timer re-arms forever: the 10 s limit.
+    int rc = kvt_system_run(sys, 10000000000ull, 0);
+    cr_assert_eq(rc, KVT_RUN_QUIESCENT, "the run ended by %d, not quiescence", rc);
+    cr_assert_leq(kvt_system_now(sys), 1100000000ull, "stopped after the 1 s quiet window");
+    kvt_metrics_stats_t st;
+    kvt_metrics_stats(m, &st);
+    cr_assert_geq(st.publishes, 999, "a round every tick until then (%llu)",
+                  (unsigned long long)st.publishes);
+    char *t = kvt_metrics_render(m, NULL);
+    cr_assert_not_null(strstr(t, "kvtier_agg_open{actor=\"aggregator\"} 1\n"), "%s", t);
+    cr_assert_not_null(strstr(t, "kvtier_metrics_rounds_partial_total{actor=\"metrics\"} 0\n"));
+    free(t);
+    kvt_system_stop(sys);
+    kvt_system_destroy(&sys);
+    kvt_metrics_destroy(&m);
+}
