@@ -20,7 +20,8 @@
 //  Requests that start from token 0 into used slots (the trace shares little;
 //  eight slots, so the forty requests reuse them; under live, two, so they
 //  reuse them whatever the timing: a flag given twice, the last wins).
-#define FROM_ZERO "--model qwen3-next-like --trace " TRACE " --limit 40 --max-running 8"
+#define FROM_ZERO \
+    "--model qwen3-next-like --trace " TRACE " --limit 40 --max-running 8 --instances 1"
 //  Requests that resume from HBM checkpoints (the synthetic sessions share).
 #define RESTORES \
     "--model qwen3-next-like --limit 160 --byte-scale 1 --hbm-pool 2MiB --cpu-pool 32MiB"
