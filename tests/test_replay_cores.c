@@ -1501,3 +1501,36 @@ Test(sim_engine_core, a_run_that_ends_long_after_its_last_arrival_is_saturated)
     kvt_sim_engine_result_clear(&res);
     s_wl_free(wl);
 }
+
+//  Forward progress (kvtier chaos): max_stall_us is the longest modelled
+//  stretch of plans that ran, loaded and saved nothing while the scheduler
+//  was not idle; a plan with work ends a stretch, an idle one is no stall.
+Test(sim_engine_core, max_stall_is_the_longest_stretch_of_plans_without_work)
+{
+    uint64_t at[] = {0, 0};
+    uint32_t len[] = {100, 100};
+    kvt_workload_t *wl = s_wl(2, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 1, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    kvt_entry_t w[] = {s_work(0, 0, 100)};
+    s_step(e, 1, w, 1, &out);
+    cr_assert_eq(res.max_stall_us, 0, "a plan with work is no stall");
+    //  Three plans without work, 1000 µs each: 2000 µs from the first to the last.
+    for (int i = 0; i < 3; i++) {
+        kvt_step_plan_t p = s_plan(out.schedule.step, NULL, 0, false);
+        cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0, "%s", out.note);
+    }
+    cr_assert_eq(res.max_stall_us, 2000);
+    s_step(e, 1, w, 1, &out);
+    //  A shorter stretch after work leaves the longest one.
+    for (int i = 0; i < 2; i++) {
+        kvt_step_plan_t p = s_plan(out.schedule.step, NULL, 0, false);
+        cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0, "%s", out.note);
+    }
+    cr_assert_eq(res.max_stall_us, 2000);
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}

@@ -19,6 +19,8 @@ static void s_usage(FILE *out)
                  "                              actors vs a raw ZeroMQ relay\n"
                  "  bench admit [--json PATH]   scheduler core: admission vs its hash chain,\n"
                  "                              state-index stats read, one step\n"
+                 "  chaos [--plan P] [--seeds N] seeded fault-plan sweeps over small simulated\n"
+                 "                              replays (--help for options)\n"
                  "  inspect FILE                print a recorded simulator trace\n"
                  "  version                     version and device backends\n");
 }
@@ -47,6 +49,8 @@ int main(int argc, char **argv)
         return kvt_cmd_rank(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
         return kvt_cmd_version(argc - 1, argv + 1);
+    if (strcmp(cmd, "chaos") == 0)
+        return kvt_cmd_chaos(argc - 1, argv + 1);
     if (strcmp(cmd, "inspect") == 0)
         return kvt_cmd_inspect(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) {

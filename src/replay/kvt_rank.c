@@ -32,6 +32,7 @@ struct kvt_rank_t {
     char worker_name[32];         //  "worker.r"
     kvt_sim_runner_args_t runner; //  runner args (outlive the system)
     kvt_worker_args_t worker;     //  worker args
+    kvt_gpu_stream_t *lanes[3];   //  its worker's lane streams while it is up (fault plans)
 };
 
 kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg)
@@ -262,6 +263,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     wa->lane_deadline_ns = cfg->lane_deadline_ns;
     wa->fence_timeout_ns = cfg->fence_timeout_ns;
     wa->fault_miss_state = r == 0 ? cfg->fault_miss_state : 0;
+    wa->lane_streams = rk->lanes;
     return rk;
 fail:
     kvt_rank_destroy(&rk);
@@ -294,6 +296,11 @@ int kvt_rank_check_quiescent(const kvt_rank_t *rk, char *problem, size_t len)
         return -1;
     }
     return 0;
+}
+
+kvt_gpu_stream_t *kvt_rank_lane_stream(const kvt_rank_t *rk, uint32_t lane)
+{
+    return rk && lane < 3 ? rk->lanes[lane] : NULL;
 }
 
 kvt_gpu_t *kvt_rank_gpu(const kvt_rank_t *rk)

@@ -53,6 +53,10 @@ int kvt_rank_check_quiescent(const kvt_rank_t *rank, char *problem, size_t len);
 
 //  The rank's device and tier (borrowed; the tier is NULL without a CPU pool).
 kvt_gpu_t *kvt_rank_gpu(const kvt_rank_t *rank);
+
+//  Its worker's lane stream (0 load, 1 state, 2 save) while the worker is
+//  up, for fault plans (kvt_gpu_stream_inject); NULL otherwise.
+kvt_gpu_stream_t *kvt_rank_lane_stream(const kvt_rank_t *rank, uint32_t lane);
 kvt_storage_t *kvt_rank_storage(const kvt_rank_t *rank);
 
 //  Destroys the device and tier. Call after the system that runs the

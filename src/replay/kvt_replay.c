@@ -139,6 +139,9 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "instances: must be in 1..64";
     else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
+    else if (c->metrics && c->ranks_as_processes)
+        bad = "metrics-addr: not with --ranks-as-processes yet (the collector is not part of "
+              "the ranks' topology)";
     else if (c->rank_endpoint && !c->ranks_as_processes)
         bad = "rank-endpoint: needs --ranks-as-processes";
     else if (c->state_bytes > (1ull << 32))
@@ -278,6 +281,7 @@ typedef struct {
     kvt_sim_engine_args_t engine;             //  engine args
     const kvt_replay_cfg_t *real;             //  the configuration (its progress callback)
     uint32_t instance;                        //  this run's instance
+    kvt_metrics_collector_args_t metrics;     //  the metrics collector's args (cfg->metrics)
 } s_run_t;
 
 static void s_progress(void *arg, const kvt_sim_engine_result_t *so_far, uint64_t clock_us)
@@ -468,6 +472,23 @@ static void s_judge(kvt_replay_report_t *rep)
                (unsigned long long)e->stats_unexpected);
 }
 
+//  The loss ledger after an instance's run (before: before it): its
+//  identity holds, and its hits are the engine's, token for token.
+static void s_judge_ledger(kvt_replay_report_t *rep, const kvt_ledger_t *ledger,
+                           const kvt_ledger_report_t *before)
+{
+    kvt_ledger_report(ledger, &rep->ledger);
+    char why[320];
+    if (!kvt_ledger_holds(&rep->ledger, why, sizeof why))
+        s_fail(rep, "%s", why);
+    const kvt_sim_engine_result_t *e = &rep->engine;
+    uint64_t hits = kvt_ledger_hits(&rep->ledger) - kvt_ledger_hits(before);
+    if (hits != e->hbm_hit_tokens + e->tier_hit_tokens)
+        s_fail(rep, "loss ledger: its hits (%llu) are not the engine's (%llu HBM + %llu tier)",
+               (unsigned long long)hits, (unsigned long long)e->hbm_hit_tokens,
+               (unsigned long long)e->tier_hit_tokens);
+}
+
 //  LIVE: runs until the engine exits, a signal, a rank process's exit or
 //  the wall limit, checking the last three every S_SLICE_NS.
 static int s_run_live(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep)
@@ -545,7 +566,8 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
 //  One engine instance's run over wl (consumed): cfg is the scaled
 //  configuration the ranks see, real the one the cost model sees.
 static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, kvt_workload_t *wl,
-                     uint32_t instance, kvt_replay_report_t *rep, char *err, size_t errlen)
+                     uint32_t instance, kvt_ledger_t *ledger, kvt_replay_report_t *rep, char *err,
+                     size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);
@@ -617,6 +639,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->sched.cfg.hbm_checkpoints = KVT_REPLAY_STATE_CKPTS(cfg);
     run->sched.cfg.min_load_tokens = cfg->min_load_tokens;
     run->sched.cfg.orphan_reclaim_us = cfg->orphan_reclaim_us;
+    run->sched.cfg.load_deadline_us = cfg->load_deadline_us;
     run->sched.cfg.lookup_max_age_us = cfg->lookup_max_age_us;
     run->sched.cfg.no_state_tier = cfg->no_state_tier;
     run->sched.cfg.spec_tokens = cfg->spec_tokens;
@@ -643,6 +666,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->engine.scheduler = "scheduler";
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
+    run->engine.ledger = ledger;
     if (real->progress) {
         run->real = real;
         run->engine.progress = s_progress;
@@ -685,6 +709,14 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
         else
             added = kvt_rank_add_actors(run->rank[r], run->sys, NULL, NULL) == 0;
     }
+    if (added && cfg->metrics) { //  last, so the ranks' topology indices stay
+        run->metrics =
+            (kvt_metrics_collector_args_t){cfg->metrics, run->stats_from, cfg->metrics_interval_ns};
+        //  its id follows the ranks': s_actor_name reads its name from names[]
+        snprintf(run->names[2 * cfg->tp], sizeof run->names[0], "metrics");
+        added = kvt_system_add(run->sys, "metrics", &kvt_metrics_collector_class, &run->metrics,
+                               NULL) != KVT_AID_NONE;
+    }
     if (!added) {
         snprintf(err, errlen, "cannot build the actor topology");
         goto fail;
@@ -692,6 +724,8 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    kvt_ledger_report_t ledger_before;
+    kvt_ledger_report(ledger, &ledger_before);
     if (kvt_system_start(run->sys) != 0) {
         snprintf(err, errlen, "an actor failed to start (see the log)");
         goto fail;
@@ -704,7 +738,9 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
             goto fail;
         }
     }
-    if (cfg->driver == KVT_DRIVER_SIM)
+    if (cfg->driver == KVT_DRIVER_SIM && real->sim_run)
+        rep->exit_code = real->sim_run(real->sim_run_arg, run->sys, run->rank, &rep->engine);
+    else if (cfg->driver == KVT_DRIVER_SIM)
         rep->exit_code = kvt_system_run(run->sys, 0, 0);
     else
         rep->exit_code = s_run_live(run, cfg, rep);
@@ -736,6 +772,8 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     }
     kvt_system_stop(run->sys);
     s_runtime_counters(run, rep);
+    if (cfg->metrics)
+        kvt_replay_metrics_publish(cfg->metrics, &rep->engine);
 
     const kvt_sim_engine_result_t *e = &rep->engine;
     //  A chunk any rank had to read from its disk counts as a disk hit.
@@ -757,6 +795,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     rep->engine.wrong_resumes += swept;
     s_check_quiescent(run, cfg, rep);
     s_judge(rep);
+    s_judge_ledger(rep, ledger, &ledger_before);
     s_run_free(run, cfg->tp);
     return 0;
 fail:
@@ -787,6 +826,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     e->load_wait_us += p->load_wait_us;
     e->save_link_us += p->save_link_us;
     e->drain_us = p->drain_us > e->drain_us ? p->drain_us : e->drain_us;
+    e->max_stall_us = p->max_stall_us > e->max_stall_us ? p->max_stall_us : e->max_stall_us;
     e->utilisation += p->utilisation; //  summed here, averaged by the caller
     e->saturated |= p->saturated;
     bool first = rep->source[0] == 0; //  set by the caller after the first merge
@@ -810,6 +850,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
             return -1;
     rep->hit_cpu_tokens += part->hit_cpu_tokens;
     rep->hit_disk_tokens += part->hit_disk_tokens;
+    rep->ledger = part->ledger; //  one ledger over every instance so far
     rep->recomputed_tokens += part->recomputed_tokens;
     rep->saves_ok += part->saves_ok;
     rep->saves_failed += part->saves_failed;
@@ -844,6 +885,21 @@ static void s_no_faults(kvt_replay_cfg_t *c)
     c->fault_stale_slot = c->fault_restore_late = c->fault_swap_slots = 0;
 }
 
+//  The run's loss ledger over the whole workload (kvt_ledger.h).
+static kvt_ledger_t *s_ledger_new(const kvt_replay_cfg_t *c, const kvt_workload_t *wl)
+{
+    kvt_ledger_cfg_t lc = {.block_size = c->block_size,
+                           .chunk_size = c->chunk_size,
+                           .tail = c->spec_tokens > 0 ? 2 : 1,
+                           .hybrid = c->state_bytes > 0,
+                           .cpu_tier = c->cpu_pool_bytes > 0,
+                           .disk_tier = c->disk_dir != NULL,
+                           .remote_tier = c->remote != NULL,
+                           .state_tier =
+                               c->state_bytes > 0 && c->cpu_pool_bytes > 0 && !c->no_state_tier};
+    return kvt_ledger_new(wl, &lc);
+}
+
 int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char *err, size_t errlen)
 {
     if (kvt_replay_validate(real, err, errlen) != 0 || kvt_replay_mem_check(real, err, errlen) != 0)
@@ -871,14 +927,29 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
     if (!wl)
         return -1;
     uint32_t n = real->instances > 1 ? real->instances : 1;
-    if (n == 1)
-        return s_run_one(real, &scaled, wl, 0, rep, err, errlen);
+    kvt_ledger_t *ledger = s_ledger_new(real, wl);
+    if (!ledger) {
+        kvt_workload_destroy(&wl);
+        snprintf(err, errlen, "out of memory computing the loss ledger's ideal");
+        return -1;
+    }
+    if (n == 1) {
+        int one = kvt_ledger_instance(ledger, NULL, wl->n);
+        if (one != 0) {
+            kvt_workload_destroy(&wl);
+            snprintf(err, errlen, "out of memory starting the loss ledger");
+        } else
+            one = s_run_one(real, &scaled, wl, 0, ledger, rep, err, errlen);
+        kvt_ledger_destroy(&ledger);
+        return one;
+    }
     //  N instances, one after another, each its own scheduler, ranks and
     //  pools over the requests routed to it (its disk DIR/inst<k>).
     uint32_t *inst_of = calloc(wl->n ? wl->n : 1, sizeof *inst_of);
+    uint32_t *global_of = calloc(wl->n ? wl->n : 1, sizeof *global_of);
     kvt_replay_report_t *part = calloc(1, sizeof *part);
     int rc = -1;
-    if (!inst_of || !part || kvt_workload_route(wl, n, inst_of) != 0) {
+    if (!inst_of || !global_of || !part || kvt_workload_route(wl, n, inst_of) != 0) {
         snprintf(err, errlen, "out of memory routing the workload");
         goto cleanup;
     }
@@ -897,6 +968,15 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             kvt_workload_destroy(&sub);
             continue;
         }
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < wl->n; i++)
+            if (inst_of[i] == k)
+                global_of[m++] = i;
+        if (kvt_ledger_instance(ledger, global_of, m) != 0) {
+            kvt_workload_destroy(&sub);
+            snprintf(err, errlen, "out of memory starting instance %u's loss ledger", k);
+            goto cleanup;
+        }
         kvt_replay_cfg_t one = scaled;
         if (rep->source[0]) //  a testing fault fires in the first instance that runs only
             s_no_faults(&one);
@@ -905,7 +985,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             snprintf(dir, sizeof dir, "%s/inst%u", real->disk_dir, k);
             one.disk_dir = dir;
         }
-        if (s_run_one(real, &one, sub, k, part, err, errlen) != 0)
+        if (s_run_one(real, &one, sub, k, ledger, part, err, errlen) != 0)
             goto cleanup;
         int merged = s_merge(rep, part, k);
         if (!rep->source[0])
@@ -930,7 +1010,9 @@ cleanup:
     if (part)
         kvt_replay_report_clear(part);
     free(inst_of);
+    free(global_of);
     free(part);
+    kvt_ledger_destroy(&ledger);
     kvt_workload_destroy(&wl);
     return rc;
 }

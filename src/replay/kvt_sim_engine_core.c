@@ -33,6 +33,8 @@ struct kvt_sim_engine_core_t {
     uint32_t stats_expected;      //  Stats replies awaited
     uint32_t stats_received;      //  Stats replies received
     uint64_t empty_steps;         //  plans with no work that were not idle (should not happen)
+    bool stalled;                 //  requests wait and the last plans ran, loaded, saved nothing
+    uint64_t stall_from_us;       //  modelled time of the first plan of that stretch
     kvt_arrival_t *arr;           //  the last Schedule's arrivals (owned)
     uint32_t narr;                //  entries in arr
 };
@@ -333,6 +335,25 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
     }
 }
 
+//  Forward progress: a plan that runs, loads or saves nothing while the
+//  scheduler is not idle (requests wait) extends a stall; the longest one
+//  on the modelled clock is max_stall_us (a wedge shows as one that grows
+//  without end).
+static void s_stall(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
+{
+    if (p->idle || p->nentries || p->nloads || p->nsaves) {
+        self->stalled = false;
+        return;
+    }
+    if (!self->stalled) {
+        self->stalled = true;
+        self->stall_from_us = self->clock_us;
+    }
+    uint64_t len = self->clock_us - self->stall_from_us;
+    if (len > self->out->max_stall_us)
+        self->out->max_stall_us = len;
+}
+
 int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p,
                              kvt_sim_engine_out_t *out)
 {
@@ -343,6 +364,9 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
         return -1;
     }
     s_events(self, p);
+    if (self->a.ledger)
+        kvt_ledger_plan(self->a.ledger, p);
+    s_stall(self, p);
     const kvt_workload_t *wl = self->a.wl;
     bool work =
         p->nentries || p->nloads || p->nsaves || p->nlookups || p->nlookup_releases || p->ntouches;

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "kvt_cost.h"
+#include "kvt_ledger.h"
 #include "kvt_workload.h"
 #include "kvtier/kvt_msg.h"
 
@@ -57,6 +58,8 @@ typedef struct {
     uint64_t load_wait_us;     //  first tokens delayed past their step's end by a copy
     uint64_t save_link_us;     //  device-to-host link time of every save
     uint64_t drain_us;         //  modelled time from the last arrival to the last first token
+    uint64_t max_stall_us;     //  longest modelled stretch in which requests waited and no
+                               //  plan ran, loaded or saved anything (forward progress)
     uint64_t span_us;          //  first to last arrival
     double utilisation;        //  busy_us over the modelled time from the first arrival
     bool saturated;            //  queueing dominates: the drain exceeds 10 s and a tenth of
@@ -90,6 +93,7 @@ typedef struct {
     uint32_t tp;                //  ranks (≥ 1)
     kvt_cost_cfg_t cost;        //  cost model (prefill_tps 0: kvt_cost_defaults dense at tp)
     uint32_t max_arrival_bytes; //  token bytes per Schedule message (default 4 MiB)
+    kvt_ledger_t *ledger;       //  fed every plan (borrowed; NULL: none)
 } kvt_sim_engine_core_cfg_t;
 
 //  What the shell does after a call.

@@ -47,6 +47,7 @@ kvt_joint_t kvt_joint_plan(const kvt_joint_in_t *in, kvt_joint_stats_t *st)
     if (b == 0)
         return kv_top <= in->hbm ? s_skip(out, KVT_JOINT_TIER_WITHIN_HBM, &st->tier_within_hbm)
                                  : s_skip(out, KVT_JOINT_NO_RUNG_ABOVE_HBM, &st->no_rung_above_hbm);
+    out.cand = b;
     if (b - in->hbm < in->min_load)
         return s_skip(out, KVT_JOINT_BELOW_MIN_LOAD, &st->below_min_load);
     //  Fail closed before any shortcut: without the probe's demand the fit

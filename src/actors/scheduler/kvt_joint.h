@@ -74,6 +74,7 @@ typedef struct {
     kvt_joint_src_t src;       //  where the state at B comes from (NONE: no joint)
     kvt_joint_reason_t reason; //  why (OK when src != NONE)
     uint32_t b;                //  resume point (hbm when there is no joint)
+    uint32_t cand;             //  the boundary found above hbm, also when skipped (0: none)
     uint32_t claim;            //  KV leg start; blocks below stay shared (hbm when no joint)
     uint32_t demand;           //  blocks the commit needs (the probe's demand when no joint)
 } kvt_joint_t;

@@ -84,6 +84,7 @@ typedef struct {
     uint64_t lk_at;       //  settled: when (past lookup_max_age_us it is asked again)
     bool lk_seen;         //  settled: an admission attempt has used the answer (only a
                           //  used answer can go stale, so a slow round trip never loops)
+    bool lk_timed_out;    //  settled by its timeout: the tier hit is unknown (the ledger)
     kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 

@@ -47,20 +47,19 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->applied = true; //  no step ran before the first plan
     self->bm = kvt_blockmgr_new(cfg->hbm_blocks, cfg->block_size);
     self->rt = kvt_reqtab_new(cfg->block_size, cfg->chunk_size, cfg->ns);
-    self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
-    self->scratch_unref = malloc(((size_t)cfg->hbm_blocks + 1) * sizeof(uint32_t));
     self->pb = kvt_planbuf_new();
+    //  A hit always leaves a prefill tail: one token, two with speculation.
+    uint32_t tail = cfg->spec_tokens > 0 ? 2 : 1;
     kvt_lookups_cfg_t lkc = {.tier_chunks = cfg->tier_chunks,
                              .chunk_size = cfg->chunk_size,
-                             .tail = cfg->spec_tokens > 0 ? 2 : 1,
+                             .tail = tail,
                              .pin = cfg->lookup_pin,
                              .ttl_ms = cfg->lookup_ttl_ms,
                              .rank0_only = cfg->lookup_ranks == KVT_SCHED_LOOKUP_RANK0,
                              .timeout_us = cfg->lookup_timeout_us,
                              .max_age_us = cfg->lookup_max_age_us};
     self->lk = kvt_lookups_new(&lkc);
-    if (!self->pb || !self->lk || !self->bm || !self->rt || !self->scratch_blocks ||
-        !self->scratch_unref)
+    if (!self->pb || !self->lk || !self->bm || !self->rt)
         goto oom;
     if (cfg->state_bytes > 0) {
         uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
@@ -89,10 +88,21 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         goto oom;
     kvt_loadtrack_cfg_t ltc = {.block_size = cfg->block_size,
                                .chunk_size = cfg->chunk_size,
-                               .orphan_reclaim_us = cfg->orphan_reclaim_us};
+                               .orphan_reclaim_us = cfg->orphan_reclaim_us,
+                               .load_deadline_us = cfg->load_deadline_us};
     self->lt = kvt_loadtrack_new(&ltc, self->rt, self->pb, self->bm, self->ck, self->stidx,
                                  kvt_saves_tracker(self->sv));
     if (!self->lt)
+        goto oom;
+    kvt_admit_cfg_t adc = {.block_size = cfg->block_size,
+                           .chunk_size = cfg->chunk_size,
+                           .hbm_blocks = cfg->hbm_blocks,
+                           .tail = tail,
+                           .min_load = cfg->min_load_tokens,
+                           .tier = cfg->tier_chunks > 0};
+    self->ad = kvt_admit_new(&adc, self->rt, self->pb, self->bm, self->ck, self->stidx, self->lk,
+                             self->lt, self->sv);
+    if (!self->ad)
         goto oom;
     return self;
 oom:
@@ -107,13 +117,12 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
         return;
     kvt_sched_t *self = *self_p;
     //  The modules first (they borrow the leaves), then the leaves.
+    kvt_admit_destroy(&self->ad);
     kvt_loadtrack_destroy(&self->lt);
     kvt_saves_destroy(&self->sv);
     kvt_lookups_destroy(&self->lk);
     kvt_planbuf_destroy(&self->pb);
     kvt_reqtab_destroy(&self->rt);
-    free(self->scratch_blocks);
-    free(self->scratch_unref);
     kvt_ckpt_destroy(&self->ck);
     kvt_stidx_destroy(&self->stidx);
     kvt_blockmgr_destroy(&self->bm);
@@ -137,10 +146,12 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
         refuse ? NULL
                : kvt_reqtab_add(self->rt, a->req, a->tokens, a->ntokens, a->max_new_tokens, &slot);
     if (!r) {
-        //  Refused (or out of memory): the engine still hears about it. A
-        //  refusal is reported as the request's first (and only) generation.
+        //  Refused (or out of memory): the engine still hears about it,
+        //  under a generation no admission takes (KVT_SCHED_REFUSED_GEN):
+        //  a refused re-arrival of an id the core still holds must not name
+        //  that id's live or finished admission.
         self->stats.rejected++;
-        kvt_sched_event(self, a->req, 1, KVT_EV_FINISH, a->ntokens, 0, 1);
+        kvt_sched_event(self, a->req, KVT_SCHED_REFUSED_GEN, KVT_EV_FINISH, a->ntokens, 0, 1);
         return -1;
     }
     r->gen = kvt_loadtrack_gen_floor(self->lt); //  above every orphaned admission of this id (A3)
@@ -149,6 +160,12 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
     kvt_reqtab_append(self->rt, KVT_RQ_WAITING, slot);
     self->stats.waiting++;
     return 0;
+}
+
+void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
+                     uint32_t b, uint32_t c)
+{
+    kvt_planbuf_event(self->pb, req, gen, type, a, b, c);
 }
 
 // ------------------------------------------------------- state pool ----
@@ -188,6 +205,23 @@ uint64_t kvt_sched_next_step(const kvt_sched_t *self)
     return self->next_step;
 }
 
+uint64_t kvt_sched_next_deadline(const kvt_sched_t *self)
+{
+    return kvt_loadtrack_next_deadline(self->lt);
+}
+
+void kvt_sched_expire_loads(kvt_sched_t *self)
+{
+    uint32_t slot;
+    while (kvt_loadtrack_expire(self->lt, self->now_us, &slot)) {
+        //  Settled failed (TIMEOUT): the request runs from its HBM hit.
+        kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
+        self->stats.loading--;
+        self->stats.running++;
+        r->state = R_RUNNING;
+    }
+}
+
 bool kvt_sched_quiescent(const kvt_sched_t *self)
 {
     if (kvt_sched_hybrid(self)) {
@@ -211,6 +245,7 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
     out->tokens_planned = pb.tokens_planned;
     out->records = kvt_reqtab_records(self->rt);
     kvt_lookups_stats(self->lk, out);
+    kvt_admit_stats(self->ad, out);
     kvt_loadtrack_stats(self->lt, out);
     kvt_saves_stats(self->sv, out);
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
@@ -229,7 +264,7 @@ int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out)
     kvt_sreq_t *r = s_find(self, req, &slot);
     if (!r || r->state != R_WAITING)
         return -1;
-    kvt_sched_probe_req(self, r, out);
+    kvt_admit_probe(self->ad, r, out);
     return 0;
 }
 

@@ -49,6 +49,8 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(loads_orphaned);
     S_C(loads_reclaimed);
     S_C(load_orphans);
+    S_C(loads_timed_out);
+    S_C(load_late_verdicts);
     S_C(lookups_sent);
     S_C(lookup_timeouts);
     S_C(lookup_failed);
@@ -200,7 +202,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         return -1;
     }
     if (kvt_reqtab_check(self->rt, err, errlen) != 0 ||
-        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0)
+        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0 ||
+        kvt_admit_check(self->ad, err, errlen) != 0)
         return -1;
     //  The save tracker's own identities and walk (its leases, its saves
     //  in flight per request).

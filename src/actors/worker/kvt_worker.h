@@ -83,6 +83,9 @@ typedef struct {
     bool no_source_safe;       //  true: no KVT_CHAN_SOURCE_SAFE reports (default false: each save
                                //  reports once, and the scheduler releases its leases on it)
     uint32_t fault_miss_state; //  testing fault: the Nth state leg's read misses (0 = off)
+    kvt_gpu_stream_t **lane_streams; //  fault plans: the worker writes its lanes' streams here
+                                     //  (3 entries: load, state, save) once they are up and
+                                     //  NULLs them before it frees them (NULL = nowhere)
 } kvt_worker_args_t;
 
 //  The actor class.
