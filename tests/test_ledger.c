@@ -457,8 +457,9 @@ Test(ledger, a_retreat_is_charged_to_load_failed, .timeout = 300)
     char out[128], cmd[1024];
     snprintf(out, sizeof out, "/tmp/kvt_ledger_%d.json", (int)getpid());
     snprintf(cmd, sizeof cmd,
-             KVT_BINARY_DIR "/kvtier replay --trace %s --limit 150 --model qwen3-next-like "
-                            "--fault miss-state=1 --log-level 0 --quiet --json %s >/dev/null",
+             KVT_BINARY_DIR
+             "/kvtier replay --trace %s --limit 150 --instances 1 --model qwen3-next-like "
+             "--fault miss-state=1 --log-level 0 --quiet --json %s >/dev/null",
              trace, out);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     json_error_t je;

@@ -716,3 +716,18 @@ Test(replay, two_instances_serve_every_request_once, .timeout = 120)
     free(one);
     free(r);
 }
+
+//  A testing fault fires in the first instance only: over two instances
+//  that both resume, --fault corrupt-resume=N is still exactly one wrong
+//  resume.
+Test(replay, a_fault_over_instances_is_still_exactly_one_wrong_resume, .timeout = 120)
+{
+    kvt_replay_cfg_t c;
+    s_small(&c);
+    c.instances = 2;
+    c.fault_corrupt_resume = 3;
+    kvt_replay_report_t *r = s_run(&c);
+    s_assert_one_wrong_resume(r);
+    kvt_replay_report_clear(r);
+    free(r);
+}

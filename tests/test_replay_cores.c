@@ -1432,6 +1432,48 @@ Test(sim_engine_core, a_load_delays_the_first_token_of_its_request_by_the_copy_t
     s_wl_free(wl);
 }
 
+//  The drain ends at the last first token: a long decode after it is the
+//  request's own service time, not a queue, so it is not saturation.
+Test(sim_engine_core, a_long_decode_after_the_last_first_token_is_not_saturation)
+{
+    uint64_t at[] = {0};
+    uint32_t len[] = {100};
+    kvt_workload_t *wl = s_wl(1, at, len);
+    kvt_sim_engine_result_t res;
+    kvt_sim_engine_core_t *e = s_engine(wl, 1, &res);
+    kvt_sim_engine_out_t out;
+    cr_assert_eq(kvt_sim_engine_core_start(e, &out), 0);
+    kvt_entry_t w[] = {s_work(0, 0, 100)};
+    s_step(e, 1, w, 1, &out);
+    //  12,000 decode steps of 1,010 µs: the run ends 12 s after its arrival.
+    for (uint32_t k = 0; k < 12000; k++) {
+        kvt_entry_t d[] = {s_work(0, 100 + k, 101 + k)};
+        s_step(e, 1, d, 1, &out);
+    }
+    kvt_step_plan_t p = s_plan(out.schedule.step, NULL, 0, true);
+    cr_assert_eq(kvt_sim_engine_core_plan(e, &p, &out), 0);
+    kvt_sim_engine_core_stats_asked(e, 0, &out);
+    cr_assert(res.done);
+    cr_assert_gt(res.model_time_us, 12000000);
+    cr_assert_eq(res.drain_us, 2000, "up to the first token: %llu",
+                 (unsigned long long)res.drain_us);
+    cr_assert(!res.saturated);
+    kvt_sim_engine_core_destroy(&e);
+    kvt_sim_engine_result_clear(&res);
+    s_wl_free(wl);
+}
+
+//  The instances a saturated run is told to try: enough for 60 % of the
+//  span, always more than it had, at most 64.
+Test(sim_engine_core, a_saturated_run_is_told_how_many_instances_to_try)
+{
+    //  220 s of steps over a 102 s span: 220 / 61.2 -> 4.
+    cr_assert_eq(kvt_sim_engine_instances_for(220000000, 102000000, 1), 4);
+    cr_assert_eq(kvt_sim_engine_instances_for(220000000, 102000000, 8), 9, "more than it had");
+    cr_assert_eq(kvt_sim_engine_instances_for(220000000, 0, 3), 4, "no span: one more");
+    cr_assert_eq(kvt_sim_engine_instances_for(UINT64_MAX / 2, 1000000, 1), 64);
+}
+
 Test(sim_engine_core, a_run_that_ends_long_after_its_last_arrival_is_saturated)
 {
     cr_assert(!kvt_sim_engine_saturated(9000000, 0), "under 10 s of drain");

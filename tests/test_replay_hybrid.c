@@ -307,11 +307,11 @@ Test(replay_hybrid, miss_state_fault_retreats_with_no_wrong_resume, .timeout = 9
     if (access(TRACE, R_OK) != 0)
         cr_skip_test("no conversation trace at %s", TRACE);
     int st;
-    json_t *r =
-        s_replay(NULL,
-                 "--trace " TRACE " --limit 150 --model qwen3-next-like --fault miss-state=1 "
-                 "--log-level 0 --quiet",
-                 &st);
+    json_t *r = s_replay(NULL,
+                         "--trace " TRACE
+                         " --limit 150 --instances 1 --model qwen3-next-like --fault miss-state=1 "
+                         "--log-level 0 --quiet",
+                         &st);
     cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
     cr_assert_eq(st, 0, "exit %d: %s", st, s_err);
     cr_assert(json_is_true(json_object_get(r, "quiescent")));

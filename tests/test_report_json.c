@@ -122,6 +122,9 @@ static void s_check_fields(const json_t *root)
     cr_assert_str_eq(s_str(root, "driver"), "sim");
     cr_assert_eq(strlen(s_str(root, "trace_hash")), 16);
     cr_assert(json_is_number(json_object_get(root, "wall_s")));
+    cr_assert(json_is_number(json_object_get(root, "requests_per_wall_s")));
+    //  No --instances: the default (docs/configuration.md).
+    cr_assert_eq(s_int(json_object_get(root, "engine"), "instances"), 8);
     cr_assert_eq(s_int(root, "tp"), 2);
     s_int(root, "hbm_pool_bytes");
     s_int(root, "cpu_pool_bytes");
@@ -148,11 +151,11 @@ Test(report_json, non_utf8_trace_path_gives_valid_json_and_its_bytes_in_hex, .in
     char raw[256], shown[256];
     snprintf(raw, sizeof raw,
              "mooncake:%s/tr\xff"
-             "ace-\xc3\xa9.jsonl",
+             "ace-\xc3\xa9.jsonl over 8 instances",
              s_dir);
     snprintf(shown, sizeof shown,
              "mooncake:%s/tr\xef\xbf\xbd"
-             "ace-\xc3\xa9.jsonl",
+             "ace-\xc3\xa9.jsonl over 8 instances",
              s_dir);
     cr_assert_str_eq(s_str(root, "workload"), shown, "the bad byte is U+FFFD, the rest kept");
     const char *hex = s_str(root, "workload_hex");
@@ -176,7 +179,9 @@ Test(report_json, utf8_trace_path_is_kept_as_is, .init = s_setup, .fini = s_tear
     json_t *root = s_replay("trace-\xc3\xa9-\xe2\x82\xac.jsonl", "7");
     s_check_fields(root);
     char raw[256];
-    snprintf(raw, sizeof raw, "mooncake:%s/trace-\xc3\xa9-\xe2\x82\xac.jsonl", s_dir);
+    //  The default instances (8) are named after the trace.
+    snprintf(raw, sizeof raw, "mooncake:%s/trace-\xc3\xa9-\xe2\x82\xac.jsonl over 8 instances",
+             s_dir);
     cr_assert_str_eq(s_str(root, "workload"), raw);
     cr_assert_null(json_object_get(root, "workload_hex"), "no hex for a valid name");
     cr_assert_eq(s_int(root, "seed"), 7);

@@ -17,6 +17,12 @@
 #include "replay/kvt_replay_config.h"
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
+#include "replay/kvt_sim_engine_core.h"
+
+//  Engine instances of a trace replay when --instances is not given: enough
+//  that the bundled conversation trace does not saturate them
+//  (docs/configuration.md).
+#define S_DEFAULT_INSTANCES 8
 
 static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r);
 
@@ -50,7 +56,8 @@ static void s_usage(FILE *out)
         "  --remote SEEDS     remote tier below CPU / disk on a Redis Cluster:\n"
         "                     redis://HOST:PORT[,HOST:PORT...] (default none)\n"
         "  --disk-pool SIZE   disk tier per rank, real bytes (default 1TiB)\n"
-        "  --instances N      N modelled engine instances (1..64, default 1), each its own\n"
+        "  --instances N      N modelled engine instances (1..64; default 8 with --trace, 1\n"
+        "                     for the synthetic workload), each its own\n"
         "                     scheduler, ranks, HBM, CPU pool and disk directory; requests\n"
         "                     routed by prefix affinity (docs/user-guide.md)\n"
         "  --sweep KEY=V1,V2,...  one run per value of cpu_pool, hbm_pool, disk_pool or\n"
@@ -392,6 +399,13 @@ static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt
     return 0;
 }
 
+//  The instances a saturated run should try (kvt_sim_engine_instances_for).
+static uint32_t s_instances_for(const kvt_replay_cfg_t *cfg, const kvt_sim_engine_result_t *e)
+{
+    return kvt_sim_engine_instances_for(e->busy_us, e->span_us,
+                                        cfg->instances ? cfg->instances : 1);
+}
+
 //  The modelled engine (docs/metrics.md): its cost model, how busy it was
 //  and whether queueing dominated.
 static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
@@ -417,6 +431,9 @@ static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_re
     rc |= json_object_set_new(eng, "drain_s", s_real((double)e->drain_us / 1e6, 3));
     rc |= json_object_set_new(eng, "arrival_span_s", s_real((double)e->span_us / 1e6, 3));
     rc |= json_object_set_new(eng, "saturated", json_boolean(e->saturated));
+    if (e->saturated)
+        rc |=
+            json_object_set_new(eng, "instances_suggested", json_integer(s_instances_for(cfg, e)));
     rc |= json_object_set_new(eng, "instances", json_integer(cfg->instances ? cfg->instances : 1));
     rc |= json_object_set_new(root, "engine", eng);
     rc |= json_object_set_new(root, "requests_per_wall_s",
@@ -458,10 +475,11 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            100.0 * e->utilisation, (double)e->load_copy_us / 1e6, (double)e->load_wait_us / 1e6,
            (double)e->save_link_us / 1e6);
     if (e->saturated)
-        printf("  SATURATED     the engine ended %.1f s after the last arrival (arrivals span "
+        printf("  SATURATED     the last first token came %.1f s after the last arrival (arrivals "
+               "span "
                "%.1f s): queueing dominates the TTFT. Serve the trace with more engines "
-               "(--instances N) or faster ones (--tp, --cost prefill_tps=...)\n",
-               (double)e->drain_us / 1e6, (double)e->span_us / 1e6);
+               "(--instances %u) or faster ones (--tp, --cost prefill_tps=...)\n",
+               (double)e->drain_us / 1e6, (double)e->span_us / 1e6, s_instances_for(cfg, e));
     if (cfg->state_bytes) {
         printf("  model         %s, state %" PRIu64 " bytes/request/rank, checkpoint every %u "
                "tokens%s\n",
@@ -670,7 +688,9 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->fault_swap_slots = own.fault_swap_slots;
     cfg->wall_limit_ms = own.wall_limit_ms;
     cfg->cost = cost[0] ? cost : NULL;
-    cfg->instances = own.instances;
+    //  Not given: a trace (a cluster's) gets the default instances, the
+    //  synthetic workload (sized for one engine) one.
+    cfg->instances = own.instances ? own.instances : cfg->trace ? S_DEFAULT_INSTANCES : 1;
     cfg->byte_scale = scale ? scale : kvt_replay_byte_scale(cfg);
     uint64_t real[3];
     kvt_replay_real_sizes(cfg->model, &real[0], &real[1], &real[2]);
@@ -962,6 +982,13 @@ static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet
     }
     if (!quiet)
         s_summary(&cfg, rep);
+    if (rep->engine.saturated && cfg.log_level >= 1)
+        fprintf(stderr,
+                "kvtier replay: WARNING: the modelled engine is saturated (its last first token "
+                "came %.1f s after the last arrival): the TTFT measures the queue, not the tiers; "
+                "rerun with "
+                "--instances %u (or a faster engine: --tp, --cost prefill_tps=...)\n",
+                (double)rep->engine.drain_us / 1e6, s_instances_for(&cfg, &rep->engine));
     if (json && s_write_json(json, &cfg, rep) != 0)
         status = 1;
     if (rep->failed) {

@@ -916,6 +916,13 @@ static int s_cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+//  Clears every testing fault of c.
+static void s_no_faults(kvt_replay_cfg_t *c)
+{
+    c->fault_corrupt_resume = c->fault_corrupt_state = c->fault_miss_state = 0;
+    c->fault_stale_slot = c->fault_restore_late = c->fault_swap_slots = 0;
+}
+
 //  The run's loss ledger over the whole workload (kvt_ledger.h).
 static kvt_ledger_t *s_ledger_new(const kvt_replay_cfg_t *c, const kvt_workload_t *wl)
 {
@@ -1009,6 +1016,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             goto cleanup;
         }
         kvt_replay_cfg_t one = scaled;
+        if (rep->source[0]) //  a testing fault fires in the first instance that runs only
+            s_no_faults(&one);
         char dir[440];
         if (real->disk_dir) {
             snprintf(dir, sizeof dir, "%s/inst%u", real->disk_dir, k);

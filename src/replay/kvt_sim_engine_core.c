@@ -1,6 +1,8 @@
 /*  kvt_sim_engine_core — see kvt_sim_engine_core.h. */
 #include "kvt_sim_engine_core.h"
 
+#include <math.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +137,17 @@ bool kvt_sim_engine_saturated(uint64_t drain_us, uint64_t span_us)
     return drain_us > 10000000u && drain_us > span_us / 10;
 }
 
+uint32_t kvt_sim_engine_instances_for(uint64_t busy_us, uint64_t span_us, uint32_t instances)
+{
+    uint32_t n = instances ? instances : 1;
+    //  Enough instances that their steps would fill 60 % of the arrival
+    //  span, and at least one more than now.
+    double need = span_us ? ceil((double)busy_us / (0.6 * (double)span_us)) : n + 1.0;
+    if (need < n + 1.0)
+        need = n + 1.0;
+    return need > 64 ? 64u : (uint32_t)need;
+}
+
 uint64_t kvt_sim_engine_core_clock(const kvt_sim_engine_core_t *self)
 {
     return self->clock_us;
@@ -238,7 +251,13 @@ static void s_finish(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
     if (wl->n) {
         uint64_t first = wl->reqs[0].arrival_us, last = wl->reqs[wl->n - 1].arrival_us;
         self->out->span_us = last - first;
-        self->out->drain_us = self->clock_us > last ? self->clock_us - last : 0;
+        //  Up to the last first token, not the end: the decode of the last
+        //  requests is their own service time, not a queue.
+        uint64_t served = 0;
+        for (uint32_t i = 0; i < wl->n; i++)
+            if (self->first_token_us[i] > served)
+                served = self->first_token_us[i];
+        self->out->drain_us = served > last ? served - last : 0;
         uint64_t run = self->clock_us > first ? self->clock_us - first : 0;
         self->out->utilisation = run ? (double)self->out->busy_us / (double)run : 0;
         self->out->saturated = kvt_sim_engine_saturated(self->out->drain_us, self->out->span_us);

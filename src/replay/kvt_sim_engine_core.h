@@ -57,7 +57,7 @@ typedef struct {
     uint64_t load_copy_us;     //  modelled copy time of every load (the link's busy time)
     uint64_t load_wait_us;     //  first tokens delayed past their step's end by a copy
     uint64_t save_link_us;     //  device-to-host link time of every save
-    uint64_t drain_us;         //  modelled time from the last arrival to the end
+    uint64_t drain_us;         //  modelled time from the last arrival to the last first token
     uint64_t max_stall_us;     //  longest modelled stretch in which requests waited and no
                                //  plan ran, loaded or saved anything (forward progress)
     uint64_t span_us;          //  first to last arrival
@@ -151,9 +151,15 @@ void kvt_sim_engine_core_stats_asked(kvt_sim_engine_core_t *self, uint32_t asked
 int kvt_sim_engine_core_stats(kvt_sim_engine_core_t *self, const kvt_stats_t *stats,
                               kvt_sim_engine_out_t *out);
 
-//  Whether a finished run was saturated: the engine ended more than 10 s and
-//  more than a tenth of the arrival span after the last arrival.
+//  Whether a finished run was saturated: the engine gave its last first
+//  token more than 10 s and more than a tenth of the arrival span after the
+//  last arrival.
 bool kvt_sim_engine_saturated(uint64_t drain_us, uint64_t span_us);
+
+//  The instances a saturated run should try: enough that the steps it
+//  modelled (busy_us over every instance) fill at most 60 % of the arrival
+//  span, and more than the `instances` it ran; at most 64.
+uint32_t kvt_sim_engine_instances_for(uint64_t busy_us, uint64_t span_us, uint32_t instances);
 
 //  The modelled clock (µs on the trace clock).
 uint64_t kvt_sim_engine_core_clock(const kvt_sim_engine_core_t *self);
