@@ -199,8 +199,15 @@ static void s_draw(s_plan_t *p, uint32_t bits, uint32_t tp, uint64_t span)
 {
     if (bits & BIT(KVT_CHAOS_DROP))
         s_message_rules(p, KVT_FAULT_DROP, tp, span);
-    if (bits & BIT(KVT_CHAOS_DUPLICATE))
+    if (bits & BIT(KVT_CHAOS_DUPLICATE)) {
         s_message_rules(p, KVT_FAULT_DUPLICATE, tp, span);
+        //  Every report of the last rank twice, while (hybrid) rank 0 now
+        //  and then misses a state leg: a repeat counted as another rank's
+        //  vote would outvote rank 0's failure.
+        if (s_next(&p->st) % 2)
+            s_add_rule(p, 0, KVT_FAULT_DUPLICATE, s_worker[tp - 1], "aggregator",
+                       KVT_MSG_COMPLETION, 1000000, 0);
+    }
     if (bits & BIT(KVT_CHAOS_DELAY))
         s_message_rules(p, KVT_FAULT_DELAY, tp, span);
     if (bits & BIT(KVT_CHAOS_REORDER)) {
@@ -640,6 +647,8 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
         c->disk_pool_bytes = 64ull << 20;
         c->disk_write_on_evict = s_next(st) % 3 == 0;
     }
+    if ((bits & BIT(KVT_CHAOS_DUPLICATE)) && cfg->hybrid)
+        c->fault_miss_state = (uint32_t)s_range(st, 1, 4);
     if (bits & BIT(KVT_CHAOS_TINY_POOL)) //  the least the replay accepts: two chunks
         c->cpu_pool_bytes = 2 * chunk + s_range(st, 0, chunk - 1);
     c->limit = (uint32_t)s_range(st, 16, 48);
