@@ -640,8 +640,11 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
         c->max_running = (uint32_t)s_range(st, 4, 16);
         c->verify_hold_ns = 5000000;
     }
-    if (bits & BIT(KVT_CHAOS_EVICT)) //  a few requests' worth: hits, loads and evictions
+    if (bits & BIT(KVT_CHAOS_EVICT)) {
+        //  A few requests' worth: hits, loads and evictions between them.
         c->cpu_pool_bytes = s_range(st, 40, 72) * chunk;
+        c->lookup_pin = false; //  nothing holds a looked-up chunk until its load
+    }
     if (bits & S_DISK_PLANS) {
         c->cpu_pool_bytes = s_range(st, 2, 6) * chunk;
         c->disk_pool_bytes = 64ull << 20;
