@@ -4,14 +4,15 @@
 #               when ../shared/traces is not there)
 #   make check  install what is missing, build, run the whole test suite
 # Also: make install [DESTDIR=…] [PREFIX=…] (libkvtier, headers, kvtier.pc, the
-# kvtier command), make mutants (tools/mutants.sh: the mutation check).
+# kvtier command), make mutants (tools/mutants.sh: the mutation check), make
+# python (python/kvtier over libkvtier, into $(BUILD)/python).
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 RUN_TRACE ?= ../shared/traces/conversation_trace.jsonl
 PREFIX ?= /usr/local
 
-.PHONY: all setup configure build run check install mutants format format-check clean
+.PHONY: all setup configure build run check install mutants format format-check clean python
 
 all: build
 
@@ -33,6 +34,10 @@ check: setup
 
 install: build
 	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+python: configure
+	@cmake --build $(BUILD) --target python -j$(JOBS) -- --no-print-directory
+	@echo "python: PYTHONPATH=$(BUILD)/python /usr/bin/python3 -c 'import kvtier'"
 
 mutants: setup
 	@tools/mutants.sh

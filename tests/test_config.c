@@ -291,11 +291,14 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"verified_window", "x"},
         {"verify_hold", "0ms"},
         {"orphan_reclaim", "2h"},
+        {"load_deadline", "0s"},
         {"agg_timeout", "2h"},
         {"lane_deadline", "x"},
         {"fence_timeout", "1"},
         {"lookup_ttl", "x"},
         {"pool_ttl", "0s"},
+        {"metrics_addr", "nohost"},
+        {"metrics_interval", "0s"},
     };
     size_t n = sizeof keys / sizeof keys[0];
     //  Every setting that can be refused for its value is in the list.

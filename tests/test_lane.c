@@ -1004,3 +1004,24 @@ Test(lane, landed_copies_settle_in_stream_order_behind_a_slow_head)
     cr_assert_eq(lstats().held, 0);
     down();
 }
+
+Test(lane, a_submit_does_not_walk_the_pending_jobs)
+{
+    up(0, 0, 0);
+    //  Forty jobs enqueued and submitted one by one while none has landed:
+    //  each submit takes the next queued job without stepping over the
+    //  pending ones before it (a walk from the head would step over 780).
+    uint64_t t0 = R.now;
+    for (uint64_t id = 1; id <= 40; id++) {
+        job(id, (uint32_t)(id % NB), 0);
+        cr_assert_eq(kvt_lane_core_pump(R.lane, R.now), 1);
+    }
+    cr_assert_eq(R.submits, 40);
+    cr_assert_eq(lstats().submit_skips, 0, "stepped over %llu",
+                 (unsigned long long)lstats().submit_skips);
+    tick(t0 + 1000000);
+    for (uint64_t id = 1; id <= 40; id++)
+        cr_assert(one(false, id)->ok);
+    cr_assert_eq(lstats().held, 0);
+    down();
+}

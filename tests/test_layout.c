@@ -40,10 +40,11 @@ static int s_public_area(const char *hdr)
         const char *h;
         int area;
     } map[] = {
-        {"kvt_hash.h", A_BASE},      {"kvt_counter.h", A_BASE},  {"kvt_msg.h", A_MESSAGES},
-        {"kvt_gpu.h", A_GPU},        {"kvt_store.h", A_STORE},   {"kvt_pool.h", A_STORE},
-        {"kvt_disk.h", A_STORE},     {"kvt_storage.h", A_STORE}, {"kvt_actor.h", A_RUNTIME},
-        {"kvt_config.h", A_RUNTIME}, {"kvt_sched.h", A_ACTORS},  {"kvt_remote.h", A_STORE},
+        {"kvt_hash.h", A_BASE},       {"kvt_counter.h", A_BASE},  {"kvt_msg.h", A_MESSAGES},
+        {"kvt_gpu.h", A_GPU},         {"kvt_store.h", A_STORE},   {"kvt_pool.h", A_STORE},
+        {"kvt_disk.h", A_STORE},      {"kvt_storage.h", A_STORE}, {"kvt_actor.h", A_RUNTIME},
+        {"kvt_config.h", A_RUNTIME},  {"kvt_sched.h", A_ACTORS},  {"kvt_remote.h", A_STORE},
+        {"kvt_metrics.h", A_RUNTIME},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(hdr, map[i].h) == 0)

@@ -22,15 +22,15 @@ typedef struct {
 } s_file_t;
 
 static const s_file_t s_files[] = {
-    {"kvt_blockmgr", "blockmgr", 0, false, false}, {"kvt_ckpt", "ckpt", 0, false, false},
-    {"kvt_joint", "joint", 0, false, false},       {"kvt_savetrack", "savetrack", 0, false, false},
-    {"kvt_stidx", "stidx", 0, false, false},       {"kvt_planbuf", "planbuf", 1, true, false},
-    {"kvt_reqtab", "reqtab", 1, true, false},      {"kvt_lookups", "lookups", 2, true, false},
-    {"kvt_saves", "saves", 3, true, false},        {"kvt_loadtrack", "loadtrack", 4, true, false},
-    {"kvt_sched_int", "sched_int", 5, true, true}, {"kvt_sched_admit", "admit", 6, true, true},
-    {"kvt_sched", "sched", 7, true, true},         {"kvt_sched_step", "step", 8, true, true},
-    {"kvt_sched_audit", "audit", 8, true, true},   {"kvt_sched_bench", "bench", 8, true, true},
-    {"kvt_scheduler", "shell", 9, true, false},
+    {"kvt_blockmgr", "blockmgr", 0, false, false},  {"kvt_ckpt", "ckpt", 0, false, false},
+    {"kvt_joint", "joint", 0, false, false},        {"kvt_savetrack", "savetrack", 0, false, false},
+    {"kvt_stidx", "stidx", 0, false, false},        {"kvt_loadhold", "loadhold", 0, true, false},
+    {"kvt_planbuf", "planbuf", 1, true, false},     {"kvt_reqtab", "reqtab", 1, true, false},
+    {"kvt_lookups", "lookups", 2, true, false},     {"kvt_saves", "saves", 3, true, false},
+    {"kvt_loadtrack", "loadtrack", 4, true, false}, {"kvt_admit", "admit", 5, true, false},
+    {"kvt_sched_int", "sched_int", 6, true, true},  {"kvt_sched", "sched", 7, true, true},
+    {"kvt_sched_step", "step", 8, true, true},      {"kvt_sched_audit", "audit", 8, true, true},
+    {"kvt_sched_bench", "bench", 8, true, true},    {"kvt_scheduler", "shell", 9, true, false},
 };
 #define S_NFILES (sizeof s_files / sizeof s_files[0])
 
@@ -69,9 +69,10 @@ static const char *s_names[] = {
     "kvt_stidx_check.c",     "kvt_stidx_int.h",     "kvt_planbuf.c",     "kvt_planbuf.h",
     "kvt_reqtab.c",          "kvt_reqtab.h",        "kvt_lookups.c",     "kvt_lookups.h",
     "kvt_saves.c",           "kvt_saves.h",         "kvt_loadtrack.c",   "kvt_loadtrack.h",
-    "kvt_sched_admit.c",     "kvt_sched.c",         "kvt_sched.h",       "kvt_sched_int.h",
-    "kvt_sched_step.c",      "kvt_sched_audit.c",   "kvt_sched_bench.c", "kvt_sched_bench.h",
-    "kvt_scheduler.c",       "kvt_scheduler.h",
+    "kvt_loadhold.c",        "kvt_loadhold.h",      "kvt_admit.c",       "kvt_admit.h",
+    "kvt_sched.c",           "kvt_sched.h",         "kvt_sched_int.h",   "kvt_sched_step.c",
+    "kvt_sched_audit.c",     "kvt_sched_bench.c",   "kvt_sched_bench.h", "kvt_scheduler.c",
+    "kvt_scheduler.h",
 };
 #define S_NSRC (sizeof s_names / sizeof s_names[0])
 

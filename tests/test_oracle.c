@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "replay/kvt_oracle.h"
 
 static const kvt_hash_t s_h = {0x0123456789ABCDEFull, 0xFEDCBA9876543210ull};
@@ -182,4 +184,54 @@ Test(oracle, state_advance_carries_any_deviation_of_the_state_read)
         free(st);
         free(out);
     }
+}
+
+//  The stream as kvt_oracle.c defines it, written out again: word i of
+//  (hash, layer, plane, rank) is mix (seed ^ i * K1) with seed the XXH3 of
+//  the four inputs.
+static uint64_t s_ref_word(kvt_hash_t h, uint32_t layer, uint32_t plane, uint32_t rank, size_t i)
+{
+    uint64_t in[4] = {h.hi, h.lo, ((uint64_t)layer << 32) | plane, rank};
+    uint64_t seed = XXH3_64bits(in, sizeof in);
+    uint64_t z = (seed ^ (i * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return z ^ (z >> 31);
+}
+
+//  The vectorised loops and the baseline ones write, accept and advance
+//  the same bytes, which are the stream's (a replay's oracle does not
+//  depend on the CPU it runs on).
+Test(oracle, simd_and_baseline_loops_give_the_same_bytes)
+{
+    const size_t n = 205824 + 5; //  a qwen3-next-like state slot, and a tail
+    uint8_t *a = malloc(n), *b = malloc(n), *c = malloc(n);
+    cr_assert(a && b && c);
+    kvt_oracle_use_simd(false);
+    kvt_oracle_fill(a, n, s_h, 3, 1, 2);
+    bool v4 = kvt_oracle_use_simd(true);
+    kvt_oracle_fill(b, n, s_h, 3, 1, 2);
+    cr_assert_eq(memcmp(a, b, n), 0, "fill (avx-512 loops: %d)", v4);
+    for (size_t i = 0; i < n / 8; i += 997) {
+        uint64_t w, want = s_ref_word(s_h, 3, 1, 2, i);
+        memcpy(&w, b + 8 * i, 8);
+        cr_assert_eq(w, want, "word %zu is the stream's", i);
+    }
+    static const kvt_hash_t hb = {0x1111ull, 0x2222ull};
+    for (int simd = 0; simd <= 1; simd++) {
+        kvt_oracle_use_simd(simd);
+        cr_assert_eq(kvt_oracle_mismatch(a, n, s_h, 3, 1, 2), n, "simd %d", simd);
+        a[n / 3] ^= 4;
+        cr_assert_eq(kvt_oracle_mismatch(a, n, s_h, 3, 1, 2), n / 3, "simd %d", simd);
+        a[n / 3] ^= 4;
+    }
+    //  Both advance the state at s_h (c) to the state at hb, into a and b.
+    kvt_oracle_state_fill(c, n, s_h, 1);
+    kvt_oracle_use_simd(false);
+    cr_assert_eq(kvt_oracle_state_advance(a, c, n, s_h, hb, 1), n);
+    kvt_oracle_use_simd(true);
+    cr_assert_eq(kvt_oracle_state_advance(b, c, n, s_h, hb, 1), n);
+    cr_assert_eq(memcmp(a, b, n), 0, "advance");
+    kvt_oracle_use_simd(true);
+    free(a);
+    free(b);
+    free(c);
 }

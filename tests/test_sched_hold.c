@@ -8,160 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/kvt_namespace.h"
-#include "kvtier/kvt_sched.h"
-
-#define P_BASE      500 //  first token of the shared prompt
-#define MAX_PENDING 512 //  verdicts queued at most
+#include "common/kvt_test_sched_rig.h"
 
 // ----------------------------------------------------------------- rig ----
 
-//  A core driven like an engine whose loads, saves and lookups succeed
-//  unless the test changes a verdict before delivering it.
-typedef struct {
-    kvt_sched_t *s;                     //  the core
-    kvt_step_plan_t plan;               //  last plan
-    uint64_t step;                      //  last step planned
-    kvt_verdict_t pending[MAX_PENDING]; //  verdicts of the plans, not delivered yet
-    uint32_t npending;                  //  entries in pending
-    kvt_hash_t stored[1024];            //  chunk keys saved ok (what lookups find)
-    uint32_t nstored;                   //  entries in stored
-    uint32_t loaded, retreats;          //  LOADED, RETREAT events seen
-} rig_t;
-
-static uint64_t counter(const rig_t *r, const char *name)
-{
-    static kvt_counter_t c[256];
-    uint32_t n = 0;
-    kvt_sched_counters(r->s, c, &n, 256);
-    for (uint32_t i = 0; i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return c[i].value;
-    cr_assert_fail("no counter %s", name);
-    return 0;
-}
-
-static bool rig_holds(const rig_t *r, kvt_hash_t k)
-{
-    for (uint32_t i = 0; i < r->nstored; i++)
-        if (kvt_hash_eq(r->stored[i], k))
-            return true;
-    return false;
-}
-
-static kvt_verdict_t *rig_push(rig_t *r)
-{
-    cr_assert_lt(r->npending, MAX_PENDING);
-    kvt_verdict_t *v = &r->pending[r->npending++];
-    memset(v, 0, sizeof *v);
-    return v;
-}
-
-static void rig_audit(const rig_t *r)
-{
-    char err[256];
-    cr_assert_eq(kvt_sched_audit(r->s, err, sizeof err), 0, "%s", err);
-}
-
-//  One plan; queues an ok verdict for each load leg, lookup and save it
-//  dispatched. Returns the plan's return code.
-static int rig_plan(rig_t *r)
-{
-    int rc = kvt_sched_plan(r->s, ++r->step, false, &r->plan);
-    if (rc == KVT_SCHED_HOLD)
-        r->step--;
-    if (rc < 0)
-        return rc;
-    const kvt_step_plan_t *p = &r->plan;
-    for (uint32_t i = 0; i < p->nevents; i++) {
-        r->loaded += p->events[i].type == KVT_EV_LOADED;
-        r->retreats += p->events[i].type == KVT_EV_RETREAT;
-    }
-    const kvt_sched_state_op_t *ops;
-    uint32_t nops;
-    kvt_sched_plan_state(r->s, &ops, &nops);
-    for (uint32_t i = 0; i < nops; i++)
-        if (ops[i].kind == KVT_SCHED_STATE_LOAD)
-            *rig_push(r) = (kvt_verdict_t){
-                .chan = KVT_CHAN_STATE, .op = ops[i].op, .key = ops[i].key, .ok = true};
-    for (uint32_t i = 0; i < p->nlookups; i++) {
-        uint32_t held = 0;
-        while (held < p->lookups[i].nkeys && rig_holds(r, p->lookups[i].keys[held]))
-            held++;
-        *rig_push(r) = (kvt_verdict_t){
-            .chan = KVT_CHAN_LOOKUP, .op = p->lookups[i].op, .ok = true, .held = held};
-    }
-    for (uint32_t i = 0; i < p->nloads; i++)
-        if (p->loads[i].nkeys > 0) //  a state-only load reports on the state channel
-            *rig_push(r) = (kvt_verdict_t){.chan = KVT_CHAN_LOAD, .op = p->loads[i].op, .ok = true};
-    for (uint32_t i = 0; i < p->nsaves; i++)
-        for (uint32_t k = 0; k < p->saves[i].nkeys; k++)
-            *rig_push(r) = (kvt_verdict_t){.chan = KVT_CHAN_SAVE,
-                                           .op = p->saves[i].op,
-                                           .key = p->saves[i].keys[k],
-                                           .attempt = p->saves[i].attempt,
-                                           .ok = true};
-    return rc;
-}
-
-static void rig_deliver(rig_t *r)
-{
-    for (uint32_t i = 0; i < r->npending; i++) {
-        const kvt_verdict_t *v = &r->pending[i];
-        if (v->chan == KVT_CHAN_SAVE && v->ok && !rig_holds(r, v->key) && r->nstored < 1024)
-            r->stored[r->nstored++] = v->key;
-        kvt_sched_verdict(r->s, v);
-    }
-    r->npending = 0;
-}
-
-//  One step as the engine sees it: a plan that only sends lookups has their
-//  answers delivered at once and is planned again.
-static int rig_step(rig_t *r)
-{
-    for (;;) {
-        int rc = rig_plan(r);
-        const kvt_step_plan_t *p = &r->plan;
-        if (rc < 0 || p->nlookups == 0 || p->nentries || p->nloads || p->nsaves)
-            return rc;
-        uint32_t keep = 0;
-        for (uint32_t i = 0; i < r->npending; i++)
-            if (r->pending[i].chan == KVT_CHAN_LOOKUP)
-                kvt_sched_verdict(r->s, &r->pending[i]);
-            else
-                r->pending[keep++] = r->pending[i];
-        r->npending = keep;
-    }
-}
-
-static void rig_run(rig_t *r, uint32_t max_steps)
-{
-    for (uint32_t i = 0; i < max_steps; i++) {
-        int rc = rig_step(r);
-        rig_deliver(r);
-        rig_audit(r);
-        if (rc == 0 && r->plan.idle)
-            return;
-    }
-    cr_assert_fail("did not go idle in %u steps", max_steps);
-}
-
-static void rig_arrive(rig_t *r, uint64_t id, uint32_t n, uint32_t base)
-{
-    uint32_t t[64];
-    cr_assert_leq(n, 64);
-    for (uint32_t i = 0; i < n; i++)
-        t[i] = base + i;
-    kvt_arrival_t a = {.req = id, .tokens = t, .ntokens = n, .max_new_tokens = 1};
-    cr_assert_eq(kvt_sched_arrive(r->s, &a), 0);
-}
+//  The rig (tests/common/kvt_test_sched_rig.h) drives the core like an
+//  engine whose loads, saves and lookups succeed unless the test changes a
+//  verdict before delivering it.
 
 //  4-token blocks, 16-token chunks, a checkpoint every 16 tokens, 12 HBM
 //  blocks, 2 HBM checkpoints. Request 10 (40 tokens) leaves its chunks and
 //  images in the tier, request 11 evicts it from HBM, request 12 (its first
 //  20 tokens) leaves [0, 20) in HBM: a request with the first 36 tokens
 //  loads [16, 32) with the state image at 32 from the tier (a joint).
-static void joint_setup(rig_t *r)
+static void hold_joint_setup(rig_t *r)
 {
     memset(r, 0, sizeof *r);
     kvt_sched_cfg_t cfg = {.block_size = 4,
@@ -178,11 +38,11 @@ static void joint_setup(rig_t *r)
     char err[128];
     r->s = kvt_sched_new(&cfg, err, sizeof err);
     cr_assert_not_null(r->s, "%s", err);
-    rig_arrive(r, 10, 40, P_BASE);
+    rig_arrive(r, 10, 40, P_BASE, 1);
     rig_run(r, 100);
-    rig_arrive(r, 11, 44, 90000);
+    rig_arrive(r, 11, 44, 90000, 1);
     rig_run(r, 100);
-    rig_arrive(r, 12, 20, P_BASE);
+    rig_arrive(r, 12, 20, P_BASE, 1);
     rig_run(r, 100);
     r->loaded = r->retreats = 0;
 }
@@ -200,9 +60,9 @@ static kvt_sched_req_info_t info_of(const rig_t *r, uint64_t req)
 //  touch verdict is lost (the test drops it). Returns the image's hash.
 static kvt_hash_t held_setup(rig_t *r, uint64_t t0)
 {
-    joint_setup(r);
+    hold_joint_setup(r);
     kvt_sched_set_now(r->s, t0);
-    rig_arrive(r, 13, 36, P_BASE);
+    rig_arrive(r, 13, 36, P_BASE, 1);
     cr_assert_eq(rig_step(r), 1, "the plan carries the touch");
     cr_assert_eq(r->plan.nloads, 0, "held: no load yet");
     cr_assert_eq(r->plan.ntouches, 1);
@@ -221,7 +81,7 @@ Test(sched_hold, rule_I6_a_held_admission_does_not_block_the_requests_behind_it)
     uint64_t t0 = 10000000;
     held_setup(&r, t0);
     uint64_t holds0 = counter(&r, "sched.verify_holds");
-    rig_arrive(&r, 14, 8, 70000);
+    rig_arrive(&r, 14, 8, 70000, 1);
     kvt_sched_set_now(r.s, t0 + 1000);
     cr_assert_eq(rig_step(&r), 1);
     cr_assert_eq(info_of(&r, 13).state, 1, "13 is still held");
@@ -296,10 +156,10 @@ static void neutralise_state(rig_t *r)
 Test(sched_hold, a_load_whose_state_leg_every_rank_skipped_retreats)
 {
     static rig_t r;
-    joint_setup(&r);
+    hold_joint_setup(&r);
     uint64_t images0 = counter(&r, "stidx.images"), done0 = counter(&r, "stidx.completed");
     uint64_t failed0 = counter(&r, "stidx.failed");
-    rig_arrive(&r, 13, 36, P_BASE);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
     cr_assert_eq(rig_step(&r), 1);
     kvt_sched_req_info_t info = info_of(&r, 13);
     cr_assert_eq(info.state, 2, "loading");
@@ -328,11 +188,11 @@ Test(sched_hold, a_load_whose_state_leg_every_rank_skipped_retreats)
 Test(sched_hold, an_orphan_whose_state_leg_every_rank_skipped_settles_failed)
 {
     static rig_t r;
-    joint_setup(&r);
+    hold_joint_setup(&r);
     uint64_t done0 = counter(&r, "stidx.completed"), failed0 = counter(&r, "stidx.failed");
     kvt_sched_stats_t st0, st;
     kvt_sched_stats(r.s, &st0);
-    rig_arrive(&r, 13, 36, P_BASE);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
     cr_assert_eq(rig_step(&r), 1);
     cr_assert_eq(info_of(&r, 13).state, 2, "loading");
     cr_assert_eq(kvt_sched_abort(r.s, 13), 0);
@@ -372,17 +232,17 @@ Test(sched_hold, rule_I7_no_load_stays_armed_past_the_plan_that_recorded_it)
     uint64_t state_loads = 0, orphaned = 0, holds = 0;
     for (uint64_t seed = 1; seed <= 6; seed++) {
         uint64_t rs = seed * 0x9E3779B97F4A7C15ull;
-        joint_setup(&r);
+        hold_joint_setup(&r);
         uint64_t now = 0, next_id = 100;
         for (int step = 0; step < 300; step++) {
             now += s_rand(&rs) % 2000000; //  images age past the window: holds
             kvt_sched_set_now(r.s, now);
             uint32_t what = (uint32_t)(s_rand(&rs) % 8);
             if (what < 3) //  a prompt sharing 24..44 tokens of the cached one
-                rig_arrive(&r, next_id++, 24 + (uint32_t)(s_rand(&rs) % 21), P_BASE);
+                rig_arrive(&r, next_id++, 24 + (uint32_t)(s_rand(&rs) % 21), P_BASE, 1);
             else if (what == 3) //  a fresh prompt that evicts
                 rig_arrive(&r, next_id++, 8 + (uint32_t)(s_rand(&rs) % 30),
-                           60000 + 100 * (uint32_t)step);
+                           60000 + 100 * (uint32_t)step, 1);
             else if (what == 4 && next_id > 100)
                 (void)kvt_sched_abort(r.s, 100 + s_rand(&rs) % (next_id - 100));
             else if (what == 5 && next_id > 100)

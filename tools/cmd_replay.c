@@ -22,6 +22,8 @@ static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_re
 
 static const char *s_sweep;  //  --sweep KEY=V1,V2,... (NULL = one run)
 static const char *s_report; //  --report DIR (NULL = none)
+static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet, char *err,
+                            size_t errlen);
 
 static void s_usage(FILE *out)
 {
@@ -81,6 +83,9 @@ static void s_usage(FILE *out)
         "  --step-tokens N    token budget of one step (default 4096)\n"
         "  --lookup all|rank0 tier lookups ask every rank, the minimum (default), or rank 0 only\n"
         "  --json PATH        write the report as JSON\n"
+        "  --metrics-addr HOST:PORT  serve Prometheus /metrics there while the replay runs\n"
+        "                     (IPv4 or localhost; port 0 = any free one, said at start;\n"
+        "                     default off); --metrics-interval D between Stats rounds (1s)\n"
         "  --record FILE      SIM: record every delivery (read with kvtier inspect)\n"
         "  --log-level N      0 errors .. 3 debug (default 1)\n"
         "  --quiet            no human summary\n"
@@ -303,6 +308,7 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set(root, "hit_tokens", hits);
     rc |= json_object_set_new(root, "recomputed_tokens", s_u64(r->recomputed_tokens));
     rc |= json_object_set_new(root, "recomputed_share", s_real(r->recomputed_share, 6));
+    rc |= kvt_ledger_json(&r->ledger, root);
     rc |= json_object_set_new(root, "wrong_resumes", s_u64(e->wrong_resumes));
     rc |= json_object_set_new(loads, "completed", s_u64(e->loads_ok));
     rc |= json_object_set_new(loads, "failed", s_u64(e->loads_failed));
@@ -440,6 +446,7 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
     printf("\n");
     printf("  recomputed    %" PRIu64 " (%.1f%%)\n", r->recomputed_tokens,
            100.0 * r->recomputed_share);
+    kvt_ledger_print(&r->ledger, stdout, "  ");
     printf("  loads         %" PRIu64 " completed, %" PRIu64 " failed\n", e->loads_ok,
            e->loads_failed);
     printf("  saves         %" PRIu64 " completed, %" PRIu64 " failed\n", r->saves_ok,
@@ -898,6 +905,31 @@ int kvt_cmd_replay(int argc, char **argv)
     int parsed = s_parse(argc, argv, &kc, &cfg, &json, &quiet);
     if (parsed != 0)
         return parsed == 1 ? 0 : parsed;
+    char err[512];
+    kvt_metrics_t *metrics = NULL;
+    if (kc.metrics_addr[0]) {
+        metrics = kvt_metrics_new();
+        if (!metrics || kvt_metrics_listen(metrics, kc.metrics_addr, err, sizeof err) != 0) {
+            fprintf(stderr, "kvtier replay: %s\n", metrics ? err : "out of memory");
+            kvt_metrics_destroy(&metrics);
+            return 2;
+        }
+        fprintf(stderr, "kvtier replay: metrics at http://%.*s:%u/metrics\n",
+                (int)(strrchr(kc.metrics_addr, ':') - kc.metrics_addr), kc.metrics_addr,
+                (unsigned)kvt_metrics_port(metrics));
+        cfg.metrics = metrics;
+        cfg.metrics_interval_ns = kc.metrics_interval_ns;
+    }
+    int status = s_cmd_replay_run(&cfg, json, quiet, err, sizeof err);
+    kvt_metrics_destroy(&metrics);
+    return status;
+}
+
+//  One replay (or a sweep) of a parsed command line.
+static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet, char *err,
+                            size_t errlen)
+{
+    kvt_replay_cfg_t cfg = *cfgp;
     if (s_sweep)
         return s_run_sweep(&cfg);
     if (s_report) {
@@ -905,7 +937,6 @@ int kvt_cmd_replay(int argc, char **argv)
                         "summary and --json)\n");
         return 2;
     }
-    char err[512];
     kvt_replay_report_t *rep = calloc(1, sizeof *rep);
     if (!rep) {
         fprintf(stderr, "kvtier replay: out of memory\n");
@@ -920,7 +951,7 @@ int kvt_cmd_replay(int argc, char **argv)
         cfg.progress = s_bar;
         cfg.progress_arg = &bar;
     }
-    int ran = kvt_replay_run(&cfg, rep, err, sizeof err);
+    int ran = kvt_replay_run(&cfg, rep, err, errlen);
     if (bar.drawn)
         fprintf(stderr, "\r%*s\r", 120, "");
     if (ran != 0) {

@@ -8,6 +8,7 @@ pkgs=(
     build-essential cmake pkg-config
     libczmq-dev libzmq3-dev libmsgpack-dev libcriterion-dev libxxhash-dev libjansson-dev libyaml-dev
     libhiredis-dev redis-server redis-tools
+    libmicrohttpd-dev python3-prometheus-client python3-cffi python3-dev
     libamdhip64-dev
     clang clang-format libclang-rt-14-dev libfuzzer-14-dev
     gnuplot-nox

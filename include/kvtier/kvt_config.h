@@ -122,12 +122,16 @@ typedef struct {
     uint64_t verified_window_ns; //  an image confirmed within it needs no verify hold (0 = derive)
     uint64_t verify_hold_ns;     //  bound of a verify hold, from the first hold
     uint64_t orphan_reclaim_ns;  //  an orphaned load with no verdict this long is reclaimed
+    uint64_t load_deadline_ns;   //  a dispatched load no rank settled this long settles failed
     //  timeouts of the data path
     uint64_t agg_timeout_ns;   //  an open aggregator key settles failed after this
     uint64_t lane_deadline_ns; //  a transfer job not terminal by then fails
     uint64_t fence_timeout_ns; //  a fence waiting longer fails its lane
     uint64_t lookup_ttl_ns;    //  lifetime of a pinned lookup's lease
     uint64_t pool_ttl_ns;      //  lifetime of a pool lease not renewed
+    //  observability
+    char metrics_addr[KVT_CONFIG_TEXT_MAX]; //  Prometheus /metrics at HOST:PORT ("" = off)
+    uint64_t metrics_interval_ns;           //  between the endpoint's Stats rounds
     //  derived (filled by resolve)
     uint64_t block_bytes;     //  bytes of one block on a rank: planes x layers x block x token
     uint64_t chunk_bytes;     //  bytes of one chunk on a rank

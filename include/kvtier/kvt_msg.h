@@ -229,8 +229,22 @@ typedef enum {
         2, //  load verdict ok: a = resume point B, b = tier tokens, c = of them from disk
     KVT_EV_RETREAT = 3, //  load verdict failed: a = new resume point, b = detail
     KVT_EV_FINISH = 4,  //  finished: a = prompt tokens, b = generated tokens
-    KVT_EV_MAX = 4,
+    KVT_EV_OUTCOME = 5, //  right after ADMIT, what it found: a = KV blocks in HBM (ungated
+                        //  block hit, tokens), b = tier KV hit (tokens), c = KVT_EV_OUTCOME_*
+    KVT_EV_MAX = 5,
 } kvt_ev_type_t;
+
+//  KVT_EV_OUTCOME's c: bits 0-3 the joint planner's reason (a hybrid
+//  model's kvt_joint_reason_t; 0 for a dense one), bit 4 set when the tier
+//  lookup timed out (the tier hit is unknown, b is 0), bits 8-31 the
+//  boundary the planner found, in chunks (also when it skipped it; 0 when
+//  none). The loss ledger (src/replay/kvt_ledger.h) reads it.
+#define KVT_EV_OUTCOME_REASON(c)      ((c)&0xfu)
+#define KVT_EV_OUTCOME_LOOKUP_TIMEOUT 0x10u
+#define KVT_EV_OUTCOME_CAND(c)        ((c) >> 8)
+#define KVT_EV_OUTCOME_C(reason, timeout, cand_chunks)                              \
+    (((uint32_t)(reason)&0xfu) | ((timeout) ? KVT_EV_OUTCOME_LOOKUP_TIMEOUT : 0u) | \
+     ((uint32_t)(cand_chunks) << 8))
 
 typedef struct {
     kvt_opid_t op; //  request and generation

@@ -28,8 +28,10 @@
 
     Lifecycle of a request:
       WAITING  → admitted when its blocks fit (FIFO)
-      LOADING  → its tier load is out; parked until the load verdict (an
-                 abort or preemption orphans the load: kvt_sched_abort)
+      LOADING  → its tier load is out; parked until the load verdict, or
+                 load_deadline_us after dispatch (settled failed, TIMEOUT:
+                 it retreats); an abort or preemption orphans the load
+                 (kvt_sched_abort)
       RUNNING  → computes prefill chunks, then one token per step
       DONE     → generated max_new_tokens; blocks released; the record is
                  freed once its last save verdict arrived
@@ -69,6 +71,15 @@ typedef struct _kvt_sched_t kvt_sched_t;
 //  timeout (a load no rank answered settles failed by then) and well above
 //  the 5 s fence timeout past which no lane writes a job's destination.
 #define KVT_SCHED_ORPHAN_RECLAIM_US 60000000ull
+//  The generation of the FINISH event that reports a refused arrival: no
+//  admission takes it (admissions count up from 1), so a refused
+//  re-arrival of an id still in the core never names that id's live or
+//  finished admission.
+#define KVT_SCHED_REFUSED_GEN KVT_MSG_MAX_GEN
+//  Default load deadline: 60 s after dispatch, above the 5 s fence timeout
+//  (no lane writes a job's destination past it, so a load retreated then is
+//  not written under the recompute) and the aggregator's 30 s timeout.
+#define KVT_SCHED_LOAD_DEADLINE_US 60000000ull
 //  Which ranks a tier lookup asks (kvt_sched_cfg_t.lookup_ranks).
 typedef enum {
     KVT_SCHED_LOOKUP_ALL = 0,   //  every rank; the tier hit is the minimum of their answers
@@ -79,7 +90,7 @@ typedef enum {
 typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
     uint32_t chunk_size;   //  tokens per chunk (default 256, multiple of block_size)
-    uint32_t hbm_blocks;   //  device blocks per rank
+    uint32_t hbm_blocks;   //  device blocks per rank (with block_bytes: the whole HBM budget)
     uint32_t tier_chunks;  //  chunks the tier holds (0 = no tier: no lookups, no saves)
     uint32_t max_running;  //  requests admitted at once (running + loading)
     uint32_t step_tokens;  //  token budget per step
@@ -90,15 +101,27 @@ typedef struct {
     //  Keep it above the ranks' fence timeout (a lane may write until then)
     //  and the aggregator's timeout (which settles a silent load failed).
     uint64_t orphan_reclaim_us;
+    //  Every dispatched load settles within this bound on the core's clock:
+    //  one still out this long after its dispatch settles failed (TIMEOUT)
+    //  and its request retreats (0 = KVT_SCHED_LOAD_DEADLINE_US). Keep it
+    //  above the ranks' fence timeout, like orphan_reclaim_us.
+    uint64_t load_deadline_us;
     kvt_hash_t ns; //  namespace: seeds the prefix hash chain
     //  Hybrid models (state_bytes > 0); a dense model ignores the rest.
     uint64_t state_bytes;         //  recurrent state per request per rank (0 = dense model)
     uint32_t checkpoint_interval; //  tokens between grid checkpoints (multiple of chunk_size)
-    uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running)
-    uint32_t spec_tokens;         //  speculative tokens per step (> 0: a hit leaves 2 tokens)
-    uint32_t min_load_tokens;     //  a joint gaining fewer tokens than this recomputes
-    bool interval_checkpoints;    //  only (a), the interval grid: no prompt-end (b) or decode
-                                  //  keep (c) checkpoints (false, the default: all three)
+    uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running);
+                                  //  ignored with block_bytes
+    //  Device bytes of one block (every layer and plane). With state_bytes
+    //  it makes hbm_blocks × block_bytes one budget (kvt_sched_hbm_split):
+    //  the max_running state slots first, then KV blocks and HBM
+    //  checkpoints sharing the rest, evicted by one rule. 0: the
+    //  checkpoints are a separate pool of hbm_checkpoints units.
+    uint64_t block_bytes;
+    uint32_t spec_tokens;      //  speculative tokens per step (> 0: a hit leaves 2 tokens)
+    uint32_t min_load_tokens;  //  a joint gaining fewer tokens than this recomputes
+    bool interval_checkpoints; //  only (a), the interval grid: no prompt-end (b) or decode
+                               //  keep (c) checkpoints (false, the default: all three)
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
     //  from a Lookup to the ranks, settled by the aggregator as the minimum
     //  over them (or rank 0's answer alone, lookup_ranks = RANK0).
@@ -121,6 +144,26 @@ typedef struct {
     void (*log)(void *arg, const char *line); //  the state index's warnings (may be NULL)
     void *log_arg;                            //  passed to log
 } kvt_sched_cfg_t;
+
+//  How one HBM budget of `hbm_blocks` blocks of `block_bytes` splits for a
+//  hybrid model with `state_bytes` per state and `slots` state slots: the
+//  slots are reserved first, each taking ckpt_blocks blocks; KV blocks and
+//  HBM checkpoints share the kv_blocks left, a checkpoint taking
+//  ckpt_blocks of them; ckpt_units is the most checkpoints that share can
+//  hold (the device's checkpoint units). The scheduler and the device use
+//  this one computation.
+typedef struct {
+    uint32_t ckpt_blocks; //  blocks one state (slot or checkpoint) takes: ⌈state / block⌉
+    uint32_t slot_blocks; //  blocks the slots take, reserved first
+    uint32_t kv_blocks;   //  blocks KV and checkpoints share (the block manager's)
+    uint32_t ckpt_units;  //  most checkpoints the share holds: kv_blocks / ckpt_blocks
+} kvt_sched_hbm_split_t;
+
+//  Fills *out; returns 0, or -1 (with err naming both sizes) when the
+//  slots leave fewer than `min_kv_blocks` for KV.
+int kvt_sched_hbm_split(uint32_t hbm_blocks, uint64_t block_bytes, uint64_t state_bytes,
+                        uint32_t slots, uint32_t min_kv_blocks, kvt_sched_hbm_split_t *out,
+                        char *err, size_t errlen);
 
 typedef struct {
     uint64_t arrivals;         //  requests received
@@ -149,15 +192,17 @@ typedef struct {
     uint32_t waiting;        //  gauge: requests waiting for admission
     uint32_t running;        //  gauge: requests running
     uint32_t loading;        //  gauge: requests parked on a load
-    uint32_t saves_outstanding; //  gauge: chunk saves without a verdict
-    uint32_t leased_blocks;     //  gauge: block references held by save leases
-    uint32_t blocks_in_use;     //  gauge: blocks with a reference
-    uint32_t records;           //  gauge: request records alive (incl. DONE with saves out)
-    uint64_t aborted;           //  requests aborted by the engine
-    uint64_t preempted;         //  requests preempted (back to waiting, recomputed)
-    uint64_t loads_orphaned;    //  loads whose request was aborted or preempted mid-load
-    uint64_t loads_reclaimed;   //  orphaned loads freed by orphan_reclaim_us (no verdict)
-    uint32_t load_orphans;      //  gauge: orphaned loads still holding blocks or a slot
+    uint32_t saves_outstanding;  //  gauge: chunk saves without a verdict
+    uint32_t leased_blocks;      //  gauge: block references held by save leases
+    uint32_t blocks_in_use;      //  gauge: blocks with a reference
+    uint32_t records;            //  gauge: request records alive (incl. DONE with saves out)
+    uint64_t aborted;            //  requests aborted by the engine
+    uint64_t preempted;          //  requests preempted (back to waiting, recomputed)
+    uint64_t loads_orphaned;     //  loads whose request was aborted or preempted mid-load
+    uint64_t loads_reclaimed;    //  orphaned loads freed by orphan_reclaim_us (no verdict)
+    uint32_t load_orphans;       //  gauge: orphaned loads still holding blocks or a slot
+    uint64_t loads_timed_out;    //  loads settled failed (TIMEOUT) at load_deadline_us
+    uint64_t load_late_verdicts; //  verdicts of a timed-out load, dropped
     //  Hybrid admissions (design §4); all zero for a dense model.
     uint64_t gate_lost_tokens;      //  block-hit tokens above the gated HBM hit (no checkpoint)
     uint64_t joint_state_hbm;       //  joint boundaries whose state comes from HBM
@@ -245,13 +290,23 @@ void kvt_sched_destroy(kvt_sched_t **self_p);
 //  Adds a request to the admission queue (admission happens in a plan,
 //  FIFO). Copies the tokens; the caller keeps `arrival`. Returns 0, or -1
 //  when the request is refused (duplicate id, longer than the block pool can ever hold): then a
-//  FINISH event with b = 0 is queued so the engine still hears about it.
+//  FINISH event with b = 0, c = 1 and gen KVT_SCHED_REFUSED_GEN is queued so the engine
+//  still hears about it.
 int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *arrival);
 
 //  Advances the core's clock (µs on the caller's clock; a smaller value is
-//  ignored). The state index times its evidence with it; nothing else in
-//  the core reads time.
+//  ignored). The state index times its evidence with it, lookups and loads
+//  their deadlines.
 void kvt_sched_set_now(kvt_sched_t *self, uint64_t now_us);
+
+//  The core's clock (the largest value kvt_sched_set_now was given).
+uint64_t kvt_sched_now(const kvt_sched_t *self);
+
+//  The earliest time (µs on the core's clock) at which a load in flight
+//  reaches its deadline (cfg.load_deadline_us after its dispatch), or
+//  UINT64_MAX when none is out: a caller holding a plan (KVT_SCHED_HOLD)
+//  plans again by then, since no verdict may ever come.
+uint64_t kvt_sched_next_deadline(const kvt_sched_t *self);
 
 //  Applies the results of the last planned step `step`: `ok` when it ran on
 //  every rank (its tokens count, full blocks become shareable, checkpoints

@@ -54,4 +54,10 @@ size_t kvt_oracle_state_mismatch(const void *src, size_t n, kvt_hash_t hash_at_b
 size_t kvt_oracle_state_advance(void *dst, const void *src, size_t n, kvt_hash_t from_a,
                                 kvt_hash_t to_b, uint32_t rank);
 
+//  For tests and benchmarks: false runs the word loops compiled for the
+//  baseline ISA, true the AVX-512 ones where the CPU has them (the default).
+//  Both write and accept the same bytes. Returns whether the AVX-512 loops
+//  now run.
+bool kvt_oracle_use_simd(bool on);
+
 #endif

@@ -58,6 +58,32 @@ static size_t s_block_bytes(const kvt_replay_cfg_t *c)
     return (size_t)c->planes * c->layers * c->block_size * c->token_bytes;
 }
 
+int kvt_replay_hbm_split(const kvt_replay_cfg_t *c, uint64_t hbm_stored, kvt_sched_hbm_split_t *out,
+                         char *err, size_t errlen)
+{
+    size_t bb = s_block_bytes(c);
+    uint64_t blocks = hbm_stored / bb;
+    memset(out, 0, sizeof *out);
+    if (!c->state_bytes) {
+        out->kv_blocks = blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
+        return 0;
+    }
+    uint32_t min_kv = 2 * c->chunk_size / c->block_size;
+    if (kvt_sched_hbm_split(blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks, bb, c->state_bytes,
+                            c->max_running, min_kv, out, err, errlen) != 0) {
+        uint64_t per = (c->state_bytes + bb - 1) / bb * bb;
+        snprintf(err, errlen,
+                 "hbm-pool: %llu bytes stored (byte scale %u) cannot hold the %u state slots "
+                 "(max-running x %llu bytes stored = %llu bytes) and two chunks of KV (%llu "
+                 "bytes); raise --hbm-pool or lower --max-running",
+                 (unsigned long long)hbm_stored, c->byte_scale > 1 ? c->byte_scale : 1,
+                 c->max_running, (unsigned long long)per, (unsigned long long)per * c->max_running,
+                 (unsigned long long)min_kv * bb);
+        return -1;
+    }
+    return 0;
+}
+
 uint32_t kvt_replay_byte_scale(const kvt_replay_cfg_t *c)
 {
     kvt_cost_cfg_t cost;
@@ -139,6 +165,9 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "instances: must be in 1..64";
     else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
+    else if (c->metrics && c->ranks_as_processes)
+        bad = "metrics-addr: not with --ranks-as-processes yet (the collector is not part of "
+              "the ranks' topology)";
     else if (c->rank_endpoint && !c->ranks_as_processes)
         bad = "rank-endpoint: needs --ranks-as-processes";
     else if (c->state_bytes > (1ull << 32))
@@ -178,6 +207,9 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
                  (unsigned long long)blocks, bb, (unsigned long long)min_blocks, UINT32_MAX / 2);
         return -1;
     }
+    kvt_sched_hbm_split_t split;
+    if (kvt_replay_hbm_split(c, hbm_pool, &split, err, errlen) != 0)
+        return -1;
     size_t chunk = bb * (c->chunk_size / c->block_size);
     if (c->cpu_pool_bytes != 0 && cpu_pool < chunk * 2) {
         snprintf(err, errlen,
@@ -221,8 +253,16 @@ int kvt_replay_mem_check(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     //  backend regions). The disk tier maps nothing up front.
     uint64_t cpu = s_stored(c, c->cpu_pool_bytes);
     uint64_t hbm = (s_stored(c, c->hbm_pool_bytes) / bb) * bb;
-    //  A hybrid model's state slots and HBM checkpoints (kvt_rank.c).
-    uint64_t state = c->state_bytes * KVT_REPLAY_STATE_UNITS(c);
+    //  A hybrid model: the device maps the slots, the KV planes of the
+    //  blocks left and checkpoint units for as many checkpoints as those
+    //  blocks could hold (kvt_rank.c); the scheduler keeps the KV and the
+    //  checkpoints in use within the blocks left, so the units are a second
+    //  view of the same budget that the host backend maps too.
+    uint64_t state = 0;
+    kvt_sched_hbm_split_t split;
+    char ignore[256];
+    if (c->state_bytes && kvt_replay_hbm_split(c, hbm, &split, ignore, sizeof ignore) == 0)
+        state = c->state_bytes * split.ckpt_units;
     uint64_t total = (cpu + hbm + state) * c->tp;
     kvt_mem_limit_t lim;
     kvt_mem_limit_fn *fn = c->mem_limit ? c->mem_limit : kvt_mem_limit_system;
@@ -278,6 +318,7 @@ typedef struct {
     kvt_sim_engine_args_t engine;             //  engine args
     const kvt_replay_cfg_t *real;             //  the configuration (its progress callback)
     uint32_t instance;                        //  this run's instance
+    kvt_metrics_collector_args_t metrics;     //  the metrics collector's args (cfg->metrics)
 } s_run_t;
 
 static void s_progress(void *arg, const kvt_sim_engine_result_t *so_far, uint64_t clock_us)
@@ -468,6 +509,23 @@ static void s_judge(kvt_replay_report_t *rep)
                (unsigned long long)e->stats_unexpected);
 }
 
+//  The loss ledger after an instance's run (before: before it): its
+//  identity holds, and its hits are the engine's, token for token.
+static void s_judge_ledger(kvt_replay_report_t *rep, const kvt_ledger_t *ledger,
+                           const kvt_ledger_report_t *before)
+{
+    kvt_ledger_report(ledger, &rep->ledger);
+    char why[320];
+    if (!kvt_ledger_holds(&rep->ledger, why, sizeof why))
+        s_fail(rep, "%s", why);
+    const kvt_sim_engine_result_t *e = &rep->engine;
+    uint64_t hits = kvt_ledger_hits(&rep->ledger) - kvt_ledger_hits(before);
+    if (hits != e->hbm_hit_tokens + e->tier_hit_tokens)
+        s_fail(rep, "loss ledger: its hits (%llu) are not the engine's (%llu HBM + %llu tier)",
+               (unsigned long long)hits, (unsigned long long)e->hbm_hit_tokens,
+               (unsigned long long)e->tier_hit_tokens);
+}
+
 //  LIVE: runs until the engine exits, a signal, a rank process's exit or
 //  the wall limit, checking the last three every S_SLICE_NS.
 static int s_run_live(s_run_t *run, const kvt_replay_cfg_t *cfg, kvt_replay_report_t *rep)
@@ -545,7 +603,8 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
 //  One engine instance's run over wl (consumed): cfg is the scaled
 //  configuration the ranks see, real the one the cost model sees.
 static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, kvt_workload_t *wl,
-                     uint32_t instance, kvt_replay_report_t *rep, char *err, size_t errlen)
+                     uint32_t instance, kvt_ledger_t *ledger, kvt_replay_report_t *rep, char *err,
+                     size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);
@@ -614,9 +673,10 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->sched.cfg.state_bytes = cfg->state_bytes;
     run->sched.cfg.checkpoint_interval =
         cfg->checkpoint_interval ? cfg->checkpoint_interval : cfg->chunk_size;
-    run->sched.cfg.hbm_checkpoints = KVT_REPLAY_STATE_CKPTS(cfg);
+    run->sched.cfg.block_bytes = bb; //  one HBM budget (kvt_replay_hbm_split)
     run->sched.cfg.min_load_tokens = cfg->min_load_tokens;
     run->sched.cfg.orphan_reclaim_us = cfg->orphan_reclaim_us;
+    run->sched.cfg.load_deadline_us = cfg->load_deadline_us;
     run->sched.cfg.lookup_max_age_us = cfg->lookup_max_age_us;
     run->sched.cfg.no_state_tier = cfg->no_state_tier;
     run->sched.cfg.spec_tokens = cfg->spec_tokens;
@@ -643,6 +703,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->engine.scheduler = "scheduler";
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
+    run->engine.ledger = ledger;
     if (real->progress) {
         run->real = real;
         run->engine.progress = s_progress;
@@ -685,6 +746,14 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
         else
             added = kvt_rank_add_actors(run->rank[r], run->sys, NULL, NULL) == 0;
     }
+    if (added && cfg->metrics) { //  last, so the ranks' topology indices stay
+        run->metrics =
+            (kvt_metrics_collector_args_t){cfg->metrics, run->stats_from, cfg->metrics_interval_ns};
+        //  its id follows the ranks': s_actor_name reads its name from names[]
+        snprintf(run->names[2 * cfg->tp], sizeof run->names[0], "metrics");
+        added = kvt_system_add(run->sys, "metrics", &kvt_metrics_collector_class, &run->metrics,
+                               NULL) != KVT_AID_NONE;
+    }
     if (!added) {
         snprintf(err, errlen, "cannot build the actor topology");
         goto fail;
@@ -692,6 +761,8 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    kvt_ledger_report_t ledger_before;
+    kvt_ledger_report(ledger, &ledger_before);
     if (kvt_system_start(run->sys) != 0) {
         snprintf(err, errlen, "an actor failed to start (see the log)");
         goto fail;
@@ -738,6 +809,8 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     }
     kvt_system_stop(run->sys);
     s_runtime_counters(run, rep);
+    if (cfg->metrics)
+        kvt_replay_metrics_publish(cfg->metrics, &rep->engine);
 
     const kvt_sim_engine_result_t *e = &rep->engine;
     //  A chunk any rank had to read from its disk counts as a disk hit.
@@ -759,6 +832,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     rep->engine.wrong_resumes += swept;
     s_check_quiescent(run, cfg, rep);
     s_judge(rep);
+    s_judge_ledger(rep, ledger, &ledger_before);
     s_run_free(run, cfg->tp);
     return 0;
 fail:
@@ -813,6 +887,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
             return -1;
     rep->hit_cpu_tokens += part->hit_cpu_tokens;
     rep->hit_disk_tokens += part->hit_disk_tokens;
+    rep->ledger = part->ledger; //  one ledger over every instance so far
     rep->recomputed_tokens += part->recomputed_tokens;
     rep->saves_ok += part->saves_ok;
     rep->saves_failed += part->saves_failed;
@@ -838,6 +913,21 @@ static int s_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+//  The run's loss ledger over the whole workload (kvt_ledger.h).
+static kvt_ledger_t *s_ledger_new(const kvt_replay_cfg_t *c, const kvt_workload_t *wl)
+{
+    kvt_ledger_cfg_t lc = {.block_size = c->block_size,
+                           .chunk_size = c->chunk_size,
+                           .tail = c->spec_tokens > 0 ? 2 : 1,
+                           .hybrid = c->state_bytes > 0,
+                           .cpu_tier = c->cpu_pool_bytes > 0,
+                           .disk_tier = c->disk_dir != NULL,
+                           .remote_tier = c->remote != NULL,
+                           .state_tier =
+                               c->state_bytes > 0 && c->cpu_pool_bytes > 0 && !c->no_state_tier};
+    return kvt_ledger_new(wl, &lc);
 }
 
 int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char *err, size_t errlen)
@@ -867,14 +957,29 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
     if (!wl)
         return -1;
     uint32_t n = real->instances > 1 ? real->instances : 1;
-    if (n == 1)
-        return s_run_one(real, &scaled, wl, 0, rep, err, errlen);
+    kvt_ledger_t *ledger = s_ledger_new(real, wl);
+    if (!ledger) {
+        kvt_workload_destroy(&wl);
+        snprintf(err, errlen, "out of memory computing the loss ledger's ideal");
+        return -1;
+    }
+    if (n == 1) {
+        int one = kvt_ledger_instance(ledger, NULL, wl->n);
+        if (one != 0) {
+            kvt_workload_destroy(&wl);
+            snprintf(err, errlen, "out of memory starting the loss ledger");
+        } else
+            one = s_run_one(real, &scaled, wl, 0, ledger, rep, err, errlen);
+        kvt_ledger_destroy(&ledger);
+        return one;
+    }
     //  N instances, one after another, each its own scheduler, ranks and
     //  pools over the requests routed to it (its disk DIR/inst<k>).
     uint32_t *inst_of = calloc(wl->n ? wl->n : 1, sizeof *inst_of);
+    uint32_t *global_of = calloc(wl->n ? wl->n : 1, sizeof *global_of);
     kvt_replay_report_t *part = calloc(1, sizeof *part);
     int rc = -1;
-    if (!inst_of || !part || kvt_workload_route(wl, n, inst_of) != 0) {
+    if (!inst_of || !global_of || !part || kvt_workload_route(wl, n, inst_of) != 0) {
         snprintf(err, errlen, "out of memory routing the workload");
         goto cleanup;
     }
@@ -893,13 +998,22 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             kvt_workload_destroy(&sub);
             continue;
         }
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < wl->n; i++)
+            if (inst_of[i] == k)
+                global_of[m++] = i;
+        if (kvt_ledger_instance(ledger, global_of, m) != 0) {
+            kvt_workload_destroy(&sub);
+            snprintf(err, errlen, "out of memory starting instance %u's loss ledger", k);
+            goto cleanup;
+        }
         kvt_replay_cfg_t one = scaled;
         char dir[440];
         if (real->disk_dir) {
             snprintf(dir, sizeof dir, "%s/inst%u", real->disk_dir, k);
             one.disk_dir = dir;
         }
-        if (s_run_one(real, &one, sub, k, part, err, errlen) != 0)
+        if (s_run_one(real, &one, sub, k, ledger, part, err, errlen) != 0)
             goto cleanup;
         int merged = s_merge(rep, part, k);
         if (!rep->source[0])
@@ -924,7 +1038,9 @@ cleanup:
     if (part)
         kvt_replay_report_clear(part);
     free(inst_of);
+    free(global_of);
     free(part);
+    kvt_ledger_destroy(&ledger);
     kvt_workload_destroy(&wl);
     return rc;
 }

@@ -13,10 +13,13 @@
 #include <stdint.h>
 
 #include "replay/kvt_cost.h"
+#include "replay/kvt_ledger.h"
 #include "replay/kvt_sim_engine.h"
 #include "replay/kvt_workload.h"
 #include "kvtier/kvt_actor.h"
+#include "kvtier/kvt_metrics.h"
 #include "kvtier/kvt_pool.h"
+#include "kvtier/kvt_sched.h"
 
 typedef struct kvt_rank_t kvt_rank_t; //  one rank's device, tier and actor args (kvt_rank.h)
 
@@ -43,6 +46,7 @@ typedef struct {
                                   //  chunk_size; 0 = chunk_size)
     uint32_t min_load_tokens;     //  hybrid: a joint gaining fewer tokens recomputes (default 0)
     uint64_t orphan_reclaim_us;   //  an orphaned load is reclaimed this long after (0 = 60 s)
+    uint64_t load_deadline_us;    //  a load still out this long after dispatch fails (0 = 60 s)
     uint64_t lookup_max_age_us;   //  a settled lookup older than this is asked again (0 = 1 s)
     bool no_state_tier;           //  hybrid: state images stay out of the tier (state_tier off)
     uint32_t spec_tokens;         //  speculative draft tokens per step (> 0: a hit leaves 2)
@@ -103,6 +107,10 @@ typedef struct {
     const char *rank_endpoint;    //  their base endpoint: NULL = ipc:// in a private
                                   //  temporary directory, or tcp://HOST:PORT (actor i of
                                   //  the topology at HOST:PORT+i, see kvt_rank.h)
+    kvt_metrics_t *metrics;       //  publishes every actor's counters here: a collector
+                                  //  actor's Stats rounds, then the final counters at the
+                                  //  end of each instance (borrowed; NULL = none)
+    uint64_t metrics_interval_ns; //  between those rounds, on the driver's clock (0 = 1 s)
     int (*sim_run)(void *arg, kvt_system_t *sys, kvt_rank_t *const *ranks,
                    const kvt_sim_engine_result_t *so_far);
     //  ^ SIM: runs the started system in place of one kvt_system_run to its
@@ -112,6 +120,10 @@ typedef struct {
     //  NULL: one run to the end
     void *sim_run_arg; //  its argument
 } kvt_replay_cfg_t;
+
+//  Publishes the counters of r (every actor's, the final Stats round and
+//  the runtime's rt.*) to m, one source per actor (kvt_replay_metrics.c).
+int kvt_replay_metrics_publish(kvt_metrics_t *m, const kvt_sim_engine_result_t *r);
 
 typedef struct {
     kvt_sim_engine_result_t engine; //  what the engine measured, with every actor's counters
@@ -132,13 +144,20 @@ typedef struct {
     bool failed;                    //  the run failed: wrong resumes, not quiescent, requests
                                     //  that never ended, runtime errors or failed steps
     char failures[1024];            //  why, one reason per line ("" when it passed)
+    kvt_ledger_report_t ledger;     //  the loss ledger of the whole run (kvt_ledger.h): its
+                                    //  identity failing fails the run
 } kvt_replay_report_t;
 
-//  A hybrid model's state units per rank: one slot per request admitted at
-//  once, and 4 HBM checkpoints per slot (the scheduler core's default).
+//  A hybrid model's state slots per rank: one per request admitted at once.
 #define KVT_REPLAY_STATE_SLOTS(c) ((c)->state_bytes ? (c)->max_running : 0u)
-#define KVT_REPLAY_STATE_CKPTS(c) ((c)->state_bytes ? 4u * (c)->max_running : 0u)
-#define KVT_REPLAY_STATE_UNITS(c) ((uint64_t)KVT_REPLAY_STATE_SLOTS(c) + KVT_REPLAY_STATE_CKPTS(c))
+
+//  How `hbm_stored` bytes of HBM split for c's model (kvt_sched_hbm_split:
+//  the state slots first, then KV blocks and HBM checkpoints sharing the
+//  rest; a dense model: every block is KV, no checkpoint units). The
+//  scheduler, each rank's device and the memory check use it. 0, or -1 with
+//  err naming both sizes when the slots do not fit.
+int kvt_replay_hbm_split(const kvt_replay_cfg_t *c, uint64_t hbm_stored, kvt_sched_hbm_split_t *out,
+                         char *err, size_t errlen);
 
 //  kvt_replay_report_t.exit_code when a rank process exited before the end
 //  (failures names the rank and its exit status).

@@ -38,6 +38,7 @@ typedef struct {
     kvt_sim_engine_result_t *out;         //  where results go (owned by the caller)
     kvt_sim_engine_progress_fn *progress; //  NULL: none
     void *progress_arg;                   //  its argument
+    kvt_ledger_t *ledger;                 //  the loss ledger, fed every plan (NULL: none)
 } kvt_sim_engine_args_t;
 
 //  Exit code of a run the engine stopped because it could not go on (a send

@@ -345,6 +345,8 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
         return -1;
     }
     s_events(self, p);
+    if (self->a.ledger)
+        kvt_ledger_plan(self->a.ledger, p);
     s_stall(self, p);
     const kvt_workload_t *wl = self->a.wl;
     bool work =

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "kvt_cost.h"
+#include "kvt_ledger.h"
 #include "kvt_workload.h"
 #include "kvtier/kvt_msg.h"
 
@@ -92,6 +93,7 @@ typedef struct {
     uint32_t tp;                //  ranks (≥ 1)
     kvt_cost_cfg_t cost;        //  cost model (prefill_tps 0: kvt_cost_defaults dense at tp)
     uint32_t max_arrival_bytes; //  token bytes per Schedule message (default 4 MiB)
+    kvt_ledger_t *ledger;       //  fed every plan (borrowed; NULL: none)
 } kvt_sim_engine_core_cfg_t;
 
 //  What the shell does after a call.

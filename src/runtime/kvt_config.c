@@ -105,11 +105,16 @@ static const s_key_t s_keys[] = {
     {"lookup_max_age", T_DUR, OFF(lookup_max_age_ns), MS, HOUR, NULL, 0, "1s", "duration, 1ms..1h"},
     {"orphan_reclaim", T_DUR, OFF(orphan_reclaim_ns), MS, HOUR, NULL, 0, "60s",
      "duration, 1ms..1h"},
+    {"load_deadline", T_DUR, OFF(load_deadline_ns), MS, HOUR, NULL, 0, "60s", "duration, 1ms..1h"},
     {"agg_timeout", T_DUR, OFF(agg_timeout_ns), MS, HOUR, NULL, 0, "30s", "duration, 1ms..1h"},
     {"lane_deadline", T_DUR, OFF(lane_deadline_ns), MS, HOUR, NULL, 0, "2s", "duration, 1ms..1h"},
     {"fence_timeout", T_DUR, OFF(fence_timeout_ns), MS, HOUR, NULL, 0, "5s", "duration, 1ms..1h"},
     {"lookup_ttl", T_DUR, OFF(lookup_ttl_ns), MS, HOUR, NULL, 0, "5s", "duration, 1ms..1h"},
     {"pool_ttl", T_DUR, OFF(pool_ttl_ns), MS, HOUR, NULL, 0, "60s", "duration, 1ms..1h"},
+    {"metrics_addr", T_TEXT, OFF(metrics_addr), 0, 0, NULL, 0, "",
+     "HOST:PORT (IPv4 or localhost, port 0 = any free one), empty = off"},
+    {"metrics_interval", T_DUR, OFF(metrics_interval_ns), MS, HOUR, NULL, 0, "1s",
+     "duration, 1ms..1h"},
 };
 #define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
 

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "base/kvt_namespace.h"
+#include "kvtier/kvt_metrics.h"
 
 //  Presets. The attention side keeps the replay's toy scale (16 bytes per
 //  token per layer per plane, 4 layers); a hybrid preset's state image is
@@ -142,6 +143,15 @@ int kvt_config_resolve_from(kvt_config_t *cfg, kvt_config_origin_fn *origin, voi
                  cfg->step_tokens, s_from(&f, "step_tokens"), cfg->max_running,
                  s_from(&f, "max_running"));
         return -1;
+    }
+
+    //  The metrics endpoint's address (it is bound later, by whoever serves it).
+    if (cfg->metrics_addr[0]) {
+        char why_addr[200];
+        if (kvt_metrics_check_addr(cfg->metrics_addr, why_addr, sizeof why_addr) != 0) {
+            snprintf(err, errlen, "metrics_addr%s: %s", s_from(&f, "metrics_addr"), why_addr);
+            return -1;
+        }
     }
 
     //  C3: a state-owning layout accepts only its own layout.

@@ -15,7 +15,9 @@
     * the deadlines of the jobs that have not reported are a min-heap
       (kvt_heap) by (deadline, seq); a job leaves it when it reports;
     * fences are issued in time order with one timeout, so the oldest open
-      fence has the earliest deadline. */
+      fence has the earliest deadline;
+    * a submit takes the oldest queued job from a cursor (the queued jobs
+      are the list's suffix), not by walking the pending ones before it. */
 #include "kvt_lane_core.h"
 
 #include <assert.h>
@@ -52,6 +54,8 @@ struct _kvt_lane_core_t {
     kvt_lane_cfg_t c;       //  configuration (borrowed handles, defaults filled)
     char name[48];          //  lane name for logs
     s_job_t *head, *tail;   //  held jobs, oldest first
+    s_job_t *queued;        //  the first held job still queued (NULL: none); every job
+                            //  before it has been submitted, so a submit starts here
     uint32_t nheld;         //  jobs held (every stage, quarantined included)
     uint32_t nquar;         //  held jobs that already reported
     uint32_t nwait;         //  held jobs queued or submitting that have not reported
@@ -242,6 +246,8 @@ static bool s_mem_give_back(kvt_lane_core_t *self, const kvt_lane_job_t *j, kvt_
 
 static void s_unlink(kvt_lane_core_t *self, s_job_t *job)
 {
+    if (self->queued == job)
+        self->queued = job->next;
     if (job->prev)
         job->prev->next = job->next;
     else
@@ -370,6 +376,8 @@ void kvt_lane_core_enqueue(kvt_lane_core_t *self, const kvt_lane_job_t *j, uint6
     else
         self->head = job;
     self->tail = job;
+    if (!self->queued)
+        self->queued = job;
     self->nheld++;
     self->nwait++;
     self->st.enqueued++;
@@ -382,11 +390,17 @@ bool kvt_lane_core_submit_begin(kvt_lane_core_t *self, uint64_t now, kvt_lane_su
     (void)now;
     if (self->inflight || self->closed || self->failed)
         return false;
-    s_job_t *job = self->head;
-    while (job && (job->stage != KVT_LANE_QUEUED || job->reported))
+    //  Jobs are submitted in seq order and enter at the tail, so the queued
+    //  ones are a suffix of the held list: no walk over the pending ones.
+    s_job_t *job = self->queued;
+    while (job && (job->stage != KVT_LANE_QUEUED || job->reported)) {
         job = job->next;
+        self->st.submit_skips++;
+    }
+    self->queued = job;
     if (!job)
         return false;
+    self->queued = job->next;
     job->stage = KVT_LANE_SUBMITTING;
     job->stream = self->c.stream; //  its copies run here, even if a reset swaps the stream
     self->inflight = job;

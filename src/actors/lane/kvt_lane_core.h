@@ -204,6 +204,7 @@ typedef struct {
     uint64_t left_to_holder;   //  quarantined handles left to the pool holder at destroy
     uint64_t unreported;       //  reports lost: no memory for the outbox
     uint64_t held;             //  jobs held now, every stage (gauge)
+    uint64_t submit_skips;     //  held jobs a submit stepped over to find the next queued one
 } kvt_lane_stats_t;
 
 typedef struct _kvt_lane_core_t kvt_lane_core_t;

@@ -65,6 +65,8 @@ typedef struct {
     bool has_demand;            //  the probe's fit passed and set demand (rule B1)
     uint32_t demand;            //  the probe's num_new_blocks for an admission at hbm
     uint32_t available;         //  blocks an allocation can obtain now
+    uint32_t hbm_pin_cost;      //  blocks a state from HBM at B takes out of available when
+                                //  pinned (one HBM budget: a checkpoint's blocks; 0 = none)
     //  unref[i]: blocks of the block hit [0, i) with no reference (length
     //  block_hit / block_size + 1); the fit counts the ones the joint pins.
     const uint32_t *unref;
@@ -74,6 +76,7 @@ typedef struct {
     kvt_joint_src_t src;       //  where the state at B comes from (NONE: no joint)
     kvt_joint_reason_t reason; //  why (OK when src != NONE)
     uint32_t b;                //  resume point (hbm when there is no joint)
+    uint32_t cand;             //  the boundary found above hbm, also when skipped (0: none)
     uint32_t claim;            //  KV leg start; blocks below stay shared (hbm when no joint)
     uint32_t demand;           //  blocks the commit needs (the probe's demand when no joint)
 } kvt_joint_t;

@@ -6,29 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/kvt_hmap.h"
-#include "base/kvt_vec.h"
 #include "kvt_joint.h"
+#include "kvt_loadhold.h"
 
 #define S_RECLAIM_BATCH 16u //  orphans freed per reclaim call (looped until fewer)
-
-//  What an orphaned load still holds: the load was handed to its index
-//  (stidx for a load with a state leg, kvidx for a KV-only one) when its
-//  request was torn down mid-load; the blocks it writes and its state slot
-//  stay off the free lists until that index settles it (a late verdict) or
-//  reclaims it, and go back only through s_release.
-typedef struct {
-    kvt_opid_t op;       //  the torn-down admission's load
-    uint32_t *blocks;    //  block references held for the load's KV leg
-    uint32_t nblocks;    //  entries in blocks
-    uint32_t sslot;      //  state slot the state leg writes (KVT_CKPT_NONE: none)
-    kvt_hash_t st_key;   //  the state leg's key (the prefix hash at B)
-    uint8_t legs;        //  legs without a verdict (S_LEG_*)
-    uint8_t legs_failed; //  legs that reported failed
-    bool st_miss;        //  the state leg failed with a real miss (I3)
-    bool state;          //  owned by stidx (a state leg), else by kvidx
-    bool live;           //  in use
-} s_orphan_t;
 
 typedef struct {
     uint64_t loads_dispatched; //  loads sent to the ranks
@@ -42,32 +23,23 @@ typedef struct {
     uint64_t hbm_lost_tokens;  //  HBM hit tokens lost by a retreat
     uint64_t retreats_to_hbm;  //  failed joints resumed at the gated HBM hit
     uint64_t retreats_to_zero; //  failed joints resumed at token 0
+    uint64_t loads_timed_out;  //  settled failed (TIMEOUT) at their deadline
+    uint64_t late_verdicts;    //  verdicts of a timed-out load, dropped
 } s_stats_t;
 
 struct _kvt_loadtrack_t {
-    kvt_loadtrack_cfg_t cfg;  //  configuration
-    kvt_reqtab_t *rt;         //  request records (borrowed)
-    kvt_planbuf_t *pb;        //  the plan (borrowed; events)
-    kvt_blockmgr_t *bm;       //  HBM blocks (borrowed)
-    kvt_ckpt_t *ck;           //  state pool (borrowed; NULL when dense)
-    kvt_stidx_t *stidx;       //  state images and state loads (borrowed; NULL when dense)
-    kvt_savetrack_t *track;   //  saves (borrowed; NULL: no tier)
-    kvt_stidx_t *kvidx;       //  KV-only loads' lifecycle (owned; no images)
-    kvt_hmap_t *loading_keys; //  chunk key → loads in flight covering it (convoys)
-    s_orphan_t *orph;         //  orphaned loads' holdings
-    uint32_t norph_cap;       //  holdings allocated
-    uint32_t *orph_free;      //  free holding slots
-    uint32_t norph_free;      //  entries in orph_free
-    kvt_hmap_t *orph_by_op;   //  {gen, req} → holding of that orphan
-    uint32_t gen_floor;       //  every generation orphaned so far is <= this
-    s_stats_t st;             //  counters
+    kvt_loadtrack_cfg_t cfg; //  configuration
+    kvt_reqtab_t *rt;        //  request records (borrowed)
+    kvt_planbuf_t *pb;       //  the plan (borrowed; events)
+    kvt_blockmgr_t *bm;      //  HBM blocks (borrowed)
+    kvt_ckpt_t *ck;          //  state pool (borrowed; NULL when dense)
+    kvt_stidx_t *stidx;      //  state images and state loads (borrowed; NULL when dense)
+    kvt_savetrack_t *track;  //  saves (borrowed; NULL: no tier)
+    kvt_stidx_t *kvidx;      //  KV-only loads' lifecycle (owned; no images)
+    kvt_loadhold_t *holds;   //  every load's holding, dispatch to settle (orphans' too)
+    uint32_t gen_floor;      //  every generation orphaned so far is <= this
+    s_stats_t st;            //  counters
 };
-
-static kvt_hash_t s_opkey(kvt_opid_t op)
-{
-    kvt_hash_t k = {op.gen, op.req};
-    return k;
-}
 
 kvt_loadtrack_t *kvt_loadtrack_new(const kvt_loadtrack_cfg_t *cfg, kvt_reqtab_t *rt,
                                    kvt_planbuf_t *pb, kvt_blockmgr_t *bm, kvt_ckpt_t *ck,
@@ -85,9 +57,10 @@ kvt_loadtrack_t *kvt_loadtrack_new(const kvt_loadtrack_cfg_t *cfg, kvt_reqtab_t 
     self->track = track;
     kvt_stidx_cfg_t lc = {.hash_cap = 0, .can_load = false}; //  loads only, no images
     self->kvidx = kvt_stidx_new(&lc);
-    self->orph_by_op = kvt_hmap_new(64, false);
-    self->loading_keys = kvt_hmap_new(256, false);
-    if (!self->kvidx || !self->orph_by_op || !self->loading_keys)
+    self->holds = kvt_loadhold_new();
+    if (!self->cfg.load_deadline_us)
+        self->cfg.load_deadline_us = KVT_SCHED_LOAD_DEADLINE_US;
+    if (!self->kvidx || !self->holds)
         kvt_loadtrack_destroy(&self);
     return self;
 }
@@ -97,12 +70,7 @@ void kvt_loadtrack_destroy(kvt_loadtrack_t **self_p)
     if (!self_p || !*self_p)
         return;
     kvt_loadtrack_t *self = *self_p;
-    for (uint32_t i = 0; i < self->norph_cap; i++)
-        free(self->orph[i].blocks);
-    free(self->orph);
-    free(self->orph_free);
-    kvt_hmap_destroy(&self->orph_by_op);
-    kvt_hmap_destroy(&self->loading_keys);
+    kvt_loadhold_destroy(&self->holds);
     kvt_stidx_destroy(&self->kvidx);
     free(self);
     *self_p = NULL;
@@ -115,12 +83,30 @@ static kvt_stidx_t *s_index(kvt_loadtrack_t *self, const kvt_sreq_t *r)
     return r->joint_src == KVT_JOINT_STATE_TIER ? self->stidx : self->kvidx;
 }
 
+int kvt_loadtrack_reserve(kvt_loadtrack_t *self, kvt_opid_t op, uint32_t nblocks)
+{
+    return kvt_loadhold_reserve(self->holds, op, nblocks);
+}
+
+void kvt_loadtrack_unreserve(kvt_loadtrack_t *self, kvt_opid_t op)
+{
+    uint32_t i = kvt_loadhold_find(self->holds, op);
+    if (i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_RESERVED)
+        kvt_loadhold_free(self->holds, i);
+}
+
 void kvt_loadtrack_start(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
 {
     self->st.loads_dispatched++;
+    kvt_opid_t op = {r->id, r->gen};
+    //  Its holding was reserved by the admission; it goes on the deadline
+    //  list. Deadlines are now + one bound on a clock that never goes back,
+    //  so appending keeps the list in deadline order (O(1) per load).
+    uint32_t i = kvt_loadhold_find(self->holds, op);
+    assert(i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_RESERVED);
+    kvt_loadhold_arm(self->holds, i, now_us + self->cfg.load_deadline_us);
     if (r->joint_src == KVT_JOINT_STATE_TIER)
         return; //  recorded in stidx at admission and carried with its LoadSpec
-    kvt_opid_t op = {r->id, r->gen};
     kvt_hash_t none = {0, 0};
     //  Refused only when out of memory: then the load has no owner, and an
     //  abort releases its blocks at once (kvt_loadtrack_orphan).
@@ -146,24 +132,14 @@ static void s_settle(kvt_loadtrack_t *self, kvt_sreq_t *r, bool ok, bool state_m
 void kvt_loadtrack_convoy_mark(kvt_loadtrack_t *self, kvt_sreq_t *r, int delta)
 {
     uint32_t cs = self->cfg.chunk_size;
-    for (uint32_t t = r->load_floor; t < r->load_end; t += cs) {
-        kvt_hash_t key = kvt_reqtab_chunk_key(self->rt, r, t / cs);
-        uint32_t n = 0;
-        kvt_hmap_get(self->loading_keys, key, &n);
-        if (delta > 0) {
-            if (kvt_hmap_put(self->loading_keys, key, n + 1) != 0)
-                continue; //  out of memory: only a convoy is missed
-        } else if (n <= 1)
-            kvt_hmap_del(self->loading_keys, key, NULL);
-        else
-            kvt_hmap_put(self->loading_keys, key, n - 1);
-    }
+    for (uint32_t t = r->load_floor; t < r->load_end; t += cs)
+        kvt_loadhold_key(self->holds, kvt_reqtab_chunk_key(self->rt, r, t / cs), delta);
     r->convoy = delta > 0;
 }
 
 bool kvt_loadtrack_convoy_busy(const kvt_loadtrack_t *self, kvt_hash_t key)
 {
-    return kvt_hmap_get(self->loading_keys, key, NULL);
+    return kvt_loadhold_key_busy(self->holds, key);
 }
 
 //  A failed load retreats to the HBM hit (rule B2): the blocks of
@@ -203,6 +179,8 @@ static void s_unpin_hit(kvt_loadtrack_t *self, kvt_sreq_t *r)
     r->nhit_pins = 0;
 }
 
+static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us);
+
 int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdict_t *v,
                           uint64_t now_us)
 {
@@ -225,6 +203,17 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
         r->kv_lower = v->lower;
     if (r->legs)
         return KVT_LOAD_PENDING;
+    return s_conclude(self, r, now_us);
+}
+
+//  Every leg of r's live load reported (or its deadline passed): it
+//  settles, its holding goes, and the request resumes at B or retreats.
+static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
+{
+    uint32_t h = kvt_loadhold_find(self->holds, (kvt_opid_t){r->id, r->gen});
+    assert(h != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, h)->use == KVT_HOLD_LIVE);
+    kvt_loadhold_disarm(self->holds, h);
+    kvt_loadhold_free(self->holds, h);
     bool ok = r->legs_failed == 0;
     //  The load settles in its index (stidx with a state leg, kvidx
     //  without); the request keeps its slot (its record holds it).
@@ -264,34 +253,17 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
     return KVT_LOAD_RETREATED;
 }
 
-//  Doubles the holdings (and their free-slot stack).
-static int s_grow(kvt_loadtrack_t *self)
-{
-    uint32_t old = self->norph_cap, cap = old, free_cap = old;
-    if (kvt_vec_reserve((void **)&self->orph, &cap, old + 1, sizeof(s_orphan_t)) ||
-        kvt_vec_reserve((void **)&self->orph_free, &free_cap, cap, sizeof(uint32_t)))
-        return -1;
-    memset(self->orph + old, 0, (size_t)(cap - old) * sizeof(s_orphan_t));
-    for (uint32_t i = cap; i-- > old;)
-        self->orph_free[self->norph_free++] = i;
-    self->norph_cap = cap;
-    return 0;
-}
-
 //  The one release path of an orphan's holding: its blocks (tail first) and
 //  its state slot go back. Called only once its index settled the orphan.
 static void s_release(kvt_loadtrack_t *self, uint32_t i)
 {
-    s_orphan_t *o = &self->orph[i];
-    assert(o->live);
-    kvt_hmap_del(self->orph_by_op, s_opkey(o->op), NULL);
+    kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
+    assert(o->use == KVT_HOLD_ORPHAN);
     for (uint32_t b = o->nblocks; b-- > 0;)
         kvt_blockmgr_unref(self->bm, o->blocks[b]);
     if (o->sslot != KVT_CKPT_NONE)
         kvt_ckpt_slot_give(self->ck, o->sslot);
-    free(o->blocks);
-    memset(o, 0, sizeof(*o));
-    self->orph_free[self->norph_free++] = i;
+    kvt_loadhold_free(self->holds, i);
     self->st.load_orphans--;
 }
 
@@ -309,49 +281,42 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
         kvt_blockmgr_unref(self->bm, r->hit_pins[i]);
     r->nhit_pins = 0;
     int rc = kvt_stidx_orphan(idx, op, now_us);
-    uint32_t i = 0;
-    bool held = rc == 1 && (self->norph_free > 0 || s_grow(self) == 0);
-    s_orphan_t *o = NULL;
-    if (held) {
-        i = self->orph_free[self->norph_free - 1];
-        o = &self->orph[i];
-        uint32_t lo = (r->legs & S_LEG_KV) ? r->load_floor / bs : 0;
-        uint32_t hi = (r->legs & S_LEG_KV) ? r->load_end / bs : 0;
-        o->blocks = hi > lo ? malloc((size_t)(hi - lo) * sizeof(uint32_t)) : NULL;
-        if ((hi > lo && !o->blocks) || kvt_hmap_put(self->orph_by_op, s_opkey(op), i) != 0) {
-            free(o->blocks);
-            o->blocks = NULL;
-            held = false;
-        } else {
-            self->norph_free--;
-            //  The holding takes its own reference on each block the KV leg
-            //  writes; the record drops its references as on any release.
-            for (uint32_t b = lo; b < hi; b++) {
-                o->blocks[o->nblocks++] = r->blocks[b];
-                kvt_blockmgr_ref(self->bm, r->blocks[b]);
-            }
-            o->op = op;
-            o->legs = r->legs;
-            o->legs_failed = r->legs_failed;
-            o->st_miss = (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS;
-            o->state = idx == self->stidx;
-            o->sslot = KVT_CKPT_NONE;
-            if (o->state) {
-                //  The slot stays reserved in stidx and off the free list.
-                o->sslot = r->sslot;
-                o->st_key = kvt_reqtab_hash_at(self->rt, r, r->load_end / bs - 1);
-                r->sslot = KVT_CKPT_NONE;
-            }
-            o->live = true;
-            self->st.load_orphans++;
+    //  The holding was reserved when the load was dispatched: it becomes
+    //  the orphan's without allocating anything.
+    uint32_t i = kvt_loadhold_find(self->holds, op);
+    assert(i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_LIVE);
+    kvt_loadhold_disarm(self->holds, i);
+    uint32_t lo = (r->legs & S_LEG_KV) ? r->load_floor / bs : 0;
+    uint32_t hi = (r->legs & S_LEG_KV) ? r->load_end / bs : 0;
+    if (rc == 1 && kvt_loadhold_room(self->holds, i, hi - lo) == 0) {
+        kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
+        //  The holding takes its own reference on each block the KV leg
+        //  writes; the record drops its references as on any release.
+        for (uint32_t b = lo; b < hi; b++) {
+            o->blocks[o->nblocks++] = r->blocks[b];
+            kvt_blockmgr_ref(self->bm, r->blocks[b]);
         }
-    }
-    if (!held) {
+        o->legs = r->legs;
+        o->legs_failed = r->legs_failed;
+        o->st_miss = (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS;
+        o->state = idx == self->stidx;
+        o->sslot = KVT_CKPT_NONE;
+        if (o->state) {
+            //  The slot stays reserved in stidx and off the free list.
+            o->sslot = r->sslot;
+            o->st_key = kvt_reqtab_hash_at(self->rt, r, r->load_end / bs - 1);
+            r->sslot = KVT_CKPT_NONE;
+        }
+        o->use = KVT_HOLD_ORPHAN;
+        self->st.load_orphans++;
+    } else {
         //  Never sent (settled by the index as abandoned), unknown to its
-        //  index, or out of memory for the holding: nothing keeps the load
-        //  (an orphan is abandoned, its slot and blocks go with the record).
+        //  index, or (never: the room was reserved) out of memory for the
+        //  holding: nothing keeps the load (an orphan is abandoned, its
+        //  slot and blocks go with the record).
         if (rc == 1)
             kvt_stidx_abandon(idx, op, NULL);
+        kvt_loadhold_free(self->holds, i);
         self->st.loads_reclaimed++;
     }
     if (r->convoy)
@@ -362,10 +327,17 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
 
 int kvt_loadtrack_orphan_verdict(kvt_loadtrack_t *self, const kvt_verdict_t *v, uint64_t now_us)
 {
-    uint32_t i;
-    if (v->attempt != 0 || !kvt_hmap_get(self->orph_by_op, s_opkey(v->op), &i))
+    if (v->attempt != 0)
         return -1;
-    s_orphan_t *o = &self->orph[i];
+    uint32_t i = kvt_loadhold_find(self->holds, v->op);
+    if (i == KVT_HOLD_NONE || kvt_loadhold_at(self->holds, i)->use != KVT_HOLD_ORPHAN) {
+        //  A load that timed out settled without it: dropped, counted.
+        if (!kvt_loadhold_is_late(self->holds, v->op))
+            return -1;
+        self->st.late_verdicts++;
+        return 0;
+    }
+    kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
     uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
     if (!(o->legs & leg) || (leg == S_LEG_STATE && !kvt_hash_eq(v->key, o->st_key)))
         return -1;
@@ -401,8 +373,9 @@ static void s_reclaim(kvt_loadtrack_t *self, kvt_stidx_t *idx, uint64_t timeout,
     do {
         n = kvt_stidx_reclaim(idx, now_us, timeout, slots, ops, S_RECLAIM_BATCH);
         for (uint32_t k = 0; k < n; k++) {
-            uint32_t i;
-            bool found = kvt_hmap_get(self->orph_by_op, s_opkey(ops[k]), &i);
+            uint32_t i = kvt_loadhold_find(self->holds, ops[k]);
+            bool found =
+                i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_ORPHAN;
             assert(found); //  every orphan of the indexes has its holding
             if (!found)
                 continue;
@@ -426,17 +399,17 @@ void kvt_loadtrack_reclaim(kvt_loadtrack_t *self, uint64_t now_us)
 int kvt_loadtrack_check(const kvt_loadtrack_t *self, uint32_t *expect, uint32_t *slots, char *err,
                         size_t errlen)
 {
+    if (kvt_loadhold_check(self->holds, err, errlen) != 0)
+        return -1;
     uint32_t live = 0;
     *slots = 0;
-    for (uint32_t i = 0; i < self->norph_cap; i++) {
-        const s_orphan_t *o = &self->orph[i];
-        if (!o->live)
+    for (uint32_t i = 0; i < kvt_loadhold_cap(self->holds); i++) {
+        const kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
+        if (o->use != KVT_HOLD_ORPHAN)
             continue;
         live++;
-        uint32_t j;
         kvt_stidx_t *idx = o->state ? self->stidx : self->kvidx;
-        if (!kvt_hmap_get(self->orph_by_op, s_opkey(o->op), &j) || j != i ||
-            !kvt_stidx_is_orphan(idx, o->op)) {
+        if (!kvt_stidx_is_orphan(idx, o->op)) {
             snprintf(err, errlen, "audit: orphan of req %llu gen %u is not its index's orphan",
                      (unsigned long long)o->op.req, o->op.gen);
             return -1;
@@ -449,8 +422,7 @@ int kvt_loadtrack_check(const kvt_loadtrack_t *self, uint32_t *expect, uint32_t 
     kvt_stidx_stats(self->kvidx, &a);
     if (self->stidx)
         kvt_stidx_stats(self->stidx, &b);
-    if (live != self->st.load_orphans || kvt_hmap_size(self->orph_by_op) != live ||
-        a.orphans + b.orphans != live) {
+    if (live != self->st.load_orphans || a.orphans + b.orphans != live) {
         snprintf(err, errlen, "audit: %u orphan holdings, gauge %u, indexes hold %llu orphans",
                  live, self->st.load_orphans, (unsigned long long)(a.orphans + b.orphans));
         return -1;
@@ -470,7 +442,7 @@ uint32_t kvt_loadtrack_orphans(const kvt_loadtrack_t *self)
 
 uint32_t kvt_loadtrack_convoy_keys(const kvt_loadtrack_t *self)
 {
-    return kvt_hmap_size(self->loading_keys);
+    return kvt_loadhold_keys(self->holds);
 }
 
 void kvt_loadtrack_stats(const kvt_loadtrack_t *self, kvt_sched_stats_t *out)
@@ -486,4 +458,36 @@ void kvt_loadtrack_stats(const kvt_loadtrack_t *self, kvt_sched_stats_t *out)
     out->hbm_lost_tokens = self->st.hbm_lost_tokens;
     out->retreats_to_hbm = self->st.retreats_to_hbm;
     out->retreats_to_zero = self->st.retreats_to_zero;
+    out->loads_timed_out = self->st.loads_timed_out;
+    out->load_late_verdicts = self->st.late_verdicts;
+}
+
+uint64_t kvt_loadtrack_next_deadline(const kvt_loadtrack_t *self)
+{
+    uint32_t i = kvt_loadhold_first(self->holds);
+    return i == KVT_HOLD_NONE ? UINT64_MAX : kvt_loadhold_at(self->holds, i)->deadline_us;
+}
+
+bool kvt_loadtrack_expire(kvt_loadtrack_t *self, uint64_t now_us, uint32_t *slot)
+{
+    uint32_t i = kvt_loadhold_first(self->holds);
+    if (i == KVT_HOLD_NONE || kvt_loadhold_at(self->holds, i)->deadline_us > now_us)
+        return false;
+    kvt_opid_t op = kvt_loadhold_at(self->holds, i)->op;
+    kvt_sreq_t *r = kvt_reqtab_find(self->rt, op.req, slot);
+    assert(r && r->state == R_LOADING && r->gen == op.gen); //  a live holding's load is live
+    //  Every leg still out failed with TIMEOUT; the load settles as on a
+    //  failed verdict (retreat, B2) and what its legs still report is late.
+    if (r->legs & S_LEG_KV)
+        r->kv_detail = KVT_DETAIL_TIMEOUT;
+    if (r->legs & S_LEG_STATE)
+        r->st_detail = KVT_DETAIL_TIMEOUT;
+    r->legs_failed |= r->legs;
+    r->legs = 0;
+    self->st.loads_timed_out++;
+    kvt_loadhold_note_late(self->holds, op);
+    int rc = s_conclude(self, r, now_us);
+    assert(rc == KVT_LOAD_RETREATED);
+    (void)rc;
+    return true;
 }

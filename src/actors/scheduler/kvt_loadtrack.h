@@ -18,7 +18,11 @@
     It writes the load fields of a request record (legs, details, pins,
     load_floor / load_end, convoy, kv_lower) and returns outcomes; it never
     changes r->state (the coordinator moves the request). It owns the load
-    counters. Collaborators are borrowed at creation: the request table,
+    counters. Every dispatched load has a holding from its reservation at
+    admission to its settlement, and a deadline (load_deadline_us after
+    dispatch, on the core's clock): a load no rank reports on settles
+    failed (TIMEOUT) then, in deadline order, with no scan (the live loads
+    form a list in deadline order). Collaborators are borrowed at creation: the request table,
     the plan buffer (events), the block manager, the state pool and the
     state index (NULL for a dense model), the save tracker (NULL: no tier). */
 #ifndef KVT_LOADTRACK_H_INCLUDED
@@ -39,6 +43,7 @@ typedef struct {
     uint32_t block_size;        //  tokens per block
     uint32_t chunk_size;        //  tokens per chunk
     uint64_t orphan_reclaim_us; //  orphans unsettled this long are reclaimed (0 = default)
+    uint64_t load_deadline_us;  //  a live load still out this long settles failed (0 = default)
 } kvt_loadtrack_cfg_t;
 
 typedef struct _kvt_loadtrack_t kvt_loadtrack_t;
@@ -57,9 +62,29 @@ kvt_loadtrack_t *kvt_loadtrack_new(const kvt_loadtrack_cfg_t *cfg, kvt_reqtab_t 
 
 void kvt_loadtrack_destroy(kvt_loadtrack_t **self_p);
 
-//  Request r's load was committed and goes out in this plan (counted
-//  dispatched): a KV-only load is recorded in kvidx and carried.
+//  Before an admission commits load op (whose KV leg writes nblocks
+//  blocks): reserves its holding, so that an abort or preemption mid-load
+//  never needs memory to keep what the lanes still write. 0, or -1 (out
+//  of memory, or op already held): the admission must not commit it.
+int kvt_loadtrack_reserve(kvt_loadtrack_t *self, kvt_opid_t op, uint32_t nblocks);
+
+//  The admission that reserved op did not commit its load after all.
+void kvt_loadtrack_unreserve(kvt_loadtrack_t *self, kvt_opid_t op);
+
+//  Request r's load, reserved, was committed and goes out in this plan
+//  (counted dispatched), due by now_us + load_deadline_us: a KV-only load
+//  is recorded in kvidx and carried.
 void kvt_loadtrack_start(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us);
+
+//  The earliest deadline of a live load (UINT64_MAX: none).
+uint64_t kvt_loadtrack_next_deadline(const kvt_loadtrack_t *self);
+
+//  The live load with the earliest deadline, if that is <= now_us, settles
+//  failed with TIMEOUT on every leg still out: its request retreats (as on
+//  a failed verdict, KVT_LOAD_RETREATED) and true is returned with the
+//  request's slot in *slot; its late verdicts are dropped and counted.
+//  False when no deadline has passed. O(1) per call.
+bool kvt_loadtrack_expire(kvt_loadtrack_t *self, uint64_t now_us, uint32_t *slot);
 
 //  Counts (+1) or uncounts (-1) r's KV leg keys [load_floor, load_end) as
 //  loading (convoys); true while another load in flight covers `key`.
@@ -76,8 +101,10 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
 //  everything else the load held (retreat pins, convoy keys) is let go.
 void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us);
 
-//  A load verdict that matches no live load: an orphan's leg. 0 when it
-//  reached an orphan (settled once its last leg reported), -1 when stale.
+//  A load verdict that matches no live load: an orphan's leg, or a late
+//  one of a load that timed out. 0 when it reached an orphan (settled once
+//  its last leg reported) or was a timed-out load's (dropped, counted in
+//  load_late_verdicts), -1 when stale.
 int kvt_loadtrack_orphan_verdict(kvt_loadtrack_t *self, const kvt_verdict_t *v, uint64_t now_us);
 
 //  Frees orphans older than the reclaim timeout (every plan; O(what it

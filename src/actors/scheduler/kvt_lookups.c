@@ -62,6 +62,7 @@ static int s_issue_lookup(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t n, const 
     for (uint32_t c = 0; c < n; c++)
         keys[c] = kvt_reqtab_chunk_key(rt, r, c);
     r->lk = S_LK_OUT;
+    r->lk_timed_out = false;
     r->lk_pinned = self->cfg.pin;
     r->lk_held = 0;
     uint64_t bound = self->cfg.timeout_us ? self->cfg.timeout_us : 1000000u;
@@ -175,6 +176,7 @@ bool kvt_lookups_tier_hit(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t max_chunk
     if (r->lk == S_LK_OUT && now_us >= r->lk_deadline) {
         self->st.lookup_timeouts++;
         self->st.lookups_out--;
+        r->lk_timed_out = true;
         s_release_pin(self, r, pb);
         r->lk = S_LK_READY;
         r->lk_at = now_us;

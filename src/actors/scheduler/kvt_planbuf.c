@@ -33,14 +33,16 @@ struct _kvt_planbuf_t {
     kvt_lookup_release_t *releases; //  lookup releases handed out
     uint32_t nreleases;             //  used
     uint32_t releases_cap;          //  allocated
-    kvt_lookup_release_t *rel_q;    //  releases queued since the last plan (any call)
-    uint32_t nrel_q;                //  used
+    kvt_lookup_release_t *rel_q;    //  releases queued: [rel_head, nrel_q) not handed out yet
+    uint32_t rel_head;              //  first release not handed out
+    uint32_t nrel_q;                //  used (end of the queue)
     uint32_t rel_q_cap;             //  allocated
     kvt_touch_msg_t *touches;       //  touches
     uint32_t ntouches;              //  used
     uint32_t touches_cap;           //  allocated
-    kvt_event_t *events;            //  events since the last plan
-    uint32_t nevents;               //  used
+    kvt_event_t *events;            //  events queued: [ev_head, nevents) not handed out yet
+    uint32_t ev_head;               //  first event not handed out
+    uint32_t nevents;               //  used (end of the queue)
     uint32_t events_cap;            //  allocated
     kvt_event_t *out_events;        //  events handed out with the last plan
     uint32_t out_events_cap;        //  allocated
@@ -80,7 +82,11 @@ void kvt_planbuf_open(kvt_planbuf_t *self)
     self->nentries = self->nloads = self->nsaves = self->nstate = 0;
     self->nlookups = self->nreleases = self->ntouches = 0;
     self->nu32 = self->nh = 0;
-    self->bytes = 64u * self->nevents + 256u;
+    //  The events that go with this plan: at most one message's worth of
+    //  the queue (the rest wait), so a backlog never crowds the plan out.
+    uint32_t queued = self->nevents - self->ev_head;
+    uint32_t going = queued < KVT_MSG_MAX_ENTRIES ? queued : KVT_MSG_MAX_ENTRIES;
+    self->bytes = 64u * (size_t)going + 256u;
     self->open = true;
 }
 
@@ -222,6 +228,26 @@ kvt_lookup_t *kvt_planbuf_add_lookup(kvt_planbuf_t *self, uint32_t nkeys, size_t
     return l;
 }
 
+//  Drops the handed-out head [0, *head) of a queue of *n elements of
+//  `size` bytes once it is at least as long as what is left, so every
+//  element is moved at most once per time the queue's length doubles
+//  (amortised O(1) per element; a memmove per plan would be quadratic
+//  under a backlog). Counts the elements moved.
+static void s_compact(kvt_planbuf_t *self, void *base, uint32_t *head, uint32_t *n, size_t size)
+{
+    uint32_t left = *n - *head;
+    if (left == 0) {
+        *head = *n = 0;
+        return;
+    }
+    if (*head < left)
+        return;
+    memmove(base, (char *)base + (size_t)*head * size, (size_t)left * size);
+    self->stats.backlog_moved += left;
+    *head = 0;
+    *n = left;
+}
+
 int kvt_planbuf_queue_release(kvt_planbuf_t *self, kvt_opid_t op)
 {
     if (kvt_vec_reserve((void **)&self->rel_q, &self->rel_q_cap, self->nrel_q + 1,
@@ -256,6 +282,10 @@ void kvt_planbuf_event(kvt_planbuf_t *self, uint64_t req, uint32_t gen, uint8_t 
                         sizeof(kvt_event_t)) != 0)
         return; //  an event lost to OOM only affects measurements
     kvt_event_t *ev = &self->events[self->nevents++];
+    //  An event queued while the plan is built goes with it if there is
+    //  room in its message: it counts in the plan's size.
+    if (self->open && self->nevents - self->ev_head <= KVT_MSG_MAX_ENTRIES)
+        self->bytes += 64u;
     ev->op.req = req;
     ev->op.gen = gen;
     ev->type = type;
@@ -272,8 +302,8 @@ void kvt_planbuf_counts(const kvt_planbuf_t *self, kvt_planbuf_counts_t *out)
     out->state = self->nstate;
     out->lookups = self->nlookups;
     out->touches = self->ntouches;
-    out->releases = self->nrel_q;
-    out->events = self->nevents;
+    out->releases = self->nrel_q - self->rel_head;
+    out->events = self->nevents - self->ev_head;
 }
 
 void kvt_planbuf_state_ops(const kvt_planbuf_t *self, const kvt_sched_state_op_t **ops, uint32_t *n)
@@ -301,15 +331,15 @@ void kvt_planbuf_finish(kvt_planbuf_t *self, uint64_t step, kvt_step_plan_t *pla
     }
     //  Hand the accumulated events out with this plan (at most what one
     //  message carries; the rest go with the next plan).
-    uint32_t nev = self->nevents < KVT_MSG_MAX_ENTRIES ? self->nevents : KVT_MSG_MAX_ENTRIES;
+    uint32_t queued = self->nevents - self->ev_head;
+    uint32_t nev = queued < KVT_MSG_MAX_ENTRIES ? queued : KVT_MSG_MAX_ENTRIES;
     if (kvt_vec_reserve((void **)&self->out_events, &self->out_events_cap, nev ? nev : 1,
                         sizeof(kvt_event_t)) != 0)
         nev = 0;
     if (nev > 0) {
-        memcpy(self->out_events, self->events, (size_t)nev * sizeof(kvt_event_t));
-        memmove(self->events, self->events + nev,
-                (size_t)(self->nevents - nev) * sizeof(kvt_event_t));
-        self->nevents -= nev;
+        memcpy(self->out_events, self->events + self->ev_head, (size_t)nev * sizeof(kvt_event_t));
+        self->ev_head += nev;
+        s_compact(self, self->events, &self->ev_head, &self->nevents, sizeof(kvt_event_t));
     }
     memset(plan, 0, sizeof(*plan));
     plan->step = step;
@@ -326,15 +356,16 @@ void kvt_planbuf_finish(kvt_planbuf_t *self, uint64_t step, kvt_step_plan_t *pla
     plan->lookups = self->nlookups ? self->lookups : NULL;
     plan->nlookups = self->nlookups;
     //  Queued releases, at most what one message carries (the rest next).
-    uint32_t nrel = self->nrel_q < KVT_MSG_MAX_ENTRIES ? self->nrel_q : KVT_MSG_MAX_ENTRIES;
+    uint32_t nrelq = self->nrel_q - self->rel_head;
+    uint32_t nrel = nrelq < KVT_MSG_MAX_ENTRIES ? nrelq : KVT_MSG_MAX_ENTRIES;
     if (kvt_vec_reserve((void **)&self->releases, &self->releases_cap, nrel ? nrel : 1,
                         sizeof(kvt_lookup_release_t)) != 0)
         nrel = 0;
     if (nrel > 0) {
-        memcpy(self->releases, self->rel_q, (size_t)nrel * sizeof(kvt_lookup_release_t));
-        memmove(self->rel_q, self->rel_q + nrel,
-                (size_t)(self->nrel_q - nrel) * sizeof(kvt_lookup_release_t));
-        self->nrel_q -= nrel;
+        memcpy(self->releases, self->rel_q + self->rel_head,
+               (size_t)nrel * sizeof(kvt_lookup_release_t));
+        self->rel_head += nrel;
+        s_compact(self, self->rel_q, &self->rel_head, &self->nrel_q, sizeof(kvt_lookup_release_t));
     }
     self->nreleases = nrel;
     plan->lookup_releases = self->nreleases ? self->releases : NULL;

@@ -38,6 +38,7 @@ typedef struct _kvt_planbuf_t kvt_planbuf_t;
 typedef struct {
     uint64_t plan_deferred;  //  work left for the next plan (message size)
     uint64_t tokens_planned; //  tokens listed in entries
+    uint64_t backlog_moved;  //  queued events / releases moved to the front (amortised O(1) each)
 } kvt_planbuf_stats_t;
 
 //  What the plan holds so far.

@@ -165,7 +165,7 @@ void kvt_saves_emit(kvt_saves_t *self, uint32_t slot)
         kvt_hash_t key = kvt_reqtab_chunk_key(self->rt, r, t / cs);
         //  Another save of this chunk is in flight: it needs no second one.
         if (kvt_savetrack_key_inflight(self->track, key)) {
-            if (kvt_savetrack_skip(self->track, r->id) != 0)
+            if (kvt_savetrack_skip_inflight(self->track, r->id, key) != 0)
                 break;
             if (run_start != UINT32_MAX)
                 s_plan_save(self, r, run_start, t, attempt);

@@ -32,6 +32,7 @@ kvt_savetrack_t *kvt_savetrack_new(const kvt_savetrack_cfg_t *cfg)
     kvt_ilist_init(&self->rec_free);
     kvt_ilist_init(&self->tails);
     kvt_ilist_init(&self->save_free);
+    self->skip_free = S_NONE;
     return self;
 }
 
@@ -45,6 +46,7 @@ void kvt_savetrack_destroy(kvt_savetrack_t **self_p)
     free(self->recs);
     free(self->saves);
     free(self->save_blocks);
+    free(self->skips);
     kvt_hmap_destroy(&self->by_req);
     kvt_hmap_destroy(&self->by_id);
     kvt_hmap_destroy(&self->by_key);
@@ -310,6 +312,7 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
     sv->leased = true;
     sv->spec_prev = sv->spec_next = S_NONE;
     sv->spec_id = id;
+    sv->skippers = S_NONE;
     uint32_t lb = r->last_built;
     if (joins && lb != S_NONE && self->saves[lb].leased && self->saves[lb].attempt == r->attempt &&
         self->saves[lb].op.gen == r->op.gen && self->saves[lb].spec_next == S_NONE) {
@@ -338,6 +341,69 @@ int kvt_savetrack_skip(kvt_savetrack_t *self, uint64_t req)
     self->stats.saves_skipped++;
     s_advance(self, r);
     return 0;
+}
+
+int kvt_savetrack_skip_inflight(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key)
+{
+    kvt_savetrack_rec_t *r = kvt_savetrack_rec(self, req);
+    uint32_t si;
+    if (!r || s_upto(self, r) == 0 || !kvt_hmap_get(self->by_key, key, &si)) {
+        self->stats.refused++;
+        return -1;
+    }
+    if (self->skip_free == S_NONE) {
+        uint32_t old = self->skips_cap, cap = old;
+        if (kvt_vec_reserve((void **)&self->skips, &cap, old + 1, sizeof(kvt_savetrack_skip_t))) {
+            self->stats.refused++;
+            return -1;
+        }
+        for (uint32_t i = cap; i-- > old;) {
+            self->skips[i].next = self->skip_free;
+            self->skip_free = i;
+        }
+        self->skips_cap = cap;
+    }
+    uint32_t k = self->skip_free;
+    kvt_savetrack_skip_t *sk = &self->skips[k];
+    self->skip_free = sk->next;
+    sk->op = r->op;
+    sk->rec = (uint32_t)(r - self->recs);
+    sk->start = r->frontier;
+    sk->next = self->saves[si].skippers;
+    self->saves[si].skippers = k;
+    self->stats.skips_waiting++;
+    return kvt_savetrack_skip(self, req);
+}
+
+//  Save sv settled: the requests that skipped its key for it let go of
+//  their skip; if it failed, each goes back to the chunk it skipped (its
+//  frontier, never forward), unless it retired, stopped saving or was
+//  re-admitted since.
+static void s_settle_skippers(kvt_savetrack_t *self, kvt_savetrack_save_t *sv, bool ok)
+{
+    for (uint32_t k = sv->skippers; k != S_NONE;) {
+        kvt_savetrack_skip_t *sk = &self->skips[k];
+        uint32_t next = sk->next;
+        if (!ok) {
+            kvt_savetrack_rec_t *r = &self->recs[sk->rec];
+            bool same = r->live && r->op.req == sk->op.req && r->op.gen == sk->op.gen;
+            if (same && !r->retired && !r->stopped) {
+                //  The chunks above it are built again under a new attempt
+                //  number: a worker drops a repeat of a report key it saw.
+                if (sk->start < r->frontier) {
+                    r->frontier = sk->start;
+                    r->attempt++;
+                }
+                self->stats.skips_rewound++;
+            } else
+                self->stats.skips_lost++;
+        }
+        sk->next = self->skip_free;
+        self->skip_free = k;
+        self->stats.skips_waiting--;
+        k = next;
+    }
+    sv->skippers = S_NONE;
 }
 
 bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key)
@@ -424,6 +490,7 @@ int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, u
     s_release_save(self, sv);
     s_spec_unlink(self, sv);
     kvt_hmap_del(self->by_key, sv->key, NULL);
+    s_settle_skippers(self, sv, ok);
     kvt_savetrack_rec_t *r = &self->recs[sv->rec];
     if (r->last_built == si)
         r->last_built = S_NONE;

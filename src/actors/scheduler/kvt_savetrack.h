@@ -15,6 +15,11 @@
     is taken through the acquire callback and released exactly once through
     the release callback: the one path.
 
+    Skips. A chunk whose key another request's save has in flight is
+    skipped (skip_inflight): the skipper is remembered on that save, and if
+    the save fails its frontier goes back to the skipped chunk, so the
+    chunks it saved above are never left behind a hole.
+
     Failures (S3). A failed save leaves the frontier at the failed chunk
     (never past it) and is re-emitted with a new attempt number once every
     save of the request settled (all ranks quiescent); a failure after the
@@ -77,6 +82,9 @@ typedef struct {
     uint64_t floors_reopened;    //  lost tier hits reopened for saving
     uint64_t stale_reports;      //  reports for no outstanding save (late, duplicate)
     uint64_t refused;            //  calls refused (nothing to build, old generation, bad span)
+    uint64_t skips_rewound;      //  skippers sent back to a chunk whose save in flight failed
+    uint64_t skips_lost;         //  ... not sent back: retired, stopped or re-admitted since
+    uint64_t skips_waiting;      //  gauge: skips whose save is still in flight
 } kvt_savetrack_stats_t;
 
 //  NULL when out of memory or when the geometry is invalid.
@@ -123,6 +131,13 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
 //  Moves req's frontier over the chunk at it without a save (the tier
 //  holds it, or another request's save of its key is in flight). 0 / -1.
 int kvt_savetrack_skip(kvt_savetrack_t *self, uint64_t req);
+
+//  Moves req's frontier over the chunk at it because another save of its
+//  key is in flight: if that save fails, the frontier goes back to this
+//  chunk (so no hole is left below the chunks saved above it). 0, or -1
+//  (nothing buildable, no save of key in flight, out of memory: the
+//  frontier stays).
+int kvt_savetrack_skip_inflight(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key);
 
 //  True while a built save of key has no store verdict.
 bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key);

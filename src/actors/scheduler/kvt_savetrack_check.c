@@ -62,7 +62,7 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
     }
     if (!deep)
         return 0;
-    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0, specs = 0;
+    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0, specs = 0, skips = 0;
     uint32_t *inflight = calloc(self->recs_cap ? self->recs_cap : 1, sizeof(uint32_t));
     if (!inflight) {
         snprintf(err, errlen, "savetrack: out of memory");
@@ -83,6 +83,9 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
             goto done;
         }
         inflight[sv->rec]++;
+        for (uint32_t k = sv->skippers; k != S_NONE && skips <= st->skips_waiting;
+             k = self->skips[k].next)
+            skips++;
         if (sv->spec_next == S_NONE) {
             specs++;
             if (!kvt_hmap_get(self->by_spec, sv->spec_id, &j) || j != i) {
@@ -109,6 +112,11 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
                      r->retired);
             goto done;
         }
+    }
+    if (skips != st->skips_waiting) {
+        snprintf(err, errlen, "savetrack: %llu skips under saves in flight, gauge %llu",
+                 (unsigned long long)skips, (unsigned long long)st->skips_waiting);
+        goto done;
     }
     if (specs != kvt_hmap_size(self->by_spec)) {
         snprintf(err, errlen, "savetrack: %llu specs in flight, %u under an id",
@@ -154,5 +162,8 @@ void kvt_savetrack_counters(const kvt_savetrack_t *self, kvt_counter_t *c, uint3
     S_C(floors_reopened);
     S_C(stale_reports);
     S_C(refused);
+    S_C(skips_rewound);
+    S_C(skips_lost);
+    S_C(skips_waiting);
 #undef S_C
 }

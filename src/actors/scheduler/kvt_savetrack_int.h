@@ -48,8 +48,19 @@ typedef struct {
     uint32_t spec_prev; //  save before it in its SaveSpec (S_NONE: first)
     uint32_t spec_next; //  save after it in its SaveSpec (S_NONE: last)
     kvt_hash_t spec_id; //  at the spec's last save in flight: the spec's report id
+    uint32_t skippers;  //  first request that skipped its key for it (S_NONE: none)
     kvt_ilink_t link;   //  free list
 } kvt_savetrack_save_t;
+
+//  A request that passed over a chunk because this save of its key was in
+//  flight: if the save fails, the skipper's frontier goes back to the chunk
+//  (else every chunk it saved above would sit behind a hole).
+typedef struct {
+    kvt_opid_t op;  //  the skipper's admission
+    uint32_t rec;   //  its record
+    uint32_t start; //  first token of the chunk it skipped
+    uint32_t next;  //  next skipper of the same save (S_NONE: last); free list link
+} kvt_savetrack_skip_t;
 
 #define S_NONE UINT32_MAX
 
@@ -69,6 +80,9 @@ struct _kvt_savetrack_t {
     kvt_hmap_t *by_id;           //  hash (op, key, attempt) → save record
     kvt_hmap_t *by_key;          //  chunk key → save record in flight
     kvt_hmap_t *by_spec; //  SaveSpec id (op, last chunk key, attempt) → its last save in flight
+    kvt_savetrack_skip_t *skips; //  skip records
+    uint32_t skips_cap;          //  allocated
+    uint32_t skip_free;          //  first unused skip record (S_NONE: none)
     kvt_savetrack_stats_t stats; //  counters
 };
 

@@ -15,6 +15,93 @@
 
 // ---------------------------------------------------------- lifecycle ----
 
+int kvt_sched_hbm_split(uint32_t hbm_blocks, uint64_t block_bytes, uint64_t state_bytes,
+                        uint32_t slots, uint32_t min_kv_blocks, kvt_sched_hbm_split_t *out,
+                        char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t per = block_bytes ? (state_bytes + block_bytes - 1) / block_bytes : 0;
+    uint64_t slot_blocks = per * slots;
+    if (per == 0 || per > UINT32_MAX || slot_blocks + min_kv_blocks > hbm_blocks) {
+        snprintf(err, errlen,
+                 "hbm_pool: %llu bytes (%u blocks of %llu bytes) cannot hold the %u state slots "
+                 "(%llu bytes, %u × %llu) and %u blocks of KV",
+                 (unsigned long long)hbm_blocks * block_bytes, hbm_blocks,
+                 (unsigned long long)block_bytes, slots,
+                 (unsigned long long)(slot_blocks * block_bytes), slots,
+                 (unsigned long long)state_bytes, min_kv_blocks);
+        return -1;
+    }
+    out->ckpt_blocks = (uint32_t)per;
+    out->slot_blocks = (uint32_t)slot_blocks;
+    out->kv_blocks = hbm_blocks - (uint32_t)slot_blocks;
+    out->ckpt_units = out->kv_blocks / out->ckpt_blocks;
+    if (out->ckpt_units == 0)
+        out->ckpt_units = 1; //  a pool of one unit the budget never lets fill
+    return 0;
+}
+
+//  The checkpoint side of the one HBM budget (kvt_blockmgr_peer_t and the
+//  pool's release hook).
+static bool s_peer_victim(void *arg, uint64_t *stamp, bool *gone)
+{
+    return kvt_ckpt_victim(((kvt_sched_t *)arg)->ck, stamp, gone);
+}
+
+static void s_peer_evict(void *arg)
+{
+    kvt_ckpt_evict_one(((kvt_sched_t *)arg)->ck);
+}
+
+static uint32_t s_peer_evictable(void *arg)
+{
+    kvt_sched_t *self = arg;
+    return kvt_ckpt_evictable(self->ck) * self->ck_blocks;
+}
+
+static void s_peer_gone(void *arg, kvt_hash_t hash)
+{
+    kvt_ckpt_kv_gone(((kvt_sched_t *)arg)->ck, hash);
+}
+
+static uint64_t s_ck_tick(void *arg)
+{
+    return kvt_blockmgr_tick(((kvt_sched_t *)arg)->bm);
+}
+
+static void s_ck_release(void *arg, uint32_t entry)
+{
+    (void)entry;
+    kvt_sched_t *self = arg;
+    kvt_blockmgr_unwithhold(self->bm, self->ck_blocks);
+}
+
+uint32_t kvt_sched_ckpt_reserve(kvt_sched_t *self, kvt_hash_t h)
+{
+    if (!self->ck_blocks || kvt_ckpt_known(self->ck, h))
+        return kvt_ckpt_reserve(self->ck, h); //  a separate pool, or a refresh
+    if (kvt_blockmgr_withhold(self->bm, self->ck_blocks) != 0) {
+        kvt_ckpt_count_full(self->ck);
+        return KVT_CKPT_NONE;
+    }
+    uint32_t e = kvt_ckpt_reserve(self->ck, h);
+    assert(e != KVT_CKPT_NONE); //  the budget holds fewer checkpoints than the pool's units
+    return e;
+}
+
+void kvt_sched_mark_low(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    r->keep_below = UINT32_MAX;
+    if (!self->ck_blocks)
+        return;
+    //  The deepest registered block ending at a valid HBM checkpoint: the
+    //  blocks above it cannot resume from HBM (O(blocks), as the release).
+    uint32_t b = r->registered;
+    while (b > 0 && !kvt_ckpt_has(self->ck, kvt_reqtab_hash_at(self->rt, r, b - 1)))
+        b--;
+    r->keep_below = b;
+}
+
 kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
 {
     const char *bad = NULL;
@@ -38,6 +125,11 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "scheduler: %s", bad);
         return NULL;
     }
+    kvt_sched_hbm_split_t split = {0};
+    if (cfg->state_bytes > 0 && cfg->block_bytes > 0 &&
+        kvt_sched_hbm_split(cfg->hbm_blocks, cfg->block_bytes, cfg->state_bytes, cfg->max_running,
+                            cfg->chunk_size / cfg->block_size * 2, &split, err, errlen) != 0)
+        return NULL;
     kvt_sched_t *self = calloc(1, sizeof(*self));
     if (!self)
         goto oom;
@@ -45,26 +137,35 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->bpc = cfg->chunk_size / cfg->block_size;
     self->next_step = 1;
     self->applied = true; //  no step ran before the first plan
-    self->bm = kvt_blockmgr_new(cfg->hbm_blocks, cfg->block_size);
+    self->ck_blocks = split.ckpt_blocks;
+    self->bm =
+        kvt_blockmgr_new(split.kv_blocks ? split.kv_blocks : cfg->hbm_blocks, cfg->block_size);
     self->rt = kvt_reqtab_new(cfg->block_size, cfg->chunk_size, cfg->ns);
-    self->scratch_blocks = malloc((size_t)cfg->hbm_blocks * sizeof(uint32_t));
-    self->scratch_unref = malloc(((size_t)cfg->hbm_blocks + 1) * sizeof(uint32_t));
     self->pb = kvt_planbuf_new();
+    //  A hit always leaves a prefill tail: one token, two with speculation.
+    uint32_t tail = cfg->spec_tokens > 0 ? 2 : 1;
     kvt_lookups_cfg_t lkc = {.tier_chunks = cfg->tier_chunks,
                              .chunk_size = cfg->chunk_size,
-                             .tail = cfg->spec_tokens > 0 ? 2 : 1,
+                             .tail = tail,
                              .pin = cfg->lookup_pin,
                              .ttl_ms = cfg->lookup_ttl_ms,
                              .rank0_only = cfg->lookup_ranks == KVT_SCHED_LOOKUP_RANK0,
                              .timeout_us = cfg->lookup_timeout_us,
                              .max_age_us = cfg->lookup_max_age_us};
     self->lk = kvt_lookups_new(&lkc);
-    if (!self->pb || !self->lk || !self->bm || !self->rt || !self->scratch_blocks ||
-        !self->scratch_unref)
+    if (!self->pb || !self->lk || !self->bm || !self->rt)
         goto oom;
     if (cfg->state_bytes > 0) {
-        uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
+        uint32_t nck = split.ckpt_units       ? split.ckpt_units
+                       : cfg->hbm_checkpoints ? cfg->hbm_checkpoints
+                                              : 4 * cfg->max_running;
         self->ck = kvt_ckpt_new(cfg->max_running, nck);
+        if (self->ck && self->ck_blocks) {
+            kvt_ckpt_share(self->ck, s_ck_tick, s_ck_release, self);
+            kvt_blockmgr_peer_t peer = {s_peer_victim, s_peer_evict, s_peer_evictable, s_peer_gone,
+                                        self};
+            kvt_blockmgr_set_peer(self->bm, &peer);
+        }
         kvt_stidx_cfg_t sc = {
             .hash_cap = cfg->tier_chunks,
             .can_load = true,
@@ -89,10 +190,22 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         goto oom;
     kvt_loadtrack_cfg_t ltc = {.block_size = cfg->block_size,
                                .chunk_size = cfg->chunk_size,
-                               .orphan_reclaim_us = cfg->orphan_reclaim_us};
+                               .orphan_reclaim_us = cfg->orphan_reclaim_us,
+                               .load_deadline_us = cfg->load_deadline_us};
     self->lt = kvt_loadtrack_new(&ltc, self->rt, self->pb, self->bm, self->ck, self->stidx,
                                  kvt_saves_tracker(self->sv));
     if (!self->lt)
+        goto oom;
+    kvt_admit_cfg_t adc = {.block_size = cfg->block_size,
+                           .chunk_size = cfg->chunk_size,
+                           .hbm_blocks = cfg->hbm_blocks,
+                           .tail = tail,
+                           .min_load = cfg->min_load_tokens,
+                           .tier = cfg->tier_chunks > 0,
+                           .ck_blocks = self->ck_blocks};
+    self->ad = kvt_admit_new(&adc, self->rt, self->pb, self->bm, self->ck, self->stidx, self->lk,
+                             self->lt, self->sv);
+    if (!self->ad)
         goto oom;
     return self;
 oom:
@@ -107,13 +220,12 @@ void kvt_sched_destroy(kvt_sched_t **self_p)
         return;
     kvt_sched_t *self = *self_p;
     //  The modules first (they borrow the leaves), then the leaves.
+    kvt_admit_destroy(&self->ad);
     kvt_loadtrack_destroy(&self->lt);
     kvt_saves_destroy(&self->sv);
     kvt_lookups_destroy(&self->lk);
     kvt_planbuf_destroy(&self->pb);
     kvt_reqtab_destroy(&self->rt);
-    free(self->scratch_blocks);
-    free(self->scratch_unref);
     kvt_ckpt_destroy(&self->ck);
     kvt_stidx_destroy(&self->stidx);
     kvt_blockmgr_destroy(&self->bm);
@@ -130,17 +242,19 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
     uint64_t nfeed = (uint64_t)a->ntokens + a->max_new_tokens - 1;
     //  A request must fit the pool and one entry of a StepPlan.
     if (!refuse && (nfeed > KVT_MSG_MAX_TOKENS * 2ull ||
-                    kvt_reqtab_blocks_needed(self->rt, nfeed) > self->cfg.hbm_blocks ||
+                    kvt_reqtab_blocks_needed(self->rt, nfeed) > kvt_blockmgr_total(self->bm) ||
                     kvt_reqtab_blocks_needed(self->rt, nfeed) > KVT_MSG_MAX_BLOCKS))
         refuse = true;
     kvt_sreq_t *r =
         refuse ? NULL
                : kvt_reqtab_add(self->rt, a->req, a->tokens, a->ntokens, a->max_new_tokens, &slot);
     if (!r) {
-        //  Refused (or out of memory): the engine still hears about it. A
-        //  refusal is reported as the request's first (and only) generation.
+        //  Refused (or out of memory): the engine still hears about it,
+        //  under a generation no admission takes (KVT_SCHED_REFUSED_GEN):
+        //  a refused re-arrival of an id the core still holds must not name
+        //  that id's live or finished admission.
         self->stats.rejected++;
-        kvt_sched_event(self, a->req, 1, KVT_EV_FINISH, a->ntokens, 0, 1);
+        kvt_sched_event(self, a->req, KVT_SCHED_REFUSED_GEN, KVT_EV_FINISH, a->ntokens, 0, 1);
         return -1;
     }
     r->gen = kvt_loadtrack_gen_floor(self->lt); //  above every orphaned admission of this id (A3)
@@ -149,6 +263,12 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
     kvt_reqtab_append(self->rt, KVT_RQ_WAITING, slot);
     self->stats.waiting++;
     return 0;
+}
+
+void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type, uint32_t a,
+                     uint32_t b, uint32_t c)
+{
+    kvt_planbuf_event(self->pb, req, gen, type, a, b, c);
 }
 
 // ------------------------------------------------------- state pool ----
@@ -179,6 +299,7 @@ void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
     //  tail), the record stays and keeps its blocks, releasing them all at
     //  once, tail first, when the tracker lets go: the LRU order does not
     //  depend on the order verdicts arrive (kvt_reqtab_forget).
+    kvt_sched_mark_low(self, r); //  whenever the blocks go, from what HBM holds now
     if (!kvt_saves_tracked(self->sv, r))
         kvt_reqtab_forget(self->rt, slot, self->bm);
 }
@@ -186,6 +307,23 @@ void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
 uint64_t kvt_sched_next_step(const kvt_sched_t *self)
 {
     return self->next_step;
+}
+
+uint64_t kvt_sched_next_deadline(const kvt_sched_t *self)
+{
+    return kvt_loadtrack_next_deadline(self->lt);
+}
+
+void kvt_sched_expire_loads(kvt_sched_t *self)
+{
+    uint32_t slot;
+    while (kvt_loadtrack_expire(self->lt, self->now_us, &slot)) {
+        //  Settled failed (TIMEOUT): the request runs from its HBM hit.
+        kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
+        self->stats.loading--;
+        self->stats.running++;
+        r->state = R_RUNNING;
+    }
 }
 
 bool kvt_sched_quiescent(const kvt_sched_t *self)
@@ -211,6 +349,7 @@ void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
     out->tokens_planned = pb.tokens_planned;
     out->records = kvt_reqtab_records(self->rt);
     kvt_lookups_stats(self->lk, out);
+    kvt_admit_stats(self->ad, out);
     kvt_loadtrack_stats(self->lt, out);
     kvt_saves_stats(self->sv, out);
     out->blocks_in_use = kvt_blockmgr_in_use(self->bm);
@@ -229,7 +368,7 @@ int kvt_sched_probe(kvt_sched_t *self, uint64_t req, kvt_sched_probe_t *out)
     kvt_sreq_t *r = s_find(self, req, &slot);
     if (!r || r->state != R_WAITING)
         return -1;
-    kvt_sched_probe_req(self, r, out);
+    kvt_admit_probe(self->ad, r, out);
     return 0;
 }
 
@@ -286,6 +425,7 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
         self->stats.running--;
     kvt_saves_abort(self->sv, r);
     kvt_sched_release_state(self, r);
+    kvt_sched_mark_low(self, r);
     kvt_reqtab_release_blocks(self->rt, r, self->bm);
     kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
     kvt_reqtab_prepend(self->rt, KVT_RQ_WAITING, slot);

@@ -49,6 +49,8 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(loads_orphaned);
     S_C(loads_reclaimed);
     S_C(load_orphans);
+    S_C(loads_timed_out);
+    S_C(load_late_verdicts);
     S_C(lookups_sent);
     S_C(lookup_timeouts);
     S_C(lookup_failed);
@@ -87,6 +89,9 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C("blocks.", b, duplicate_regs);
     S_C("blocks.", b, hit_blocks);
     S_C("blocks.", b, token_mismatch);
+    S_C("blocks.", b, evicted_low);
+    S_C("blocks.", b, peer_evictions);
+    S_C("blocks.", b, withheld);
     if (kvt_saves_tracker(self->sv))
         kvt_savetrack_counters(kvt_saves_tracker(self->sv), c, n, cap);
     if (kvt_sched_hybrid(self)) {
@@ -108,6 +113,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
         S_C("ckpt.", k, abandoned);
         S_C("ckpt.", k, refreshed);
         S_C("ckpt.", k, evicted);
+        S_C("ckpt.", k, evicted_gone);
         S_C("ckpt.", k, full);
         S_C("ckpt.", k, slots_in_use);
         S_C("ckpt.", k, valid);
@@ -200,7 +206,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         return -1;
     }
     if (kvt_reqtab_check(self->rt, err, errlen) != 0 ||
-        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0)
+        kvt_lookups_check(self->lk, self->rt, err, errlen) != 0 ||
+        kvt_admit_check(self->ad, err, errlen) != 0)
         return -1;
     //  The save tracker's own identities and walk (its leases, its saves
     //  in flight per request).

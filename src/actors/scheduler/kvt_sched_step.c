@@ -52,6 +52,20 @@ static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32
     return best > r->nfeed ? 0 : (uint32_t)best;
 }
 
+//  Appends a state op of request r to the plan (0, or -1 when out of
+//  memory).
+static int s_state_op(kvt_sched_t *self, kvt_sreq_t *r, uint8_t kind, uint32_t entry, uint32_t at)
+{
+    kvt_sched_state_op_t op = {.op = {r->id, r->gen},
+                               .kind = kind,
+                               .slot = r->sslot,
+                               .entry = entry,
+                               .at = at,
+                               .key =
+                                   kvt_reqtab_hash_at(self->rt, r, at / self->cfg.block_size - 1)};
+    return kvt_planbuf_add_state(self->pb, &op);
+}
+
 // ----------------------------------------------------------- applying ----
 
 //  Applies the step that just ran: its tokens are computed, its full blocks
@@ -119,15 +133,15 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
                                kvt_ckpt_src_t src)
 {
     if (r->ck_restore != KVT_CKPT_NONE &&
-        kvt_sched_state_op(self, r, KVT_SCHED_STATE_RESTORE, r->ck_restore, r->restore_at) == 0)
+        s_state_op(self, r, KVT_SCHED_STATE_RESTORE, r->ck_restore, r->restore_at) == 0)
         r->restore_planned = true;
     if (!boundary || r->ck_take != KVT_CKPT_NONE)
         return;
     kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, end / self->cfg.block_size - 1);
-    uint32_t e = kvt_ckpt_reserve(self->ck, h);
+    uint32_t e = kvt_sched_ckpt_reserve(self, h);
     if (e == KVT_CKPT_NONE)
         return; //  already held (refreshed), or every entry pinned (counted by the pool)
-    if (kvt_sched_state_op(self, r, KVT_SCHED_STATE_TAKE, e, end) != 0) {
+    if (s_state_op(self, r, KVT_SCHED_STATE_TAKE, e, end) != 0) {
         kvt_ckpt_abandon(self->ck, e);
         return;
     }
@@ -137,10 +151,40 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
     self->stats.ckpt_takes++;
 }
 
+//  Admits the waiting request in `slot` when the admission decides so
+//  (kvt_admit): the coordinator moves it to the active list, loading (its
+//  load handed to the load tracker) or running. KVT_ADMIT_WAIT (admission
+//  stops), KVT_ADMIT_LOOKUP (it waits, others go on), or 1 when admitted.
+static int s_admit(kvt_sched_t *self, uint32_t slot)
+{
+    kvt_sreq_t *r = kvt_reqtab_at(self->rt, slot);
+    int rc = kvt_admit_try(self->ad, r, self->now_us);
+    if (rc == KVT_ADMIT_WAIT || rc == KVT_ADMIT_LOOKUP)
+        return rc;
+    kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);
+    kvt_reqtab_append(self->rt, KVT_RQ_ACTIVE, slot);
+    self->stats.waiting--;
+    self->stats.admitted++;
+    if (rc == KVT_ADMIT_LOADING) {
+        r->state = R_LOADING;
+        self->stats.loading++;
+        kvt_loadtrack_start(self->lt, r, self->now_us);
+    } else {
+        r->state = R_RUNNING;
+        self->stats.running++;
+    }
+    return 1;
+}
+
 void kvt_sched_set_now(kvt_sched_t *self, uint64_t now_us)
 {
     if (now_us > self->now_us)
         self->now_us = now_us;
+}
+
+uint64_t kvt_sched_now(const kvt_sched_t *self)
+{
+    return self->now_us;
 }
 
 int kvt_sched_apply(kvt_sched_t *self, uint64_t step, bool ok)
@@ -177,8 +221,10 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
     if (!self->applied)
         s_apply_last_step(self, prev_failed);
     self->applied = true;
-    //  Orphans whose verdict never came go back before admission (I2).
+    //  Orphans whose verdict never came go back before admission (I2), and
+    //  loads no rank reported on by their deadline settle failed.
     kvt_loadtrack_reclaim(self->lt, self->now_us);
+    kvt_sched_expire_loads(self);
 
     //  Saves: the tails of requests that finished (their one chance), then
     //  the chunks the step that just ran completed.
@@ -199,10 +245,10 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
          slot != KVT_ILIST_NONE &&
          self->stats.running + self->stats.loading + lookup_waits < self->cfg.max_running;) {
         uint32_t next = kvt_reqtab_next(self->rt, slot);
-        int rc = kvt_sched_admit(self, slot);
+        int rc = s_admit(self, slot);
         if (rc == 0)
             break;
-        lookup_waits += rc == S_ADMIT_LOOKUP;
+        lookup_waits += rc == KVT_ADMIT_LOOKUP;
         slot = next;
     }
 

@@ -20,6 +20,9 @@ typedef struct {
     bool changed;               //  a Schedule or Verdict reached the core since the last one
     bool audit_ok;              //  the last deep audit passed (true before the first)
     uint64_t audits_deep;       //  counter: deep audits run
+    uint64_t timer;             //  armed while held: plans again at the next load deadline
+    uint64_t held_core_us;      //  the core's clock when the hold began
+    uint64_t held_ctx_ns;       //  the driver's clock then (the core's advances with it)
 } s_scheduler_t;
 
 #define S_COUNTERS 192 //  room in a Stats reply (the core's counters and the shell's)
@@ -55,6 +58,39 @@ static void s_entry_state(s_scheduler_t *self, kvt_step_plan_t *plan)
     }
 }
 
+#define S_TIMER_DEADLINE 1
+
+//  A held plan waits for a verdict, which may never come (a rank that died
+//  mid-load): a timer plans again when the first load in flight reaches its
+//  deadline, the core's clock advanced by the driver's time held.
+static void s_arm_deadline(kvt_ctx_t *ctx, s_scheduler_t *self)
+{
+    if (self->timer)
+        return;
+    uint64_t due = kvt_sched_next_deadline(self->core);
+    if (due == UINT64_MAX)
+        return;
+    uint64_t now = self->held_core_us + (kvt_ctx_now(ctx) - self->held_ctx_ns) / 1000;
+    uint64_t after_us = due > now ? due - now : 0;
+    self->timer = kvt_ctx_timer(ctx, after_us > UINT64_MAX / 1000 ? UINT64_MAX : after_us * 1000,
+                                S_TIMER_DEADLINE);
+}
+
+static int s_try_plan(kvt_ctx_t *ctx, s_scheduler_t *self, uint64_t step, bool prev_failed);
+
+static void s_on_timer(kvt_ctx_t *ctx, void *selfp, uint64_t tag)
+{
+    s_scheduler_t *self = selfp;
+    self->timer = 0;
+    if (tag != S_TIMER_DEADLINE || !self->held)
+        return;
+    self->changed = true;
+    kvt_sched_set_now(self->core,
+                      self->held_core_us + (kvt_ctx_now(ctx) - self->held_ctx_ns) / 1000);
+    if (s_try_plan(ctx, self, self->held_step, false) != 0)
+        kvt_ctx_log(ctx, 0, "sending the plan after a load deadline failed");
+}
+
 //  Plans `step` and sends it, or holds the reply. Returns 0 or -1.
 static int s_try_plan(kvt_ctx_t *ctx, s_scheduler_t *self, uint64_t step, bool prev_failed)
 {
@@ -67,13 +103,21 @@ static int s_try_plan(kvt_ctx_t *ctx, s_scheduler_t *self, uint64_t step, bool p
         return 0;
     }
     if (rc == KVT_SCHED_HOLD) {
-        if (!self->held)
+        if (!self->held) {
             self->holds++;
+            self->held_ctx_ns = kvt_ctx_now(ctx);
+            self->held_core_us = kvt_sched_now(self->core);
+        }
         self->held = true;
         self->held_step = step;
+        s_arm_deadline(ctx, self);
         return 0;
     }
     self->held = false;
+    if (self->timer) {
+        kvt_ctx_cancel(ctx, self->timer);
+        self->timer = 0;
+    }
     s_entry_state(self, &m.u.step_plan);
     m.kind = KVT_MSG_STEP_PLAN;
     return kvt_ctx_send(ctx, self->engine, &m);
@@ -215,6 +259,7 @@ const kvt_actor_class_t kvt_scheduler_class = {
     .type = "scheduler",
     .init = s_init,
     .stop = s_stop,
+    .on_timer = s_on_timer,
     .on =
         {
             [KVT_MSG_SCHEDULE] = s_on_schedule,

@@ -120,7 +120,8 @@ const char *kvt_wcore_check_save(kvt_wcore_t *self, const kvt_save_spec_t *sp)
 
 // ------------------------------------------------------------ records ----
 
-static kvt_wrec_t *s_rec_new(kvt_wrec_kind_t kind, const kvt_load_spec_t *sp, uint32_t nkeys)
+static kvt_wrec_t *s_rec_new(kvt_wrec_kind_t kind, const kvt_load_spec_t *sp, uint32_t nkeys,
+                             uint64_t now)
 {
     kvt_wrec_t *rec = calloc(1, sizeof *rec);
     if (!rec)
@@ -132,6 +133,8 @@ static kvt_wrec_t *s_rec_new(kvt_wrec_kind_t kind, const kvt_load_spec_t *sp, ui
     rec->kind = kind;
     rec->op = sp->op;
     rec->attempt = sp->attempt;
+    rec->started = now;
+    rec->all_ok = true;
     return rec;
 }
 
@@ -302,7 +305,7 @@ static void s_load(kvt_wcore_t *self, const kvt_load_spec_t *sp, uint64_t now)
         s_load_now(self, sp, KVT_DETAIL_MISS, !kv);
         return;
     }
-    kvt_wrec_t *rec = s_rec_new(KVT_WREC_LOAD, sp, 0);
+    kvt_wrec_t *rec = s_rec_new(KVT_WREC_LOAD, sp, 0, now);
     kvt_wjob_t *kj = kv ? s_job(self, KVT_WCORE_LANE_LOAD, sp->nkeys, sp->nblocks) : NULL;
     kvt_wjob_t *sj = sp->state ? s_job(self, KVT_WCORE_LANE_STATE, 1, 0) : NULL;
     if (!rec || (kv && !kj) || (sp->state && !sj)) {
@@ -426,7 +429,7 @@ void kvt_wcore_save(kvt_wcore_t *self, const kvt_save_spec_t *sp, uint64_t now)
         s_save_refuse(self, sp, keys, n, safe_key, KVT_DETAIL_NO_SPACE);
         return;
     }
-    kvt_wrec_t *rec = s_rec_new(KVT_WREC_SAVE, sp, n);
+    kvt_wrec_t *rec = s_rec_new(KVT_WREC_SAVE, sp, n, now);
     kvt_wjob_t *job = rec ? s_job(self, KVT_WCORE_LANE_SAVE, n, sp->nblocks) : NULL;
     if (!job) {
         kvt_wcore_rec_free_(rec);

@@ -139,52 +139,68 @@ typedef struct {
 } kvt_wcore_cfg_t;
 
 //  Counters (reported in Stats as worker.<name>, see docs/metrics.md).
+//  A histogram of transfers, per-bucket counts (kvt_wcore_hist_bounds).
+#define KVT_WCORE_HIST_MAX 16 //  buckets, the +Inf one included
 typedef struct {
-    uint64_t loads_ok;          //  load completions ok
-    uint64_t loads_failed;      //  load completions failed (refusals included)
-    uint64_t loads_refused;     //  load specs refused by validation
-    uint64_t load_chunks;       //  chunks restored
-    uint64_t load_chunks_disk;  //  ... of which came from the disk
-    uint64_t saves_ok;          //  chunk saves stored (or already present)
-    uint64_t saves_present;     //  chunk saves the pool already held (refreshed)
-    uint64_t saves_failed;      //  chunk saves failed (refusals included)
-    uint64_t saves_refused;     //  save specs refused by validation
-    uint64_t copy_errors;       //  device copies refused or failed
-    uint64_t pending;           //  jobs waiting for their copies (gauge)
-    uint64_t drained_at_stop;   //  items reported failed at shutdown
-    uint64_t duplicates;        //  items dropped because this worker already accepted them
-    uint64_t quarantined;       //  leases / reservations kept because their copy could not finish
-    uint64_t unreported;        //  items dropped unreported: no memory to hold their report
-    uint64_t touches;           //  touches answered
-    uint64_t touches_refreshed; //  ... REFRESHED (in the CPU pool, moved young)
-    uint64_t touches_present;   //  ... PRESENT (only on a lower tier: not refreshed)
-    uint64_t touches_gone;      //  ... GONE
-    uint64_t lookups;           //  lookups answered
-    uint64_t lookups_failed;    //  ... with ok = false (a store error, no room to pin)
-    uint64_t lookups_not_asked; //  rank-0-only lookups a rank other than 0 skipped
-    uint64_t lookup_pins;       //  pinned lookups that took a lease
-    uint64_t lookup_rel_load;   //  lookup leases released by the load that used them
-    uint64_t lookup_rel_msg;    //  ... by a LookupRelease
-    uint64_t lookup_rel_ttl;    //  ... by their TTL
-    uint64_t lookup_rel_stop;   //  ... at shutdown
-    uint64_t lookup_rel_none;   //  releases (load or LookupRelease) that found no lease
-    uint64_t lookup_rel_stale;  //  leases the pool had already reclaimed when released
-    uint64_t lookup_leases;     //  lookup leases held (gauge)
-    uint64_t states_ok;         //  state verdicts ok (the image landed in its slot)
-    uint64_t states_failed;     //  state verdicts failed (miss, copy, deadline, ...)
-    uint64_t states_neutral;    //  state verdicts neutral (the leg did not run)
-    uint64_t images_saved;      //  state images stored (alone or with their chunk)
-    uint64_t source_safe;       //  source_safe reports ok
-    uint64_t source_unsafe;     //  ... failed: a copy may still read the sources
-    uint64_t producer_refused;  //  save items refused: no producer event for their step
-    uint64_t fenced_saves;      //  save items whose stream waited on the producer event
-    uint64_t compute_misses;    //  loads with `after` whose compute event the board lacked
-    uint64_t lane_timeouts;     //  lane jobs ended by a deadline or a fence timeout
-    uint64_t fences_ok;         //  Fence reports ok
-    uint64_t fences_failed;     //  Fence reports failed (a lane's fence timed out)
-    uint64_t lane_resets;       //  failed lanes reset once they drained (serving again)
-    uint64_t faults_injected;   //  testing faults applied (miss_state)
+    uint64_t n[KVT_WCORE_HIST_MAX]; //  observations per bucket (bound i, or +Inf past the last)
+    uint64_t sum;                   //  sum of the observations
+    uint64_t count;                 //  observations
+} kvt_wcore_hist_t;
+
+typedef struct {
+    uint64_t loads_ok;           //  load completions ok
+    uint64_t loads_failed;       //  load completions failed (refusals included)
+    uint64_t loads_refused;      //  load specs refused by validation
+    uint64_t load_chunks;        //  chunks restored
+    uint64_t load_chunks_disk;   //  ... of which came from the disk
+    uint64_t saves_ok;           //  chunk saves stored (or already present)
+    uint64_t saves_present;      //  chunk saves the pool already held (refreshed)
+    uint64_t saves_failed;       //  chunk saves failed (refusals included)
+    uint64_t saves_refused;      //  save specs refused by validation
+    uint64_t copy_errors;        //  device copies refused or failed
+    uint64_t pending;            //  jobs waiting for their copies (gauge)
+    uint64_t drained_at_stop;    //  items reported failed at shutdown
+    uint64_t duplicates;         //  items dropped because this worker already accepted them
+    uint64_t quarantined;        //  leases / reservations kept because their copy could not finish
+    uint64_t unreported;         //  items dropped unreported: no memory to hold their report
+    uint64_t touches;            //  touches answered
+    uint64_t touches_refreshed;  //  ... REFRESHED (in the CPU pool, moved young)
+    uint64_t touches_present;    //  ... PRESENT (only on a lower tier: not refreshed)
+    uint64_t touches_gone;       //  ... GONE
+    uint64_t lookups;            //  lookups answered
+    uint64_t lookups_failed;     //  ... with ok = false (a store error, no room to pin)
+    uint64_t lookups_not_asked;  //  rank-0-only lookups a rank other than 0 skipped
+    uint64_t lookup_pins;        //  pinned lookups that took a lease
+    uint64_t lookup_rel_load;    //  lookup leases released by the load that used them
+    uint64_t lookup_rel_msg;     //  ... by a LookupRelease
+    uint64_t lookup_rel_ttl;     //  ... by their TTL
+    uint64_t lookup_rel_stop;    //  ... at shutdown
+    uint64_t lookup_rel_none;    //  releases (load or LookupRelease) that found no lease
+    uint64_t lookup_rel_stale;   //  leases the pool had already reclaimed when released
+    uint64_t lookup_leases;      //  lookup leases held (gauge)
+    uint64_t states_ok;          //  state verdicts ok (the image landed in its slot)
+    uint64_t states_failed;      //  state verdicts failed (miss, copy, deadline, ...)
+    uint64_t states_neutral;     //  state verdicts neutral (the leg did not run)
+    uint64_t images_saved;       //  state images stored (alone or with their chunk)
+    uint64_t source_safe;        //  source_safe reports ok
+    uint64_t source_unsafe;      //  ... failed: a copy may still read the sources
+    uint64_t producer_refused;   //  save items refused: no producer event for their step
+    uint64_t fenced_saves;       //  save items whose stream waited on the producer event
+    uint64_t compute_misses;     //  loads with `after` whose compute event the board lacked
+    uint64_t lane_timeouts;      //  lane jobs ended by a deadline or a fence timeout
+    uint64_t fences_ok;          //  Fence reports ok
+    uint64_t fences_failed;      //  Fence reports failed (a lane's fence timed out)
+    uint64_t lane_resets;        //  failed lanes reset once they drained (serving again)
+    uint64_t faults_injected;    //  testing faults applied (miss_state)
+    kvt_wcore_hist_t load_us;    //  loads that ended ok: spec accepted → report, in µs
+    kvt_wcore_hist_t save_us;    //  saves whose every item stored: spec accepted → reports
+    kvt_wcore_hist_t load_bytes; //  ... their bytes moved (chunks and state image)
+    kvt_wcore_hist_t save_bytes; //  ... their bytes moved (chunks and images)
 } kvt_wcore_stats_t;
+
+//  The finite bounds of the latency (µs; bytes false) or size (bytes true)
+//  buckets, ascending; *n of them (bucket *n is +Inf).
+const uint64_t *kvt_wcore_hist_bounds(bool bytes, uint32_t *n);
 
 typedef struct _kvt_wcore_t kvt_wcore_t;
 

@@ -104,6 +104,9 @@ typedef struct kvt_wrec {
     bool state_ran;        //  load: the state leg ran (a real verdict)
     uint32_t nkv;          //  load: chunks of the KV leg
     uint32_t ndisk;        //  load: chunks that came from the disk
+    uint64_t started;      //  when the spec was accepted (the transfer histograms)
+    uint64_t bytes;        //  bytes the legs that reported moved (KV chunks, images)
+    bool all_ok;           //  save: every item reported so far stored
     kvt_hash_t *keys;      //  save: the store key of each job item
     kvt_hash_t safe_key;   //  save: the source_safe key (its last item key)
     bool image;            //  save: the last job item carries an image
@@ -144,6 +147,7 @@ struct _kvt_wcore_t {
     bool copy_failed_logged;     //  a failed copy stream was logged (once)
     bool present_logged;         //  a touch answered PRESENT was logged (once)
     bool producer_logged;        //  a missing producer fence was logged (once)
+    uint64_t now;                //  the time of the poll or shutdown being served
     kvt_wcore_stats_t st;        //  counters
 };
 

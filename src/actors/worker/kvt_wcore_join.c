@@ -13,6 +13,57 @@
 
 static const kvt_hash_t ZERO = {0, 0};
 
+//  Bucket bounds of the transfer histograms: latency in µs, size in bytes.
+static const uint64_t s_lat_us[] = {10,   50,    100,   250,   500,    1000,   2500,
+                                    5000, 10000, 25000, 50000, 100000, 250000, 1000000};
+static const uint64_t s_size[] = {4096,     16384,     65536,     262144,     1u << 20,
+                                  4u << 20, 16u << 20, 64u << 20, 256u << 20, 1u << 30};
+_Static_assert(sizeof s_lat_us / sizeof s_lat_us[0] < KVT_WCORE_HIST_MAX, "latency buckets");
+_Static_assert(sizeof s_size / sizeof s_size[0] < KVT_WCORE_HIST_MAX, "size buckets");
+
+const uint64_t *kvt_wcore_hist_bounds(bool bytes, uint32_t *n)
+{
+    *n = bytes ? (uint32_t)(sizeof s_size / sizeof s_size[0])
+               : (uint32_t)(sizeof s_lat_us / sizeof s_lat_us[0]);
+    return bytes ? s_size : s_lat_us;
+}
+
+//  One observation: the first bucket whose bound is at least v (a dozen
+//  bounds: a short scan, once per transfer).
+static void s_observe(kvt_wcore_hist_t *h, bool bytes, uint64_t v)
+{
+    uint32_t nb;
+    const uint64_t *b = kvt_wcore_hist_bounds(bytes, &nb);
+    uint32_t i = 0;
+    while (i < nb && v > b[i])
+        i++;
+    h->n[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+//  A record whose every leg reported: its latency and bytes, when it
+//  moved everything it was asked to.
+static void s_transfer_done(kvt_wcore_t *self, const kvt_wrec_t *rec, bool ok)
+{
+    if (!ok)
+        return;
+    uint64_t us = self->now > rec->started ? (self->now - rec->started) / 1000u : 0;
+    bool load = rec->kind == KVT_WREC_LOAD;
+    s_observe(load ? &self->st.load_us : &self->st.save_us, false, us);
+    s_observe(load ? &self->st.load_bytes : &self->st.save_bytes, true, rec->bytes);
+}
+
+//  Bytes a job's items move.
+static uint64_t s_job_bytes(const kvt_wjob_t *job)
+{
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < job->n; i++)
+        b += ((job->items[i].what & KVT_WITEM_KV) ? job->chunk_bytes : 0) +
+             ((job->items[i].what & KVT_WITEM_IMAGE) ? job->sbytes : 0);
+    return b;
+}
+
 //  Both legs reported: the load's one report and its state verdict.
 static void s_load_done(kvt_wcore_t *self, kvt_wrec_t *rec)
 {
@@ -24,6 +75,7 @@ static void s_load_done(kvt_wcore_t *self, kvt_wrec_t *rec)
         self->st.load_chunks_disk += rec->ndisk;
     }
     kvt_wcore_load_report_(self, rec->op, rec->attempt, ok, detail, rec->ndisk);
+    s_transfer_done(self, rec, ok);
     if (rec->has_state)
         kvt_wcore_state_report_(self, rec->op, rec->attempt, rec->state_hash, rec->state_ran,
                                 rec->detail[KVT_WLEG_STATE]);
@@ -120,6 +172,7 @@ static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
         for (uint32_t i = 0; r->ok && i < job->n && !detail; i++)
             detail = job->items[i].fail;
         rec->detail[leg] = detail;
+        rec->bytes += detail == 0 ? s_job_bytes(job) : 0;
         if (leg == KVT_WLEG_STATE)
             //  A state leg the lanes shut down before it ran is neutral.
             rec->state_ran = !(r->cause == KVT_LANE_CAUSE_SHUTDOWN && r->stage == KVT_LANE_QUEUED);
@@ -147,9 +200,11 @@ static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
                 self->st.fenced_saves++;
             if (detail == 0 && (job->items[i].what & KVT_WITEM_IMAGE))
                 self->st.images_saved++;
+            rec->all_ok = rec->all_ok && detail == 0;
             kvt_wcore_save_report_(self, rec->op, rec->attempt, rec->keys[i], detail == 0, detail,
                                    fenced);
         }
+        rec->bytes += s_job_bytes(job);
         rec->leg[0] = NULL;
     }
     kvt_wjob_unref(job); //  the core's reference
@@ -158,6 +213,8 @@ static void s_job_report(kvt_wcore_t *self, const kvt_lane_report_t *r)
     kvt_wcore_unlink_(self, rec);
     if (rec->kind == KVT_WREC_LOAD)
         s_load_done(self, rec);
+    else
+        s_transfer_done(self, rec, rec->all_ok);
     kvt_wcore_rec_free_(rec);
 }
 
@@ -181,6 +238,7 @@ static void s_take(kvt_wcore_t *self)
 
 void kvt_wcore_poll(kvt_wcore_t *self, uint64_t now)
 {
+    self->now = now;
     for (int l = 0; l < KVT_WCORE_LANES; l++)
         kvt_lane_runner_tick(self->c.lanes[l].runner, now);
     s_take(self);
@@ -226,6 +284,7 @@ uint64_t kvt_wcore_next_wake(kvt_wcore_t *self, uint64_t now)
 
 uint64_t kvt_wcore_shutdown(kvt_wcore_t *self, uint64_t now)
 {
+    self->now = now;
     uint64_t before =
         self->st.loads_ok + self->st.loads_failed + self->st.saves_ok + self->st.saves_failed;
     for (int l = 0; l < KVT_WCORE_LANES; l++)

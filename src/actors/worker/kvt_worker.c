@@ -133,6 +133,29 @@ static void s_on_timer(kvt_ctx_t *ctx, void *selfp, uint64_t tag)
     s_arm(ctx, self);
 }
 
+//  A transfer histogram as cumulative counters: NAME.le_<bound> for each
+//  bound, NAME.le_inf, NAME.sum and NAME.count (docs/metrics.md §Prometheus).
+static void s_hist(kvt_counter_t *c, uint32_t *n, uint32_t cap, const char *name,
+                   const kvt_wcore_hist_t *h, bool bytes)
+{
+    uint32_t nb;
+    const uint64_t *b = kvt_wcore_hist_bounds(bytes, &nb);
+    uint64_t cum = 0;
+    char key[KVT_COUNTER_NAME_MAX + 1];
+    for (uint32_t i = 0; i <= nb; i++) {
+        cum += h->n[i];
+        if (i < nb)
+            snprintf(key, sizeof key, "%s.le_%llu", name, (unsigned long long)b[i]);
+        else
+            snprintf(key, sizeof key, "%s.le_inf", name);
+        kvt_counter_add(c, n, cap, key, cum);
+    }
+    snprintf(key, sizeof key, "%s.sum", name);
+    kvt_counter_add(c, n, cap, key, h->sum);
+    snprintf(key, sizeof key, "%s.count", name);
+    kvt_counter_add(c, n, cap, key, h->count);
+}
+
 static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg)
 {
     s_worker_t *self = selfp;
@@ -188,6 +211,10 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, cap, "worker.faults_injected", s.faults_injected);
     kvt_counter_add(c, &n, cap, "worker.epoch", self->epoch);
     kvt_counter_add(c, &n, cap, "worker.send_errors", self->send_errors);
+    s_hist(c, &n, cap, "worker.transfer_us.load", &s.load_us, false);
+    s_hist(c, &n, cap, "worker.transfer_us.save", &s.save_us, false);
+    s_hist(c, &n, cap, "worker.transfer_bytes.load", &s.load_bytes, true);
+    s_hist(c, &n, cap, "worker.transfer_bytes.save", &s.save_bytes, true);
     if (self->a.storage) {
         size_t total = kvt_storage_counters(self->a.storage, c + n, cap - n);
         n += total < cap - n ? (uint32_t)total : cap - n;
