@@ -53,6 +53,8 @@ static const char *const s_gauges[] = {
     "tier.quarantined_bytes",
     "tier.objects_quarantined",
     "tier.regions_pending",
+    "blocks.withheld",
+    "savetrack.skips_waiting",
     "metrics.targets",
 };
 
