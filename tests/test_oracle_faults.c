@@ -173,6 +173,8 @@ Test(oracle_faults, chaos_free_runs_check_every_place_and_find_nothing)
         cr_assert_gt(s_counter(r, "runner.kv_reads"), 0, "%s", runs[i]);
         cr_assert_gt(s_counter(r, "runner.saves_checked"), 0, "%s", runs[i]);
         cr_assert_eq(s_counter(r, "runner.kv_carried"), 0, "%s", runs[i]);
+        cr_assert_eq(s_counter(r, "runner.kv_unread"), 0, "%s: every forward read its context",
+                     runs[i]);
         json_decref(r);
     }
 }

@@ -184,6 +184,29 @@ Test(oracle_kv, a_right_context_read_writes_exactly_the_oracle_bytes)
     cr_assert_eq(st.saves_checked, 2);
     cr_assert_eq(st.saves_wrong, 0);
     cr_assert_eq(st.blocks_written, 4, "the context block is read, not written again");
+    cr_assert_eq(st.kv_unread, 0);
+    s_close(d);
+}
+
+//  An entry that does not name the block before its first token (the
+//  old entry shape) cannot carry it: counted.
+Test(oracle_kv, an_entry_without_its_context_block_is_counted_unread)
+{
+    kvdev_t *d = s_open(0);
+    kvt_sim_runner_out_t out;
+    ent_t x;
+    s_ent(&x, 1, 0, 32, 0);
+    cr_assert_eq(s_step(d, 1, &x, NULL, &out), 0);
+    s_ent(&x, 1, 32, 64, 0);
+    x.e.first_block = 2; //  blocks 2 and 3 only
+    x.e.blocks = x.blocks + 1;
+    x.e.hashes = x.hashes + 1;
+    x.e.nblocks = 2;
+    cr_assert_eq(s_step(d, 2, &x, NULL, &out), 0);
+    kvt_sim_runner_stats_t st = s_stats(d);
+    cr_assert_eq(st.kv_unread, 1);
+    cr_assert_eq(st.kv_reads, 0);
+    cr_assert(s_right(d, 2) && s_right(d, 3), "written by the per-block rule");
     s_close(d);
 }
 

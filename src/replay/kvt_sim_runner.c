@@ -184,6 +184,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_CAP, "runner.states_untracked", st.states_untracked);
     kvt_counter_add(c, &n, S_CAP, "runner.kv_reads", st.kv_reads);
     kvt_counter_add(c, &n, S_CAP, "runner.kv_carried", st.kv_carried);
+    kvt_counter_add(c, &n, S_CAP, "runner.kv_unread", st.kv_unread);
     kvt_counter_add(c, &n, S_CAP, "runner.saves_checked", st.saves_checked);
     kvt_counter_add(c, &n, S_CAP, "runner.saves_wrong", st.saves_wrong);
     if (self->a.board) {

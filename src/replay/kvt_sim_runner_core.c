@@ -42,7 +42,7 @@ typedef struct {
 //  The state and KV checks' counters of one step (folded into the stats).
 typedef struct {
     uint64_t reset, takes, takes_wrong, images, images_wrong, ends, ends_wrong, untracked;
-    uint64_t kv_reads, kv_carried, saves, saves_wrong;
+    uint64_t kv_reads, kv_carried, kv_unread, saves, saves_wrong;
 } s_checks_t;
 
 //  The step's work, copied out of the StepExec (the forward may land after
@@ -248,13 +248,14 @@ static uint64_t s_read_context(kvt_sim_runner_core_t *self, const kvt_entry_t *e
 {
     const kvt_sim_runner_core_cfg_t *c = &self->cfg;
     uint32_t bs = c->block_size, b0 = en->start / bs;
-    if (b0 == 0 || b0 - 1 < en->first_block || en->end / bs <= b0 ||
-        b0 - 1 - en->first_block >= en->nblocks)
+    if (b0 == 0 || en->end / bs <= b0)
         return 0;
     uint32_t i = b0 - 1 - en->first_block;
-    kvt_hash_t h = en->hashes[i];
-    if (kvt_hash_is_zero(h))
+    if (b0 - 1 < en->first_block || i >= en->nblocks || kvt_hash_is_zero(en->hashes[i])) {
+        self->job.chk.kv_unread++; //  the entry does not name its context block
         return 0;
+    }
+    kvt_hash_t h = en->hashes[i];
     bool stale = c->fault_stale_block && ++self->stale_block_seen == c->fault_stale_block;
     kvt_hash_t other = {h.hi, h.lo ^ 1};
     uint64_t dev = 0;
@@ -914,6 +915,7 @@ static void s_finish(kvt_sim_runner_core_t *self, const s_job_t *job, uint64_t s
     self->st.states_untracked += job->chk.untracked;
     self->st.kv_reads += job->chk.kv_reads;
     self->st.kv_carried += job->chk.kv_carried;
+    self->st.kv_unread += job->chk.kv_unread;
     self->st.saves_checked += job->chk.saves;
     self->st.saves_wrong += job->chk.saves_wrong;
     if (job->fault)

@@ -209,6 +209,7 @@ typedef struct {
     uint64_t states_untracked;  //  forwards whose starting state the runner could not know
     uint64_t kv_reads;          //  context blocks read by forwards that wrote blocks
     uint64_t kv_carried;        //  of them deviating: the deviation went into the writes
+    uint64_t kv_unread;         //  forwards that wrote blocks past token 0 naming no context block
     uint64_t saves_checked;     //  KV chunks saved, their last block checked
     uint64_t saves_wrong;       //  of them wrong
 } kvt_sim_runner_stats_t;
