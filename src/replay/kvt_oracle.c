@@ -214,12 +214,12 @@ uint64_t kvt_oracle_deviation(const void *src, size_t n, kvt_hash_t hash, uint32
                               uint32_t plane, uint32_t rank)
 {
     uint64_t seed = s_seed(hash, layer, plane, rank);
-    const uint8_t *p = src;
+    const uint8_t *bytes = src;
     size_t words = n / 8;
-    uint64_t diff = s_diff(p, 0, words, seed);
+    uint64_t diff = s_diff(bytes, 0, words, seed);
     if (n % 8) {
         uint64_t w = 0, want = s_word(seed, words);
-        memcpy(&w, p + 8 * words, n % 8);
+        memcpy(&w, bytes + 8 * words, n % 8);
         diff |= (w ^ want) & (~0ull >> (64 - 8 * (n % 8)));
     }
     return diff;
