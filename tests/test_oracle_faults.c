@@ -30,7 +30,7 @@
     "--instances 1"
 //  Requests that resume from HBM checkpoints (the synthetic sessions share).
 //  A dense model on the trace.
-#define DENSE "--trace " TRACE " --limit 40"
+#define DENSE "--trace " TRACE " --limit 40 --instances 1"
 #define RESTORES \
     "--model qwen3-next-like --limit 160 --byte-scale 1 --hbm-pool 24MiB --cpu-pool 32MiB"
 
