@@ -2,9 +2,10 @@
     model, on both drivers: the simulated forward carries the wrong state it
     read, the oracle's state checks (checkpoint taken, image saved, request
     end, end-of-run sweep) see it, the resume check does not, and the run
-    fails with a wrong resume (exit 1). A chaos-free run checks the same
-    places and finds nothing. Through the binary, the report read back with
-    jansson. */
+    fails with a wrong resume (exit 1). `--fault stale-block=N` does the
+    same for KV: the forward carries the wrong context block it read into
+    the blocks it writes, and the check of the chunks saved sees it. A chaos-free run checks the
+   same places and finds nothing. Through the binary, the report read back with jansson. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -28,6 +29,8 @@
     "--model qwen3-next-like --trace " TRACE " --limit 40 --max-running 8 --checkpoints interval " \
     "--instances 1"
 //  Requests that resume from HBM checkpoints (the synthetic sessions share).
+//  A dense model on the trace.
+#define DENSE "--trace " TRACE " --limit 40 --instances 1"
 #define RESTORES \
     "--model qwen3-next-like --limit 160 --byte-scale 1 --hbm-pool 24MiB --cpu-pool 32MiB"
 
@@ -86,11 +89,12 @@ static long long s_wrong(const json_t *r)
     return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
 }
 
-//  What the state checks found, all of them.
+//  What the state checks and the KV save check found, all of them.
 static long long s_new_checks_wrong(const json_t *r)
 {
     return s_counter(r, "runner.takes_wrong") + s_counter(r, "runner.images_wrong") +
-           s_counter(r, "runner.ends_wrong") + s_counter(r, "runner.sweep_wrong");
+           s_counter(r, "runner.ends_wrong") + s_counter(r, "runner.sweep_wrong") +
+           s_counter(r, "runner.saves_wrong");
 }
 
 //  One fault on one driver: the run fails with a wrong resume that the new
@@ -136,6 +140,19 @@ Test(oracle_faults, swap_slots_fails_the_run_on_both_drivers)
     s_fault(FROM_ZERO, "swap-slots=1", "live");
 }
 
+Test(oracle_faults, stale_block_fails_the_run_on_both_drivers)
+{
+    s_fault(FROM_ZERO, "stale-block=1", "sim");
+    s_fault(FROM_ZERO, "stale-block=1", "live");
+}
+
+//  The KV carry needs no state: a dense model's run fails the same way.
+Test(oracle_faults, stale_block_fails_a_dense_run_on_both_drivers)
+{
+    s_fault(DENSE, "stale-block=1", "sim");
+    s_fault(DENSE, "stale-block=1", "live");
+}
+
 //  Chaos-free, the same workloads pass with every state check run: the
 //  new checks find no stale slot anywhere, and no forward is untracked.
 Test(oracle_faults, chaos_free_runs_check_every_place_and_find_nothing)
@@ -153,6 +170,11 @@ Test(oracle_faults, chaos_free_runs_check_every_place_and_find_nothing)
         cr_assert_gt(s_counter(r, "runner.sweep_checked"), 0, "%s", runs[i]);
         cr_assert_eq(s_new_checks_wrong(r), 0, "%s", runs[i]);
         cr_assert_eq(s_counter(r, "runner.states_untracked"), 0, "%s", runs[i]);
+        cr_assert_gt(s_counter(r, "runner.kv_reads"), 0, "%s", runs[i]);
+        cr_assert_gt(s_counter(r, "runner.saves_checked"), 0, "%s", runs[i]);
+        cr_assert_eq(s_counter(r, "runner.kv_carried"), 0, "%s", runs[i]);
+        cr_assert_eq(s_counter(r, "runner.kv_unread"), 0, "%s: every forward read its context",
+                     runs[i]);
         json_decref(r);
     }
 }

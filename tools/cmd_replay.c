@@ -112,6 +112,9 @@ static void s_usage(FILE *out)
         "  --fault swap-slots=N  testing fault (hybrid): rank 0's Nth step with two running\n"
         "                     requests advancing their state runs each in the other's slot\n"
         "                     (these three must each fail the run with a wrong resume)\n"
+        "  --fault stale-block=N  testing fault: rank 0's Nth forward that reads the KV\n"
+        "                     block before its chunk reads another prefix's bytes there\n"
+        "                     (the carry must fail the run with a wrong resume)\n"
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
@@ -602,11 +605,13 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
                 bad = -1;
         } else if (!strcmp(a, "--fault")) {
             //  KIND=N, N >= 1; each kind its own field (--fault may repeat).
-            const char *kinds[] = {"corrupt-resume=", "corrupt-state=", "miss-state=",
-                                   "stale-slot=",     "restore-late=",  "swap-slots="};
+            const char *kinds[] = {
+                "corrupt-resume=", "corrupt-state=", "miss-state=", "stale-slot=",
+                "restore-late=",   "swap-slots=",    "stale-block="};
             uint32_t *fields[] = {&own.fault_corrupt_resume, &own.fault_corrupt_state,
                                   &own.fault_miss_state,     &own.fault_stale_slot,
-                                  &own.fault_restore_late,   &own.fault_swap_slots};
+                                  &own.fault_restore_late,   &own.fault_swap_slots,
+                                  &own.fault_stale_block};
             bad = -1;
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
                 if (strncmp(v, kinds[k], strlen(kinds[k])) == 0 &&
@@ -686,6 +691,7 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->fault_stale_slot = own.fault_stale_slot;
     cfg->fault_restore_late = own.fault_restore_late;
     cfg->fault_swap_slots = own.fault_swap_slots;
+    cfg->fault_stale_block = own.fault_stale_block;
     cfg->wall_limit_ms = own.wall_limit_ms;
     cfg->cost = cost[0] ? cost : NULL;
     //  Not given: a trace (a cluster's) gets the default instances, the

@@ -210,6 +210,21 @@ bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer
     return kvt_oracle_mismatch(src, n, hash, layer, plane, rank) == n;
 }
 
+uint64_t kvt_oracle_deviation(const void *src, size_t n, kvt_hash_t hash, uint32_t layer,
+                              uint32_t plane, uint32_t rank)
+{
+    uint64_t seed = s_seed(hash, layer, plane, rank);
+    const uint8_t *bytes = src;
+    size_t words = n / 8;
+    uint64_t diff = s_diff(bytes, 0, words, seed);
+    if (n % 8) {
+        uint64_t w = 0, want = s_word(seed, words);
+        memcpy(&w, bytes + 8 * words, n % 8);
+        diff |= (w ^ want) & (~0ull >> (64 - 8 * (n % 8)));
+    }
+    return diff;
+}
+
 void kvt_oracle_state_fill(void *dst, size_t n, kvt_hash_t hash_at_b, uint32_t rank)
 {
     if (kvt_hash_is_zero(hash_at_b))

@@ -36,6 +36,14 @@ size_t kvt_oracle_mismatch(const void *src, size_t n, kvt_hash_t hash, uint32_t 
 bool kvt_oracle_check(const void *src, size_t n, kvt_hash_t hash, uint32_t layer, uint32_t plane,
                       uint32_t rank);
 
+//  The deviation of src[0..n) from the oracle bytes of (hash, layer, plane,
+//  rank): the OR over its 8-byte words (the tail zero-padded) of word ^
+//  oracle word; 0 exactly when all n bytes match. A KV forward reads it
+//  from the block before its chunk and carries it into the blocks it
+//  writes (kvt_sim_runner_core.h).
+uint64_t kvt_oracle_deviation(const void *src, size_t n, kvt_hash_t hash, uint32_t layer,
+                              uint32_t plane, uint32_t rank);
+
 //  The state bytes of a slot (or checkpoint unit) at boundary B:
 //  PRF (prefix hash at B, KVT_ORACLE_STATE, 0, rank); all zeros (the
 //  initial state) for the zero hash.

@@ -254,6 +254,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     ra->fault_stale_slot = r == 0 ? cfg->fault_stale_slot : 0;
     ra->fault_restore_late = r == 0 ? cfg->fault_restore_late : 0;
     ra->fault_swap_slots = r == 0 ? cfg->fault_swap_slots : 0;
+    ra->fault_stale_block = r == 0 ? cfg->fault_stale_block : 0;
     ra->board = rk->board;
     ra->chunk_size = cfg->chunk_size;
     kvt_worker_args_t *wa = &rk->worker;

@@ -180,6 +180,8 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     else if (c->interval_checkpoints && !c->state_bytes)
         bad = "checkpoints: needs a model with state (--model qwen3-next-like | "
               "kimi-linear-like)";
+    else if (c->fault_stale_block && c->ranks_as_processes)
+        bad = "fault: stale-block needs the ranks as threads";
     else if (state_fault && c->ranks_as_processes)
         bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need "
               "the ranks as threads";

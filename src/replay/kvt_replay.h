@@ -95,6 +95,8 @@ typedef struct {
                                   //  after the forward read the slot (0 = off)
     uint32_t fault_swap_slots;    //  testing fault: rank 0's Nth step with two entries
                                   //  advancing their state runs them swapped (0 = off)
+    uint32_t fault_stale_block;   //  testing fault: rank 0's Nth forward that reads a context
+                                  //  block reads another prefix's bytes there (0 = off)
     bool mem_overcommit;          //  start even when the memory asked for exceeds the limit
     kvt_mem_limit_fn *mem_limit;  //  the limit's source; NULL: kvt_mem_limit_system
     void *mem_limit_arg;          //  its argument

@@ -182,6 +182,11 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_CAP, "runner.sweep_checked", st.sweep_checked);
     kvt_counter_add(c, &n, S_CAP, "runner.sweep_wrong", st.sweep_wrong);
     kvt_counter_add(c, &n, S_CAP, "runner.states_untracked", st.states_untracked);
+    kvt_counter_add(c, &n, S_CAP, "runner.kv_reads", st.kv_reads);
+    kvt_counter_add(c, &n, S_CAP, "runner.kv_carried", st.kv_carried);
+    kvt_counter_add(c, &n, S_CAP, "runner.kv_unread", st.kv_unread);
+    kvt_counter_add(c, &n, S_CAP, "runner.saves_checked", st.saves_checked);
+    kvt_counter_add(c, &n, S_CAP, "runner.saves_wrong", st.saves_wrong);
     if (self->a.board) {
         kvt_fence_board_stats_t fb;
         kvt_fence_board_stats(self->a.board, &fb);
@@ -233,6 +238,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     cc.fault_stale_slot = self->a.fault_stale_slot;
     cc.fault_restore_late = self->a.fault_restore_late;
     cc.fault_swap_slots = self->a.fault_swap_slots;
+    cc.fault_stale_block = self->a.fault_stale_block;
     if (!self->a.poll_ns)
         self->a.poll_ns = 20000;
     char name[48];

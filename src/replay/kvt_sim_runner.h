@@ -22,7 +22,7 @@
     fault_producer_step = N makes the producer record of step N fail
     (kvt_fence_board_fail_next), so that step's saves go out refused; the
     state faults fault_stale_slot, fault_restore_late and fault_swap_slots
-    are the core's (kvt_sim_runner_core.h).
+    and the KV fault fault_stale_block are the core's (kvt_sim_runner_core.h).
 
     A Stats request runs the core's end-of-run sweep first (every slot
     whose owner's end was not checked yet), logs each wrong state it finds
@@ -60,6 +60,8 @@ typedef struct {
                                   //  state (kvt_sim_runner_core.h; 0 = off)
     uint32_t fault_restore_late;  //  testing fault: the Nth checkpoint restore lands late
     uint32_t fault_swap_slots;    //  testing fault: the Nth step runs two entries swapped
+    uint32_t fault_stale_block;   //  testing fault: the Nth context block read is another
+                                  //  prefix's (kvt_sim_runner_core.h; 0 = off)
 } kvt_sim_runner_args_t;
 
 //  The actor class.

@@ -31,9 +31,18 @@ typedef struct {
     kvt_hash_t h;  //  the image's key: prefix hash at its boundary
 } s_image_t;
 
-//  The state checks' counters of one step (folded into the stats).
+//  A KV chunk a step saves: its last block must hold the oracle bytes of
+//  the chunk key (the prefix hash at the chunk's end).
+typedef struct {
+    uint64_t req;   //  the saving request
+    uint32_t block; //  the chunk's last device block
+    kvt_hash_t h;   //  the chunk key
+} s_chunk_t;
+
+//  The state and KV checks' counters of one step (folded into the stats).
 typedef struct {
     uint64_t reset, takes, takes_wrong, images, images_wrong, ends, ends_wrong, untracked;
+    uint64_t kv_reads, kv_carried, kv_unread, saves, saves_wrong;
 } s_checks_t;
 
 //  The step's work, copied out of the StepExec (the forward may land after
@@ -62,6 +71,9 @@ typedef struct {
     s_image_t *images;        //  the step's state image saves (checked after the forward)
     uint32_t nimages;         //  how many
     uint32_t images_cap;      //  allocated images
+    s_chunk_t *chunks;        //  the step's KV chunk saves (checked after the forward)
+    uint32_t nchunks;         //  how many
+    uint32_t chunks_cap;      //  allocated chunks
     s_checks_t chk;           //  result: the state checks' counters
 } s_job_t;
 
@@ -86,6 +98,8 @@ struct kvt_sim_runner_core_t {
     uint32_t late_seen;            //  fault_restore_late: restores whose forward advances
     uint32_t swap_seen;            //  fault_swap_slots: steps with two advancing entries
     uint32_t swap_a, swap_b;       //  forward: entries run in each other's slot (UINT32_MAX)
+    uint32_t stale_block_seen;     //  fault_stale_block: forwards that read a context block
+    uint8_t *stale;                //  fault_stale_block: another prefix's bytes, as read
     kvt_sim_runner_stats_t st;     //  counters
     char why[160];                 //  why the last step was refused
 };
@@ -105,12 +119,22 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
         return NULL;
     self->cfg = *cfg;
     self->swap_a = self->swap_b = UINT32_MAX;
+    if (cfg->fault_stale_block) {
+        size_t most = 0;
+        for (uint32_t p = 0; p < cfg->planes; p++)
+            most = cfg->plane_block_bytes[p] > most ? cfg->plane_block_bytes[p] : most;
+        if (!(self->stale = malloc(most ? most : 1))) {
+            free(self);
+            return NULL;
+        }
+    }
     if (cfg->state_slots) {
         self->recs = calloc(cfg->state_slots, sizeof *self->recs);
         self->scratch = cfg->fault_restore_late ? malloc(cfg->state_bytes) : NULL;
         if (!self->recs || (cfg->fault_restore_late && !self->scratch)) {
             free(self->recs);
             free(self->scratch);
+            free(self->stale);
             free(self);
             return NULL;
         }
@@ -139,6 +163,8 @@ void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
     free(self->wrong);
     free(self->where);
     free(self->job.images);
+    free(self->job.chunks);
+    free(self->stale);
     free(self->recs);
     free(self->scratch);
     free(self);
@@ -179,7 +205,25 @@ static bool s_verify_block(kvt_sim_runner_core_t *self, uint32_t block, kvt_hash
     return true;
 }
 
-static bool s_write_block(kvt_sim_runner_core_t *self, uint32_t block, kvt_hash_t hash)
+//  XORs the carried deviation into every word of p[0..n) (the tail gets
+//  its low bytes): a nonzero carry changes every full word.
+static void s_carry(uint8_t *p, size_t n, uint64_t carry)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        w ^= carry;
+        memcpy(p + i, &w, 8);
+    }
+    for (size_t k = 0; i + k < n; k++)
+        p[i + k] ^= (uint8_t)(carry >> (8 * k));
+}
+
+//  Writes a block the forward computed: the oracle bytes of its prefix
+//  hash with the deviation the forward read carried in (0: exactly them).
+static bool s_write_block(kvt_sim_runner_core_t *self, uint32_t block, kvt_hash_t hash,
+                          uint64_t carry)
 {
     const kvt_sim_runner_core_cfg_t *c = &self->cfg;
     for (uint32_t p = 0; p < c->planes; p++)
@@ -188,8 +232,48 @@ static bool s_write_block(kvt_sim_runner_core_t *self, uint32_t block, kvt_hash_
             if (!ptr)
                 return false;
             kvt_oracle_fill(ptr, c->plane_block_bytes[p], hash, l, p, c->rank);
+            if (carry)
+                s_carry(ptr, c->plane_block_bytes[p], carry);
         }
     return true;
+}
+
+//  The forward's read of the entry's context block (the block just before
+//  the first block it writes; the entry carries it): its deviation from
+//  the oracle bytes, OR-folded over its planes and layers, 0 when right
+//  or when the entry writes nothing or has no context block (a forward
+//  from token 0). Testing fault fault_stale_block = N: the Nth read sees
+//  another prefix's bytes (the block itself is not touched).
+static uint64_t s_read_context(kvt_sim_runner_core_t *self, const kvt_entry_t *en)
+{
+    const kvt_sim_runner_core_cfg_t *c = &self->cfg;
+    uint32_t bs = c->block_size, b0 = en->start / bs;
+    if (b0 == 0 || en->end / bs <= b0)
+        return 0;
+    uint32_t i = b0 - 1 - en->first_block;
+    if (b0 - 1 < en->first_block || i >= en->nblocks || kvt_hash_is_zero(en->hashes[i])) {
+        self->job.chk.kv_unread++; //  the entry does not name its context block
+        return 0;
+    }
+    kvt_hash_t h = en->hashes[i];
+    bool stale = c->fault_stale_block && ++self->stale_block_seen == c->fault_stale_block;
+    kvt_hash_t other = {h.hi, h.lo ^ 1};
+    uint64_t dev = 0;
+    for (uint32_t p = 0; p < c->planes; p++)
+        for (uint32_t l = 0; l < c->layers; l++) {
+            const void *ptr = c->block(c->block_arg, p, l, en->blocks[i]);
+            size_t n = c->plane_block_bytes[p];
+            if (stale) {
+                kvt_oracle_fill(self->stale, n, other, l, p, c->rank);
+                ptr = self->stale;
+            }
+            if (ptr)
+                dev |= kvt_oracle_deviation(ptr, n, h, l, p, c->rank);
+        }
+    self->job.chk.kv_reads++;
+    self->job.chk.kv_carried += dev != 0;
+    self->job.fault |= stale;
+    return dev;
 }
 
 //  The testing fault: flips one byte of a restored block (see the header).
@@ -512,6 +596,23 @@ static void s_check_images(kvt_sim_runner_core_t *self)
     }
 }
 
+//  The KV chunks the step saves: each one's last block must hold the
+//  oracle bytes of its key (a forward's carried deviation reaches every
+//  block after it, so the chunk's last block shows any in the chunk).
+static void s_check_chunks(kvt_sim_runner_core_t *self)
+{
+    s_job_t *job = &self->job;
+    for (uint32_t i = 0; i < job->nchunks; i++) {
+        const s_chunk_t *ch = &job->chunks[i];
+        kvt_sim_runner_wrong_t w = {ch->req, ch->block, 0, 0, 0, KVT_RUNNER_AT_SAVE};
+        job->chk.saves++;
+        if (!s_verify_block(self, ch->block, ch->h, &w)) {
+            job->chk.saves_wrong++;
+            s_report(self, &w);
+        }
+    }
+}
+
 //  Testing fault fault_swap_slots = N: picks the first two entries of the
 //  Nth step that has two continuing entries advancing their state.
 static void s_pick_swap(kvt_sim_runner_core_t *self)
@@ -590,12 +691,14 @@ static void s_forward(kvt_sim_runner_core_t *self)
             if (!good && s_add_wrong(self, job->nwrong, &w))
                 job->nwrong++;
         }
-        //  Blocks that become full in this step get their bytes.
+        //  Blocks that become full in this step get their bytes, carrying
+        //  what the forward read before them.
+        uint64_t carry = s_read_context(self, en);
         for (uint32_t i = 0; i < en->nblocks; i++) {
             uint32_t b = en->first_block + i;
             if (kvt_hash_is_zero(en->hashes[i]) || (b + 1) * bs <= en->start)
                 continue;
-            if (!s_write_block(self, en->blocks[i], en->hashes[i])) {
+            if (!s_write_block(self, en->blocks[i], en->hashes[i], carry)) {
                 snprintf(job->why, sizeof job->why,
                          "entry %u (request %llu): block %u has no device memory", e,
                          (unsigned long long)en->op.req, en->blocks[i]);
@@ -607,8 +710,10 @@ static void s_forward(kvt_sim_runner_core_t *self)
         if (job->ok)
             s_state_forward(self, en, slot, read);
     }
-    if (job->ok)
+    if (job->ok) {
         s_check_images(self);
+        s_check_chunks(self);
+    }
 }
 
 static void s_forward_fn(void *arg)
@@ -690,6 +795,22 @@ static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
     }
     job->nentries = x->nentries;
     job->nimages = 0;
+    job->nchunks = 0;
+    for (uint32_t i = 0; i < x->nsaves; i++) {
+        const kvt_save_spec_t *sv = &x->saves[i];
+        if (!sv->nkeys || sv->nblocks % sv->nkeys)
+            continue;
+        uint32_t per = sv->nblocks / sv->nkeys;
+        for (uint32_t k = 0; per && k < sv->nkeys; k++) {
+            uint32_t block = sv->blocks[(k + 1) * per - 1];
+            if (block >= self->cfg.num_blocks)
+                continue;
+            if (kvt_vec_reserve((void **)&job->chunks, &job->chunks_cap, job->nchunks + 1,
+                                sizeof *job->chunks) != 0)
+                return false;
+            job->chunks[job->nchunks++] = (s_chunk_t){sv->op.req, block, sv->keys[k]};
+        }
+    }
     for (uint32_t i = 0; self->cfg.ckpt_units && i < x->nsaves; i++) {
         const kvt_save_spec_t *sv = &x->saves[i];
         if (!sv->image || sv->state_slot >= self->cfg.ckpt_units)
@@ -792,6 +913,11 @@ static void s_finish(kvt_sim_runner_core_t *self, const s_job_t *job, uint64_t s
     self->st.ends_checked += job->chk.ends;
     self->st.ends_wrong += job->chk.ends_wrong;
     self->st.states_untracked += job->chk.untracked;
+    self->st.kv_reads += job->chk.kv_reads;
+    self->st.kv_carried += job->chk.kv_carried;
+    self->st.kv_unread += job->chk.kv_unread;
+    self->st.saves_checked += job->chk.saves;
+    self->st.saves_wrong += job->chk.saves_wrong;
     if (job->fault)
         self->st.faults_injected++;
     out->pending = false;
@@ -817,6 +943,7 @@ static void s_job_reset(s_job_t *job, uint64_t step)
     job->blocks_wrong = job->states_written = job->states_verified = job->states_wrong = 0;
     job->states_restored = job->states_taken = 0;
     job->nimages = 0;
+    job->nchunks = 0;
     memset(&job->chk, 0, sizeof job->chk);
     job->fault = false;
     job->why[0] = 0;

@@ -80,7 +80,20 @@
     advances the state (and changes the slot) land after the forward read
     the slot, before the resume check; fault_swap_slots = N runs the first
     two continuing, advancing entries of the Nth step that has two in each
-    other's slot. */
+    other's slot.
+
+    The KV is carried the same way. A forward that writes blocks reads the
+    block just before the first one it writes (its context block, which
+    the entry carries: the scheduler starts an entry's blocks one before
+    the step's first token), takes its deviation from the oracle bytes
+    (kvt_oracle_deviation: 0 when right) and XORs it into every word of
+    every block it writes. A right read writes exactly the oracle bytes; a
+    wrong one leaves every block the request writes after it wrong, which
+    the resume check of a later request over those blocks, or the check of
+    every chunk the step saves (its last block against the chunk key), sees.
+    Testing fault fault_stale_block = N: the Nth forward that reads a
+    context block reads another prefix's bytes there (the block is right
+    again before any check looks), which only the carry shows. */
 #ifndef KVT_SIM_RUNNER_CORE_H_INCLUDED
 #define KVT_SIM_RUNNER_CORE_H_INCLUDED
 
@@ -118,6 +131,8 @@ typedef struct {
                                     //  the forward read the slot (0 = off)
     uint32_t fault_swap_slots;      //  testing fault: the Nth step with two running entries that
                                     //  advance their state runs them in each other's slot
+    uint32_t fault_stale_block;     //  testing fault: the Nth forward that reads a context block
+                                    //  reads another prefix's bytes there (0 = off)
     kvt_gpu_t *gpu;                 //  the rank's device (borrowed; required with compute)
     kvt_gpu_stream_t *compute;      //  the rank's compute stream (borrowed); NULL: forward in exec
     kvt_fence_board_t *board;       //  the rank's fence board (borrowed); NULL: no fencing
@@ -147,6 +162,7 @@ enum {
     KVT_RUNNER_AT_IMAGE,      //  a state image the step saves (block: checkpoint unit)
     KVT_RUNNER_AT_END,        //  a request's end, when its slot got a new owner (block: slot)
     KVT_RUNNER_AT_SWEEP,      //  a request's end, by the end-of-run sweep (block: slot)
+    KVT_RUNNER_AT_SAVE,       //  a KV chunk the step saves, its last block (block: device block)
 };
 
 //  What one call gives. Pointers stay valid until the next exec / poll;
@@ -191,6 +207,11 @@ typedef struct {
     uint64_t sweep_checked;     //  slots checked by the end-of-run sweep
     uint64_t sweep_wrong;       //  of them wrong
     uint64_t states_untracked;  //  forwards whose starting state the runner could not know
+    uint64_t kv_reads;          //  context blocks read by forwards that wrote blocks
+    uint64_t kv_carried;        //  of them deviating: the deviation went into the writes
+    uint64_t kv_unread;         //  forwards that wrote blocks past token 0 naming no context block
+    uint64_t saves_checked;     //  KV chunks saved, their last block checked
+    uint64_t saves_wrong;       //  of them wrong
 } kvt_sim_runner_stats_t;
 
 typedef struct kvt_sim_runner_core_t kvt_sim_runner_core_t;

@@ -108,7 +108,9 @@ static void s_apply_last_step(kvt_sched_t *self, bool failed)
 static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32_t end)
 {
     uint32_t bs = self->cfg.block_size;
-    uint32_t first = r->verify_end ? 0 : start / bs;
+    //  A continuing entry starts one block before its first token: the
+    //  forward reads that block (its context) and carries it (the oracle).
+    uint32_t first = r->verify_end ? 0 : start / bs > 0 ? start / bs - 1 : 0;
     uint32_t last = (end - 1) / bs;
     uint32_t n = last - first + 1;
     uint32_t *blocks;
