@@ -447,6 +447,69 @@ Test(ledger, replays_hold_the_identity_at_several_capacities, .timeout = 300)
     unlink(path);
 }
 
+//  A second replay on the first's disk directory resumes prefixes the
+//  disk tier carried in from the first run, above its own ideal: they are
+//  carried, on their own line, and the identity ideal + carried = hits +
+//  losses still holds to the token.
+Test(ledger, a_disk_tier_from_an_earlier_run_is_carried, .timeout = 300)
+{
+    char path[128], dir[128], cmd[200];
+    const char *trace = s_trace(path, sizeof path);
+    snprintf(dir, sizeof dir, "/tmp/kvt_ledger_disk_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    kvt_replay_cfg_t c;
+    s_base(&c, trace);
+    c.hbm_pool_bytes = 2ull << 20;
+    c.cpu_pool_bytes = 2ull << 20;
+    c.disk_dir = dir;
+    c.disk_pool_bytes = 256ull << 20;
+    kvt_replay_report_t r;
+    char err[512], why[400];
+    for (int run = 0; run < 2; run++) {
+        cr_assert_eq(kvt_replay_run(&c, &r, err, sizeof err), 0, "run %d: %s", run, err);
+        cr_assert(!r.failed, "run %d failed: %s", run, r.failures);
+        cr_assert(kvt_ledger_holds(&r.ledger, why, sizeof why), "run %d: %s", run, why);
+        cr_assert_eq(kvt_ledger_hits(&r.ledger),
+                     r.ledger.ideal + r.ledger.carried - kvt_ledger_losses(&r.ledger),
+                     "run %d: ideal + carried = hits + losses", run);
+        if (run == 0)
+            cr_assert_eq(r.ledger.carried, 0, "a fresh directory carries nothing");
+        else
+            cr_assert_gt(r.ledger.carried, 0, "the first run's chunks are carried");
+        kvt_replay_report_clear(&r);
+    }
+    //  Tier KV above the ideal: carried with a warm tier, inconsistent
+    //  (the run fails) without one.
+    s_rng = 5;
+    kvt_workload_t *wl = s_workload(2);
+    for (int warm = 0; warm < 2; warm++) {
+        kvt_ledger_t *lg = kvt_ledger_new(wl, &s_cfgs[1]);
+        cr_assert_eq(kvt_ledger_instance(lg, NULL, 2), 0);
+        kvt_ledger_warm(lg, warm);
+        uint32_t ideal = kvt_ledger_ideal(lg, 1), above = ideal + CS;
+        kvt_event_t ev[] = {
+            {{0, 1}, KVT_EV_ADMIT, 0, 0, 0},       {{0, 1}, KVT_EV_OUTCOME, 0, 0, 0},
+            {{0, 1}, KVT_EV_FINISH, 1, 1, 0},      {{1, 1}, KVT_EV_ADMIT, 0, above, 0},
+            {{1, 1}, KVT_EV_OUTCOME, 0, above, 0}, {{1, 1}, KVT_EV_LOADED, 0, above, 0},
+            {{1, 1}, KVT_EV_FINISH, 1, 1, 0}};
+        kvt_step_plan_t p = {.events = ev, .nevents = 7};
+        kvt_ledger_plan(lg, &p);
+        kvt_ledger_report(lg, &r.ledger);
+        cr_assert_eq(kvt_ledger_holds(&r.ledger, why, sizeof why), warm == 1, "warm %d: %s", warm,
+                     why);
+        if (warm)
+            cr_assert_eq(r.ledger.carried, above - ideal, "carried %llu",
+                         (unsigned long long)r.ledger.carried);
+        else
+            cr_assert_gt(r.ledger.inconsistent, 0);
+        kvt_ledger_destroy(&lg);
+    }
+    s_free(wl, s_tokens(wl));
+    cr_assert_eq(system(cmd), 0);
+    unlink(path);
+}
+
 //  A failed state load retreats: its tokens are charged to load_failed,
 //  and --json carries the ledger.
 Test(ledger, a_retreat_is_charged_to_load_failed, .timeout = 300)

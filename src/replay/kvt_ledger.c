@@ -54,6 +54,7 @@ typedef struct {
     uint32_t lower;      //  LOADED c: of them, from below the CPU pool
     uint32_t computed;   //  prompt tokens its entries computed so far
     uint32_t touched;    //  depth of its chain entered in the computed map
+    uint32_t carried;    //  tier KV found above its ideal (a warm tier)
     uint8_t member;      //  served by an instance fed so far
     uint8_t admits;      //  ADMIT events
     uint8_t outcomes;    //  OUTCOME events
@@ -70,6 +71,7 @@ struct kvt_ledger_t {
     uint64_t *off;                 //  per request, its chain's offset
     const uint32_t *global_of;     //  the current instance's request ids (NULL: identity)
     uint32_t ninst;                //  its requests
+    bool warm;                     //  its lower tier may hold an earlier run's KV
     kvt_hmap_t *computed;          //  (chain hash, depth) → tokens computed under it
     kvt_hmap_t *taken;             //  (chain hash, boundary) → a checkpoint was taken there
     uint64_t loss[KVT_LOSS_COUNT]; //  losses charged at admissions and rejections
@@ -108,6 +110,7 @@ void kvt_ledger_report_add(kvt_ledger_report_t *a, const kvt_ledger_report_t *b)
     a->hit_cpu += b->hit_cpu;
     a->hit_disk += b->hit_disk;
     a->hit_remote += b->hit_remote;
+    a->carried += b->carried;
     for (int i = 0; i < KVT_LOSS_COUNT; i++)
         a->loss[i] += b->loss[i];
     a->requests += b->requests;
@@ -119,12 +122,12 @@ void kvt_ledger_report_add(kvt_ledger_report_t *a, const kvt_ledger_report_t *b)
 bool kvt_ledger_holds(const kvt_ledger_report_t *r, char *err, size_t errlen)
 {
     uint64_t rhs = kvt_ledger_hits(r) + kvt_ledger_losses(r);
-    if (rhs == r->ideal && r->inconsistent == 0)
+    if (rhs == r->ideal + r->carried && r->inconsistent == 0)
         return true;
     snprintf(err, errlen,
-             "loss ledger: ideal %" PRIu64 " != hits %" PRIu64 " + losses %" PRIu64 " (%" PRIu64
-             " request(s) inconsistent%s%s)",
-             r->ideal, kvt_ledger_hits(r), kvt_ledger_losses(r), r->inconsistent,
+             "loss ledger: ideal %" PRIu64 " + carried %" PRIu64 " != hits %" PRIu64
+             " + losses %" PRIu64 " (%" PRIu64 " request(s) inconsistent%s%s)",
+             r->ideal, r->carried, kvt_ledger_hits(r), kvt_ledger_losses(r), r->inconsistent,
              r->problem[0] ? ": " : "", r->problem);
     return false;
 }
@@ -136,6 +139,10 @@ void kvt_ledger_print(const kvt_ledger_report_t *r, FILE *out, const char *inden
             indent, r->input_tokens);
     fprintf(out, "%s  %-44s %12" PRIu64 " %6.2f%%\n", indent, "ideal (KV only, unlimited)",
             r->ideal, 100.0 * (double)r->ideal / in);
+    if (r->carried)
+        fprintf(out, "%s  %-44s %12" PRIu64 " %6.2f%%\n", indent,
+                "carried: tier KV from an earlier run", r->carried,
+                100.0 * (double)r->carried / in);
     const struct {
         const char *name;
         uint64_t v;
@@ -159,8 +166,8 @@ void kvt_ledger_print(const kvt_ledger_report_t *r, FILE *out, const char *inden
     }
     char why[320];
     bool holds = kvt_ledger_holds(r, why, sizeof why);
-    fprintf(out, "%s  (%u other reasons lost nothing) identity ideal = hits + losses: %s\n", indent,
-            zero, holds ? "holds" : why);
+    fprintf(out, "%s  (%u other reasons lost nothing) identity ideal%s = hits + losses: %s\n",
+            indent, zero, r->carried ? " + carried" : "", holds ? "holds" : why);
 }
 
 int kvt_ledger_json(const kvt_ledger_report_t *r, json_t *root)
@@ -169,6 +176,7 @@ int kvt_ledger_json(const kvt_ledger_report_t *r, json_t *root)
     int rc = l && hit && loss ? 0 : -1;
     rc |= json_object_set_new(l, "ideal", json_integer((json_int_t)r->ideal));
     rc |= json_object_set_new(l, "input_tokens", json_integer((json_int_t)r->input_tokens));
+    rc |= json_object_set_new(l, "carried", json_integer((json_int_t)r->carried));
     rc |= json_object_set_new(hit, "hbm", json_integer((json_int_t)r->hit_hbm));
     rc |= json_object_set_new(hit, "cpu", json_integer((json_int_t)r->hit_cpu));
     rc |= json_object_set_new(hit, "disk", json_integer((json_int_t)r->hit_disk));
@@ -333,6 +341,11 @@ int kvt_ledger_instance(kvt_ledger_t *self, const uint32_t *global_of, uint32_t 
     return 0;
 }
 
+void kvt_ledger_warm(kvt_ledger_t *self, bool warm)
+{
+    self->warm = warm;
+}
+
 // ---------------------------------------------------------------- plans ----
 
 static void s_inconsistent(kvt_ledger_t *self, const char *fmt, ...)
@@ -459,10 +472,18 @@ static void s_outcome(kvt_ledger_t *self, uint32_t g, const kvt_event_t *ev)
     uint32_t cs = self->cfg.chunk_size, grid = self->grid;
     uint32_t level = q->ideal;
     bool bad = false;
-    s_charge(self, g, KVT_LOSS_OTHER_INSTANCE, q->ideal_inst, &level, &bad);
-    s_charge(self, g, KVT_LOSS_IN_FLIGHT, q->avail, &level, &bad);
     uint32_t kv_hbm = ev->a / grid * grid;
     uint32_t kv = ev->b > kv_hbm ? ev->b : kv_hbm;
+    //  A warm tier's KV above the ideal is an earlier run's: carried. Below
+    //  what it held, the prefix was neither elsewhere nor in flight.
+    uint32_t held = self->warm ? ev->b : 0;
+    if (held > level) {
+        q->carried = held - level;
+        level = held;
+    }
+    s_charge(self, g, KVT_LOSS_OTHER_INSTANCE, q->ideal_inst > held ? q->ideal_inst : held, &level,
+             &bad);
+    s_charge(self, g, KVT_LOSS_IN_FLIGHT, q->avail > held ? q->avail : held, &level, &bad);
     if (ev->c & KVT_EV_OUTCOME_LOOKUP_TIMEOUT)
         s_charge(self, g, KVT_LOSS_LOOKUP_TIMEOUT, kv, &level, &bad);
     else {
@@ -576,6 +597,7 @@ void kvt_ledger_report(const kvt_ledger_t *self, kvt_ledger_report_t *out)
             continue;
         uint32_t hbm = q->gated > q->lost ? q->gated - q->lost : 0;
         uint64_t resumed = (uint64_t)hbm + q->loaded;
+        out->carried += q->carried;
         out->hit_hbm += hbm;
         out->hit_cpu += q->loaded - q->lower;
         if (self->cfg.disk_tier || !self->cfg.remote_tier)

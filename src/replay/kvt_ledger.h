@@ -38,9 +38,17 @@
     * load failed or retreated: from the boundary chosen down to what the
       request resumed after its load's verdict.
 
-    The identity ideal = hits + Σ losses holds to the token by construction
-    as long as each request's facts are ordered (resumed ≤ chosen ≤ KV
-    available ≤ computed ≤ ideal); a request whose facts are not (the
+    A tier that is warm (kvt_ledger_warm: the disk tier found objects of an
+    earlier run at start, or a remote tier is configured) may hold a
+    prefix this run never computed: the tier KV an admission found above
+    its ideal is carried (from an earlier run), a hit on its own line, and
+    the ladder starts from there; no instance or in-flight loss is charged
+    below the tier KV found.
+
+    The identity ideal + carried = hits + Σ losses holds to the token by
+    construction as long as each request's facts are ordered (resumed ≤
+    chosen ≤ KV available ≤ computed ≤ ideal, or ≤ the warm tier's KV);
+    a request whose facts are not (the
     scheduler resumed more than the trace allows, or a report is missing)
     is counted as inconsistent, its pieces kept as measured, and the
     identity then fails: the replay fails the run as it does on a wrong
@@ -93,6 +101,7 @@ typedef struct {
     uint64_t hit_cpu;              //  measured: restored from the CPU tier
     uint64_t hit_disk;             //  measured: restored reading the disk tier
     uint64_t hit_remote;           //  measured: restored reading the remote tier
+    uint64_t carried;              //  of the hits, tier KV above the ideal: from an earlier run
     uint64_t loss[KVT_LOSS_COUNT]; //  lost tokens by reason
     uint64_t requests;             //  requests accounted
     uint64_t inconsistent;         //  requests whose facts contradict the ideal or are missing
@@ -112,12 +121,12 @@ void kvt_ledger_report_add(kvt_ledger_report_t *a, const kvt_ledger_report_t *b)
 //  to out, each line starting with indent.
 void kvt_ledger_print(const kvt_ledger_report_t *r, FILE *out, const char *indent);
 
-//  Sets root's "ledger" to {ideal, input_tokens, hit{hbm, cpu, disk,
-//  remote}, loss{<key>: tokens, ...}, identity_holds, inconsistent}
+//  Sets root's "ledger" to {ideal, input_tokens, carried, hit{hbm, cpu,
+//  disk, remote}, loss{<key>: tokens, ...}, identity_holds, inconsistent}
 //  (root is a jansson json_t object). 0, or -1 when out of memory.
 int kvt_ledger_json(const kvt_ledger_report_t *r, struct json_t *root);
 
-//  Whether the identity ideal = hits + Σ losses holds and nothing was
+//  Whether the identity ideal + carried = hits + Σ losses holds and nothing was
 //  inconsistent; when it does not, err says by how much and why.
 bool kvt_ledger_holds(const kvt_ledger_report_t *r, char *err, size_t errlen);
 
@@ -150,6 +159,11 @@ uint32_t kvt_ledger_ideal(const kvt_ledger_t *self, uint32_t i);
 //  own ideal and its computed prefixes start from nothing. 0, or -1 when
 //  out of memory.
 int kvt_ledger_instance(kvt_ledger_t *self, const uint32_t *global_of, uint32_t n);
+
+//  Whether the current instance's lower tier may hold KV from an earlier
+//  run (its disk directory held objects at start, or a remote tier):
+//  tier KV above a request's ideal is then carried, not inconsistent.
+void kvt_ledger_warm(kvt_ledger_t *self, bool warm);
 
 //  Feeds one plan of the current instance (its events, then its entries).
 //  Unknown request ids are counted as inconsistent.

@@ -599,6 +599,31 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
     }
 }
 
+//  Whether the instance's lower tier may hold an earlier run's KV: a
+//  remote tier, or a rank's disk directory holding object files (*.kvt)
+//  before its start-up rescan.
+static bool s_tier_warm(const kvt_replay_cfg_t *cfg)
+{
+    if (cfg->remote)
+        return true;
+    for (uint32_t r = 0; cfg->disk_dir && r < cfg->tp; r++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/rank%u", cfg->disk_dir, r);
+        DIR *d = opendir(dir);
+        if (!d)
+            continue; //  not created yet: nothing from before
+        bool found = false;
+        for (struct dirent *e; !found && (e = readdir(d));) {
+            size_t n = strlen(e->d_name);
+            found = e->d_name[0] != '.' && n > 4 && strcmp(e->d_name + n - 4, ".kvt") == 0;
+        }
+        closedir(d);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
 //  One engine instance's run over wl (consumed): cfg is the scaled
 //  configuration the ranks see, real the one the cost model sees.
 static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, kvt_workload_t *wl,
@@ -645,6 +670,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     }
     if (cfg->ranks_as_processes && !cfg->rank_endpoint && s_procs_dir(run, err, errlen) != 0)
         goto fail;
+    kvt_ledger_warm(ledger, s_tier_warm(cfg));
     for (uint32_t r = 0; !cfg->ranks_as_processes && r < cfg->tp; r++) {
         run->rank[r] = kvt_rank_new(cfg, r, run->sys, err, errlen);
         if (!run->rank[r])
