@@ -183,6 +183,7 @@ static void s_small(kvt_replay_cfg_t *c, bool hybrid)
         c->model = "qwen3-next-like";
         c->state_bytes = 205824;
         c->checkpoint_interval = 1024;
+        c->hbm_pool_bytes = 24ull << 20; //  the 64 state slots come out of it (13 MB)
     }
 }
 

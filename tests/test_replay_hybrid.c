@@ -17,7 +17,7 @@
 #define TRACE  KVT_SOURCE_DIR "/../shared/traces/conversation_trace.jsonl"
 
 //  The synthetic workload's small run: the HBM pool spills into the tier.
-#define SMALL "--byte-scale 1 --limit 160 --hbm-pool 2MiB --cpu-pool 32MiB"
+#define SMALL "--byte-scale 1 --limit 160 --hbm-pool 24MiB --cpu-pool 32MiB"
 
 static char s_dir[64];    //  the test's temporary directory
 static char s_err[65536]; //  stderr of the last run
@@ -271,8 +271,10 @@ Test(replay_hybrid, conversation_trace_reports_joint_state_loads_and_state_tax, 
     if (access(TRACE, R_OK) != 0)
         cr_skip_test("no conversation trace at %s", TRACE);
     int st;
-    json_t *r = s_replay(
-        NULL, "--trace " TRACE " --limit 400 --model qwen3-next-like --log-level 0 --quiet", &st);
+    json_t *r = s_replay(NULL,
+                         "--trace " TRACE
+                         " --limit 400 --instances 1 --model qwen3-next-like --log-level 0 --quiet",
+                         &st);
     cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
     cr_assert_eq(st, 0, "exit %d: %s", st, s_err);
     s_assert_hybrid(r);

@@ -90,7 +90,7 @@ typedef enum {
 typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
     uint32_t chunk_size;   //  tokens per chunk (default 256, multiple of block_size)
-    uint32_t hbm_blocks;   //  device blocks per rank
+    uint32_t hbm_blocks;   //  device blocks per rank (with block_bytes: the whole HBM budget)
     uint32_t tier_chunks;  //  chunks the tier holds (0 = no tier: no lookups, no saves)
     uint32_t max_running;  //  requests admitted at once (running + loading)
     uint32_t step_tokens;  //  token budget per step
@@ -110,11 +110,18 @@ typedef struct {
     //  Hybrid models (state_bytes > 0); a dense model ignores the rest.
     uint64_t state_bytes;         //  recurrent state per request per rank (0 = dense model)
     uint32_t checkpoint_interval; //  tokens between grid checkpoints (multiple of chunk_size)
-    uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running)
-    uint32_t spec_tokens;         //  speculative tokens per step (> 0: a hit leaves 2 tokens)
-    uint32_t min_load_tokens;     //  a joint gaining fewer tokens than this recomputes
-    bool interval_checkpoints;    //  only (a), the interval grid: no prompt-end (b) or decode
-                                  //  keep (c) checkpoints (false, the default: all three)
+    uint32_t hbm_checkpoints;     //  HBM checkpoints the state pool holds (0 = 4 × max_running);
+                                  //  ignored with block_bytes
+    //  Device bytes of one block (every layer and plane). With state_bytes
+    //  it makes hbm_blocks × block_bytes one budget (kvt_sched_hbm_split):
+    //  the max_running state slots first, then KV blocks and HBM
+    //  checkpoints sharing the rest, evicted by one rule. 0: the
+    //  checkpoints are a separate pool of hbm_checkpoints units.
+    uint64_t block_bytes;
+    uint32_t spec_tokens;      //  speculative tokens per step (> 0: a hit leaves 2 tokens)
+    uint32_t min_load_tokens;  //  a joint gaining fewer tokens than this recomputes
+    bool interval_checkpoints; //  only (a), the interval grid: no prompt-end (b) or decode
+                               //  keep (c) checkpoints (false, the default: all three)
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
     //  from a Lookup to the ranks, settled by the aggregator as the minimum
     //  over them (or rank 0's answer alone, lookup_ranks = RANK0).
@@ -137,6 +144,26 @@ typedef struct {
     void (*log)(void *arg, const char *line); //  the state index's warnings (may be NULL)
     void *log_arg;                            //  passed to log
 } kvt_sched_cfg_t;
+
+//  How one HBM budget of `hbm_blocks` blocks of `block_bytes` splits for a
+//  hybrid model with `state_bytes` per state and `slots` state slots: the
+//  slots are reserved first, each taking ckpt_blocks blocks; KV blocks and
+//  HBM checkpoints share the kv_blocks left, a checkpoint taking
+//  ckpt_blocks of them; ckpt_units is the most checkpoints that share can
+//  hold (the device's checkpoint units). The scheduler and the device use
+//  this one computation.
+typedef struct {
+    uint32_t ckpt_blocks; //  blocks one state (slot or checkpoint) takes: ⌈state / block⌉
+    uint32_t slot_blocks; //  blocks the slots take, reserved first
+    uint32_t kv_blocks;   //  blocks KV and checkpoints share (the block manager's)
+    uint32_t ckpt_units;  //  most checkpoints the share holds: kv_blocks / ckpt_blocks
+} kvt_sched_hbm_split_t;
+
+//  Fills *out; returns 0, or -1 (with err naming both sizes) when the
+//  slots leave fewer than `min_kv_blocks` for KV.
+int kvt_sched_hbm_split(uint32_t hbm_blocks, uint64_t block_bytes, uint64_t state_bytes,
+                        uint32_t slots, uint32_t min_kv_blocks, kvt_sched_hbm_split_t *out,
+                        char *err, size_t errlen);
 
 typedef struct {
     uint64_t arrivals;         //  requests received

@@ -199,7 +199,13 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
         snprintf(err, errlen, "rank %u: cannot open the device: %s", r, kvt_gpu_last_error());
         goto fail;
     }
-    uint32_t hbm_blocks = (uint32_t)(cfg->hbm_pool_bytes / s_block_bytes(cfg));
+    //  The scheduler's split of the one HBM budget: KV planes for the
+    //  blocks KV and checkpoints share, the slots, and as many checkpoint
+    //  units as those blocks could hold.
+    kvt_sched_hbm_split_t split;
+    if (kvt_replay_hbm_split(cfg, cfg->hbm_pool_bytes, &split, err, errlen) != 0)
+        goto fail;
+    uint32_t hbm_blocks = split.kv_blocks;
     for (uint32_t p = 0; p < cfg->planes; p++) {
         kvt_gpu_plane_desc_t pd;
         memset(&pd, 0, sizeof pd);
@@ -221,7 +227,7 @@ kvt_rank_t *kvt_rank_new(const kvt_replay_cfg_t *cfg, uint32_t r, kvt_system_t *
     //  state in them (it reads the pools from the device).
     if (cfg->state_bytes) {
         kvt_gpu_state_desc_t sd = {KVT_REPLAY_STATE_SLOTS(cfg), (size_t)cfg->state_bytes, NULL};
-        kvt_gpu_state_desc_t cd = {KVT_REPLAY_STATE_CKPTS(cfg), (size_t)cfg->state_bytes, NULL};
+        kvt_gpu_state_desc_t cd = {split.ckpt_units, (size_t)cfg->state_bytes, NULL};
         if (kvt_gpu_state_add(rk->gpu, KVT_GPU_STATE_SLOTS, &sd) != 0 ||
             kvt_gpu_state_add(rk->gpu, KVT_GPU_STATE_CKPT, &cd) != 0) {
             snprintf(err, errlen, "rank %u: cannot register the state pools: %s", r,

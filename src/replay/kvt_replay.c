@@ -58,6 +58,32 @@ static size_t s_block_bytes(const kvt_replay_cfg_t *c)
     return (size_t)c->planes * c->layers * c->block_size * c->token_bytes;
 }
 
+int kvt_replay_hbm_split(const kvt_replay_cfg_t *c, uint64_t hbm_stored, kvt_sched_hbm_split_t *out,
+                         char *err, size_t errlen)
+{
+    size_t bb = s_block_bytes(c);
+    uint64_t blocks = hbm_stored / bb;
+    memset(out, 0, sizeof *out);
+    if (!c->state_bytes) {
+        out->kv_blocks = blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
+        return 0;
+    }
+    uint32_t min_kv = 2 * c->chunk_size / c->block_size;
+    if (kvt_sched_hbm_split(blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks, bb, c->state_bytes,
+                            c->max_running, min_kv, out, err, errlen) != 0) {
+        uint64_t per = (c->state_bytes + bb - 1) / bb * bb;
+        snprintf(err, errlen,
+                 "hbm-pool: %llu bytes stored (byte scale %u) cannot hold the %u state slots "
+                 "(max-running x %llu bytes stored = %llu bytes) and two chunks of KV (%llu "
+                 "bytes); raise --hbm-pool or lower --max-running",
+                 (unsigned long long)hbm_stored, c->byte_scale > 1 ? c->byte_scale : 1,
+                 c->max_running, (unsigned long long)per, (unsigned long long)per * c->max_running,
+                 (unsigned long long)min_kv * bb);
+        return -1;
+    }
+    return 0;
+}
+
 uint32_t kvt_replay_byte_scale(const kvt_replay_cfg_t *c)
 {
     kvt_cost_cfg_t cost;
@@ -181,6 +207,9 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
                  (unsigned long long)blocks, bb, (unsigned long long)min_blocks, UINT32_MAX / 2);
         return -1;
     }
+    kvt_sched_hbm_split_t split;
+    if (kvt_replay_hbm_split(c, hbm_pool, &split, err, errlen) != 0)
+        return -1;
     size_t chunk = bb * (c->chunk_size / c->block_size);
     if (c->cpu_pool_bytes != 0 && cpu_pool < chunk * 2) {
         snprintf(err, errlen,
@@ -224,8 +253,16 @@ int kvt_replay_mem_check(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     //  backend regions). The disk tier maps nothing up front.
     uint64_t cpu = s_stored(c, c->cpu_pool_bytes);
     uint64_t hbm = (s_stored(c, c->hbm_pool_bytes) / bb) * bb;
-    //  A hybrid model's state slots and HBM checkpoints (kvt_rank.c).
-    uint64_t state = c->state_bytes * KVT_REPLAY_STATE_UNITS(c);
+    //  A hybrid model: the device maps the slots, the KV planes of the
+    //  blocks left and checkpoint units for as many checkpoints as those
+    //  blocks could hold (kvt_rank.c); the scheduler keeps the KV and the
+    //  checkpoints in use within the blocks left, so the units are a second
+    //  view of the same budget that the host backend maps too.
+    uint64_t state = 0;
+    kvt_sched_hbm_split_t split;
+    char ignore[256];
+    if (c->state_bytes && kvt_replay_hbm_split(c, hbm, &split, ignore, sizeof ignore) == 0)
+        state = c->state_bytes * split.ckpt_units;
     uint64_t total = (cpu + hbm + state) * c->tp;
     kvt_mem_limit_t lim;
     kvt_mem_limit_fn *fn = c->mem_limit ? c->mem_limit : kvt_mem_limit_system;
@@ -636,7 +673,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->sched.cfg.state_bytes = cfg->state_bytes;
     run->sched.cfg.checkpoint_interval =
         cfg->checkpoint_interval ? cfg->checkpoint_interval : cfg->chunk_size;
-    run->sched.cfg.hbm_checkpoints = KVT_REPLAY_STATE_CKPTS(cfg);
+    run->sched.cfg.block_bytes = bb; //  one HBM budget (kvt_replay_hbm_split)
     run->sched.cfg.min_load_tokens = cfg->min_load_tokens;
     run->sched.cfg.orphan_reclaim_us = cfg->orphan_reclaim_us;
     run->sched.cfg.load_deadline_us = cfg->load_deadline_us;

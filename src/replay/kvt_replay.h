@@ -19,6 +19,7 @@
 #include "kvtier/kvt_actor.h"
 #include "kvtier/kvt_metrics.h"
 #include "kvtier/kvt_pool.h"
+#include "kvtier/kvt_sched.h"
 
 typedef struct kvt_rank_t kvt_rank_t; //  one rank's device, tier and actor args (kvt_rank.h)
 
@@ -147,11 +148,16 @@ typedef struct {
                                     //  identity failing fails the run
 } kvt_replay_report_t;
 
-//  A hybrid model's state units per rank: one slot per request admitted at
-//  once, and 4 HBM checkpoints per slot (the scheduler core's default).
+//  A hybrid model's state slots per rank: one per request admitted at once.
 #define KVT_REPLAY_STATE_SLOTS(c) ((c)->state_bytes ? (c)->max_running : 0u)
-#define KVT_REPLAY_STATE_CKPTS(c) ((c)->state_bytes ? 4u * (c)->max_running : 0u)
-#define KVT_REPLAY_STATE_UNITS(c) ((uint64_t)KVT_REPLAY_STATE_SLOTS(c) + KVT_REPLAY_STATE_CKPTS(c))
+
+//  How `hbm_stored` bytes of HBM split for c's model (kvt_sched_hbm_split:
+//  the state slots first, then KV blocks and HBM checkpoints sharing the
+//  rest; a dense model: every block is KV, no checkpoint units). The
+//  scheduler, each rank's device and the memory check use it. 0, or -1 with
+//  err naming both sizes when the slots do not fit.
+int kvt_replay_hbm_split(const kvt_replay_cfg_t *c, uint64_t hbm_stored, kvt_sched_hbm_split_t *out,
+                         char *err, size_t errlen);
 
 //  kvt_replay_report_t.exit_code when a rank process exited before the end
 //  (failures names the rank and its exit status).

@@ -73,6 +73,16 @@ void kvt_admit_destroy(kvt_admit_t **self_p)
 
 //  Probes r (rule B1): every probe starts reset and carries the demand only
 //  when the fit passed. Returns the demand whether or not it fits.
+//  Blocks an admission may count on when it will pin `pins` checkpoints it
+//  resumes from: with one HBM budget an evictable checkpoint's blocks count
+//  as available, so each one it pins is left out (pinned already or not: a
+//  bound that is exact whenever it was evictable).
+static uint32_t s_room(const kvt_admit_t *self, uint32_t pins)
+{
+    uint32_t avail = kvt_blockmgr_available(self->bm), keep = pins * self->cfg.ck_blocks;
+    return avail > keep ? avail - keep : 0;
+}
+
 static uint32_t s_probe(kvt_admit_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
 {
     memset(p, 0, sizeof(*p));
@@ -94,11 +104,14 @@ static uint32_t s_probe(kvt_admit_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
     if (self->ck)
         for (g = m; g > 0 && !kvt_ckpt_has(self->ck, r->hashes[g - 1]); g--)
             ;
-    p->hbm = g * bs;
     uint32_t need = kvt_reqtab_blocks_needed(self->rt, r->nfeed);
+    //  When the room is the gate checkpoint's own blocks, resume from 0.
+    if (g > 0 && s_room(self, 1) < need - g + self->unref[g])
+        g = kvt_blockmgr_available(self->bm) >= need ? 0 : g;
+    p->hbm = g * bs;
     uint32_t demand = need - g + self->unref[g];
     bool slot_ok = !self->ck || kvt_ckpt_slots_free(self->ck) > 0;
-    if (slot_ok && kvt_blockmgr_available(self->bm) >= demand) {
+    if (slot_ok && s_room(self, g > 0) >= demand) {
         p->has_demand = true;
         p->num_new_blocks = demand;
     }
@@ -169,7 +182,8 @@ static kvt_joint_t s_plan_hybrid(kvt_admit_t *self, kvt_sreq_t *r, const kvt_sch
                          .ctx = &jc,
                          .has_demand = p->has_demand,
                          .demand = p->num_new_blocks,
-                         .available = kvt_blockmgr_available(self->bm),
+                         .available = s_room(self, p->hbm > 0),
+                         .hbm_pin_cost = self->cfg.ck_blocks,
                          .unref = self->unref};
     return kvt_joint_plan(&in, js);
 }
@@ -256,7 +270,8 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         hybrid ? s_plan_hybrid(self, r, p, tier, &js) : s_plan_dense(self, p, tier, need);
     //  The fit (the joint planner checked a hybrid one): the blocks the
     //  commit takes must be free now.
-    if (kvt_blockmgr_available(self->bm) < d.demand) {
+    uint32_t pins = hybrid ? (p->hbm > 0) + (d.src == KVT_JOINT_STATE_HBM) : 0;
+    if (s_room(self, pins) < d.demand) {
         r->probe_demand = d.demand;
         return KVT_ADMIT_WAIT;
     }
@@ -337,6 +352,12 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         r->hit_pins[i - clb] = self->blocks[i];
         kvt_blockmgr_ref(self->bm, self->blocks[i]);
     }
+    //  The checkpoints it resumes from are pinned before the allocation,
+    //  which may evict checkpoints (one HBM budget; the fit left them out).
+    uint32_t ck_gate = hybrid && hb > 0 ? kvt_ckpt_pin(self->ck, r->hashes[hb - 1]) : KVT_CKPT_NONE;
+    uint32_t ck_b = d.src == KVT_JOINT_STATE_HBM
+                        ? kvt_ckpt_pin(self->ck, kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1))
+                        : KVT_CKPT_NONE;
     int rc = kvt_blockmgr_alloc(self->bm, need - clb, r->blocks + clb);
     if (rc == 0 && clb > hb)
         rc = kvt_blockmgr_alloc(self->bm, nret, r->hit_pins);
@@ -378,7 +399,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     if (!load) {
         kvt_lookups_settle(self->lk, r, NULL, self->pb);
         if (hybrid && hb > 0) {
-            r->ck_restore = kvt_ckpt_pin(self->ck, r->hashes[hb - 1]);
+            r->ck_restore = ck_gate;
             r->restore_at = p->hbm;
             assert(r->ck_restore != KVT_CKPT_NONE); //  the gate found it
         }
@@ -391,11 +412,11 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  The hit's checkpoint stays pinned until the load settles: a retreat
     //  restores it (B2).
     if (hybrid)
-        r->ck_hit = hb > 0 ? kvt_ckpt_pin(self->ck, r->hashes[hb - 1]) : KVT_CKPT_NONE;
+        r->ck_hit = ck_gate;
     kvt_hash_t hb_key = d.src != KVT_JOINT_NONE ? kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1)
                                                 : (kvt_hash_t){0, 0};
     if (d.src == KVT_JOINT_STATE_HBM) {
-        r->ck_restore = kvt_ckpt_pin(self->ck, hb_key);
+        r->ck_restore = ck_b;
         r->restore_at = d.b;
     } else if (d.src == KVT_JOINT_STATE_TIER) {
         r->legs |= S_LEG_STATE;

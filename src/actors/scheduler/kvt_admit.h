@@ -47,6 +47,7 @@ typedef struct {
     uint32_t tail;       //  prefill tail a hit always leaves (1, 2 with speculation)
     uint32_t min_load;   //  min_load_tokens of a joint (hybrid)
     bool tier;           //  a tier exists (its images can serve a joint)
+    uint32_t ck_blocks;  //  blocks one HBM checkpoint takes (one HBM budget; 0 = none)
 } kvt_admit_cfg_t;
 
 typedef struct _kvt_admit_t kvt_admit_t;

@@ -10,22 +10,29 @@
 enum { E_FREE = 0, E_RESERVED, E_VALID };
 
 struct _kvt_ckpt_t {
-    uint32_t nslots;        //  state slots
-    uint8_t *slot_used;     //  per slot: held
-    uint32_t *slot_free;    //  free slot stack
-    uint32_t nslot_free;    //  entries in slot_free
-    uint32_t nentries;      //  checkpoint entries
-    uint8_t *state;         //  E_* per entry
-    uint32_t *pins;         //  pins per entry (a reservation holds one)
-    kvt_hash_t *hash;       //  prefix hash per non-free entry
-    uint8_t *src;           //  kvt_ckpt_src_t per non-free entry
-    uint32_t *prev;         //  LRU links
-    uint32_t *next;         //  LRU links
-    kvt_ilist_t lru;        //  valid entries with no pin, old → young
-    uint32_t *free_stack;   //  free entries
-    uint32_t nfree;         //  entries in free_stack
-    kvt_hmap_t *index;      //  hash → entry (reserved or valid)
-    kvt_ckpt_stats_t stats; //  counters
+    uint32_t nslots;              //  state slots
+    uint8_t *slot_used;           //  per slot: held
+    uint32_t *slot_free;          //  free slot stack
+    uint32_t nslot_free;          //  entries in slot_free
+    uint32_t nentries;            //  checkpoint entries
+    uint8_t *state;               //  E_* per entry
+    uint32_t *pins;               //  pins per entry (a reservation holds one)
+    kvt_hash_t *hash;             //  prefix hash per non-free entry
+    uint8_t *src;                 //  kvt_ckpt_src_t per non-free entry
+    uint32_t *prev;               //  LRU links
+    uint32_t *next;               //  LRU links
+    kvt_ilist_t lru;              //  valid entries with no pin, old → young
+    kvt_ilist_t dead;             //  the same, their KV gone from HBM (evicted first)
+    uint8_t *gone;                //  per entry: its KV left HBM
+    uint64_t *stamp;              //  recency stamp of an entry in lru
+    uint64_t own_clock;           //  the recency clock when not shared
+    kvt_ckpt_tick_fn *tick;       //  shared: the block manager's clock (NULL: own_clock)
+    kvt_ckpt_release_fn *release; //  shared: an entry went (NULL: not shared)
+    void *share_arg;              //  argument of tick and release
+    uint32_t *free_stack;         //  free entries
+    uint32_t nfree;               //  entries in free_stack
+    kvt_hmap_t *index;            //  hash → entry (reserved or valid)
+    kvt_ckpt_stats_t stats;       //  counters
 };
 
 kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
@@ -42,12 +49,15 @@ kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
     self->pins = calloc(checkpoints, sizeof(uint32_t));
     self->hash = calloc(checkpoints, sizeof(kvt_hash_t));
     self->src = calloc(checkpoints, 1);
+    self->gone = calloc(checkpoints, 1);
+    self->stamp = calloc(checkpoints, sizeof(uint64_t));
     self->prev = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->next = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->free_stack = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->index = kvt_hmap_new(checkpoints, true);
     if (!self->slot_used || !self->slot_free || !self->state || !self->pins || !self->hash ||
-        !self->src || !self->prev || !self->next || !self->free_stack || !self->index) {
+        !self->src || !self->gone || !self->stamp || !self->prev || !self->next ||
+        !self->free_stack || !self->index) {
         kvt_ckpt_destroy(&self);
         return NULL;
     }
@@ -61,6 +71,7 @@ kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
     }
     self->nfree = checkpoints;
     kvt_ilist_init(&self->lru);
+    kvt_ilist_init(&self->dead);
     return self;
 }
 
@@ -75,12 +86,19 @@ void kvt_ckpt_destroy(kvt_ckpt_t **self_p)
     free(self->pins);
     free(self->hash);
     free(self->src);
+    free(self->gone);
+    free(self->stamp);
     free(self->prev);
     free(self->next);
     free(self->free_stack);
     kvt_hmap_destroy(&self->index);
     free(self);
     *self_p = NULL;
+}
+
+void kvt_ckpt_count_full(kvt_ckpt_t *self)
+{
+    self->stats.full++;
 }
 
 uint32_t kvt_ckpt_slot_take(kvt_ckpt_t *self)
@@ -115,12 +133,38 @@ bool kvt_ckpt_has(const kvt_ckpt_t *self, kvt_hash_t hash)
     return kvt_hmap_get(self->index, hash, &e) && self->state[e] == E_VALID;
 }
 
+void kvt_ckpt_share(kvt_ckpt_t *self, kvt_ckpt_tick_fn *tick, kvt_ckpt_release_fn *release,
+                    void *arg)
+{
+    self->tick = tick;
+    self->release = release;
+    self->share_arg = arg;
+}
+
+bool kvt_ckpt_known(const kvt_ckpt_t *self, kvt_hash_t hash)
+{
+    return kvt_hmap_get(self->index, hash, NULL);
+}
+
+//  The list an unpinned valid entry sits in.
+static kvt_ilist_t *s_list(kvt_ckpt_t *self, uint32_t e)
+{
+    return self->gone[e] ? &self->dead : &self->lru;
+}
+
+//  An unpinned valid entry joins the young end of its list.
+static void s_push(kvt_ckpt_t *self, uint32_t e)
+{
+    self->stamp[e] = self->tick ? self->tick(self->share_arg) : ++self->own_clock;
+    kvt_ilist_push_tail(s_list(self, e), self->prev, self->next, e);
+}
+
 static void s_pin(kvt_ckpt_t *self, uint32_t e)
 {
     if (self->pins[e]++ == 0) {
         self->stats.pinned_entries++;
         if (self->state[e] == E_VALID)
-            kvt_ilist_remove(&self->lru, self->prev, self->next, e);
+            kvt_ilist_remove(s_list(self, e), self->prev, self->next, e);
     }
 }
 
@@ -128,29 +172,84 @@ static void s_free_entry(kvt_ckpt_t *self, uint32_t e)
 {
     kvt_hmap_del(self->index, self->hash[e], NULL);
     self->state[e] = E_FREE;
+    self->gone[e] = 0;
     self->free_stack[self->nfree++] = e;
+    if (self->release)
+        self->release(self->share_arg, e);
+}
+
+bool kvt_ckpt_victim(const kvt_ckpt_t *self, uint64_t *stamp, bool *gone)
+{
+    if (self->dead.count) {
+        *stamp = self->stamp[self->dead.head];
+        *gone = true;
+        return true;
+    }
+    if (!self->lru.count)
+        return false;
+    *stamp = self->stamp[self->lru.head];
+    *gone = false;
+    return true;
+}
+
+void kvt_ckpt_evict_one(kvt_ckpt_t *self)
+{
+    kvt_ilist_t *l = self->dead.count ? &self->dead : &self->lru;
+    uint32_t e = kvt_ilist_pop_head(l, self->prev, self->next);
+    assert(e != KVT_ILIST_NONE); //  the caller asked kvt_ckpt_victim
+    if (l == &self->dead)
+        self->stats.evicted_gone++;
+    self->stats.valid--;
+    self->stats.evicted++;
+    s_free_entry(self, e);
+}
+
+void kvt_ckpt_kv_gone(kvt_ckpt_t *self, kvt_hash_t hash)
+{
+    uint32_t e;
+    if (!kvt_hmap_get(self->index, hash, &e) || self->state[e] != E_VALID || self->gone[e])
+        return;
+    if (self->pins[e] == 0) {
+        kvt_ilist_remove(&self->lru, self->prev, self->next, e);
+        self->gone[e] = 1;
+        kvt_ilist_push_tail(&self->dead, self->prev, self->next, e);
+    } else
+        self->gone[e] = 1;
+}
+
+//  The prefix below a valid entry is back (a take or a restore of it).
+static void s_revive(kvt_ckpt_t *self, uint32_t e)
+{
+    if (!self->gone[e])
+        return;
+    if (self->pins[e] == 0)
+        kvt_ilist_remove(&self->dead, self->prev, self->next, e);
+    self->gone[e] = 0;
+    if (self->pins[e] == 0)
+        s_push(self, e);
 }
 
 uint32_t kvt_ckpt_reserve(kvt_ckpt_t *self, kvt_hash_t hash)
 {
     uint32_t e;
     if (kvt_hmap_get(self->index, hash, &e)) {
-        if (self->state[e] == E_VALID && self->pins[e] == 0) {
+        if (self->state[e] == E_VALID && self->gone[e])
+            s_revive(self, e);
+        else if (self->state[e] == E_VALID && self->pins[e] == 0) {
             kvt_ilist_remove(&self->lru, self->prev, self->next, e);
-            kvt_ilist_push_tail(&self->lru, self->prev, self->next, e);
+            s_push(self, e);
         }
         self->stats.refreshed++;
         return KVT_CKPT_NONE;
     }
     if (self->nfree == 0) {
-        e = kvt_ilist_pop_head(&self->lru, self->prev, self->next);
-        if (e == KVT_ILIST_NONE) {
+        uint64_t stamp;
+        bool gone;
+        if (!kvt_ckpt_victim(self, &stamp, &gone)) {
             self->stats.full++;
             return KVT_CKPT_NONE;
         }
-        s_free_entry(self, e);
-        self->stats.valid--;
-        self->stats.evicted++;
+        kvt_ckpt_evict_one(self);
     }
     e = self->free_stack[--self->nfree];
     self->src[e] = KVT_CKPT_SRC_GRID;
@@ -201,6 +300,7 @@ uint32_t kvt_ckpt_pin(kvt_ckpt_t *self, kvt_hash_t hash)
     uint32_t e;
     if (!kvt_hmap_get(self->index, hash, &e) || self->state[e] != E_VALID)
         return KVT_CKPT_NONE;
+    s_revive(self, e);
     s_pin(self, e);
     return e;
 }
@@ -226,7 +326,7 @@ void kvt_ckpt_unpin(kvt_ckpt_t *self, uint32_t entry)
         return;
     self->stats.pinned_entries--;
     if (self->state[entry] == E_VALID)
-        kvt_ilist_push_tail(&self->lru, self->prev, self->next, entry);
+        s_push(self, entry);
 }
 
 uint32_t kvt_ckpt_pins(const kvt_ckpt_t *self, uint32_t entry)
@@ -242,7 +342,7 @@ uint32_t kvt_ckpt_capacity(const kvt_ckpt_t *self)
 
 uint32_t kvt_ckpt_evictable(const kvt_ckpt_t *self)
 {
-    return self->lru.count;
+    return self->lru.count + self->dead.count;
 }
 
 void kvt_ckpt_stats(const kvt_ckpt_t *self, kvt_ckpt_stats_t *out)

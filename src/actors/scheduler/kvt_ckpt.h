@@ -12,7 +12,15 @@
     Valid checkpoints nobody reads sit in an LRU (old → young) and are
     evicted from the old end when a reservation needs room; a restore, a
     save of its image or a reservation pins one, and a pinned checkpoint is
-    never evicted. Every operation is O(1). */
+    never evicted. Every operation is O(1).
+
+    Shared with KV (kvt_ckpt_share): the pool's entries are then only
+    indices; its bytes are blocks the caller withholds from the block
+    manager for every reservation, and every entry that goes (an abandon or
+    an eviction) calls the release hook once, which gives them back. The
+    block manager asks for victims (kvt_ckpt_victim / kvt_ckpt_evict_one)
+    and says when a block's KV left HBM (kvt_ckpt_kv_gone): a valid
+    checkpoint at that hash is worthless from HBM and goes first. */
 #ifndef KVT_CKPT_H_INCLUDED
 #define KVT_CKPT_H_INCLUDED
 
@@ -46,6 +54,7 @@ typedef struct {
     uint64_t refreshed;                   //  takes of a hash already valid (moved to the young end)
     uint64_t evicted;                     //  valid checkpoints evicted for a reservation
     uint64_t full;                        //  reservations refused: every entry pinned or reserved
+    uint64_t evicted_gone;                //  of evicted: their KV had left HBM
     uint32_t slots_in_use;                //  gauge: state slots held
     uint32_t valid;                       //  gauge: valid checkpoints
     uint32_t pinned_entries;              //  gauge: entries with a pin (valid or reserved)
@@ -55,6 +64,36 @@ typedef struct {
 //  ≥ 1). NULL when out of memory.
 kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints);
 void kvt_ckpt_destroy(kvt_ckpt_t **self_p);
+
+//  Called once for every entry that goes (abandoned or evicted).
+typedef void kvt_ckpt_release_fn(void *arg, uint32_t entry);
+//  The shared recency clock: advances it and returns the new value.
+typedef uint64_t kvt_ckpt_tick_fn(void *arg);
+
+//  Shares the pool's bytes with KV: entries are stamped from `tick` (the
+//  block manager's recency clock) and every entry that goes calls
+//  `release`; both get `arg`.
+void kvt_ckpt_share(kvt_ckpt_t *self, kvt_ckpt_tick_fn *tick, kvt_ckpt_release_fn *release,
+                    void *arg);
+
+//  True when `hash` has an entry, valid or reserved (pure).
+bool kvt_ckpt_known(const kvt_ckpt_t *self, kvt_hash_t hash);
+
+//  The checkpoint an eviction would take now: true with its recency stamp
+//  and whether its KV left HBM (those go first); false when every valid
+//  entry is pinned.
+bool kvt_ckpt_victim(const kvt_ckpt_t *self, uint64_t *stamp, bool *gone);
+
+//  Evicts the victim (counted; the release hook runs).
+void kvt_ckpt_evict_one(kvt_ckpt_t *self);
+
+//  The KV block ending at `hash` left HBM: a valid checkpoint there is
+//  worthless from HBM (it goes first once unpinned) until a take or a
+//  restore of it shows the prefix is back.
+void kvt_ckpt_kv_gone(kvt_ckpt_t *self, kvt_hash_t hash);
+
+//  A reservation the caller refused for want of bytes (counted as full).
+void kvt_ckpt_count_full(kvt_ckpt_t *self);
 
 //  Takes a free state slot: its index, or KVT_CKPT_NONE when all are held.
 uint32_t kvt_ckpt_slot_take(kvt_ckpt_t *self);

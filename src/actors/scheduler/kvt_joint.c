@@ -66,7 +66,8 @@ kvt_joint_t kvt_joint_plan(const kvt_joint_in_t *in, kvt_joint_stats_t *st)
         need += hb - clb; //  fresh copies of [claim, hbm); the hit blocks stay pinned
     else
         need += in->unref[clb] - in->unref[hb]; //  shared [hbm, claim) it now references
-    if (need > in->available)
+    //  A state from HBM: its checkpoint is pinned before the allocation.
+    if (need + (from_hbm ? in->hbm_pin_cost : 0) > in->available)
         return s_skip(out, KVT_JOINT_PARTIAL_CHUNK_NO_ROOM, &st->partial_chunk_no_room);
     out.src = from_hbm ? KVT_JOINT_STATE_HBM : KVT_JOINT_STATE_TIER;
     out.b = b;

@@ -65,6 +65,8 @@ typedef struct {
     bool has_demand;            //  the probe's fit passed and set demand (rule B1)
     uint32_t demand;            //  the probe's num_new_blocks for an admission at hbm
     uint32_t available;         //  blocks an allocation can obtain now
+    uint32_t hbm_pin_cost;      //  blocks a state from HBM at B takes out of available when
+                                //  pinned (one HBM budget: a checkpoint's blocks; 0 = none)
     //  unref[i]: blocks of the block hit [0, i) with no reference (length
     //  block_hit / block_size + 1); the fit counts the ones the joint pins.
     const uint32_t *unref;

@@ -96,6 +96,7 @@ kvt_sreq_t *kvt_reqtab_add(kvt_reqtab_t *self, uint64_t id, const uint32_t *toke
     }
     self->nreq_free--;
     r->sslot = r->ck_hit = r->ck_restore = r->ck_take = KVT_CKPT_NONE;
+    r->keep_below = UINT32_MAX;
     r->id = id;
     r->nprompt = ntokens;
     r->max_new = max_new;
@@ -207,9 +208,15 @@ void kvt_reqtab_release_blocks(kvt_reqtab_t *self, kvt_sreq_t *r, kvt_blockmgr_t
     (void)self;
     //  Last block first: the tail lands at the old end of the LRU, so HBM
     //  evicts suffixes before the prefixes other requests share.
+    //  Blocks at or above keep_below lie above the request's deepest HBM
+    //  checkpoint (kvt_sched_mark_low): the low LRU.
     for (uint32_t i = r->nblocks; i-- > 0;)
-        kvt_blockmgr_unref(bm, r->blocks[i]);
+        if (i >= r->keep_below)
+            kvt_blockmgr_unref_low(bm, r->blocks[i]);
+        else
+            kvt_blockmgr_unref(bm, r->blocks[i]);
     r->nblocks = 0;
+    r->keep_below = UINT32_MAX;
 }
 
 void kvt_reqtab_index_blocks(kvt_reqtab_t *self, kvt_sreq_t *r, uint32_t upto_tokens,

@@ -15,6 +15,93 @@
 
 // ---------------------------------------------------------- lifecycle ----
 
+int kvt_sched_hbm_split(uint32_t hbm_blocks, uint64_t block_bytes, uint64_t state_bytes,
+                        uint32_t slots, uint32_t min_kv_blocks, kvt_sched_hbm_split_t *out,
+                        char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t per = block_bytes ? (state_bytes + block_bytes - 1) / block_bytes : 0;
+    uint64_t slot_blocks = per * slots;
+    if (per == 0 || per > UINT32_MAX || slot_blocks + min_kv_blocks > hbm_blocks) {
+        snprintf(err, errlen,
+                 "hbm_pool: %llu bytes (%u blocks of %llu bytes) cannot hold the %u state slots "
+                 "(%llu bytes, %u × %llu) and %u blocks of KV",
+                 (unsigned long long)hbm_blocks * block_bytes, hbm_blocks,
+                 (unsigned long long)block_bytes, slots,
+                 (unsigned long long)(slot_blocks * block_bytes), slots,
+                 (unsigned long long)state_bytes, min_kv_blocks);
+        return -1;
+    }
+    out->ckpt_blocks = (uint32_t)per;
+    out->slot_blocks = (uint32_t)slot_blocks;
+    out->kv_blocks = hbm_blocks - (uint32_t)slot_blocks;
+    out->ckpt_units = out->kv_blocks / out->ckpt_blocks;
+    if (out->ckpt_units == 0)
+        out->ckpt_units = 1; //  a pool of one unit the budget never lets fill
+    return 0;
+}
+
+//  The checkpoint side of the one HBM budget (kvt_blockmgr_peer_t and the
+//  pool's release hook).
+static bool s_peer_victim(void *arg, uint64_t *stamp, bool *gone)
+{
+    return kvt_ckpt_victim(((kvt_sched_t *)arg)->ck, stamp, gone);
+}
+
+static void s_peer_evict(void *arg)
+{
+    kvt_ckpt_evict_one(((kvt_sched_t *)arg)->ck);
+}
+
+static uint32_t s_peer_evictable(void *arg)
+{
+    kvt_sched_t *self = arg;
+    return kvt_ckpt_evictable(self->ck) * self->ck_blocks;
+}
+
+static void s_peer_gone(void *arg, kvt_hash_t hash)
+{
+    kvt_ckpt_kv_gone(((kvt_sched_t *)arg)->ck, hash);
+}
+
+static uint64_t s_ck_tick(void *arg)
+{
+    return kvt_blockmgr_tick(((kvt_sched_t *)arg)->bm);
+}
+
+static void s_ck_release(void *arg, uint32_t entry)
+{
+    (void)entry;
+    kvt_sched_t *self = arg;
+    kvt_blockmgr_unwithhold(self->bm, self->ck_blocks);
+}
+
+uint32_t kvt_sched_ckpt_reserve(kvt_sched_t *self, kvt_hash_t h)
+{
+    if (!self->ck_blocks || kvt_ckpt_known(self->ck, h))
+        return kvt_ckpt_reserve(self->ck, h); //  a separate pool, or a refresh
+    if (kvt_blockmgr_withhold(self->bm, self->ck_blocks) != 0) {
+        kvt_ckpt_count_full(self->ck);
+        return KVT_CKPT_NONE;
+    }
+    uint32_t e = kvt_ckpt_reserve(self->ck, h);
+    assert(e != KVT_CKPT_NONE); //  the budget holds fewer checkpoints than the pool's units
+    return e;
+}
+
+void kvt_sched_mark_low(kvt_sched_t *self, kvt_sreq_t *r)
+{
+    r->keep_below = UINT32_MAX;
+    if (!self->ck_blocks)
+        return;
+    //  The deepest registered block ending at a valid HBM checkpoint: the
+    //  blocks above it cannot resume from HBM (O(blocks), as the release).
+    uint32_t b = r->registered;
+    while (b > 0 && !kvt_ckpt_has(self->ck, kvt_reqtab_hash_at(self->rt, r, b - 1)))
+        b--;
+    r->keep_below = b;
+}
+
 kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
 {
     const char *bad = NULL;
@@ -38,6 +125,11 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "scheduler: %s", bad);
         return NULL;
     }
+    kvt_sched_hbm_split_t split = {0};
+    if (cfg->state_bytes > 0 && cfg->block_bytes > 0 &&
+        kvt_sched_hbm_split(cfg->hbm_blocks, cfg->block_bytes, cfg->state_bytes, cfg->max_running,
+                            cfg->chunk_size / cfg->block_size * 2, &split, err, errlen) != 0)
+        return NULL;
     kvt_sched_t *self = calloc(1, sizeof(*self));
     if (!self)
         goto oom;
@@ -45,7 +137,9 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     self->bpc = cfg->chunk_size / cfg->block_size;
     self->next_step = 1;
     self->applied = true; //  no step ran before the first plan
-    self->bm = kvt_blockmgr_new(cfg->hbm_blocks, cfg->block_size);
+    self->ck_blocks = split.ckpt_blocks;
+    self->bm =
+        kvt_blockmgr_new(split.kv_blocks ? split.kv_blocks : cfg->hbm_blocks, cfg->block_size);
     self->rt = kvt_reqtab_new(cfg->block_size, cfg->chunk_size, cfg->ns);
     self->pb = kvt_planbuf_new();
     //  A hit always leaves a prefill tail: one token, two with speculation.
@@ -62,8 +156,16 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     if (!self->pb || !self->lk || !self->bm || !self->rt)
         goto oom;
     if (cfg->state_bytes > 0) {
-        uint32_t nck = cfg->hbm_checkpoints ? cfg->hbm_checkpoints : 4 * cfg->max_running;
+        uint32_t nck = split.ckpt_units       ? split.ckpt_units
+                       : cfg->hbm_checkpoints ? cfg->hbm_checkpoints
+                                              : 4 * cfg->max_running;
         self->ck = kvt_ckpt_new(cfg->max_running, nck);
+        if (self->ck && self->ck_blocks) {
+            kvt_ckpt_share(self->ck, s_ck_tick, s_ck_release, self);
+            kvt_blockmgr_peer_t peer = {s_peer_victim, s_peer_evict, s_peer_evictable, s_peer_gone,
+                                        self};
+            kvt_blockmgr_set_peer(self->bm, &peer);
+        }
         kvt_stidx_cfg_t sc = {
             .hash_cap = cfg->tier_chunks,
             .can_load = true,
@@ -99,7 +201,8 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
                            .hbm_blocks = cfg->hbm_blocks,
                            .tail = tail,
                            .min_load = cfg->min_load_tokens,
-                           .tier = cfg->tier_chunks > 0};
+                           .tier = cfg->tier_chunks > 0,
+                           .ck_blocks = self->ck_blocks};
     self->ad = kvt_admit_new(&adc, self->rt, self->pb, self->bm, self->ck, self->stidx, self->lk,
                              self->lt, self->sv);
     if (!self->ad)
@@ -139,7 +242,7 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
     uint64_t nfeed = (uint64_t)a->ntokens + a->max_new_tokens - 1;
     //  A request must fit the pool and one entry of a StepPlan.
     if (!refuse && (nfeed > KVT_MSG_MAX_TOKENS * 2ull ||
-                    kvt_reqtab_blocks_needed(self->rt, nfeed) > self->cfg.hbm_blocks ||
+                    kvt_reqtab_blocks_needed(self->rt, nfeed) > kvt_blockmgr_total(self->bm) ||
                     kvt_reqtab_blocks_needed(self->rt, nfeed) > KVT_MSG_MAX_BLOCKS))
         refuse = true;
     kvt_sreq_t *r =
@@ -196,6 +299,7 @@ void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
     //  tail), the record stays and keeps its blocks, releasing them all at
     //  once, tail first, when the tracker lets go: the LRU order does not
     //  depend on the order verdicts arrive (kvt_reqtab_forget).
+    kvt_sched_mark_low(self, r); //  whenever the blocks go, from what HBM holds now
     if (!kvt_saves_tracked(self->sv, r))
         kvt_reqtab_forget(self->rt, slot, self->bm);
 }
@@ -321,6 +425,7 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
         self->stats.running--;
     kvt_saves_abort(self->sv, r);
     kvt_sched_release_state(self, r);
+    kvt_sched_mark_low(self, r);
     kvt_reqtab_release_blocks(self->rt, r, self->bm);
     kvt_reqtab_unlink(self->rt, KVT_RQ_ACTIVE, slot);
     kvt_reqtab_prepend(self->rt, KVT_RQ_WAITING, slot);

@@ -89,6 +89,9 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C("blocks.", b, duplicate_regs);
     S_C("blocks.", b, hit_blocks);
     S_C("blocks.", b, token_mismatch);
+    S_C("blocks.", b, evicted_low);
+    S_C("blocks.", b, peer_evictions);
+    S_C("blocks.", b, withheld);
     if (kvt_saves_tracker(self->sv))
         kvt_savetrack_counters(kvt_saves_tracker(self->sv), c, n, cap);
     if (kvt_sched_hybrid(self)) {
@@ -110,6 +113,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
         S_C("ckpt.", k, abandoned);
         S_C("ckpt.", k, refreshed);
         S_C("ckpt.", k, evicted);
+        S_C("ckpt.", k, evicted_gone);
         S_C("ckpt.", k, full);
         S_C("ckpt.", k, slots_in_use);
         S_C("ckpt.", k, valid);

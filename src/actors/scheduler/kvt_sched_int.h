@@ -32,6 +32,7 @@ struct _kvt_sched_t {
     kvt_lookups_t *lk;       //  tier lookups
     kvt_reqtab_t *rt;        //  request records, their lists and hash chains
     kvt_ckpt_t *ck;          //  state slots and HBM checkpoints (hybrid; NULL when dense)
+    uint32_t ck_blocks;      //  blocks one HBM checkpoint withholds (0: a separate pool)
     kvt_stidx_t *stidx;      //  state images and state loads (hybrid; NULL when dense)
     uint64_t now_us;         //  the caller's clock (kvt_sched_set_now)
     kvt_admit_t *ad;         //  the admission decision
@@ -46,6 +47,14 @@ void kvt_sched_event(kvt_sched_t *self, uint64_t req, uint32_t gen, uint8_t type
 //  Loads past their deadline settle failed and their requests run
 //  (kvt_sched.c; every plan, O(1) per load expired).
 void kvt_sched_expire_loads(kvt_sched_t *self);
+
+//  Reserves an HBM checkpoint for a take of `h` (kvt_sched.c): with one
+//  HBM budget its blocks are withheld first, by the budget's rule.
+uint32_t kvt_sched_ckpt_reserve(kvt_sched_t *self, kvt_hash_t h);
+
+//  Hybrid: marks the blocks of r above the deepest HBM checkpoint of its
+//  chain as low value before they are released (kvt_sched.c).
+void kvt_sched_mark_low(kvt_sched_t *self, kvt_sreq_t *r);
 
 //  True for a hybrid model.
 static inline bool kvt_sched_hybrid(const kvt_sched_t *self)

@@ -138,7 +138,7 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
     if (!boundary || r->ck_take != KVT_CKPT_NONE)
         return;
     kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, end / self->cfg.block_size - 1);
-    uint32_t e = kvt_ckpt_reserve(self->ck, h);
+    uint32_t e = kvt_sched_ckpt_reserve(self, h);
     if (e == KVT_CKPT_NONE)
         return; //  already held (refreshed), or every entry pinned (counted by the pool)
     if (s_state_op(self, r, KVT_SCHED_STATE_TAKE, e, end) != 0) {
