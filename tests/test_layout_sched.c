@@ -223,8 +223,58 @@ Test(layout_sched, every_core_file_stays_within_the_size_bound)
     s_free(src, S_NSRC);
 }
 
+//  The sub-records of a request record (kvt_reqtab.h) and the one file that
+//  writes each.
+static const struct {
+    const char *field; //  the member of kvt_sreq_t, with its dot
+    const char *owner; //  the only file that writes it
+} s_subs[] = {{"->lk.", "kvt_lookups.c"}, {"->adm.", "kvt_admit.c"}};
+#define S_NSUBS (sizeof s_subs / sizeof s_subs[0])
+
+//  Writes of another module's sub-record in one file, into err; returns
+//  how many. A write is an assignment, a compound assignment or ++/--.
+static int s_check_writes(const s_src_t *s, char *err, size_t errlen)
+{
+    int bad = 0;
+    for (size_t k = 0; k < S_NSUBS; k++) {
+        if (strcmp(s->name, s_subs[k].owner) == 0)
+            continue;
+        size_t n = strlen(s_subs[k].field);
+        for (const char *p = strstr(s->text, s_subs[k].field); p;
+             p = strstr(p + 1, s_subs[k].field)) {
+            const char *q = p + n;
+            while (*q == '_' || (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9'))
+                q++;
+            while (*q == ' ')
+                q++;
+            bool assign = (q[0] == '=' && q[1] != '=') ||
+                          (strchr("+-*/|&^", q[0]) && q[0] && q[1] == '=') ||
+                          (q[0] == '+' && q[1] == '+') || (q[0] == '-' && q[1] == '-');
+            bool pre = p >= s->text + 2 &&
+                       ((p[-1] == '+' && p[-2] == '+') || (p[-1] == '-' && p[-2] == '-'));
+            if (assign || pre) {
+                snprintf(err, errlen, "%s writes %.40s (owned by %s)", s->name, p, s_subs[k].owner);
+                bad++;
+            }
+        }
+    }
+    return bad;
+}
+
+Test(layout_sched, every_sub_record_of_a_request_is_written_only_by_its_module)
+{
+    s_src_t src[S_NSRC];
+    s_load(src);
+    for (size_t i = 0; i < S_NSRC; i++) {
+        char err[256] = "";
+        cr_expect(s_check_writes(&src[i], err, sizeof err) == 0, "%s", err);
+    }
+    s_free(src, S_NSRC);
+}
+
 //  The checks themselves refuse what they exist to refuse.
-Test(layout_sched, the_checks_refuse_an_upward_include_a_private_include_and_an_upward_call)
+Test(layout_sched,
+     the_checks_refuse_an_upward_include_a_private_include_an_upward_call_and_a_foreign_write)
 {
     char err[256];
     s_src_t up = {"kvt_reqtab.c", "#include \"kvt_lookups.h\"\n"};
@@ -237,4 +287,12 @@ Test(layout_sched, the_checks_refuse_an_upward_include_a_private_include_and_an_
                         {"kvt_saves.c", "void kvt_saves_y(void)\n{\n    kvt_planbuf_x();\n}\n"}};
     cr_expect(s_check_calls(calls, 2, 0, err, sizeof err) == 1, "planbuf → saves goes up");
     cr_expect(s_check_calls(calls, 2, 1, err, sizeof err) == 0, "saves → planbuf goes down");
+    s_src_t w = {"kvt_sched.c", "    r->adm.probe_demand = 0;\n"};
+    cr_expect(s_check_writes(&w, err, sizeof err) == 1, "the coordinator writes admission's");
+    s_src_t inc = {"kvt_saves.c", "    r->lk.held++;\n"};
+    cr_expect(s_check_writes(&inc, err, sizeof err) == 1, "saves increments lookup's");
+    s_src_t rd = {"kvt_admit.c", "    if (r->lk.state == S_LK_OUT && r->lk.held >= 1)\n"};
+    cr_expect(s_check_writes(&rd, err, sizeof err) == 0, "reading another's is fine");
+    s_src_t own = {"kvt_lookups.c", "    r->lk.held = 0;\n"};
+    cr_expect(s_check_writes(&own, err, sizeof err) == 0, "the owner writes its own");
 }

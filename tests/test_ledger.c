@@ -379,6 +379,17 @@ static void s_replay_holds(kvt_replay_cfg_t *c, const char *what)
     cr_assert_eq(r.ledger.ideal, ideal, "%s: ideal %llu, want %llu", what,
                  (unsigned long long)r.ledger.ideal, (unsigned long long)ideal);
     cr_assert_eq(r.ledger.input_tokens, wl->input_tokens, "%s: all input tokens", what);
+    if (c->state_bytes) {
+        //  The state's share of the losses is the scheduler's own state
+        //  tax (KV alone could have resumed minus the boundary chosen).
+        const kvt_loss_t st[] = {KVT_LOSS_CKPT_NEVER, KVT_LOSS_HBM_CKPT, KVT_LOSS_CPU_IMAGE,
+                                 KVT_LOSS_MIN_LOAD,   KVT_LOSS_NO_PROBE, KVT_LOSS_NO_ROOM};
+        uint64_t tax = 0;
+        for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
+            tax += r.ledger.loss[st[i]];
+        cr_assert_eq(tax, kvt_replay_counter(&r, "scheduler", "sched.state_tax_tokens"),
+                     "%s: the state losses are the state tax", what);
+    }
     s_free(wl, tok);
     kvt_replay_report_clear(&r);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvtier/kvt_metrics.h"
@@ -393,16 +394,200 @@ Test(metrics, a_replay_publishes_its_rounds_then_its_final_counters, .timeout = 
     kvt_metrics_destroy(&m);
 }
 
-Test(metrics, a_replay_refuses_metrics_with_ranks_as_processes)
+typedef struct {
+    kvt_replay_cfg_t c;     //  the run
+    kvt_replay_report_t *r; //  its report
+    int rc;                 //  kvt_replay_run's
+    char err[512];          //  its error
+    atomic_bool done;       //  the run returned
+} s_bg_t;
+
+static void *s_bg_replay(void *arg)
+{
+    s_bg_t *b = arg;
+    b->rc = kvt_replay_run(&b->c, b->r, b->err, sizeof b->err);
+    atomic_store(&b->done, true);
+    return NULL;
+}
+
+Test(metrics, with_ranks_as_processes_a_round_gathers_every_rank_process, .timeout = 180)
+{
+    kvt_metrics_t *m = s_listening();
+    s_bg_t *b = calloc(1, sizeof *b);
+    kvt_replay_defaults(&b->c);
+    b->c.driver = KVT_DRIVER_LIVE;
+    b->c.ranks_as_processes = true;
+    b->c.rank_exe = KVT_BINARY_DIR "/kvtier";
+    b->c.limit = 300;
+    b->c.log_level = 0;
+    b->c.metrics = m;
+    b->c.metrics_interval_ns = 20000000; //  20 ms
+    b->r = calloc(1, sizeof *b->r);
+    pthread_t th;
+    pthread_create(&th, NULL, s_bg_replay, b);
+    //  A collector round (its own series are not in the final counters)
+    //  with rank 1's worker, which runs in another process.
+    bool seen = false;
+    while (!seen && !atomic_load(&b->done)) {
+        char *t = s_scrape(m);
+        seen = strstr(t, "kvtier_metrics_rounds_total{actor=\"metrics\"}") &&
+               strstr(t, "kvtier_worker_pending{actor=\"worker\",rank=\"1\"}");
+        free(t);
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    }
+    pthread_join(th, NULL);
+    cr_assert_eq(b->rc, 0, "%s", b->err);
+    cr_assert(!b->r->failed, "%s", b->r->failures);
+    cr_assert(seen, "no scrape during the run showed a round with rank 1's worker");
+    kvt_replay_report_clear(b->r);
+    free(b->r);
+    free(b);
+    kvt_metrics_destroy(&m);
+}
+
+//  The names (backquoted) in a table row's first cell, each with the prefix
+//  of the first one when it has none (`sched.waiting`, `running`); a name
+//  starting with '.' (a suffix, `.branch`) is left out. Returns how many.
+static int s_row_names(const char *cell, size_t len, char names[][80], int cap)
+{
+    int n = 0;
+    char prefix[80] = "";
+    for (const char *p = cell; p < cell + len && n < cap;) {
+        const char *a = memchr(p, '`', (size_t)(cell + len - p));
+        if (!a)
+            break;
+        const char *b = memchr(a + 1, '`', (size_t)(cell + len - a - 1));
+        if (!b)
+            break;
+        size_t k = (size_t)(b - a - 1);
+        p = b + 1;
+        if (k == 0 || k >= 60 || a[1] == '.')
+            continue;
+        const char *dot = memchr(a + 1, '.', k);
+        if (dot && !prefix[0])
+            snprintf(prefix, sizeof prefix, "%.*s", (int)(dot - a), a + 1);
+        if (dot)
+            snprintf(names[n++], 80, "%.*s", (int)k, a + 1);
+        else if (prefix[0])
+            snprintf(names[n++], 80, "%s%.*s", prefix, (int)k, a + 1);
+    }
+    return n;
+}
+
+Test(metrics, every_gauge_of_the_docs_is_exported_as_a_gauge_and_back)
+{
+    FILE *f = fopen(KVT_SOURCE_DIR "/docs/metrics.md", "r");
+    cr_assert_not_null(f);
+    char line[4096], documented[256][80];
+    int nd = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "| `", 3) != 0)
+            continue;
+        char *c1 = line + 1, *bar = strchr(c1, '|');
+        if (!bar)
+            continue;
+        char *c2 = bar + 1;
+        while (*c2 == ' ')
+            c2++;
+        char names[16][80];
+        int n = s_row_names(c1, (size_t)(bar - c1), names, 16);
+        //  The kind: "gauge", "0/1", "gauge: ..." (aggregator, worker), or
+        //  one per name ("counter / counter / gauge").
+        bool all = strncmp(c2, "gauge", 5) == 0 || strncmp(c2, "0/1", 3) == 0;
+        int k = 0;
+        for (char *q = c2; *q && *q != '|' && k < n; k++) {
+            bool gauge = all || strncmp(q, "gauge", 5) == 0;
+            if (gauge && strncmp(names[k], "metrics.", 8) != 0 && nd < 256)
+                memcpy(documented[nd++], names[k], sizeof documented[0]);
+            char *slash = strstr(q, " / ");
+            char *end = strchr(q, '|');
+            if (all || !slash || (end && slash > end))
+                q = end ? end : q + strlen(q);
+            else
+                q = slash + 3;
+        }
+        for (; all && k < n; k++)
+            if (nd < 256)
+                memcpy(documented[nd++], names[k], sizeof documented[0]);
+    }
+    fclose(f);
+    cr_assert_gt(nd, 20, "the docs' gauges were found (%d)", nd);
+    for (int i = 0; i < nd; i++)
+        cr_assert(kvt_metrics_is_gauge_(documented[i]),
+                  "docs/metrics.md calls %s a gauge; the endpoint exports it as a counter",
+                  documented[i]);
+    //  And every gauge of the list (but the tiers', documented in store.md,
+    //  and the collector's own) is one the docs call a gauge.
+    for (size_t i = 0; kvt_metrics_gauge_at_(i); i++) {
+        const char *g = kvt_metrics_gauge_at_(i);
+        if (strncmp(g, "tier.", 5) == 0 || strncmp(g, "metrics.", 8) == 0)
+            continue;
+        bool found = false;
+        for (int j = 0; j < nd && !found; j++)
+            found = strcmp(documented[j], g) == 0;
+        cr_assert(found, "%s is exported as a gauge but docs/metrics.md does not say so", g);
+    }
+}
+
+//  A target that answers a Stats request with one counter.
+static int s_stub_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *msg)
+{
+    (void)self;
+    if (!msg->u.stats.request)
+        return 0;
+    kvt_counter_t c = {"agg.open", 1};
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_STATS;
+    snprintf(m.u.stats.from, sizeof m.u.stats.from, "%s", kvt_ctx_name(ctx, kvt_ctx_self(ctx)));
+    m.u.stats.counters = &c;
+    m.u.stats.ncounters = 1;
+    return kvt_ctx_send(ctx, from, &m);
+}
+
+static void *s_stub_init(kvt_ctx_t *ctx, void *args)
+{
+    (void)ctx;
+    return args;
+}
+
+static void s_stub_stop(kvt_ctx_t *ctx, void *self)
+{
+    (void)ctx;
+    (void)self;
+}
+
+static const kvt_actor_class_t s_stub_class = {.type = "stub",
+                                               .init = s_stub_init,
+                                               .stop = s_stub_stop,
+                                               .on = {[KVT_MSG_STATS] = s_stub_stats}};
+
+Test(metrics, under_sim_the_rounds_stop_once_nothing_else_runs_so_the_system_can_end)
 {
     kvt_metrics_t *m = kvt_metrics_new();
-    kvt_replay_cfg_t c;
-    kvt_replay_defaults(&c);
-    c.driver = KVT_DRIVER_LIVE;
-    c.ranks_as_processes = true;
-    c.metrics = m;
-    char err[512];
-    cr_assert_neq(kvt_replay_validate(&c, err, sizeof err), 0);
-    cr_assert_not_null(strstr(err, "metrics"), "%s", err);
+    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = 1, .log_level = 0};
+    kvt_system_t *sys = kvt_system_new(&so);
+    static int stub_state;
+    const char *targets[] = {"aggregator", NULL};
+    kvt_metrics_collector_args_t a = {m, targets, 1000000}; //  1 ms
+    cr_assert_neq(kvt_system_add(sys, "aggregator", &s_stub_class, &stub_state, NULL),
+                  KVT_AID_NONE);
+    cr_assert_neq(kvt_system_add(sys, "metrics", &kvt_metrics_collector_class, &a, NULL),
+                  KVT_AID_NONE);
+    cr_assert_eq(kvt_system_start(sys), 0);
+    //  Without the quiet stop the timer re-arms forever: the 10 s limit.
+    int rc = kvt_system_run(sys, 10000000000ull, 0);
+    cr_assert_eq(rc, KVT_RUN_QUIESCENT, "the run ended by %d, not quiescence", rc);
+    cr_assert_leq(kvt_system_now(sys), 1100000000ull, "stopped after the 1 s quiet window");
+    kvt_metrics_stats_t st;
+    kvt_metrics_stats(m, &st);
+    cr_assert_geq(st.publishes, 999, "a round every tick until then (%llu)",
+                  (unsigned long long)st.publishes);
+    char *t = kvt_metrics_render(m, NULL);
+    cr_assert_not_null(strstr(t, "kvtier_agg_open{actor=\"aggregator\"} 1\n"), "%s", t);
+    cr_assert_not_null(strstr(t, "kvtier_metrics_rounds_partial_total{actor=\"metrics\"} 0\n"));
+    free(t);
+    kvt_system_stop(sys);
+    kvt_system_destroy(&sys);
     kvt_metrics_destroy(&m);
 }

@@ -22,11 +22,11 @@
 //  reuse them whatever the timing: a flag given twice, the last wins). Grid
 //  checkpoints only: with the prompt-end and branch ones the shared first
 //  512 tokens keep a checkpoint in the one HBM budget and every later
-//  request resumes from it, never from token 0. One instance: the faults
-//  fire in the first instance only.
-#define FROM_ZERO                            \
-    "--model qwen3-next-like --trace " TRACE \
-    " --limit 40 --max-running 8 --checkpoints interval --instances 1"
+//  request resumes from it, never from token 0. One instance (a trace
+//  replay defaults to eight).
+#define FROM_ZERO                                                                                  \
+    "--model qwen3-next-like --trace " TRACE " --limit 40 --max-running 8 --checkpoints interval " \
+    "--instances 1"
 //  Requests that resume from HBM checkpoints (the synthetic sessions share).
 #define RESTORES \
     "--model qwen3-next-like --limit 160 --byte-scale 1 --hbm-pool 24MiB --cpu-pool 32MiB"

@@ -57,6 +57,8 @@ static void s_usage(FILE *out)
         "                     id its disk directories record (default: each derived by\n"
         "                     the configuration from this rank's own settings)\n"
         "  --fault corrupt-resume=N  as for kvtier replay\n"
+        "  --with-metrics     the engine runs a metrics collector (topology actor 3 + 2N,\n"
+        "                     `metrics`): its Stats requests are answered\n"
         "  --config FILE      settings from a YAML file (KVTIER_* and flags override it)\n"
         "  --SETTING VALUE    any setting of the configuration, as for kvtier replay\n"
         "                     (docs/configuration.md); those a rank uses: --seed,\n"
@@ -86,6 +88,10 @@ static int s_parse(int argc, char **argv, kvt_rank_proc_cfg_t *pc, kvt_config_lo
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             s_usage(stdout);
             return 1;
+        }
+        if (!strcmp(a, "--with-metrics")) {
+            pc->metrics = true;
+            continue;
         }
         if (strncmp(a, "--", 2) == 0 && kvt_config_has_key(a, &is_bool)) {
             //  A setting of the configuration: --x V, --x=V, or a boolean alone.

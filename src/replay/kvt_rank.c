@@ -450,6 +450,8 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
             S_ARG(tname[t]);
             S_VAL("%lluns", (unsigned long long)tval[t]);
         }
+    if (cfg->metrics)
+        S_ARG("--with-metrics");
     if (r == 0 && cfg->fault_corrupt_resume) {
         S_ARG("--fault");
         S_VAL("corrupt-resume=%u", cfg->fault_corrupt_resume);
@@ -606,12 +608,13 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
             return KVT_RANK_EXIT_NO_ENGINE;
         }
     }
-    char ep[2 * KVT_MSG_MAX_RANKS + 3][128];
+    char ep[2 * KVT_MSG_MAX_RANKS + 4][128];
     static const char *fixed[] = {"engine", "scheduler", "aggregator"};
     char runner[32], worker[32];
-    for (uint32_t i = 0; i < 3 + 2 * cfg->tp; i++) {
-        const char *name = fixed[i < 3 ? i : 0];
-        if (i >= 3) {
+    uint32_t nactors = 3 + 2 * cfg->tp + (pc->metrics ? 1 : 0);
+    for (uint32_t i = 0; i < nactors; i++) {
+        const char *name = i == 3 + 2 * cfg->tp ? "metrics" : fixed[i < 3 ? i : 0];
+        if (i >= 3 && i < 3 + 2 * cfg->tp) {
             kvt_rank_names((i - 3) / 2, runner, worker, sizeof runner);
             name = (i - 3) % 2 ? worker : runner;
         }
@@ -619,7 +622,7 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
             snprintf(err, errlen,
                      "engine: '%s' is not ipc://DIR (DIR under 80 bytes) or tcp://HOST:PORT with "
                      "room for %u ports",
-                     pc->engine, 3 + 2 * cfg->tp);
+                     pc->engine, nactors);
             return KVT_RANK_EXIT_SETUP;
         }
     }
@@ -658,6 +661,8 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
                     kvt_system_add_remote(sys, worker, ep[iw]) != KVT_AID_NONE;
         }
     }
+    if (added && pc->metrics) //  last, as the engine adds it
+        added = kvt_system_add_remote(sys, "metrics", ep[3 + 2 * cfg->tp]) != KVT_AID_NONE;
     if (!added) {
         snprintf(err, errlen, "cannot build the actor topology (endpoint in use?)");
         goto done;

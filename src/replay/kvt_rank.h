@@ -89,6 +89,9 @@ typedef struct {
     int engine_pid;              //  the engine's process (its parent), 0 = not known
     uint32_t connect_timeout_ms; //  the engine must be reached within this (default 10000)
     uint32_t poll_ms;            //  how often the engine's liveness is checked (default 50)
+    bool metrics;                //  the topology ends with the engine's metrics collector
+                                 //  (index 3 + 2 tp, --with-metrics): its Stats requests
+                                 //  come from a known sender
 } kvt_rank_proc_cfg_t;
 
 //  Runs one rank (runner.r, worker.r and its tier) as this process's only

@@ -165,9 +165,6 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "instances: must be in 1..64";
     else if (c->ranks_as_processes && c->driver != KVT_DRIVER_LIVE)
         bad = "ranks-as-processes: needs the live driver (--driver live)";
-    else if (c->metrics && c->ranks_as_processes)
-        bad = "metrics-addr: not with --ranks-as-processes yet (the collector is not part of "
-              "the ranks' topology)";
     else if (c->rank_endpoint && !c->ranks_as_processes)
         bad = "rank-endpoint: needs --ranks-as-processes";
     else if (c->state_bytes > (1ull << 32))
@@ -713,20 +710,24 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
         goto fail;
 
     //  Ranks as processes: every actor at ipc://DIR/NAME.
-    char base[300] = "", ep[3 + 2 * S_MAX_TP][128];
+    char base[300] = "", ep[4 + 2 * S_MAX_TP][128];
+    uint32_t nactors = 3 + 2 * cfg->tp + (cfg->metrics ? 1 : 0); //  the collector last
     const char *fixed[] = {"engine", "scheduler", "aggregator"};
     if (cfg->ranks_as_processes) {
         if (cfg->rank_endpoint)
             snprintf(base, sizeof base, "%s", cfg->rank_endpoint);
         else
             snprintf(base, sizeof base, "ipc://%s", run->dir);
-        for (uint32_t i = 0; i < 3 + 2 * cfg->tp; i++)
-            if (kvt_rank_endpoint(base, i, i < 3 ? fixed[i] : run->names[i - 3], ep[i],
-                                  sizeof ep[i]) != 0) {
+        for (uint32_t i = 0; i < nactors; i++)
+            if (kvt_rank_endpoint(base, i,
+                                  i < 3                 ? fixed[i]
+                                  : i < 3 + 2 * cfg->tp ? run->names[i - 3]
+                                                        : "metrics",
+                                  ep[i], sizeof ep[i]) != 0) {
                 snprintf(err, errlen,
                          "rank-endpoint: '%s' is not ipc://DIR (under 80 bytes) or "
                          "tcp://HOST:PORT with room for %u ports",
-                         base, 3 + 2 * cfg->tp);
+                         base, nactors);
                 goto fail;
             }
     }
@@ -752,7 +753,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
         //  its id follows the ranks': s_actor_name reads its name from names[]
         snprintf(run->names[2 * cfg->tp], sizeof run->names[0], "metrics");
         added = kvt_system_add(run->sys, "metrics", &kvt_metrics_collector_class, &run->metrics,
-                               NULL) != KVT_AID_NONE;
+                               procs ? ep[nactors - 1] : NULL) != KVT_AID_NONE;
     }
     if (!added) {
         snprintf(err, errlen, "cannot build the actor topology");

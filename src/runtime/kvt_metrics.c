@@ -70,6 +70,11 @@ static const char *const s_channels[] = {"load", "save", "state", "touch", "look
 
 #define N_OF(a) (sizeof a / sizeof a[0])
 
+const char *kvt_metrics_gauge_at_(size_t i)
+{
+    return i < N_OF(s_gauges) ? s_gauges[i] : NULL;
+}
+
 bool kvt_metrics_is_gauge_(const char *norm)
 {
     for (size_t i = 0; i < N_OF(s_gauges); i++)

@@ -29,6 +29,10 @@ typedef struct {
     uint64_t rounds;                //  rounds published
     uint64_t partial;               //  of those, published before every target replied
     uint64_t dropped;               //  Stats replies from no target, or a second one
+    uint64_t last_events;           //  SIM: the driver's event count at the last tick
+    uint64_t own_events;            //  SIM: this collector's events since the last tick
+    uint64_t quiet_since;           //  SIM: since when the ticks saw only the collector's
+                                    //  events (UINT64_MAX: they do not)
     kvt_metrics_source_t *src;      //  scratch for a publish (nt + 1)
     kvt_counter_t self_c[S_SELF_N]; //  the collector's own counters
 } s_coll_t;
@@ -94,6 +98,7 @@ static void s_ask(kvt_ctx_t *ctx, s_coll_t *self)
         if (kvt_ctx_send(ctx, self->t[i].aid, &m) == 0)
             self->waiting++;
     }
+    self->own_events += self->waiting; //  each request is one delivery
     self->open = true;
     if (self->waiting == 0)
         s_publish(ctx, self);
@@ -104,12 +109,41 @@ static uint64_t s_interval(const s_coll_t *self)
     return self->a.interval_ns ? self->a.interval_ns : 1000000000ull;
 }
 
+//  Under SIM a timer that always re-arms would keep the system from ever
+//  being quiescent, so a stalled run would tick forever instead of ending:
+//  once the ticks have seen nothing but the collector's own events (its
+//  timer, its requests, the replies) for the quiet window (1000 intervals,
+//  at most 60 s of virtual time), the rounds stop. LIVE has no event count
+//  (kvt_sim_events is 0): there the rounds never stop.
+static bool s_quiet(kvt_ctx_t *ctx, s_coll_t *self)
+{
+    uint64_t ev = kvt_sim_events(kvt_ctx_system(ctx));
+    uint64_t now = kvt_ctx_now(ctx);
+    bool only_ours = ev > 0 && self->last_events > 0 && ev - self->last_events <= self->own_events;
+    self->last_events = ev;
+    self->own_events = 1; //  the next tick's own timer
+    if (!only_ours) {
+        self->quiet_since = UINT64_MAX;
+        return false;
+    }
+    if (self->quiet_since == UINT64_MAX)
+        self->quiet_since = now;
+    uint64_t window = s_interval(self) * 1000u;
+    if (window > 60000000000ull)
+        window = 60000000000ull;
+    return now - self->quiet_since >= window;
+}
+
 static void s_on_timer(kvt_ctx_t *ctx, void *selfp, uint64_t tag)
 {
     (void)tag;
     s_coll_t *self = selfp;
     if (self->open) //  the next round is due first: publish what arrived
         s_publish(ctx, self);
+    if (s_quiet(ctx, self)) {
+        kvt_ctx_log(ctx, 2, "metrics: only the rounds ran for the quiet window: they stop");
+        return;
+    }
     s_ask(ctx, self);
     kvt_ctx_timer(ctx, s_interval(self), 0);
 }
@@ -118,6 +152,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
 {
     s_coll_t *self = selfp;
     const kvt_stats_t *st = &msg->u.stats;
+    self->own_events++; //  this delivery
     if (st->request)
         return 0; //  the collector has no counters to give but its own, published
     s_target_t *t = NULL;
@@ -159,6 +194,7 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     if (!self)
         return NULL;
     self->a = *a;
+    self->quiet_since = UINT64_MAX;
     uint32_t cap = 0;
     for (const char *const *p = a->targets; p && *p; p++)
         cap++;

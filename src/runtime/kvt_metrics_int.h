@@ -64,4 +64,7 @@ void kvt_metrics_stop_http_(kvt_metrics_t *self);
 //  Whether a normalised counter name is a gauge (tests use it too).
 bool kvt_metrics_is_gauge_(const char *norm);
 
+//  The i-th name of the gauge list, NULL past its end (tests).
+const char *kvt_metrics_gauge_at_(size_t i);
+
 #endif

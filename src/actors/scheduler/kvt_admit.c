@@ -118,6 +118,12 @@ static uint32_t s_probe(kvt_admit_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
     return demand;
 }
 
+void kvt_admit_requeued(kvt_admit_t *self, kvt_sreq_t *r)
+{
+    (void)self;
+    memset(&r->adm, 0, sizeof(r->adm));
+}
+
 void kvt_admit_probe(kvt_admit_t *self, kvt_sreq_t *r, kvt_sched_probe_t *p)
 {
     (void)s_probe(self, r, p);
@@ -154,13 +160,13 @@ static bool s_ckpt_tier(void *ctx, uint32_t boundary)
 static kvt_joint_t s_plan_dense(const kvt_admit_t *self, const kvt_sched_probe_t *p, uint32_t tier,
                                 uint32_t need)
 {
-    uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size, hb = p->hbm / bs;
+    uint32_t bs = self->cfg.block_size, cs = self->cfg.chunk_size;
     kvt_joint_t d = {.src = KVT_JOINT_NONE, .b = p->hbm, .claim = p->hbm};
     if (tier > p->hbm) {
         d.b = tier;
         d.claim = p->hbm / cs * cs;
     }
-    d.demand = need - d.claim / bs + self->unref[hb];
+    d.demand = need - d.claim / bs + self->unref[p->hbm / bs];
     return d;
 }
 
@@ -245,7 +251,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  The last probe needed more fresh blocks than exist now: nothing that
     //  could help has happened (a probe's demand only shrinks when blocks
     //  free up), so skip the probe (rule B1: the demand travels with it).
-    if (r->probe_demand > kvt_blockmgr_available(self->bm) ||
+    if (r->adm.probe_demand > kvt_blockmgr_available(self->bm) ||
         (hybrid && kvt_ckpt_slots_free(self->ck) == 0)) {
         return s_wait(self, r, now_us); //  waiting: no blocks or no slot for it yet
     }
@@ -255,7 +261,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  its lookup; a dense one learns its tier hit first (its fit depends
     //  on it, below).
     if (hybrid && !p->has_demand) {
-        r->probe_demand = want;
+        r->adm.probe_demand = want;
         return s_wait(self, r, now_us); //  waiting: its probe found no room
     }
     uint32_t tail = self->cfg.tail;
@@ -272,7 +278,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  commit takes must be free now.
     uint32_t pins = hybrid ? (p->hbm > 0) + (d.src == KVT_JOINT_STATE_HBM) : 0;
     if (s_room(self, pins) < d.demand) {
-        r->probe_demand = d.demand;
+        r->adm.probe_demand = d.demand;
         return KVT_ADMIT_WAIT;
     }
     bool load = d.b > p->hbm;
@@ -282,9 +288,9 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  hybrid loads count their chunks (kvt_loadtrack_convoy_mark).
     for (uint32_t t = kv_leg ? d.claim : d.b; hybrid && kv_leg && t < d.b; t += cs)
         if (kvt_loadtrack_convoy_busy(self->lt, kvt_reqtab_chunk_key(self->rt, r, t / cs))) {
-            if (!r->convoy_waited)
+            if (!r->adm.convoy_waited)
                 self->st.convoy_waits++;
-            r->convoy_waited = true;
+            r->adm.convoy_waited = true;
             return KVT_ADMIT_WAIT;
         }
     //  Every tier hit that votes for an image touches it (I5, throttled per
@@ -367,8 +373,8 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     r->nhit_pins = nret;
     r->pin_lo = lo;
     r->registered = clb;
-    r->probe_demand = 0;
-    r->convoy_waited = false;
+    r->adm.probe_demand = 0;
+    r->adm.convoy_waited = false;
     r->gen++;
     r->hbm_hit = p->hbm;
     r->block_hit = hybrid ? p->block_hit : 0;
@@ -395,7 +401,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  before any gate, the tier's reach, and why the boundary is where it is.
     kvt_planbuf_event(
         self->pb, r->id, r->gen, KVT_EV_OUTCOME, hybrid ? p->block_hit : p->hbm, tier,
-        KVT_EV_OUTCOME_C(hybrid ? d.reason : 0, r->lk_timed_out, hybrid ? d.cand / cs : 0));
+        KVT_EV_OUTCOME_C(hybrid ? d.reason : 0, r->lk.timed_out, hybrid ? d.cand / cs : 0));
     if (!load) {
         kvt_lookups_settle(self->lk, r, NULL, self->pb);
         if (hybrid && hb > 0) {

@@ -11,13 +11,13 @@
     below the claim, pins for a retreat, B2), the state slot, the load and
     state specs in the plan, the save floor (S5), the lookup settled.
 
-    It writes the admission fields of a request record (blocks, pins, the
-    hit, the load's boundaries and legs, the state slot and checkpoint
-    pins) and owns the admission counters (hits, joint outcomes, state
-    tax, convoy waits, touches, holds, state loads). It never changes
-    r->state and never moves a request between lists: kvt_admit_try says
-    what the coordinator does (the request waits, runs, or loads, in
-    which case the coordinator hands the load to kvt_loadtrack_start).
+    It owns the admission sub-record of a request record (r->adm: the
+    probe's demand, a convoy wait) and writes, at its commit, the
+    admission fields (blocks, pins, the hit, the load's boundaries and
+    legs, the state slot and checkpoint pins) and owns the admission counters (hits, joint outcomes,
+   state tax, convoy waits, touches, holds, state loads). It never changes r->state and never moves
+   a request between lists: kvt_admit_try says what the coordinator does (the request waits, runs,
+   or loads, in which case the coordinator hands the load to kvt_loadtrack_start).
 
     Collaborators are borrowed at creation: the request table, the plan
     buffer, the block manager, the state pool and the state index (NULL
@@ -72,6 +72,10 @@ void kvt_admit_destroy(kvt_admit_t **self_p);
 //  generation); on WAIT or LOOKUP nothing is, except the probe's demand
 //  kept in r (B1), its lookup's refresh and a touch.
 int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us);
+
+//  Request r goes back to waiting (a preemption): what an earlier attempt
+//  kept (the probe's demand) no longer holds.
+void kvt_admit_requeued(kvt_admit_t *self, kvt_sreq_t *r);
 
 //  Probes request r from a reset probe (rule B1): the match, the gated
 //  hit, and the demand when the fit passes. No side effects on blocks or

@@ -61,12 +61,12 @@ static int s_issue_lookup(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t n, const 
     l->rank0_only = self->cfg.rank0_only;
     for (uint32_t c = 0; c < n; c++)
         keys[c] = kvt_reqtab_chunk_key(rt, r, c);
-    r->lk = S_LK_OUT;
-    r->lk_timed_out = false;
-    r->lk_pinned = self->cfg.pin;
-    r->lk_held = 0;
+    r->lk.state = S_LK_OUT;
+    r->lk.timed_out = false;
+    r->lk.pinned = self->cfg.pin;
+    r->lk.held = 0;
     uint64_t bound = self->cfg.timeout_us ? self->cfg.timeout_us : 1000000u;
-    r->lk_deadline = now_us + bound;
+    r->lk.deadline = now_us + bound;
     self->st.lookups_sent++;
     self->st.lookups_out++;
     return 0;
@@ -75,9 +75,9 @@ static int s_issue_lookup(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t n, const 
 //  Puts r's pin release into the plan when the ranks hold one.
 static void s_release_pin(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *pb)
 {
-    if (!r->lk_pinned)
+    if (!r->lk.pinned)
         return;
-    r->lk_pinned = false;
+    r->lk.pinned = false;
     //  Queued, not put into the open plan: an abort between plans releases
     //  too; the next plan hands the queue out.
     if (kvt_planbuf_queue_release(pb, (kvt_opid_t){r->id, r->gen + 1}) != 0)
@@ -87,10 +87,10 @@ static void s_release_pin(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *pb)
 
 void kvt_lookups_drop(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *pb)
 {
-    if (r->lk == S_LK_OUT)
+    if (r->lk.state == S_LK_OUT)
         self->st.lookups_out--;
     s_release_pin(self, r, pb);
-    r->lk = S_LK_NONE;
+    r->lk.state = S_LK_NONE;
 }
 
 int kvt_lookups_verdict(kvt_lookups_t *self, const kvt_reqtab_t *rt, const kvt_verdict_t *v,
@@ -100,13 +100,13 @@ int kvt_lookups_verdict(kvt_lookups_t *self, const kvt_reqtab_t *rt, const kvt_v
     kvt_sreq_t *r = kvt_reqtab_find(rt, v->op.req, &slot);
     if (!r)
         return -1;
-    if (r->state != R_WAITING || r->lk != S_LK_OUT || v->op.gen != r->gen + 1)
+    if (r->state != R_WAITING || r->lk.state != S_LK_OUT || v->op.gen != r->gen + 1)
         return -1;
     self->st.lookups_out--;
-    r->lk = S_LK_READY;
-    r->lk_at = now_us;
-    r->lk_seen = false;
-    r->lk_held = v->ok ? v->held : 0;
+    r->lk.state = S_LK_READY;
+    r->lk.at = now_us;
+    r->lk.seen = false;
+    r->lk.held = v->ok ? v->held : 0;
     if (!v->ok)
         self->st.lookup_failed++;
     return 0;
@@ -119,12 +119,12 @@ int kvt_lookups_verdict(kvt_lookups_t *self, const kvt_reqtab_t *rt, const kvt_v
 //  be asked again before it is ever used, and the request never admitted.
 static bool s_lookup_stale(const kvt_lookups_t *self, const kvt_sreq_t *r, uint64_t now_us)
 {
-    if (!r->lk_seen)
+    if (!r->lk.seen)
         return false;
     uint64_t age = self->cfg.max_age_us ? self->cfg.max_age_us : 1000000u;
-    if (r->lk_pinned && self->cfg.ttl_ms && (uint64_t)self->cfg.ttl_ms * 1000u < age)
+    if (r->lk.pinned && self->cfg.ttl_ms && (uint64_t)self->cfg.ttl_ms * 1000u < age)
         age = (uint64_t)self->cfg.ttl_ms * 1000u;
-    return now_us - r->lk_at > age;
+    return now_us - r->lk.at > age;
 }
 
 //  Drops r's stale settled lookup so that it is asked again: counted, its
@@ -136,7 +136,7 @@ static void s_lookup_refresh(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *
     self->st.lookup_refreshes++;
     s_release_pin(self, r, pb);
     r->gen++; //  a generation skipped: the new lookup's id is fresh
-    r->lk = S_LK_NONE;
+    r->lk.state = S_LK_NONE;
 }
 
 //  A request that waits for its blocks (admission stops at it) keeps its
@@ -147,10 +147,10 @@ static void s_lookup_refresh(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *
 void kvt_lookups_keep_fresh(kvt_lookups_t *self, kvt_sreq_t *r, const kvt_reqtab_t *rt,
                             kvt_planbuf_t *pb, uint64_t now_us)
 {
-    if (r->lk != S_LK_READY)
+    if (r->lk.state != S_LK_READY)
         return;
     if (!s_lookup_stale(self, r, now_us)) {
-        r->lk_seen = true; //  this plan weighed the answer: it can go stale from now on
+        r->lk.seen = true; //  this plan weighed the answer: it can go stale from now on
         return;
     }
     uint32_t tail = self->cfg.tail;
@@ -173,24 +173,24 @@ bool kvt_lookups_tier_hit(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t max_chunk
         return true;
     if (max_chunks > KVT_MSG_MAX_CHUNKS)
         max_chunks = KVT_MSG_MAX_CHUNKS;
-    if (r->lk == S_LK_OUT && now_us >= r->lk_deadline) {
+    if (r->lk.state == S_LK_OUT && now_us >= r->lk.deadline) {
         self->st.lookup_timeouts++;
         self->st.lookups_out--;
-        r->lk_timed_out = true;
+        r->lk.timed_out = true;
         s_release_pin(self, r, pb);
-        r->lk = S_LK_READY;
-        r->lk_at = now_us;
-        r->lk_seen = false;
-        r->lk_held = 0;
+        r->lk.state = S_LK_READY;
+        r->lk.at = now_us;
+        r->lk.seen = false;
+        r->lk.held = 0;
     }
-    if (r->lk == S_LK_READY && s_lookup_stale(self, r, now_us))
+    if (r->lk.state == S_LK_READY && s_lookup_stale(self, r, now_us))
         s_lookup_refresh(self, r, pb);
-    if (r->lk == S_LK_READY) {
-        *chunks = r->lk_held < max_chunks ? r->lk_held : max_chunks;
-        r->lk_seen = true;
+    if (r->lk.state == S_LK_READY) {
+        *chunks = r->lk.held < max_chunks ? r->lk.held : max_chunks;
+        r->lk.seen = true;
         return true;
     }
-    if (r->lk == S_LK_NONE)
+    if (r->lk.state == S_LK_NONE)
         (void)s_issue_lookup(self, r, max_chunks, rt, pb, now_us);
     return false;
 }
@@ -200,16 +200,16 @@ bool kvt_lookups_tier_hit(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t max_chunk
 void kvt_lookups_settle(kvt_lookups_t *self, kvt_sreq_t *r, kvt_load_spec_t *load,
                         kvt_planbuf_t *pb)
 {
-    if (load && r->lk_pinned && load->op.gen == r->gen) {
+    if (load && r->lk.pinned && load->op.gen == r->gen) {
         load->lookup = true;
-        r->lk_pinned = false;
+        r->lk.pinned = false;
         self->st.lookup_pins_used++;
     }
     //  The pin's id is {id, gen + 1} before the admission's gen++.
     r->gen--;
     s_release_pin(self, r, pb);
     r->gen++;
-    r->lk = S_LK_NONE;
+    r->lk.state = S_LK_NONE;
 }
 
 uint32_t kvt_lookups_out(const kvt_lookups_t *self)
@@ -233,7 +233,7 @@ int kvt_lookups_check(const kvt_lookups_t *self, const kvt_reqtab_t *rt, char *e
     uint32_t out = 0;
     for (uint32_t i = 0; i < kvt_reqtab_cap(rt); i++) {
         const kvt_sreq_t *r = kvt_reqtab_at(rt, i);
-        out += r->state != R_FREE && r->lk == S_LK_OUT;
+        out += r->state != R_FREE && r->lk.state == S_LK_OUT;
     }
     if (out != self->st.lookups_out) {
         snprintf(err, errlen, "audit: %u lookups out, gauge %u", out, self->st.lookups_out);

@@ -1,8 +1,8 @@
 /*  kvt_lookups — the scheduler core's tier lookups (a module of the core):
     a waiting request's Lookup into the plan, its verdict, its staleness and
     refresh, its pin and its release, and the tier hit an admission reads
-    from it. It writes the lk_* fields of a request record (no other module
-    does) and owns the lookup counters.
+    from it. It owns the lookup sub-record of a request record (r->lk: no other
+    module writes it) and owns the lookup counters.
 
     It calls the plan buffer (Lookups, LookupReleases) and reads the
     request table (records, chunk keys); nothing above it. */

@@ -167,6 +167,11 @@ kvt_load_spec_t *kvt_planbuf_last_load(kvt_planbuf_t *self)
     return self->nloads ? &self->loads[self->nloads - 1] : NULL;
 }
 
+kvt_entry_t *kvt_planbuf_last_entry(kvt_planbuf_t *self)
+{
+    return self->nentries ? &self->entries[self->nentries - 1] : NULL;
+}
+
 kvt_load_spec_t *kvt_planbuf_add_empty_load(kvt_planbuf_t *self, kvt_opid_t op)
 {
     kvt_load_spec_t *l = &self->loads[self->nloads++];

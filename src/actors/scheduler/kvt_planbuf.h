@@ -95,6 +95,9 @@ kvt_save_spec_t *kvt_planbuf_next_save(kvt_planbuf_t *self);
 //  The load spec added last (NULL when none).
 kvt_load_spec_t *kvt_planbuf_last_load(kvt_planbuf_t *self);
 
+//  The entry added last (NULL when none), for its state fields.
+kvt_entry_t *kvt_planbuf_last_entry(kvt_planbuf_t *self);
+
 //  Adds a load spec with no KV leg (no blocks, no keys): a state-only load.
 //  The caller reserved it.
 kvt_load_spec_t *kvt_planbuf_add_empty_load(kvt_planbuf_t *self, kvt_opid_t op);

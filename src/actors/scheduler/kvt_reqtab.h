@@ -3,8 +3,9 @@
     tails lists, the tokens, the lazy prefix-hash chain (hash_at,
     chunk_key), the block table's release and indexing, and forget. A record
     is kvt_sreq_t: the fields every module reads (id, gen, state, tokens,
-    hashes, blocks, computed) and, below them, the fields of the module
-    that writes them (each group names its owner).
+    hashes, blocks, computed), below them the fields of the module that
+    writes them (each group names its owner), and the sub-records of the
+    modules that own them alone (r->lk: kvt_lookups; r->adm: kvt_admit).
 
     It calls only the block manager (unref, register), kvt_prefix and base.
     A kvt_sreq_t pointer stays valid until the next kvt_reqtab_add (the
@@ -31,31 +32,53 @@ enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
 //  Tier lookup of a waiting request (the lookups module's).
 enum { S_LK_NONE = 0, S_LK_OUT, S_LK_READY };
 
+//  Sub-records: each is written only by the module that owns its fact
+//  (tests/test_layout_sched.c checks it); every module may read them.
+
+//  The tier lookup of a waiting request's next admission (id {id, gen + 1}).
+//  Written only by kvt_lookups.
 typedef struct {
-    uint64_t id;           //  request id
-    uint32_t gen;          //  generation of the current admission
-    uint8_t state;         //  R_*
-    uint32_t *tokens;      //  prompt + predetermined outputs (nfeed + 1 tokens)
-    uint32_t nprompt;      //  prompt tokens
-    uint32_t max_new;      //  tokens to generate
-    uint32_t nfeed;        //  tokens that go through a forward: nprompt + max_new - 1
-    kvt_hash_t *hashes;    //  prefix hash per full block of the fed tokens
-    uint32_t nhashed;      //  hashes[0..nhashed) computed
-    uint32_t *blocks;      //  block table (ceil (nfeed / bs) entries once admitted)
-    uint32_t nblocks;      //  entries in blocks (0 while waiting)
-    uint32_t computed;     //  tokens whose KV is valid in the blocks
-    uint32_t hbm_hit;      //  HBM hit at admission (tokens)
-    uint32_t load_floor;   //  first token of the outstanding load (chunk floor of hbm_hit)
-    uint32_t load_end;     //  resume point B of the outstanding load
-    uint32_t verify_end;   //  > 0: the next entry asks the runner to verify [0, verify_end)
-    uint32_t registered;   //  blocks [0, registered) are shared or indexed
-    uint32_t planned_end;  //  end token of this request's entry in the last plan (0 = none)
+    uint8_t state;     //  S_LK_*
+    bool pinned;       //  the ranks hold its pin: a load or a release must drop it
+    uint32_t held;     //  settled: leading chunks every rank holds
+    uint64_t deadline; //  out: when it falls back to the HBM hit
+    uint64_t at;       //  settled: when (past lookup_max_age_us it is asked again)
+    bool seen;         //  settled: an admission attempt has used the answer (only a
+                       //  used answer can go stale, so a slow round trip never loops)
+    bool timed_out;    //  settled by its timeout: the tier hit is unknown (the ledger)
+} kvt_slookup_t;
+
+//  What the admission decision keeps of a waiting request between attempts.
+//  Written only by kvt_admit.
+typedef struct {
     uint32_t probe_demand; //  fresh blocks the last admission probe needed (0 = none yet)
-    uint32_t *hit_pins;    //  while loading: what a retreat swaps into the table at pin_lo
-                           //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
-                           //  spares for [hbm, claim) when the claim is above the hit
-    uint32_t nhit_pins;    //  entries in hit_pins
-    uint32_t pin_lo;       //  block index of hit_pins[0] in the table
+    bool convoy_waited;    //  counted once in convoy_waits for this wait
+} kvt_sadmit_t;
+
+typedef struct {
+    uint64_t id;          //  request id
+    uint32_t gen;         //  generation of the current admission
+    uint8_t state;        //  R_*
+    uint32_t *tokens;     //  prompt + predetermined outputs (nfeed + 1 tokens)
+    uint32_t nprompt;     //  prompt tokens
+    uint32_t max_new;     //  tokens to generate
+    uint32_t nfeed;       //  tokens that go through a forward: nprompt + max_new - 1
+    kvt_hash_t *hashes;   //  prefix hash per full block of the fed tokens
+    uint32_t nhashed;     //  hashes[0..nhashed) computed
+    uint32_t *blocks;     //  block table (ceil (nfeed / bs) entries once admitted)
+    uint32_t nblocks;     //  entries in blocks (0 while waiting)
+    uint32_t computed;    //  tokens whose KV is valid in the blocks
+    uint32_t hbm_hit;     //  HBM hit at admission (tokens)
+    uint32_t load_floor;  //  first token of the outstanding load (chunk floor of hbm_hit)
+    uint32_t load_end;    //  resume point B of the outstanding load
+    uint32_t verify_end;  //  > 0: the next entry asks the runner to verify [0, verify_end)
+    uint32_t registered;  //  blocks [0, registered) are shared or indexed
+    uint32_t planned_end; //  end token of this request's entry in the last plan (0 = none)
+    uint32_t *hit_pins;   //  while loading: what a retreat swaps into the table at pin_lo
+                          //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
+                          //  spares for [hbm, claim) when the claim is above the hit
+    uint32_t nhit_pins;   //  entries in hit_pins
+    uint32_t pin_lo;      //  block index of hit_pins[0] in the table
     //  Hybrid requests (UINT32_MAX / 0 for a dense one).
     uint32_t block_hit;   //  ungated HBM block hit at admission (tokens)
     uint32_t sslot;       //  state slot (KVT_CKPT_NONE: none)
@@ -75,18 +98,10 @@ typedef struct {
     uint32_t st_detail;   //  detail of a failed state leg
     bool stop;            //  the engine finished it early: retires at the next apply
     bool convoy;          //  its KV leg's keys are counted in loading_keys
-    bool convoy_waited;   //  counted once in convoy_waits for this wait
     uint32_t kv_lower;    //  chunks the KV leg read from below the CPU pool
     uint64_t arrival_us;  //  trace arrival time
-    //  The tier lookup of the next admission (id {id, gen + 1}).
-    uint8_t lk;           //  S_LK_*
-    bool lk_pinned;       //  the ranks hold its pin: a load or a release must drop it
-    uint32_t lk_held;     //  settled: leading chunks every rank holds
-    uint64_t lk_deadline; //  out: when it falls back to the HBM hit
-    uint64_t lk_at;       //  settled: when (past lookup_max_age_us it is asked again)
-    bool lk_seen;         //  settled: an admission attempt has used the answer (only a
-                          //  used answer can go stale, so a slow round trip never loops)
-    bool lk_timed_out;    //  settled by its timeout: the tier hit is unknown (the ledger)
+    kvt_sadmit_t adm;     //  the admission decision's (kvt_admit)
+    kvt_slookup_t lk;     //  the tier lookup's (kvt_lookups)
     kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 

@@ -121,6 +121,13 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
         kvt_hash_t zero = {0, 0};
         *hashes++ = (b + 1) * bs <= end ? kvt_reqtab_hash_at(self->rt, r, b) : zero;
     }
+    //  A hybrid entry names the request's state slot (its restore and take
+    //  are added with their ops, s_plan_entry_state).
+    if (r->sslot != KVT_CKPT_NONE) {
+        kvt_entry_t *e = kvt_planbuf_last_entry(self->pb);
+        e->state = true;
+        e->state_slot = r->sslot;
+    }
     r->verify_end = 0;
     r->planned_end = end;
     return 0;
@@ -128,13 +135,20 @@ static int s_plan_entry(kvt_sched_t *self, kvt_sreq_t *r, uint32_t start, uint32
 
 //  The state work of a hybrid entry ending at `end`: the restore its slot
 //  still needs (before the forward) and the checkpoint it takes at a
-//  checkpoint boundary (after it).
+//  checkpoint boundary (after it), as state ops and on the entry itself
+//  (the core emits whole entries).
 static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, bool boundary,
                                kvt_ckpt_src_t src)
 {
+    kvt_entry_t *en = kvt_planbuf_last_entry(self->pb);
     if (r->ck_restore != KVT_CKPT_NONE &&
-        s_state_op(self, r, KVT_SCHED_STATE_RESTORE, r->ck_restore, r->restore_at) == 0)
+        s_state_op(self, r, KVT_SCHED_STATE_RESTORE, r->ck_restore, r->restore_at) == 0) {
         r->restore_planned = true;
+        if (r->restore_at > 0) {
+            en->restore_unit = r->ck_restore;
+            en->restore_at = r->restore_at;
+        }
+    }
     if (!boundary || r->ck_take != KVT_CKPT_NONE)
         return;
     kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, end / self->cfg.block_size - 1);
@@ -148,6 +162,8 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
     kvt_ckpt_set_source(self->ck, e, src);
     r->ck_take = e;
     r->take_at = end;
+    en->take_unit = e;
+    en->take_at = end;
     self->stats.ckpt_takes++;
 }
 

@@ -27,37 +27,6 @@ typedef struct {
 
 #define S_COUNTERS 192 //  room in a Stats reply (the core's counters and the shell's)
 
-//  Puts the core's state work of the plan on its entries (hybrid models):
-//  each entry of a request with a state slot names that slot, the
-//  checkpoint it restores before the forward and the one it takes after.
-//  LOAD ops travel as the LoadSpec's state leg already.
-static void s_entry_state(s_scheduler_t *self, kvt_step_plan_t *plan)
-{
-    const kvt_sched_state_op_t *ops = NULL;
-    uint32_t nops = 0;
-    kvt_sched_plan_state(self->core, &ops, &nops);
-    for (uint32_t i = 0; i < plan->nentries; i++) {
-        kvt_entry_t *e = &plan->entries[i];
-        kvt_sched_req_info_t info;
-        if (kvt_sched_req_info(self->core, e->op.req, &info) != 0 || info.slot == UINT32_MAX)
-            continue;
-        e->state = true;
-        e->state_slot = info.slot;
-        for (uint32_t k = 0; k < nops; k++) {
-            const kvt_sched_state_op_t *o = &ops[k];
-            if (o->op.req != e->op.req || o->op.gen != e->op.gen)
-                continue;
-            if (o->kind == KVT_SCHED_STATE_RESTORE && o->at > 0) {
-                e->restore_unit = o->entry;
-                e->restore_at = o->at;
-            } else if (o->kind == KVT_SCHED_STATE_TAKE && o->at > 0) {
-                e->take_unit = o->entry;
-                e->take_at = o->at;
-            }
-        }
-    }
-}
-
 #define S_TIMER_DEADLINE 1
 
 //  A held plan waits for a verdict, which may never come (a rank that died
@@ -118,7 +87,6 @@ static int s_try_plan(kvt_ctx_t *ctx, s_scheduler_t *self, uint64_t step, bool p
         kvt_ctx_cancel(ctx, self->timer);
         self->timer = 0;
     }
-    s_entry_state(self, &m.u.step_plan);
     m.kind = KVT_MSG_STEP_PLAN;
     return kvt_ctx_send(ctx, self->engine, &m);
 }
