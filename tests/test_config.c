@@ -735,8 +735,8 @@ Test(config, the_docs_example_file_builds)
     kvt_config_t c;
     cr_assert_eq(s_yaml(yaml, &c), 0, "the example: %s", s_err);
     cr_assert_eq(c.layout, KVT_LAYOUT_GDN);
-    cr_assert_eq(c.cpu_pool_bytes, 8 * GiB);
-    cr_assert_eq(c.verified_window_ns, 5 * SEC);
+    cr_assert_eq(c.cpu_pool_bytes, 200 * GiB);
+    cr_assert_eq(c.verified_window_ns, 50 * SEC);
     cr_assert_eq(c.min_tail_tokens, 2);
 }
 
