@@ -171,7 +171,7 @@ Test(chaos, open_defect_lost_verdict_wedges, .timeout = 120)
 //  A load spec that reaches one worker after the aggregator timed its key
 //  out (A4): the load settles failed, but a rank may still write its blocks
 //  and state slot, so it drains for the orphan bound before its request
-//  retreats into them. Seed 2 hybrid was the wrong state found first;
+//  retreats into them (L5). Seed 2 hybrid was the wrong state found first;
 //  before the drain about a quarter of these runs resumed a wrong state.
 Test(chaos, late_spec_drains_before_the_retreat, .timeout = 300)
 {

@@ -264,7 +264,7 @@ static kvt_verdict_t rig_load_setup(rig_t *r, const kvt_sched_cfg_t *cfg, uint64
 //  aggregator's timeout never starts, so the core's own deadline settles
 //  it, failed with TIMEOUT. A rank may still write the load's blocks and
 //  state slot, so the load drains for the orphan bound before its request
-//  retreats and finishes; the verdict that comes meanwhile is dropped
+//  retreats (L5) and finishes; the verdict that comes meanwhile is dropped
 //  and counted, not applied.
 Test(sched_defects, a_load_no_rank_reports_on_settles_failed_at_its_deadline)
 {

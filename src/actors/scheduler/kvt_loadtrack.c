@@ -230,7 +230,7 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
     //  A leg the aggregator settled by its bound (TIMEOUT) has a rank that
     //  never reported: its transfer may still be on its way and write the
     //  blocks and the state slot the retreat would recompute into (or hand
-    //  to another request). The load drains first.
+    //  to another request). The load drains first (L5).
     uint8_t timed_out = 0;
     if ((r->legs_failed & S_LEG_KV) && r->kv_detail == KVT_DETAIL_TIMEOUT)
         timed_out |= S_LEG_KV;
