@@ -25,7 +25,6 @@ typedef struct {
     uint64_t retreats_to_zero; //  failed joints resumed at token 0
     uint64_t loads_timed_out;  //  settled failed (TIMEOUT) at their deadline
     uint64_t late_verdicts;    //  verdicts of a timed-out load, dropped
-    uint64_t loads_drained;    //  timed-out loads held until no rank can write them
 } s_stats_t;
 
 struct _kvt_loadtrack_t {
@@ -61,8 +60,6 @@ kvt_loadtrack_t *kvt_loadtrack_new(const kvt_loadtrack_cfg_t *cfg, kvt_reqtab_t 
     self->holds = kvt_loadhold_new();
     if (!self->cfg.load_deadline_us)
         self->cfg.load_deadline_us = KVT_SCHED_LOAD_DEADLINE_US;
-    if (!self->cfg.orphan_reclaim_us)
-        self->cfg.orphan_reclaim_us = KVT_SCHED_ORPHAN_RECLAIM_US;
     if (!self->kvidx || !self->holds)
         kvt_loadtrack_destroy(&self);
     return self;
@@ -184,34 +181,13 @@ static void s_unpin_hit(kvt_loadtrack_t *self, kvt_sreq_t *r)
 
 static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us);
 
-//  r's load settled failed while a rank may still write the destination of
-//  legs: its holding moves to the drain list and the request stays LOADING,
-//  its blocks and slot its own, until the drain bound (orphan_reclaim_us,
-//  the bound an aborted load's destination is held for) has passed; then
-//  it retreats (kvt_loadtrack_expire).
-static void s_drain(kvt_loadtrack_t *self, kvt_sreq_t *r, uint8_t legs, uint64_t now_us)
-{
-    uint32_t h = kvt_loadhold_find(self->holds, (kvt_opid_t){r->id, r->gen});
-    assert(h != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, h)->use == KVT_HOLD_LIVE);
-    kvt_loadhold_drain(self->holds, h, legs, now_us + self->cfg.orphan_reclaim_us);
-    self->st.loads_drained++;
-}
-
 int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdict_t *v,
                           uint64_t now_us)
 {
     //  A load settles once every leg it dispatched reported (L2).
     uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
-    if (!(r->legs & leg)) {
-        //  A leg the deadline settled, its load draining: late, dropped.
-        uint32_t h = kvt_loadhold_find(self->holds, (kvt_opid_t){r->id, r->gen});
-        if (h != KVT_HOLD_NONE && kvt_loadhold_draining(self->holds, h) &&
-            kvt_loadhold_is_late(self->holds, (kvt_opid_t){r->id, r->gen})) {
-            self->st.late_verdicts++;
-            return KVT_LOAD_PENDING;
-        }
+    if (!(r->legs & leg))
         return KVT_LOAD_STALE;
-    }
     if (leg == S_LEG_STATE &&
         !kvt_hash_eq(v->key,
                      kvt_reqtab_hash_at(self->rt, r, r->load_end / self->cfg.block_size - 1)))
@@ -227,19 +203,6 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
         r->kv_lower = v->lower;
     if (r->legs)
         return KVT_LOAD_PENDING;
-    //  A leg the aggregator settled by its bound (TIMEOUT) has a rank that
-    //  never reported: its transfer may still be on its way and write the
-    //  blocks and the state slot the retreat would recompute into (or hand
-    //  to another request). The load drains first (L5).
-    uint8_t timed_out = 0;
-    if ((r->legs_failed & S_LEG_KV) && r->kv_detail == KVT_DETAIL_TIMEOUT)
-        timed_out |= S_LEG_KV;
-    if ((r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_TIMEOUT)
-        timed_out |= S_LEG_STATE;
-    if (timed_out) {
-        s_drain(self, r, timed_out, now_us);
-        return KVT_LOAD_PENDING;
-    }
     return s_conclude(self, r, now_us);
 }
 
@@ -322,9 +285,6 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
     //  the orphan's without allocating anything.
     uint32_t i = kvt_loadhold_find(self->holds, op);
     assert(i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_LIVE);
-    //  A draining load's settled legs may still be written: held as well.
-    if (kvt_loadhold_draining(self->holds, i))
-        r->legs |= kvt_loadhold_at(self->holds, i)->legs;
     kvt_loadhold_disarm(self->holds, i);
     uint32_t lo = (r->legs & S_LEG_KV) ? r->load_floor / bs : 0;
     uint32_t hi = (r->legs & S_LEG_KV) ? r->load_end / bs : 0;
@@ -429,7 +389,8 @@ void kvt_loadtrack_reclaim(kvt_loadtrack_t *self, uint64_t now_us)
 {
     if (self->st.load_orphans == 0)
         return;
-    uint64_t timeout = self->cfg.orphan_reclaim_us;
+    uint64_t timeout =
+        self->cfg.orphan_reclaim_us ? self->cfg.orphan_reclaim_us : KVT_SCHED_ORPHAN_RECLAIM_US;
     s_reclaim(self, self->kvidx, timeout, now_us);
     if (self->stidx)
         s_reclaim(self, self->stidx, timeout, now_us);
@@ -499,49 +460,32 @@ void kvt_loadtrack_stats(const kvt_loadtrack_t *self, kvt_sched_stats_t *out)
     out->retreats_to_zero = self->st.retreats_to_zero;
     out->loads_timed_out = self->st.loads_timed_out;
     out->load_late_verdicts = self->st.late_verdicts;
-    out->loads_drained = self->st.loads_drained;
 }
 
 uint64_t kvt_loadtrack_next_deadline(const kvt_loadtrack_t *self)
 {
-    uint64_t due = UINT64_MAX;
-    for (uint8_t l = 0; l < KVT_HOLD_LISTS; l++) {
-        uint32_t i = kvt_loadhold_first(self->holds, l);
-        if (i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->deadline_us < due)
-            due = kvt_loadhold_at(self->holds, i)->deadline_us;
-    }
-    return due;
+    uint32_t i = kvt_loadhold_first(self->holds);
+    return i == KVT_HOLD_NONE ? UINT64_MAX : kvt_loadhold_at(self->holds, i)->deadline_us;
 }
 
 bool kvt_loadtrack_expire(kvt_loadtrack_t *self, uint64_t now_us, uint32_t *slot)
 {
-    //  Loads past their deadline: every leg still out failed with TIMEOUT,
-    //  and what those legs still report is late. A rank may still write
-    //  their destination, so they drain before they retreat.
-    uint32_t i;
-    while ((i = kvt_loadhold_first(self->holds, KVT_HOLD_DEADLINE)) != KVT_HOLD_NONE &&
-           kvt_loadhold_at(self->holds, i)->deadline_us <= now_us) {
-        kvt_opid_t op = kvt_loadhold_at(self->holds, i)->op;
-        kvt_sreq_t *r = kvt_reqtab_find(self->rt, op.req, slot);
-        assert(r && r->state == R_LOADING && r->gen == op.gen); //  a live holding's load is live
-        if (r->legs & S_LEG_KV)
-            r->kv_detail = KVT_DETAIL_TIMEOUT;
-        if (r->legs & S_LEG_STATE)
-            r->st_detail = KVT_DETAIL_TIMEOUT;
-        uint8_t out = r->legs;
-        r->legs_failed |= r->legs;
-        r->legs = 0;
-        self->st.loads_timed_out++;
-        kvt_loadhold_note_late(self->holds, op);
-        s_drain(self, r, out, now_us);
-    }
-    //  Drained loads settle failed: the request retreats (B2).
-    i = kvt_loadhold_first(self->holds, KVT_HOLD_DRAIN);
+    uint32_t i = kvt_loadhold_first(self->holds);
     if (i == KVT_HOLD_NONE || kvt_loadhold_at(self->holds, i)->deadline_us > now_us)
         return false;
     kvt_opid_t op = kvt_loadhold_at(self->holds, i)->op;
     kvt_sreq_t *r = kvt_reqtab_find(self->rt, op.req, slot);
-    assert(r && r->state == R_LOADING && r->gen == op.gen);
+    assert(r && r->state == R_LOADING && r->gen == op.gen); //  a live holding's load is live
+    //  Every leg still out failed with TIMEOUT; the load settles as on a
+    //  failed verdict (retreat, B2) and what its legs still report is late.
+    if (r->legs & S_LEG_KV)
+        r->kv_detail = KVT_DETAIL_TIMEOUT;
+    if (r->legs & S_LEG_STATE)
+        r->st_detail = KVT_DETAIL_TIMEOUT;
+    r->legs_failed |= r->legs;
+    r->legs = 0;
+    self->st.loads_timed_out++;
+    kvt_loadhold_note_late(self->holds, op);
     int rc = s_conclude(self, r, now_us);
     assert(rc == KVT_LOAD_RETREATED);
     (void)rc;
