@@ -262,14 +262,17 @@ static kvt_verdict_t rig_load_setup(rig_t *r, const kvt_sched_cfg_t *cfg, uint64
 
 //  No rank ever reports on the load (TP = 1, the rank died mid-load): the
 //  aggregator's timeout never starts, so the core's own deadline settles
-//  it, failed with TIMEOUT, and the request retreats and finishes; the
-//  verdict that comes after all is dropped and counted, not applied.
+//  it, failed with TIMEOUT. A rank may still write the load's blocks and
+//  state slot, so the load drains for the orphan bound before its request
+//  retreats and finishes; the verdict that comes meanwhile is dropped
+//  and counted, not applied.
 Test(sched_defects, a_load_no_rank_reports_on_settles_failed_at_its_deadline)
 {
     static rig_t r;
     uint64_t now = 0;
     kvt_sched_cfg_t cfg = rig_cfg(12, 64);
     cfg.load_deadline_us = 5000;
+    cfg.orphan_reclaim_us = 3000;
     kvt_verdict_t late = rig_load_setup(&r, &cfg, &now);
     uint64_t dispatched = now;
     cr_assert_eq(kvt_sched_next_deadline(r.s), dispatched + 5000);
@@ -277,17 +280,16 @@ Test(sched_defects, a_load_no_rank_reports_on_settles_failed_at_its_deadline)
     kvt_sched_set_now(r.s, dispatched + 4999);
     cr_assert_eq(rig_step(&r), KVT_SCHED_HOLD);
     cr_assert_eq(rig_stats(&r).loading, 1);
-    //  At it the load settles failed and the request runs from its HBM hit.
+    //  At it the load settles failed, but drains: the request stays
+    //  loading, its destination its own, until the drain bound.
     kvt_sched_set_now(r.s, dispatched + 5000);
-    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(rig_step(&r), KVT_SCHED_HOLD);
     kvt_sched_stats_t st = rig_stats(&r);
     cr_assert_eq(st.loads_timed_out, 1);
-    cr_assert_eq(st.loads_failed, 1);
-    cr_assert_eq(st.loading, 0);
-    cr_assert_eq(r.retreats, 1);
-    cr_assert_eq(r.retreat_detail, KVT_DETAIL_TIMEOUT);
-    cr_assert_eq(r.plan.nentries, 1, "the request runs in the plan that settled its load");
-    cr_assert_eq(kvt_sched_next_deadline(r.s), UINT64_MAX);
+    cr_assert_eq(st.loads_drained, 1);
+    cr_assert_eq(st.loading, 1, "a timed-out load drains before it retreats");
+    cr_assert_eq(r.retreats, 0);
+    cr_assert_eq(kvt_sched_next_deadline(r.s), dispatched + 8000);
     rig_audit(&r);
     //  The late verdict is dropped and counted (not stale, not applied).
     cr_assert_eq(kvt_sched_verdict(r.s, &late), 0);
@@ -295,9 +297,84 @@ Test(sched_defects, a_load_no_rank_reports_on_settles_failed_at_its_deadline)
     cr_assert_eq(st.load_late_verdicts, 1);
     cr_assert_eq(st.stale_verdicts, 0);
     cr_assert_eq(st.loads_ok, 0);
+    kvt_sched_set_now(r.s, dispatched + 7999);
+    cr_assert_eq(rig_step(&r), KVT_SCHED_HOLD);
+    cr_assert_eq(rig_stats(&r).loading, 1);
+    //  Drained: the load settles failed and the request runs from its HBM hit.
+    kvt_sched_set_now(r.s, dispatched + 8000);
+    cr_assert_eq(rig_step(&r), 1);
+    st = rig_stats(&r);
+    cr_assert_eq(st.loads_failed, 1);
+    cr_assert_eq(st.loading, 0);
+    cr_assert_eq(r.retreats, 1);
+    cr_assert_eq(r.retreat_detail, KVT_DETAIL_TIMEOUT);
+    cr_assert_eq(r.plan.nentries, 1, "the request runs in the plan that settled its load");
+    cr_assert_eq(kvt_sched_next_deadline(r.s), UINT64_MAX);
+    rig_audit(&r);
     rig_deliver(&r);
     rig_run(&r, &now, 100);
     cr_assert_eq(r.finished, 3);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  The aggregator settled a leg by its bound (TIMEOUT: a rank never
+//  reported, its transfer may be on its way): the load drains before it
+//  retreats, and a request aborted meanwhile leaves the blocks and slot
+//  the late transfer may write with an orphan, not the free list.
+Test(sched_defects, a_leg_the_aggregator_timed_out_drains_before_its_retreat)
+{
+    static rig_t r;
+    uint64_t now = 0;
+    kvt_sched_cfg_t cfg = rig_cfg(12, 64);
+    cfg.orphan_reclaim_us = 3000;
+    kvt_verdict_t v = rig_load_setup(&r, &cfg, &now);
+    uint64_t at = now;
+    v.ok = false;
+    v.detail = KVT_DETAIL_TIMEOUT;
+    cr_assert_eq(kvt_sched_verdict(r.s, &v), 0);
+    kvt_sched_set_now(r.s, at + 2999);
+    cr_assert_eq(rig_step(&r), KVT_SCHED_HOLD);
+    kvt_sched_stats_t st = rig_stats(&r);
+    cr_assert_eq(st.loads_drained, 1);
+    cr_assert_eq(st.loading, 1);
+    cr_assert_eq(r.retreats, 0);
+    rig_audit(&r);
+    //  A failure with any other detail retreats at once: only a leg some
+    //  rank never reported on can still be written.
+    kvt_sched_set_now(r.s, at + 3000);
+    cr_assert_eq(rig_step(&r), 1);
+    cr_assert_eq(r.retreats, 1);
+    cr_assert_eq(rig_stats(&r).loading, 0);
+    rig_deliver(&r);
+    rig_run(&r, &now, 100);
+    cr_assert_eq(r.finished, 3);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+Test(sched_defects, a_request_aborted_while_its_load_drains_leaves_its_destination_held)
+{
+    static rig_t r;
+    uint64_t now = 0;
+    kvt_sched_cfg_t cfg = rig_cfg(12, 64);
+    cfg.orphan_reclaim_us = 3000;
+    kvt_verdict_t v = rig_load_setup(&r, &cfg, &now);
+    v.ok = false;
+    v.detail = KVT_DETAIL_TIMEOUT;
+    cr_assert_eq(kvt_sched_verdict(r.s, &v), 0);
+    cr_assert_eq(rig_stats(&r).loads_drained, 1);
+    cr_assert_eq(kvt_sched_abort(r.s, 3), 0);
+    kvt_sched_stats_t st = rig_stats(&r);
+    cr_assert_eq(st.load_orphans, 1, "the blocks the late transfer may write stay held");
+    cr_assert_eq(st.blocks_in_use, 8, "the orphan keeps the 8 blocks the load was writing");
+    cr_assert_eq(st.loading, 0);
+    rig_audit(&r);
+    rig_run(&r, &now, 100);
+    st = rig_stats(&r);
+    cr_assert_eq(st.load_orphans, 0);
+    cr_assert_eq(st.loads_reclaimed, 1);
+    cr_assert_eq(st.blocks_in_use, 0);
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
 }
@@ -310,6 +387,7 @@ Test(sched_defects, loads_expire_in_deadline_order_each_at_its_own_deadline)
     uint64_t now = 0;
     kvt_sched_cfg_t cfg = rig_cfg(64, 64);
     cfg.load_deadline_us = 10000;
+    cfg.orphan_reclaim_us = 20000; //  the timed-out loads drain within the run
     rig_init(&r, &cfg);
     //  Three prompts saved, then evicted by a long one.
     for (uint64_t id = 1; id <= 3; id++) {

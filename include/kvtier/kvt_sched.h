@@ -203,6 +203,7 @@ typedef struct {
     uint32_t load_orphans;       //  gauge: orphaned loads still holding blocks or a slot
     uint64_t loads_timed_out;    //  loads settled failed (TIMEOUT) at load_deadline_us
     uint64_t load_late_verdicts; //  verdicts of a timed-out load, dropped
+    uint64_t loads_drained;      //  timed-out loads held until no rank could still write them
     //  Hybrid admissions (design §4); all zero for a dense model.
     uint64_t gate_lost_tokens;      //  block-hit tokens above the gated HBM hit (no checkpoint)
     uint64_t joint_state_hbm;       //  joint boundaries whose state comes from HBM

@@ -632,7 +632,8 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
     c->lookup_timeout_ns = 3000000;    //  3 ms
     c->lookup_ttl_ns = S_LOOKUP_TTL;   //  20 ms
     c->pool_ttl_ns = 50000000;         //  50 ms
-    c->orphan_reclaim_us = 50000;      //  50 ms
+    c->orphan_reclaim_us = 10000000;   //  10 s
+    c->load_deadline_us = 5000000;     //  5 s
     c->lookup_pin = s_next(st) % 4 != 0;
     if (cfg->hybrid) {
         c->model = "qwen3-next-like";

@@ -10,16 +10,16 @@
 #include "base/kvt_vec.h"
 
 struct _kvt_loadhold_t {
-    kvt_hold_t *h;      //  holdings
-    uint32_t cap;       //  holdings allocated
-    uint32_t *free_ids; //  free holding slots
-    uint32_t nfree;     //  entries in free_ids
-    kvt_hmap_t *by_op;  //  {gen, req} → holding of that load
-    uint32_t dl_head;   //  live holding with the earliest deadline (KVT_HOLD_NONE: none)
-    uint32_t dl_tail;   //  live holding with the latest deadline
-    uint32_t nlive;     //  gauge: live holdings
-    kvt_seen_t *late;   //  timed-out loads' ops (their late verdicts are dropped)
-    kvt_hmap_t *keys;   //  chunk key → loads in flight covering it (convoys)
+    kvt_hold_t *h;                    //  holdings
+    uint32_t cap;                     //  holdings allocated
+    uint32_t *free_ids;               //  free holding slots
+    uint32_t nfree;                   //  entries in free_ids
+    kvt_hmap_t *by_op;                //  {gen, req} → holding of that load
+    uint32_t dl_head[KVT_HOLD_LISTS]; //  per list: the earliest deadline (KVT_HOLD_NONE: none)
+    uint32_t dl_tail[KVT_HOLD_LISTS]; //  per list: the latest deadline
+    uint32_t nlive;                   //  gauge: live holdings
+    kvt_seen_t *late;                 //  timed-out loads' ops (their late verdicts are dropped)
+    kvt_hmap_t *keys;                 //  chunk key → loads in flight covering it (convoys)
 };
 
 static kvt_hash_t s_opkey(kvt_opid_t op)
@@ -34,7 +34,8 @@ kvt_loadhold_t *kvt_loadhold_new(void)
     if (!self)
         return NULL;
     self->by_op = kvt_hmap_new(64, false);
-    self->dl_head = self->dl_tail = KVT_HOLD_NONE;
+    for (int l = 0; l < KVT_HOLD_LISTS; l++)
+        self->dl_head[l] = self->dl_tail[l] = KVT_HOLD_NONE;
     self->late = kvt_seen_new(KVT_LOADHOLD_LATE_IDS);
     self->keys = kvt_hmap_new(256, false);
     if (!self->by_op || !self->late || !self->keys)
@@ -104,39 +105,65 @@ kvt_hold_t *kvt_loadhold_at(const kvt_loadhold_t *self, uint32_t i)
     return &self->h[i];
 }
 
-void kvt_loadhold_arm(kvt_loadhold_t *self, uint32_t i, uint64_t deadline_us)
+//  Appends live holding i to list l, due at deadline_us.
+static void s_append(kvt_loadhold_t *self, uint32_t i, uint8_t l, uint64_t deadline_us)
 {
     kvt_hold_t *o = &self->h[i];
-    o->use = KVT_HOLD_LIVE;
+    o->list = l;
     o->deadline_us = deadline_us;
-    o->dl_prev = self->dl_tail;
+    o->dl_prev = self->dl_tail[l];
     o->dl_next = KVT_HOLD_NONE;
-    if (self->dl_tail != KVT_HOLD_NONE)
-        self->h[self->dl_tail].dl_next = i;
+    if (self->dl_tail[l] != KVT_HOLD_NONE)
+        self->h[self->dl_tail[l]].dl_next = i;
     else
-        self->dl_head = i;
-    self->dl_tail = i;
+        self->dl_head[l] = i;
+    self->dl_tail[l] = i;
+}
+
+static void s_unlink(kvt_loadhold_t *self, uint32_t i)
+{
+    kvt_hold_t *o = &self->h[i];
+    uint8_t l = o->list;
+    if (o->dl_prev != KVT_HOLD_NONE)
+        self->h[o->dl_prev].dl_next = o->dl_next;
+    else
+        self->dl_head[l] = o->dl_next;
+    if (o->dl_next != KVT_HOLD_NONE)
+        self->h[o->dl_next].dl_prev = o->dl_prev;
+    else
+        self->dl_tail[l] = o->dl_prev;
+    o->dl_prev = o->dl_next = KVT_HOLD_NONE;
+}
+
+void kvt_loadhold_arm(kvt_loadhold_t *self, uint32_t i, uint64_t deadline_us)
+{
+    self->h[i].use = KVT_HOLD_LIVE;
+    s_append(self, i, KVT_HOLD_DEADLINE, deadline_us);
     self->nlive++;
+}
+
+void kvt_loadhold_drain(kvt_loadhold_t *self, uint32_t i, uint8_t legs, uint64_t until_us)
+{
+    s_unlink(self, i);
+    self->h[i].legs = legs;
+    s_append(self, i, KVT_HOLD_DRAIN, until_us);
+}
+
+bool kvt_loadhold_draining(const kvt_loadhold_t *self, uint32_t i)
+{
+    return self->h[i].use == KVT_HOLD_LIVE && self->h[i].list == KVT_HOLD_DRAIN;
 }
 
 void kvt_loadhold_disarm(kvt_loadhold_t *self, uint32_t i)
 {
-    kvt_hold_t *o = &self->h[i];
-    if (o->dl_prev != KVT_HOLD_NONE)
-        self->h[o->dl_prev].dl_next = o->dl_next;
-    else
-        self->dl_head = o->dl_next;
-    if (o->dl_next != KVT_HOLD_NONE)
-        self->h[o->dl_next].dl_prev = o->dl_prev;
-    else
-        self->dl_tail = o->dl_prev;
-    o->dl_prev = o->dl_next = KVT_HOLD_NONE;
+    s_unlink(self, i);
+    self->h[i].list = KVT_HOLD_DEADLINE;
     self->nlive--;
 }
 
-uint32_t kvt_loadhold_first(const kvt_loadhold_t *self)
+uint32_t kvt_loadhold_first(const kvt_loadhold_t *self, uint8_t list)
 {
-    return self->dl_head;
+    return self->dl_head[list];
 }
 
 int kvt_loadhold_room(kvt_loadhold_t *self, uint32_t i, uint32_t n)
@@ -218,14 +245,16 @@ int kvt_loadhold_check(const kvt_loadhold_t *self, char *err, size_t errlen)
             return -1;
         }
     }
-    for (uint32_t i = self->dl_head; i != KVT_HOLD_NONE; i = self->h[i].dl_next, on_list++) {
-        uint32_t n = self->h[i].dl_next;
-        if (self->h[i].use != KVT_HOLD_LIVE ||
-            (n != KVT_HOLD_NONE && self->h[n].deadline_us < self->h[i].deadline_us)) {
-            snprintf(err, errlen, "audit: deadline list out of order or holds a settled load");
-            return -1;
+    for (uint8_t l = 0; l < KVT_HOLD_LISTS; l++)
+        for (uint32_t i = self->dl_head[l]; i != KVT_HOLD_NONE; i = self->h[i].dl_next, on_list++) {
+            uint32_t n = self->h[i].dl_next;
+            if (self->h[i].use != KVT_HOLD_LIVE || self->h[i].list != l ||
+                (n != KVT_HOLD_NONE && self->h[n].deadline_us < self->h[i].deadline_us)) {
+                snprintf(err, errlen,
+                         "audit: a deadline list out of order or holding a settled load");
+                return -1;
+            }
         }
-    }
     if (live != self->nlive || on_list != live || used + self->nfree != self->cap ||
         kvt_hmap_size(self->by_op) != used) {
         snprintf(err, errlen,

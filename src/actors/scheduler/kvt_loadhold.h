@@ -1,7 +1,8 @@
 /*  kvt_loadhold — the load tracker's holdings (a leaf of the scheduler
     core): one per dispatched load, from the admission's reservation to
     the load's settlement, found by the load's op id. A live load's holding
-    is on the deadline list, in deadline order, and the chunk keys it
+    is on the deadline list, in deadline order (or, settled failed while a
+    rank may still write its destination, on the drain list), and the chunk keys it
     loads are counted (convoys); an orphan's keeps the
     blocks and the state slot the load's legs still write (the load
     tracker fills and releases them: this table only stores them).
@@ -30,6 +31,11 @@ enum {
     KVT_HOLD_ORPHAN,   //  an orphan's: holds the blocks and slot its legs still write
 };
 
+//  The two deadline lists a live holding is on: a load in flight until
+//  its deadline, and a load that settled failed while a rank may still
+//  write its destination (a TIMEOUT), held until its drain bound.
+enum { KVT_HOLD_DEADLINE = 0, KVT_HOLD_DRAIN = 1, KVT_HOLD_LISTS = 2 };
+
 typedef struct {
     kvt_opid_t op;        //  the admission's load
     uint32_t *blocks;     //  block references held for the load's KV leg (an orphan's)
@@ -40,11 +46,12 @@ typedef struct {
     uint64_t deadline_us; //  a live load still out at this time settles failed (TIMEOUT)
     uint32_t dl_prev;     //  deadline list: earlier live load (KVT_HOLD_NONE: head)
     uint32_t dl_next;     //  deadline list: later live load (KVT_HOLD_NONE: tail)
-    uint8_t legs;         //  legs without a verdict (the load tracker's S_LEG_*)
+    uint8_t legs;         //  legs without a verdict (orphan), or still written (draining)
     uint8_t legs_failed;  //  legs that reported failed
     bool st_miss;         //  the state leg failed with a real miss (I3)
     bool state;           //  owned by the state index (a state leg), else the KV-only one
     uint8_t use;          //  KVT_HOLD_*
+    uint8_t list;         //  a live holding's list: KVT_HOLD_DEADLINE or KVT_HOLD_DRAIN
 } kvt_hold_t;
 
 typedef struct _kvt_loadhold_t kvt_loadhold_t;
@@ -66,12 +73,18 @@ kvt_hold_t *kvt_loadhold_at(const kvt_loadhold_t *self, uint32_t i);
 //  on the list): appended to the deadline list.
 void kvt_loadhold_arm(kvt_loadhold_t *self, uint32_t i, uint64_t deadline_us);
 
-//  Live holding i leaves the deadline list (it settles, or becomes an
-//  orphan's: the caller sets its use).
+//  Live holding i moves to the drain list, due at until_us (>= every
+//  deadline on that list), remembering the legs whose destination a rank
+//  may still write; whether live holding i is draining.
+void kvt_loadhold_drain(kvt_loadhold_t *self, uint32_t i, uint8_t legs, uint64_t until_us);
+bool kvt_loadhold_draining(const kvt_loadhold_t *self, uint32_t i);
+
+//  Live holding i leaves its list (it settles, or becomes an orphan's: the
+//  caller sets its use).
 void kvt_loadhold_disarm(kvt_loadhold_t *self, uint32_t i);
 
-//  The live holding with the earliest deadline (KVT_HOLD_NONE: none).
-uint32_t kvt_loadhold_first(const kvt_loadhold_t *self);
+//  The live holding with the earliest deadline on list (KVT_HOLD_NONE: none).
+uint32_t kvt_loadhold_first(const kvt_loadhold_t *self, uint8_t list);
 
 //  Room for n block ids in holding i (allocates only past the reserved
 //  room): 0, or -1.

@@ -8,38 +8,7 @@
 
 #include "kvt_joint.h"
 #include "kvt_loadhold.h"
-
-#define S_RECLAIM_BATCH 16u //  orphans freed per reclaim call (looped until fewer)
-
-typedef struct {
-    uint64_t loads_dispatched; //  loads sent to the ranks
-    uint64_t loads_ok;         //  settled ok
-    uint64_t loads_failed;     //  settled failed
-    uint64_t loads_orphaned;   //  torn down mid-load
-    uint64_t loads_reclaimed;  //  orphans freed without a verdict
-    uint32_t load_orphans;     //  gauge: orphans still holding
-    uint64_t tier_hit_tokens;  //  tokens restored from the tier
-    uint64_t lower_hit_tokens; //  ... of which read from below the CPU pool
-    uint64_t hbm_lost_tokens;  //  HBM hit tokens lost by a retreat
-    uint64_t retreats_to_hbm;  //  failed joints resumed at the gated HBM hit
-    uint64_t retreats_to_zero; //  failed joints resumed at token 0
-    uint64_t loads_timed_out;  //  settled failed (TIMEOUT) at their deadline
-    uint64_t late_verdicts;    //  verdicts of a timed-out load, dropped
-} s_stats_t;
-
-struct _kvt_loadtrack_t {
-    kvt_loadtrack_cfg_t cfg; //  configuration
-    kvt_reqtab_t *rt;        //  request records (borrowed)
-    kvt_planbuf_t *pb;       //  the plan (borrowed; events)
-    kvt_blockmgr_t *bm;      //  HBM blocks (borrowed)
-    kvt_ckpt_t *ck;          //  state pool (borrowed; NULL when dense)
-    kvt_stidx_t *stidx;      //  state images and state loads (borrowed; NULL when dense)
-    kvt_savetrack_t *track;  //  saves (borrowed; NULL: no tier)
-    kvt_stidx_t *kvidx;      //  KV-only loads' lifecycle (owned; no images)
-    kvt_loadhold_t *holds;   //  every load's holding, dispatch to settle (orphans' too)
-    uint32_t gen_floor;      //  every generation orphaned so far is <= this
-    s_stats_t st;            //  counters
-};
+#include "kvt_loadtrack_int.h"
 
 kvt_loadtrack_t *kvt_loadtrack_new(const kvt_loadtrack_cfg_t *cfg, kvt_reqtab_t *rt,
                                    kvt_planbuf_t *pb, kvt_blockmgr_t *bm, kvt_ckpt_t *ck,
@@ -60,6 +29,8 @@ kvt_loadtrack_t *kvt_loadtrack_new(const kvt_loadtrack_cfg_t *cfg, kvt_reqtab_t 
     self->holds = kvt_loadhold_new();
     if (!self->cfg.load_deadline_us)
         self->cfg.load_deadline_us = KVT_SCHED_LOAD_DEADLINE_US;
+    if (!self->cfg.orphan_reclaim_us)
+        self->cfg.orphan_reclaim_us = KVT_SCHED_ORPHAN_RECLAIM_US;
     if (!self->kvidx || !self->holds)
         kvt_loadtrack_destroy(&self);
     return self;
@@ -78,11 +49,6 @@ void kvt_loadtrack_destroy(kvt_loadtrack_t **self_p)
 
 //  The index that owns request r's live load: stidx for a load with a
 //  state leg, kvidx otherwise.
-static kvt_stidx_t *s_index(kvt_loadtrack_t *self, const kvt_sreq_t *r)
-{
-    return r->joint_src == KVT_JOINT_STATE_TIER ? self->stidx : self->kvidx;
-}
-
 int kvt_loadtrack_reserve(kvt_loadtrack_t *self, kvt_opid_t op, uint32_t nblocks)
 {
     return kvt_loadhold_reserve(self->holds, op, nblocks);
@@ -120,7 +86,7 @@ static void s_settle(kvt_loadtrack_t *self, kvt_sreq_t *r, bool ok, bool state_m
 {
     uint32_t unused;
     kvt_opid_t op = {r->id, r->gen};
-    kvt_stidx_t *idx = s_index(self, r);
+    kvt_stidx_t *idx = kvt_loadtrack_index(self, r);
     int rc = ok ? kvt_stidx_complete(idx, op, now_us, &unused)
                 : kvt_stidx_fail(idx, op, state_miss, &unused);
     //  A live load settles live; only a KV-only load recorded without memory
@@ -181,13 +147,34 @@ static void s_unpin_hit(kvt_loadtrack_t *self, kvt_sreq_t *r)
 
 static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us);
 
+//  r's load settled failed while a rank may still write the destination of
+//  legs: its holding moves to the drain list and the request stays LOADING,
+//  its blocks and slot its own, until the drain bound (orphan_reclaim_us,
+//  the bound an aborted load's destination is held for) has passed; then
+//  it retreats (kvt_loadtrack_expire).
+static void s_drain(kvt_loadtrack_t *self, kvt_sreq_t *r, uint8_t legs, uint64_t now_us)
+{
+    uint32_t h = kvt_loadhold_find(self->holds, (kvt_opid_t){r->id, r->gen});
+    assert(h != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, h)->use == KVT_HOLD_LIVE);
+    kvt_loadhold_drain(self->holds, h, legs, now_us + self->cfg.orphan_reclaim_us);
+    self->st.loads_drained++;
+}
+
 int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdict_t *v,
                           uint64_t now_us)
 {
     //  A load settles once every leg it dispatched reported (L2).
     uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
-    if (!(r->legs & leg))
+    if (!(r->legs & leg)) {
+        //  A leg the deadline settled, its load draining: late, dropped.
+        uint32_t h = kvt_loadhold_find(self->holds, (kvt_opid_t){r->id, r->gen});
+        if (h != KVT_HOLD_NONE && kvt_loadhold_draining(self->holds, h) &&
+            kvt_loadhold_is_late(self->holds, (kvt_opid_t){r->id, r->gen})) {
+            self->st.late_verdicts++;
+            return KVT_LOAD_PENDING;
+        }
         return KVT_LOAD_STALE;
+    }
     if (leg == S_LEG_STATE &&
         !kvt_hash_eq(v->key,
                      kvt_reqtab_hash_at(self->rt, r, r->load_end / self->cfg.block_size - 1)))
@@ -203,6 +190,19 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
         r->kv_lower = v->lower;
     if (r->legs)
         return KVT_LOAD_PENDING;
+    //  A leg the aggregator settled by its bound (TIMEOUT) has a rank that
+    //  never reported: its transfer may still be on its way and write the
+    //  blocks and the state slot the retreat would recompute into (or hand
+    //  to another request). The load drains first.
+    uint8_t timed_out = 0;
+    if ((r->legs_failed & S_LEG_KV) && r->kv_detail == KVT_DETAIL_TIMEOUT)
+        timed_out |= S_LEG_KV;
+    if ((r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_TIMEOUT)
+        timed_out |= S_LEG_STATE;
+    if (timed_out) {
+        s_drain(self, r, timed_out, now_us);
+        return KVT_LOAD_PENDING;
+    }
     return s_conclude(self, r, now_us);
 }
 
@@ -253,183 +253,6 @@ static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
     return KVT_LOAD_RETREATED;
 }
 
-//  The one release path of an orphan's holding: its blocks (tail first) and
-//  its state slot go back. Called only once its index settled the orphan.
-static void s_release(kvt_loadtrack_t *self, uint32_t i)
-{
-    kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
-    assert(o->use == KVT_HOLD_ORPHAN);
-    for (uint32_t b = o->nblocks; b-- > 0;)
-        kvt_blockmgr_unref(self->bm, o->blocks[b]);
-    if (o->sslot != KVT_CKPT_NONE)
-        kvt_ckpt_slot_give(self->ck, o->sslot);
-    kvt_loadhold_free(self->holds, i);
-    self->st.load_orphans--;
-}
-
-void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
-{
-    assert(r->state == R_LOADING);
-    kvt_opid_t op = {r->id, r->gen};
-    uint32_t bs = self->cfg.block_size;
-    kvt_stidx_t *idx = s_index(self, r);
-    self->st.loads_orphaned++;
-    if (r->gen > self->gen_floor)
-        self->gen_floor = r->gen; //  a later record of this id starts above it (A3)
-    //  The retreat pins and the hit's checkpoint pin: no retreat will come.
-    for (uint32_t i = 0; i < r->nhit_pins; i++)
-        kvt_blockmgr_unref(self->bm, r->hit_pins[i]);
-    r->nhit_pins = 0;
-    int rc = kvt_stidx_orphan(idx, op, now_us);
-    //  The holding was reserved when the load was dispatched: it becomes
-    //  the orphan's without allocating anything.
-    uint32_t i = kvt_loadhold_find(self->holds, op);
-    assert(i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_LIVE);
-    kvt_loadhold_disarm(self->holds, i);
-    uint32_t lo = (r->legs & S_LEG_KV) ? r->load_floor / bs : 0;
-    uint32_t hi = (r->legs & S_LEG_KV) ? r->load_end / bs : 0;
-    if (rc == 1 && kvt_loadhold_room(self->holds, i, hi - lo) == 0) {
-        kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
-        //  The holding takes its own reference on each block the KV leg
-        //  writes; the record drops its references as on any release.
-        for (uint32_t b = lo; b < hi; b++) {
-            o->blocks[o->nblocks++] = r->blocks[b];
-            kvt_blockmgr_ref(self->bm, r->blocks[b]);
-        }
-        o->legs = r->legs;
-        o->legs_failed = r->legs_failed;
-        o->st_miss = (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS;
-        o->state = idx == self->stidx;
-        o->sslot = KVT_CKPT_NONE;
-        if (o->state) {
-            //  The slot stays reserved in stidx and off the free list.
-            o->sslot = r->sslot;
-            o->st_key = kvt_reqtab_hash_at(self->rt, r, r->load_end / bs - 1);
-            r->sslot = KVT_CKPT_NONE;
-        }
-        o->use = KVT_HOLD_ORPHAN;
-        self->st.load_orphans++;
-    } else {
-        //  Never sent (settled by the index as abandoned), unknown to its
-        //  index, or (never: the room was reserved) out of memory for the
-        //  holding: nothing keeps the load (an orphan is abandoned, its
-        //  slot and blocks go with the record).
-        if (rc == 1)
-            kvt_stidx_abandon(idx, op, NULL);
-        kvt_loadhold_free(self->holds, i);
-        self->st.loads_reclaimed++;
-    }
-    if (r->convoy)
-        kvt_loadtrack_convoy_mark(self, r, -1); //  uses [load_floor, load_end): before they go
-    r->legs = r->legs_failed = 0;
-    r->load_floor = r->load_end = 0;
-}
-
-int kvt_loadtrack_orphan_verdict(kvt_loadtrack_t *self, const kvt_verdict_t *v, uint64_t now_us)
-{
-    if (v->attempt != 0)
-        return -1;
-    uint32_t i = kvt_loadhold_find(self->holds, v->op);
-    if (i == KVT_HOLD_NONE || kvt_loadhold_at(self->holds, i)->use != KVT_HOLD_ORPHAN) {
-        //  A load that timed out settled without it: dropped, counted.
-        if (!kvt_loadhold_is_late(self->holds, v->op))
-            return -1;
-        self->st.late_verdicts++;
-        return 0;
-    }
-    kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
-    uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
-    if (!(o->legs & leg) || (leg == S_LEG_STATE && !kvt_hash_eq(v->key, o->st_key)))
-        return -1;
-    o->legs &= (uint8_t)~leg;
-    if (!v->ok || kvt_stidx_neutral(v)) { //  an orphan's leg no rank ran did not land
-        o->legs_failed |= leg;
-        if (leg == S_LEG_STATE && v->detail == KVT_DETAIL_MISS)
-            o->st_miss = true;
-    }
-    if (o->legs)
-        return 0;
-    bool ok = o->legs_failed == 0;
-    kvt_stidx_t *idx = o->state ? self->stidx : self->kvidx;
-    uint32_t unused;
-    int rc = ok ? kvt_stidx_complete(idx, v->op, now_us, &unused)
-                : kvt_stidx_fail(idx, v->op, o->st_miss, &unused);
-    assert(rc == KVT_STIDX_ORPHAN); //  the holding lives exactly as long as the orphan
-    (void)rc;
-    if (ok)
-        self->st.loads_ok++;
-    else
-        self->st.loads_failed++;
-    s_release(self, i);
-    return 0;
-}
-
-//  Reclaims idx's orphans past the timeout: their holdings go back.
-static void s_reclaim(kvt_loadtrack_t *self, kvt_stidx_t *idx, uint64_t timeout, uint64_t now_us)
-{
-    uint32_t slots[S_RECLAIM_BATCH];
-    kvt_opid_t ops[S_RECLAIM_BATCH];
-    uint32_t n;
-    do {
-        n = kvt_stidx_reclaim(idx, now_us, timeout, slots, ops, S_RECLAIM_BATCH);
-        for (uint32_t k = 0; k < n; k++) {
-            uint32_t i = kvt_loadhold_find(self->holds, ops[k]);
-            bool found =
-                i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_ORPHAN;
-            assert(found); //  every orphan of the indexes has its holding
-            if (!found)
-                continue;
-            self->st.loads_reclaimed++;
-            s_release(self, i);
-        }
-    } while (n == S_RECLAIM_BATCH);
-}
-
-void kvt_loadtrack_reclaim(kvt_loadtrack_t *self, uint64_t now_us)
-{
-    if (self->st.load_orphans == 0)
-        return;
-    uint64_t timeout =
-        self->cfg.orphan_reclaim_us ? self->cfg.orphan_reclaim_us : KVT_SCHED_ORPHAN_RECLAIM_US;
-    s_reclaim(self, self->kvidx, timeout, now_us);
-    if (self->stidx)
-        s_reclaim(self, self->stidx, timeout, now_us);
-}
-
-int kvt_loadtrack_check(const kvt_loadtrack_t *self, uint32_t *expect, uint32_t *slots, char *err,
-                        size_t errlen)
-{
-    if (kvt_loadhold_check(self->holds, err, errlen) != 0)
-        return -1;
-    uint32_t live = 0;
-    *slots = 0;
-    for (uint32_t i = 0; i < kvt_loadhold_cap(self->holds); i++) {
-        const kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
-        if (o->use != KVT_HOLD_ORPHAN)
-            continue;
-        live++;
-        kvt_stidx_t *idx = o->state ? self->stidx : self->kvidx;
-        if (!kvt_stidx_is_orphan(idx, o->op)) {
-            snprintf(err, errlen, "audit: orphan of req %llu gen %u is not its index's orphan",
-                     (unsigned long long)o->op.req, o->op.gen);
-            return -1;
-        }
-        for (uint32_t b = 0; b < o->nblocks; b++)
-            expect[o->blocks[b]]++;
-        *slots += o->sslot != KVT_CKPT_NONE;
-    }
-    kvt_stidx_stats_t a, b = {0};
-    kvt_stidx_stats(self->kvidx, &a);
-    if (self->stidx)
-        kvt_stidx_stats(self->stidx, &b);
-    if (live != self->st.load_orphans || a.orphans + b.orphans != live) {
-        snprintf(err, errlen, "audit: %u orphan holdings, gauge %u, indexes hold %llu orphans",
-                 live, self->st.load_orphans, (unsigned long long)(a.orphans + b.orphans));
-        return -1;
-    }
-    return kvt_stidx_check(self->kvidx, true, err, errlen);
-}
-
 uint32_t kvt_loadtrack_gen_floor(const kvt_loadtrack_t *self)
 {
     return self->gen_floor;
@@ -460,32 +283,49 @@ void kvt_loadtrack_stats(const kvt_loadtrack_t *self, kvt_sched_stats_t *out)
     out->retreats_to_zero = self->st.retreats_to_zero;
     out->loads_timed_out = self->st.loads_timed_out;
     out->load_late_verdicts = self->st.late_verdicts;
+    out->loads_drained = self->st.loads_drained;
 }
 
 uint64_t kvt_loadtrack_next_deadline(const kvt_loadtrack_t *self)
 {
-    uint32_t i = kvt_loadhold_first(self->holds);
-    return i == KVT_HOLD_NONE ? UINT64_MAX : kvt_loadhold_at(self->holds, i)->deadline_us;
+    uint64_t due = UINT64_MAX;
+    for (uint8_t l = 0; l < KVT_HOLD_LISTS; l++) {
+        uint32_t i = kvt_loadhold_first(self->holds, l);
+        if (i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->deadline_us < due)
+            due = kvt_loadhold_at(self->holds, i)->deadline_us;
+    }
+    return due;
 }
 
 bool kvt_loadtrack_expire(kvt_loadtrack_t *self, uint64_t now_us, uint32_t *slot)
 {
-    uint32_t i = kvt_loadhold_first(self->holds);
+    //  Loads past their deadline: every leg still out failed with TIMEOUT,
+    //  and what those legs still report is late. A rank may still write
+    //  their destination, so they drain before they retreat.
+    uint32_t i;
+    while ((i = kvt_loadhold_first(self->holds, KVT_HOLD_DEADLINE)) != KVT_HOLD_NONE &&
+           kvt_loadhold_at(self->holds, i)->deadline_us <= now_us) {
+        kvt_opid_t op = kvt_loadhold_at(self->holds, i)->op;
+        kvt_sreq_t *r = kvt_reqtab_find(self->rt, op.req, slot);
+        assert(r && r->state == R_LOADING && r->gen == op.gen); //  a live holding's load is live
+        if (r->legs & S_LEG_KV)
+            r->kv_detail = KVT_DETAIL_TIMEOUT;
+        if (r->legs & S_LEG_STATE)
+            r->st_detail = KVT_DETAIL_TIMEOUT;
+        uint8_t out = r->legs;
+        r->legs_failed |= r->legs;
+        r->legs = 0;
+        self->st.loads_timed_out++;
+        kvt_loadhold_note_late(self->holds, op);
+        s_drain(self, r, out, now_us);
+    }
+    //  Drained loads settle failed: the request retreats (B2).
+    i = kvt_loadhold_first(self->holds, KVT_HOLD_DRAIN);
     if (i == KVT_HOLD_NONE || kvt_loadhold_at(self->holds, i)->deadline_us > now_us)
         return false;
     kvt_opid_t op = kvt_loadhold_at(self->holds, i)->op;
     kvt_sreq_t *r = kvt_reqtab_find(self->rt, op.req, slot);
-    assert(r && r->state == R_LOADING && r->gen == op.gen); //  a live holding's load is live
-    //  Every leg still out failed with TIMEOUT; the load settles as on a
-    //  failed verdict (retreat, B2) and what its legs still report is late.
-    if (r->legs & S_LEG_KV)
-        r->kv_detail = KVT_DETAIL_TIMEOUT;
-    if (r->legs & S_LEG_STATE)
-        r->st_detail = KVT_DETAIL_TIMEOUT;
-    r->legs_failed |= r->legs;
-    r->legs = 0;
-    self->st.loads_timed_out++;
-    kvt_loadhold_note_late(self->holds, op);
+    assert(r && r->state == R_LOADING && r->gen == op.gen);
     int rc = s_conclude(self, r, now_us);
     assert(rc == KVT_LOAD_RETREATED);
     (void)rc;

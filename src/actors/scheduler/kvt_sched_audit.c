@@ -51,6 +51,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(load_orphans);
     S_C(loads_timed_out);
     S_C(load_late_verdicts);
+    S_C(loads_drained);
     S_C(lookups_sent);
     S_C(lookup_timeouts);
     S_C(lookup_failed);
