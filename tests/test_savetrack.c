@@ -601,6 +601,84 @@ Test(savetrack, property_random_sequences_keep_leases_and_saves_balanced)
     }
 }
 
+// ------------------------------------------------------ save deadline ----
+
+//  A save with no verdict by its deadline settles failed (S3: re-emitted
+//  with a new attempt) but keeps its lease for the drain; its late verdict
+//  is dropped and counted; deadlines fire in build order, one per call.
+Test(savetrack, a_save_past_its_deadline_settles_failed_and_drains_its_lease)
+{
+    s_pool_t p;
+    memset(&p, 0, sizeof p);
+    kvt_savetrack_cfg_t cfg = {.chunk_size = CS,
+                               .block_size = BS,
+                               .retries = 1,
+                               .deadline_us = 100,
+                               .drain_us = 50,
+                               .acquire = s_acq,
+                               .release = s_rel,
+                               .arg = &p};
+    kvt_savetrack_t *t = kvt_savetrack_new(&cfg);
+    cr_assert_not_null(t);
+    uint32_t table[32];
+    for (uint32_t i = 0; i < 32; i++)
+        table[i] = i;
+    cr_assert_eq(kvt_savetrack_next_deadline(t), UINT64_MAX);
+    cr_assert_eq(kvt_savetrack_admit(t, OP(1, 1), 0), 0);
+    kvt_savetrack_forwarded(t, OP(1, 1), 128);
+    kvt_savetrack_set_now(t, 1000);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
+    kvt_savetrack_set_now(t, 1010);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(1), s_chunk(table, 1), -1, false), 0);
+    cr_assert_eq(kvt_savetrack_next_deadline(t), 1100);
+    uint64_t req = 0;
+    cr_assert(!kvt_savetrack_expire(t, 1099, &req));
+    //  The first expires alone; its lease stays.
+    cr_assert(kvt_savetrack_expire(t, 1100, &req));
+    cr_assert_eq(req, 1);
+    cr_assert(!kvt_savetrack_expire(t, 1100, &req));
+    kvt_savetrack_stats_t st = s_stats(t);
+    cr_assert_eq(st.saves_expired, 1);
+    cr_assert_eq(st.saves_failed, 1);
+    cr_assert_eq(st.saves_outstanding, 1);
+    cr_assert_eq(st.saves_draining, 1);
+    cr_assert_eq(st.leases_outstanding, 2, "the drain keeps the expired save's lease");
+    cr_assert_eq(s_refs(&p), 2 * (CS / BS));
+    cr_assert(!kvt_savetrack_key_inflight(t, K(0)), "its key may be saved again");
+    cr_assert_eq(kvt_savetrack_next_deadline(t), 1110);
+    s_check(t);
+    //  Its late verdict (and source_safe) are dropped: the lease stays.
+    cr_assert_eq(kvt_savetrack_stored(t, OP(1, 1), K(0), 0, true), 1);
+    cr_assert_eq(kvt_savetrack_sources_safe(t, OP(1, 1), K(0), 0), 1);
+    st = s_stats(t);
+    cr_assert_eq(st.late_verdicts, 2);
+    cr_assert_eq(st.saves_ok, 0);
+    cr_assert_eq(st.leases_outstanding, 2);
+    s_check(t);
+    //  The second one's verdict comes: the request is quiescent and the
+    //  failed chunk is re-emitted from the frontier with a new attempt.
+    cr_assert_eq(kvt_savetrack_stored(t, OP(1, 1), K(1), 0, true), 0);
+    uint32_t s0, e0, a0;
+    cr_assert(kvt_savetrack_next(t, 1, &s0, &e0, &a0));
+    cr_assert_eq(s0, 0);
+    cr_assert_eq(a0, 1);
+    cr_assert_eq(s_stats(t).saves_reemitted, 1);
+    cr_assert_eq(kvt_savetrack_next_deadline(t), 1150, "the drain ends 50 after the deadline");
+    cr_assert(!kvt_savetrack_expire(t, 1149, &req));
+    cr_assert(kvt_savetrack_expire(t, 1150, &req));
+    st = s_stats(t);
+    cr_assert_eq(st.saves_drained, 1);
+    cr_assert_eq(st.saves_draining, 0);
+    cr_assert_eq(st.leases_outstanding, 0);
+    cr_assert_eq(s_refs(&p), 0);
+    cr_assert(!p.negative);
+    //  After the drain the save is unknown: stale.
+    cr_assert_eq(kvt_savetrack_stored(t, OP(1, 1), K(0), 0, true), -1);
+    cr_assert_eq(kvt_savetrack_next_deadline(t), UINT64_MAX);
+    s_check(t);
+    kvt_savetrack_destroy(&t);
+}
+
 // ---------------------------------------------------------------- docs ----
 
 Test(savetrack, every_counter_is_documented)
@@ -610,7 +688,7 @@ Test(savetrack, every_counter_is_documented)
     kvt_counter_t c[64];
     uint32_t n = 0;
     kvt_savetrack_counters(t, c, &n, 64);
-    cr_assert_eq(n, 23);
+    cr_assert_eq(n, 27);
     FILE *f = fopen(KVT_SOURCE_DIR "/docs/metrics.md", "rb");
     cr_assert_not_null(f);
     static char buf[1 << 17];

@@ -686,3 +686,160 @@ Test(sched_defects, a_refused_rearrival_names_no_admission_of_its_id)
     cr_assert_eq(r.refused_gen, KVT_SCHED_REFUSED_GEN);
     kvt_sched_destroy(&r.s);
 }
+
+// ------------------------- chaos defects 1 and 2: the save deadline ----
+
+//  Steps at 1 ms a plan, answering lookups only (no save verdict is
+//  delivered: the ranks' reports or the aggregator's verdict were lost),
+//  until a plan built saves; returns the clock it was built at.
+static uint64_t rig_until_saves(rig_t *r, uint64_t *now, uint32_t max_steps)
+{
+    for (uint32_t i = 0; i < max_steps; i++) {
+        *now += 1000;
+        kvt_sched_set_now(r->s, *now);
+        int rc = rig_step(r);
+        cr_assert_neq(rc, KVT_SCHED_REFUSED);
+        rig_answer_lookups(r);
+        rig_audit(r);
+        if (r->plan.nsaves > 0 && rc != KVT_SCHED_HOLD)
+            return *now;
+    }
+    cr_assert_fail("no saves in %u steps", max_steps);
+    return 0;
+}
+
+//  Request 1's two chunk saves never get a verdict (TP 1 with its rank's
+//  report dropped, or the aggregator's Verdict lost). Its record keeps its
+//  blocks while they are out, so request 2, which needs the whole pool,
+//  waits, and every plan holds: before the save deadline the run wedged.
+//  At the deadline (load_deadline_us after the build) they settle failed,
+//  but a rank may still read their source blocks, so the saves' leases
+//  hold them orphan_reclaim_us more (the drain): request 2 is admitted only
+//  when the drain ends. The late verdicts are dropped and counted.
+Test(sched_defects, a_save_with_no_verdict_settles_failed_at_its_deadline_and_drains)
+{
+    static rig_t r;
+    uint64_t now = 0;
+    kvt_sched_cfg_t cfg = rig_cfg(12, 64);
+    cfg.load_deadline_us = 5000;
+    cfg.orphan_reclaim_us = 3000;
+    rig_init(&r, &cfg);
+    rig_arrive(&r, 1, 150, 100, 1);
+    uint64_t built = rig_until_saves(&r, &now, 20);
+    uint32_t nsaves = 0;
+    for (uint32_t i = 0; i < r.npending; i++)
+        nsaves += r.pending[i].chan == KVT_CHAN_SAVE;
+    cr_assert_eq(nsaves, 2, "request 1's two chunks are saved");
+    static kvt_verdict_t late[8];
+    memcpy(late, r.pending, nsaves * sizeof late[0]);
+    r.npending = 0;
+    cr_assert_eq(kvt_sched_next_deadline(r.s), built + 5000);
+    //  Request 2 needs all 12 blocks: it waits while request 1's are held.
+    rig_arrive(&r, 2, 180, 90000, 1);
+    for (now = built + 1000; now < built + 5000; now += 1000) {
+        kvt_sched_set_now(r.s, now);
+        cr_assert_neq(rig_step(&r), KVT_SCHED_REFUSED);
+        rig_answer_lookups(&r);
+        rig_audit(&r);
+    }
+    kvt_sched_stats_t st = rig_stats(&r);
+    cr_assert_eq(st.waiting, 1, "request 2 cannot fit while the saves are out");
+    cr_assert_eq(st.saves_outstanding, 2);
+    cr_assert_eq(st.saves_expired, 0);
+    //  At the deadline: settled failed (as a TIMEOUT would), leases held.
+    kvt_sched_set_now(r.s, built + 5000);
+    cr_assert_neq(rig_step(&r), KVT_SCHED_REFUSED);
+    rig_answer_lookups(&r);
+    st = rig_stats(&r);
+    cr_assert_eq(st.saves_expired, 2);
+    cr_assert_eq(st.saves_failed, 2);
+    cr_assert_eq(st.saves_outstanding, 0);
+    cr_assert_eq(st.saves_drained, 0);
+    cr_assert_eq(st.leased_blocks, 8, "the drain holds the sources of both saves");
+    cr_assert_eq(st.blocks_in_use, 8, "request 1's other blocks went, its sources did not");
+    cr_assert_eq(st.waiting, 1, "request 2 cannot take the drained blocks");
+    cr_assert_eq(st.records, 1, "request 1's record went with its saves");
+    cr_assert_eq(kvt_sched_next_deadline(r.s) <= built + 8000, true);
+    cr_assert(!kvt_sched_quiescent(r.s));
+    rig_audit(&r);
+    //  The late verdicts (ok: the store had them) are dropped, not applied.
+    for (uint32_t i = 0; i < nsaves; i++)
+        cr_assert_eq(kvt_sched_verdict(r.s, &late[i]), 0);
+    st = rig_stats(&r);
+    cr_assert_eq(st.save_late_verdicts, 2);
+    cr_assert_eq(st.saves_ok, 0);
+    cr_assert_eq(st.stale_verdicts, 0);
+    cr_assert_eq(st.leased_blocks, 8, "a late verdict does not end the drain");
+    rig_audit(&r);
+    kvt_sched_set_now(r.s, built + 7999);
+    cr_assert_neq(rig_step(&r), KVT_SCHED_REFUSED);
+    rig_answer_lookups(&r);
+    st = rig_stats(&r);
+    cr_assert_eq(st.leased_blocks, 8);
+    cr_assert_eq(st.waiting, 1);
+    //  The drain ends: the sources go back and request 2 runs.
+    kvt_sched_set_now(r.s, built + 8000);
+    cr_assert_eq(rig_step(&r), 1);
+    st = rig_stats(&r);
+    cr_assert_eq(st.saves_drained, 2);
+    cr_assert_eq(st.leased_blocks, 0);
+    cr_assert_eq(st.waiting, 0, "request 2 was admitted once the drain ended");
+    cr_assert_eq(rig_counter(&r, "sched.saves_expired"), 2);
+    cr_assert_eq(rig_counter(&r, "sched.saves_drained"), 2);
+    cr_assert_eq(rig_counter(&r, "sched.save_late_verdicts"), 2);
+    rig_audit(&r);
+    //  A verdict after the drain is stale (nothing of the save is left).
+    cr_assert_eq(kvt_sched_verdict(r.s, &late[0]), -1);
+    now = built + 8000;
+    rig_deliver(&r);
+    rig_run(&r, &now, 100);
+    cr_assert_eq(r.finished, 2);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A running request's save with no verdict settles failed at its deadline
+//  and is re-emitted (S3, a new attempt) once its drain began: the request
+//  goes on saving, and the save's late verdict is not taken for the
+//  re-emit's.
+Test(sched_defects, a_running_requests_expired_save_is_reemitted)
+{
+    static rig_t r;
+    uint64_t now = 0;
+    kvt_sched_cfg_t cfg = rig_cfg(64, 64);
+    cfg.load_deadline_us = 5000;
+    cfg.orphan_reclaim_us = 3000;
+    rig_init(&r, &cfg);
+    rig_arrive(&r, 1, 150, 100, 40); //  decodes 40 steps: still running at the deadline
+    uint64_t built = rig_until_saves(&r, &now, 20);
+    cr_assert_eq(r.plan.saves[0].attempt, 0);
+    kvt_verdict_t first = r.pending[0];
+    cr_assert_eq(first.chan, KVT_CHAN_SAVE);
+    r.npending = 0;
+    uint32_t reemitted_attempt = 0;
+    for (now = built + 1000; now <= built + 5000; now += 1000) {
+        kvt_sched_set_now(r.s, now);
+        cr_assert_neq(rig_step(&r), KVT_SCHED_REFUSED);
+        if (r.plan.nsaves > 0)
+            reemitted_attempt = r.plan.saves[0].attempt;
+        rig_answer_lookups(&r);
+        if (now < built + 5000)
+            r.npending = 0; //  lost; the re-emits of the deadline's plan are answered
+        rig_audit(&r);
+    }
+    kvt_sched_stats_t st = rig_stats(&r);
+    cr_assert_eq(st.saves_expired, 2);
+    cr_assert_eq(st.saves_reemitted, 1);
+    cr_assert_eq(st.running, 1);
+    cr_assert_eq(reemitted_attempt, 1, "re-emitted in the plan of the deadline, new attempt");
+    cr_assert_eq(kvt_sched_verdict(r.s, &first), 0);
+    cr_assert_eq(rig_stats(&r).save_late_verdicts, 1);
+    cr_assert_eq(rig_stats(&r).saves_ok, 0);
+    rig_audit(&r);
+    rig_run(&r, &now, 200);
+    st = rig_stats(&r);
+    cr_assert_eq(r.finished, 1);
+    cr_assert_geq(st.saves_ok, 2, "the re-emits stored");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}

@@ -153,11 +153,12 @@ int kvt_cmd_chaos(int argc, char **argv)
                 char cmd[512];
                 if (verbose)
                     printf("%-13s %-6s seed %-8" PRIu64 " %s faults %" PRIu64 " requests %" PRIu64
-                           " loads %" PRIu64 " (%" PRIu64 " failed) stall %.3f s events %" PRIu64
-                           " hash %016" PRIx64 "\n",
+                           " loads %" PRIu64 " (%" PRIu64 " failed) saves expired %" PRIu64
+                           " stall %.3f s events %" PRIu64 " hash %016" PRIx64 "\n",
                            kvt_chaos_plan_name(c.plan), m ? "hybrid" : "dense", s,
                            r.failed ? "FAIL" : "ok  ", r.faults, r.requests, r.loads,
-                           r.loads_failed, (double)r.max_stall_us / 1e6, r.events, r.trace_hash);
+                           r.loads_failed, r.saves_expired, (double)r.max_stall_us / 1e6, r.events,
+                           r.trace_hash);
                 if (verbose && r.desc[0])
                     printf("  plan: %s\n", r.desc);
                 if (!r.failed)

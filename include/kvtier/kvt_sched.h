@@ -34,7 +34,10 @@
                  (kvt_sched_abort)
       RUNNING  → computes prefill chunks, then one token per step
       DONE     → generated max_new_tokens; blocks released; the record is
-                 freed once its last save verdict arrived
+                 freed once its last save verdict arrived (or its save
+                 deadline, load_deadline_us after the build, passed: the
+                 save settles failed, its sources leased orphan_reclaim_us
+                 more)
 
     A step: kvt_sched_plan (step N) is called once step N-1 ran on every rank.
     It first applies step N-1 (tokens computed, full blocks indexed, finished
@@ -204,6 +207,9 @@ typedef struct {
     uint64_t loads_timed_out;    //  loads settled failed (TIMEOUT) at load_deadline_us
     uint64_t load_late_verdicts; //  verdicts of a timed-out load, dropped
     uint64_t loads_drained;      //  timed-out loads held until no rank could still write them
+    uint64_t saves_expired;      //  saves settled failed at load_deadline_us after their build
+    uint64_t saves_drained;      //  expired saves whose sources were held orphan_reclaim_us more
+    uint64_t save_late_verdicts; //  verdicts of an expired save, dropped
     //  Hybrid admissions (design §4); all zero for a dense model.
     uint64_t gate_lost_tokens;      //  block-hit tokens above the gated HBM hit (no checkpoint)
     uint64_t joint_state_hbm;       //  joint boundaries whose state comes from HBM

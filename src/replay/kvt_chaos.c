@@ -714,6 +714,7 @@ int kvt_chaos_run(const kvt_chaos_cfg_t *cfg, kvt_chaos_result_t *res, char *err
     res->max_stall_us = rep->engine.max_stall_us;
     res->loads = kvt_replay_counter(rep, "scheduler", "sched.loads_dispatched");
     res->loads_failed = kvt_replay_counter(rep, "scheduler", "sched.loads_failed");
+    res->saves_expired = kvt_replay_counter(rep, "scheduler", "sched.saves_expired");
     res->events = rep->events;
     res->trace_hash = rep->trace_hash;
     res->faults = p->faults;

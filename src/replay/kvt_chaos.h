@@ -75,6 +75,7 @@ typedef struct {
     uint64_t max_stall_us;  //  longest modelled stall
     uint64_t loads;         //  loads dispatched
     uint64_t loads_failed;  //  of them failed
+    uint64_t saves_expired; //  saves settled failed at the save deadline (no verdict)
     uint64_t events;        //  SIM deliveries + timers
     uint64_t trace_hash;    //  SIM trace hash (the same triple gives the same one)
     bool wedged;            //  the event budget ran out, or the engine never ended

@@ -55,6 +55,7 @@ static const char *const s_gauges[] = {
     "tier.regions_pending",
     "blocks.withheld",
     "savetrack.skips_waiting",
+    "savetrack.saves_draining",
     "metrics.targets",
 };
 

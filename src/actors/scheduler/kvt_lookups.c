@@ -18,6 +18,7 @@ typedef struct {
 struct _kvt_lookups_t {
     kvt_lookups_cfg_t cfg; //  configuration
     s_stats_t st;          //  counters
+    uint64_t last_due_us;  //  deadline of the lookup issued last (no later one is out)
 };
 
 kvt_lookups_t *kvt_lookups_new(const kvt_lookups_cfg_t *cfg)
@@ -67,6 +68,8 @@ static int s_issue_lookup(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t n, const 
     r->lk.held = 0;
     uint64_t bound = self->cfg.timeout_us ? self->cfg.timeout_us : 1000000u;
     r->lk.deadline = now_us + bound;
+    if (r->lk.deadline > self->last_due_us)
+        self->last_due_us = r->lk.deadline;
     self->st.lookups_sent++;
     self->st.lookups_out++;
     return 0;
@@ -210,6 +213,13 @@ void kvt_lookups_settle(kvt_lookups_t *self, kvt_sreq_t *r, kvt_load_spec_t *loa
     s_release_pin(self, r, pb);
     r->gen++;
     r->lk.state = S_LK_NONE;
+}
+
+uint64_t kvt_lookups_next_deadline(const kvt_lookups_t *self, uint64_t now_us)
+{
+    //  Once passed, a plan has run at it: a lookup still out then belongs
+    //  to a request the admission did not reach, which no timer would move.
+    return self->st.lookups_out > 0 && self->last_due_us > now_us ? self->last_due_us : UINT64_MAX;
 }
 
 uint32_t kvt_lookups_out(const kvt_lookups_t *self)

@@ -61,6 +61,12 @@ void kvt_lookups_settle(kvt_lookups_t *self, kvt_sreq_t *r, kvt_load_spec_t *loa
 //  Lookups without a verdict (gauge).
 uint32_t kvt_lookups_out(const kvt_lookups_t *self);
 
+//  A time after now_us by which every lookup out is past its bound (the
+//  deadline of the one issued last; UINT64_MAX: none out, or that time has
+//  passed): a plan held for a lookup whose verdict was lost plans again
+//  then, and falls back to the HBM hit. O(1).
+uint64_t kvt_lookups_next_deadline(const kvt_lookups_t *self, uint64_t now_us);
+
 //  Writes its counters into their fields of out.
 void kvt_lookups_stats(const kvt_lookups_t *self, kvt_sched_stats_t *out);
 

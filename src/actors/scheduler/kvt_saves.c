@@ -49,6 +49,8 @@ static int s_track_new(kvt_saves_t *self)
     kvt_savetrack_cfg_t c = {.chunk_size = self->cfg.chunk_size,
                              .block_size = self->cfg.block_size,
                              .retries = self->cfg.save_retries,
+                             .deadline_us = self->cfg.deadline_us,
+                             .drain_us = self->cfg.drain_us,
                              .acquire = s_lease_acquire,
                              .release = s_lease_release,
                              .arg = self};
@@ -97,7 +99,25 @@ uint64_t kvt_saves_outstanding(const kvt_saves_t *self)
         return 0;
     kvt_savetrack_stats_t t;
     kvt_savetrack_stats(self->track, &t);
-    return t.saves_outstanding;
+    return t.saves_outstanding + t.saves_draining;
+}
+
+uint64_t kvt_saves_next_deadline(const kvt_saves_t *self)
+{
+    return self->track ? kvt_savetrack_next_deadline(self->track) : UINT64_MAX;
+}
+
+void kvt_saves_expire(kvt_saves_t *self, uint64_t now_us)
+{
+    uint64_t req;
+    uint32_t slot;
+    while (self->track && kvt_savetrack_expire(self->track, now_us, &req))
+        //  Settled failed (or drained): a finished record goes once the
+        //  tracker holds nothing of it (a drain's lease holds its blocks).
+        if (kvt_reqtab_find(self->rt, req, &slot) &&
+            kvt_reqtab_at(self->rt, slot)->state == R_DONE &&
+            !kvt_saves_tracked(self, kvt_reqtab_at(self->rt, slot)))
+            kvt_reqtab_forget(self->rt, slot, self->bm);
 }
 
 void kvt_saves_end_plan(kvt_saves_t *self)
@@ -205,7 +225,9 @@ int kvt_saves_verdict(kvt_saves_t *self, const kvt_verdict_t *v, uint64_t now_us
     int32_t ck;
     if (!self->track || !kvt_savetrack_save_slot(self->track, v->op, v->key, v->attempt, &ck))
         return -1;
-    kvt_savetrack_stored(self->track, v->op, v->key, v->attempt, v->ok);
+    //  A late verdict of an expired save is dropped: its drain holds on.
+    if (kvt_savetrack_stored(self->track, v->op, v->key, v->attempt, v->ok) != 0)
+        return 0;
     //  The image rode with the chunk: the tier holds it now.
     if (v->ok && ck >= 0)
         kvt_stidx_note_stored(self->stidx, v->key, now_us);
@@ -227,7 +249,7 @@ int kvt_saves_source_safe(kvt_saves_t *self, const kvt_verdict_t *v)
     if (!self->track)
         return -1;
     if (v->ok)
-        return kvt_savetrack_sources_safe(self->track, v->op, v->key, v->attempt);
+        return kvt_savetrack_sources_safe(self->track, v->op, v->key, v->attempt) < 0 ? -1 : 0;
     return kvt_savetrack_save_slot(self->track, v->op, v->key, v->attempt, NULL) ? 0 : -1;
 }
 
@@ -282,6 +304,9 @@ void kvt_saves_stats(const kvt_saves_t *self, kvt_sched_stats_t *out)
         out->saves_skipped = t.saves_skipped;
         out->saves_stopped = t.saves_stopped;
         out->saves_outstanding = (uint32_t)t.saves_outstanding;
+        out->saves_expired = t.saves_expired;
+        out->saves_drained = t.saves_drained;
+        out->save_late_verdicts = t.late_verdicts;
     }
     out->leased_blocks = self->leased;
 }

@@ -5,7 +5,9 @@
     tracker offers into the plan (a running request's forwarded chunks, a
     finished request's leased tail), the store and source_safe verdicts,
     and the end of a plan (tails it did not build retire; finished records
-    nothing holds any more are forgotten).
+    nothing holds any more are forgotten), and the save deadline (a save
+    with no verdict by deadline_us settles failed, its lease held drain_us
+    longer: a rank may still read its sources).
 
     It owns the save tracker and the lease gauge. Collaborators are
     borrowed at creation: the request table, the plan buffer, the block
@@ -31,6 +33,8 @@ typedef struct {
     uint32_t bpc;          //  blocks per chunk
     uint32_t tier_chunks;  //  0: no tier, no saves
     uint32_t save_retries; //  re-emits of a failed chunk save per request
+    uint64_t deadline_us;  //  a save with no verdict this long after its build settles failed
+    uint64_t drain_us;     //  ... and holds its lease this much longer
     bool no_state_tier;    //  chunks are saved without their images
 } kvt_saves_cfg_t;
 
@@ -62,8 +66,16 @@ void kvt_saves_abort(kvt_saves_t *self, kvt_sreq_t *r);
 //  True while the save tracker still holds something of request r.
 bool kvt_saves_tracked(const kvt_saves_t *self, const kvt_sreq_t *r);
 
-//  Saves outstanding (built, no store verdict).
+//  Saves outstanding (built, no store verdict, or expired and draining).
 uint64_t kvt_saves_outstanding(const kvt_saves_t *self);
+
+//  The earliest save deadline or drain end (UINT64_MAX: none); the saves
+//  due by now_us settle failed and drain, and drains that ended release
+//  their leases (a finished record nothing holds any more is forgotten).
+//  O(1) per save. Every plan calls expire before it builds saves: builds
+//  are due from its clock.
+uint64_t kvt_saves_next_deadline(const kvt_saves_t *self);
+void kvt_saves_expire(kvt_saves_t *self, uint64_t now_us);
 
 //  Emits what the tracker offers for request `slot` into the plan.
 void kvt_saves_emit(kvt_saves_t *self, uint32_t slot);

@@ -32,6 +32,8 @@ kvt_savetrack_t *kvt_savetrack_new(const kvt_savetrack_cfg_t *cfg)
     kvt_ilist_init(&self->rec_free);
     kvt_ilist_init(&self->tails);
     kvt_ilist_init(&self->save_free);
+    kvt_ilist_init(&self->deadlines);
+    kvt_ilist_init(&self->drains);
     self->skip_free = S_NONE;
     return self;
 }
@@ -284,7 +286,8 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
     }
     uint32_t si = self->save_free.head;
     kvt_hash_t id = kvt_savetrack_save_id(r->op, key, r->attempt);
-    if (kvt_hmap_put(self->by_key, key, si) != 0) {
+    //  An expired save of the same id still drains under it.
+    if (kvt_hmap_get(self->by_id, id, NULL) || kvt_hmap_put(self->by_key, key, si) != 0) {
         self->stats.refused++;
         return -1;
     }
@@ -313,6 +316,11 @@ int kvt_savetrack_build(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key, con
     sv->spec_prev = sv->spec_next = S_NONE;
     sv->spec_id = id;
     sv->skippers = S_NONE;
+    sv->draining = false;
+    //  Due deadline_us after its build on a clock that never goes back:
+    //  appending keeps the list in deadline order.
+    sv->due_us = self->cfg.deadline_us ? self->now_us + self->cfg.deadline_us : UINT64_MAX;
+    kvt_ilist_append(&self->deadlines, S_SAVE_LINKS(self), si);
     uint32_t lb = r->last_built;
     if (joins && lb != S_NONE && self->saves[lb].leased && self->saves[lb].attempt == r->attempt &&
         self->saves[lb].op.gen == r->op.gen && self->saves[lb].spec_next == S_NONE) {
@@ -427,6 +435,12 @@ int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t 
                 n++;
             }
     if (n == 0) {
+        //  The spec's last save expired and drains: its lease stays.
+        kvt_hash_t id = kvt_savetrack_save_id(op, key, attempt);
+        if (kvt_hmap_get(self->by_id, id, &si) && self->saves[si].draining) {
+            self->stats.late_verdicts++;
+            return 1;
+        }
         self->stats.stale_reports++;
         return -1;
     }
@@ -478,17 +492,14 @@ static void s_failed(kvt_savetrack_t *self, kvt_savetrack_rec_t *r, const kvt_sa
     r->waiting = true;
 }
 
-int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, uint32_t attempt,
-                         bool ok)
+//  Save si settles (its store verdict, or its deadline): it leaves its
+//  spec, its key and its request, and a failure is S3. Its lease and its id
+//  are the caller's.
+static void s_settle(kvt_savetrack_t *self, uint32_t si, bool ok)
 {
-    uint32_t si;
-    if (!kvt_hmap_del(self->by_id, kvt_savetrack_save_id(op, key, attempt), &si)) {
-        self->stats.stale_reports++;
-        return -1;
-    }
     kvt_savetrack_save_t *sv = &self->saves[si];
-    s_release_save(self, sv);
     s_spec_unlink(self, sv);
+    sv->spec_prev = sv->spec_next = S_NONE;
     kvt_hmap_del(self->by_key, sv->key, NULL);
     s_settle_skippers(self, sv, ok);
     kvt_savetrack_rec_t *r = &self->recs[sv->rec];
@@ -518,10 +529,96 @@ int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, u
             self->stats.saves_reemitted++;
         }
     }
-    memset(sv, 0, sizeof(*sv));
+}
+
+static void s_free_save(kvt_savetrack_t *self, uint32_t si)
+{
+    memset(&self->saves[si], 0, sizeof(self->saves[si]));
     kvt_ilist_prepend(&self->save_free, S_SAVE_LINKS(self), si);
+}
+
+int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, uint32_t attempt,
+                         bool ok)
+{
+    uint32_t si;
+    kvt_hash_t id = kvt_savetrack_save_id(op, key, attempt);
+    if (!kvt_hmap_get(self->by_id, id, &si)) {
+        self->stats.stale_reports++;
+        return -1;
+    }
+    kvt_savetrack_save_t *sv = &self->saves[si];
+    if (sv->draining) {
+        //  Settled by its deadline: what it reports now is late. The
+        //  drain's end, not this verdict, releases its lease.
+        self->stats.late_verdicts++;
+        return 1;
+    }
+    kvt_hmap_del(self->by_id, id, NULL);
+    kvt_ilist_unlink(&self->deadlines, S_SAVE_LINKS(self), si);
+    s_release_save(self, sv);
+    kvt_savetrack_rec_t *r = &self->recs[sv->rec];
+    s_settle(self, si, ok);
+    s_free_save(self, si);
     s_maybe_free(self, r);
     return 0;
+}
+
+// ------------------------------------------------------------ deadline --
+
+void kvt_savetrack_set_now(kvt_savetrack_t *self, uint64_t now_us)
+{
+    if (now_us > self->now_us)
+        self->now_us = now_us;
+}
+
+uint64_t kvt_savetrack_next_deadline(const kvt_savetrack_t *self)
+{
+    uint64_t due = UINT64_MAX;
+    if (self->deadlines.head != KVT_ILIST_NONE)
+        due = self->saves[self->deadlines.head].due_us;
+    if (self->drains.head != KVT_ILIST_NONE && self->saves[self->drains.head].due_us < due)
+        due = self->saves[self->drains.head].due_us;
+    return due;
+}
+
+bool kvt_savetrack_expire(kvt_savetrack_t *self, uint64_t now_us, uint64_t *req)
+{
+    kvt_savetrack_set_now(self, now_us);
+    uint32_t si = self->deadlines.head;
+    if (si != KVT_ILIST_NONE && self->saves[si].due_us <= now_us) {
+        //  No verdict by its deadline: it settles failed (S3), but a rank
+        //  may still read its sources (a late spec, a lost report), so its
+        //  lease is held until its drain ends; its id stays, to tell its
+        //  late verdicts from stale ones.
+        kvt_savetrack_save_t *sv = &self->saves[si];
+        kvt_ilist_unlink(&self->deadlines, S_SAVE_LINKS(self), si);
+        sv->draining = true;
+        sv->due_us = self->now_us + self->cfg.drain_us;
+        kvt_ilist_append(&self->drains, S_SAVE_LINKS(self), si);
+        self->stats.saves_expired++;
+        self->stats.saves_draining++;
+        if (req)
+            *req = sv->op.req;
+        kvt_savetrack_rec_t *r = &self->recs[sv->rec];
+        s_settle(self, si, false);
+        sv->rec = S_NONE; //  the record may go now: the drain needs only the lease
+        s_maybe_free(self, r);
+        return true;
+    }
+    si = self->drains.head;
+    if (si == KVT_ILIST_NONE || self->saves[si].due_us > now_us)
+        return false;
+    //  Drained: no rank reads its sources any more (the bound), they go.
+    kvt_savetrack_save_t *sv = &self->saves[si];
+    if (req)
+        *req = sv->op.req;
+    kvt_ilist_unlink(&self->drains, S_SAVE_LINKS(self), si);
+    kvt_hmap_del(self->by_id, kvt_savetrack_save_id(sv->op, sv->key, sv->attempt), NULL);
+    s_release_save(self, sv);
+    self->stats.saves_drained++;
+    self->stats.saves_draining--;
+    s_free_save(self, si);
+    return true;
 }
 
 // ------------------------------------------------------------ retiring --

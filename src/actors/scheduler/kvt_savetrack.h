@@ -32,13 +32,21 @@
     frontier goes back to hbm's chunk floor. A load withdrawn for any other
     reason reopens nothing (the tier still holds what is recomputed).
 
+    Deadline. A save still without its store verdict deadline_us after it
+    was built (on the owner's clock, set_now) settles failed as a TIMEOUT
+    verdict would (S3: re-emit, or stop), but a rank may still read its
+    sources, so its lease is held drain_us longer (the save drains) before
+    it is released; its verdicts meanwhile are late, dropped and counted.
+    Builds are due in build order and drains end in expiry order, so both
+    are lists in time order (expire: O(1) per save).
+
     Reports are keyed like the SaveSpec: a store verdict by (op, chunk key,
     attempt), a source_safe by (op, the spec's last chunk key, attempt):
     builds that join the one before them form one SaveSpec, and its
     source_safe releases every save of it still in flight. Every call is
     O(1) but sources_safe (O(chunks of the spec)), end_plan (O(finished
-    tails)) and kvt_savetrack_check with deep. Pure: no I/O, no clock, no
-    threads; one owner. */
+    tails)) and kvt_savetrack_check with deep. Pure: no I/O, no clock of its own
+    (the owner's, set_now / expire), no threads; one owner. */
 #ifndef KVT_SAVETRACK_H_INCLUDED
 #define KVT_SAVETRACK_H_INCLUDED
 
@@ -54,6 +62,11 @@ typedef struct {
     uint32_t chunk_size; //  tokens per chunk (a multiple of block_size)
     uint32_t block_size; //  tokens per block
     uint32_t retries;    //  re-emits of failed saves per admission (0: a failure stops them)
+    //  A save with no store verdict this long after its build settles
+    //  failed (as a TIMEOUT would; 0: no deadline), and its lease is held
+    //  drain_us longer: a rank may still read its sources.
+    uint64_t deadline_us;
+    uint64_t drain_us;
     //  The one lease path: acquire when a lease is taken, release once when
     //  it ends. slot < 0: no slot. May not be NULL.
     void (*acquire)(void *arg, const uint32_t *blocks, uint32_t nblocks, int32_t slot);
@@ -85,6 +98,10 @@ typedef struct {
     uint64_t skips_rewound;      //  skippers sent back to a chunk whose save in flight failed
     uint64_t skips_lost;         //  ... not sent back: retired, stopped or re-admitted since
     uint64_t skips_waiting;      //  gauge: skips whose save is still in flight
+    uint64_t saves_expired;      //  saves settled failed at their deadline (counted in failed)
+    uint64_t saves_drained;      //  expired saves whose drain ended (lease released)
+    uint64_t saves_draining;     //  gauge: expired saves still holding their lease
+    uint64_t late_verdicts;      //  reports of an expired save, dropped
 } kvt_savetrack_stats_t;
 
 //  NULL when out of memory or when the geometry is invalid.
@@ -139,6 +156,21 @@ int kvt_savetrack_skip(kvt_savetrack_t *self, uint64_t req);
 //  frontier stays).
 int kvt_savetrack_skip_inflight(kvt_savetrack_t *self, uint64_t req, kvt_hash_t key);
 
+//  The owner's clock: builds from now on are due deadline_us after it. A
+//  clock that goes back is ignored (the deadline lists stay in order).
+void kvt_savetrack_set_now(kvt_savetrack_t *self, uint64_t now_us);
+
+//  The earliest deadline of a save in flight or end of a drain
+//  (UINT64_MAX: none).
+uint64_t kvt_savetrack_next_deadline(const kvt_savetrack_t *self);
+
+//  One timed event due by now_us, the earliest first: a save in flight
+//  past its deadline settles failed (S3, counted in saves_failed and
+//  saves_expired) and starts its drain, its lease held; or a drain ends
+//  and its lease is released. True with the save's request in *req (may
+//  be NULL); false when nothing is due. O(1).
+bool kvt_savetrack_expire(kvt_savetrack_t *self, uint64_t now_us, uint64_t *req);
+
 //  True while a built save of key has no store verdict.
 bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key);
 
@@ -148,15 +180,16 @@ bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key);
 int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
                                uint32_t attempt);
 
-//  True while save (op, key, attempt) has no store verdict; *slot (may be
-//  NULL): the state slot it was built with (-1: none), even once its lease
-//  was released.
+//  True while save (op, key, attempt) has no store verdict (or expired
+//  and drains); *slot (may be NULL): the state slot it was built with (-1:
+//  none), even once its lease was released.
 bool kvt_savetrack_save_slot(const kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
                              uint32_t attempt, int32_t *slot);
 
 //  The store verdict of save (op, key, attempt): settles it (its lease is
 //  released if source_safe did not). ok: the caller indexes the key.
-//  Failed: S3. 0, or -1 when no such save is outstanding.
+//  Failed: S3. 0; 1 when the save expired and drains (late: dropped,
+//  counted, nothing applied); -1 when no such save is outstanding.
 int kvt_savetrack_stored(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key, uint32_t attempt,
                          bool ok);
 

@@ -49,20 +49,30 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
         snprintf(err, errlen, "savetrack: leases taken != released + outstanding");
         return -1;
     }
-    if (kvt_hmap_size(self->by_id) != st->saves_outstanding ||
+    if (st->saves_expired != st->saves_drained + st->saves_draining ||
+        self->deadlines.count != st->saves_outstanding ||
+        self->drains.count != st->saves_draining) {
+        snprintf(err, errlen,
+                 "savetrack: %llu expired != %llu drained + %llu draining, or lists of %u / %u",
+                 (unsigned long long)st->saves_expired, (unsigned long long)st->saves_drained,
+                 (unsigned long long)st->saves_draining, self->deadlines.count, self->drains.count);
+        return -1;
+    }
+    if (kvt_hmap_size(self->by_id) != st->saves_outstanding + st->saves_draining ||
         kvt_hmap_size(self->by_key) != st->saves_outstanding ||
         kvt_hmap_size(self->by_req) != st->records) {
         snprintf(err, errlen,
                  "savetrack: maps hold %u saves / %u keys / %u requests, counters say "
                  "%llu / %llu / %llu",
                  kvt_hmap_size(self->by_id), kvt_hmap_size(self->by_key),
-                 kvt_hmap_size(self->by_req), (unsigned long long)st->saves_outstanding,
+                 kvt_hmap_size(self->by_req),
+                 (unsigned long long)(st->saves_outstanding + st->saves_draining),
                  (unsigned long long)st->saves_outstanding, (unsigned long long)st->records);
         return -1;
     }
     if (!deep)
         return 0;
-    uint64_t leases = 0, live_saves = 0, records = 0, tails = 0, specs = 0, skips = 0;
+    uint64_t leases = 0, live_saves = 0, draining = 0, records = 0, tails = 0, specs = 0, skips = 0;
     uint32_t *inflight = calloc(self->recs_cap ? self->recs_cap : 1, sizeof(uint32_t));
     if (!inflight) {
         snprintf(err, errlen, "savetrack: out of memory");
@@ -73,9 +83,21 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
         const kvt_savetrack_save_t *sv = &self->saves[i];
         if (!sv->live)
             continue;
-        live_saves++;
         leases += sv->leased;
         uint32_t j;
+        if (sv->draining) {
+            //  Expired: only its id (late verdicts) and its lease are left.
+            draining++;
+            if (!kvt_hmap_get(self->by_id, kvt_savetrack_save_id(sv->op, sv->key, sv->attempt),
+                              &j) ||
+                j != i || sv->skippers != S_NONE || sv->spec_prev != S_NONE ||
+                sv->spec_next != S_NONE || (kvt_hmap_get(self->by_key, sv->key, &j) && j == i)) {
+                snprintf(err, errlen, "savetrack: draining save %u is not under its id alone", i);
+                goto done;
+            }
+            continue;
+        }
+        live_saves++;
         if (sv->rec >= self->recs_cap || !self->recs[sv->rec].live ||
             !kvt_hmap_get(self->by_id, kvt_savetrack_save_id(sv->op, sv->key, sv->attempt), &j) ||
             j != i || !kvt_hmap_get(self->by_key, sv->key, &j) || j != i) {
@@ -123,8 +145,8 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
                  (unsigned long long)specs, kvt_hmap_size(self->by_spec));
         goto done;
     }
-    if (live_saves != st->saves_outstanding || records != st->records ||
-        tails != self->tails.count || leases != st->leases_outstanding) {
+    if (live_saves != st->saves_outstanding || draining != st->saves_draining ||
+        records != st->records || tails != self->tails.count || leases != st->leases_outstanding) {
         snprintf(err, errlen,
                  "savetrack: walk found %llu saves / %llu requests / %llu tails / %llu leases",
                  (unsigned long long)live_saves, (unsigned long long)records,
@@ -165,5 +187,9 @@ void kvt_savetrack_counters(const kvt_savetrack_t *self, kvt_counter_t *c, uint3
     S_C(skips_rewound);
     S_C(skips_lost);
     S_C(skips_waiting);
+    S_C(saves_expired);
+    S_C(saves_drained);
+    S_C(saves_draining);
+    S_C(late_verdicts);
 #undef S_C
 }

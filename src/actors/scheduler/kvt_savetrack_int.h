@@ -49,7 +49,9 @@ typedef struct {
     uint32_t spec_next; //  save after it in its SaveSpec (S_NONE: last)
     kvt_hash_t spec_id; //  at the spec's last save in flight: the spec's report id
     uint32_t skippers;  //  first request that skipped its key for it (S_NONE: none)
-    kvt_ilink_t link;   //  free list
+    bool draining;      //  past its deadline, settled failed: only its lease is left
+    uint64_t due_us;    //  in flight: its deadline; draining: the end of its drain
+    kvt_ilink_t link;   //  deadline list (in flight), drain list (draining) or free list
 } kvt_savetrack_save_t;
 
 //  A request that passed over a chunk because this save of its key was in
@@ -77,6 +79,9 @@ struct _kvt_savetrack_t {
     uint32_t saves_cap;          //  allocated save records
     uint32_t save_blocks_cap;    //  allocated entries of save_blocks
     kvt_ilist_t save_free;       //  unused save records
+    kvt_ilist_t deadlines;       //  saves in flight, in deadline order (built order)
+    kvt_ilist_t drains;          //  expired saves holding their lease, in drain-end order
+    uint64_t now_us;             //  the owner's clock (never goes back): builds are due from it
     kvt_hmap_t *by_id;           //  hash (op, key, attempt) → save record
     kvt_hmap_t *by_key;          //  chunk key → save record in flight
     kvt_hmap_t *by_spec; //  SaveSpec id (op, last chunk key, attempt) → its last save in flight

@@ -153,12 +153,15 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
         if (!self->ck || !self->stidx)
             goto oom;
     }
-    kvt_saves_cfg_t svc = {.block_size = cfg->block_size,
-                           .chunk_size = cfg->chunk_size,
-                           .bpc = self->bpc,
-                           .tier_chunks = cfg->tier_chunks,
-                           .save_retries = cfg->save_retries,
-                           .no_state_tier = cfg->no_state_tier};
+    kvt_saves_cfg_t svc = {
+        .block_size = cfg->block_size,
+        .chunk_size = cfg->chunk_size,
+        .bpc = self->bpc,
+        .tier_chunks = cfg->tier_chunks,
+        .save_retries = cfg->save_retries,
+        .deadline_us = cfg->load_deadline_us ? cfg->load_deadline_us : KVT_SCHED_LOAD_DEADLINE_US,
+        .drain_us = cfg->orphan_reclaim_us ? cfg->orphan_reclaim_us : KVT_SCHED_ORPHAN_RECLAIM_US,
+        .no_state_tier = cfg->no_state_tier};
     self->sv = kvt_saves_new(&svc, self->rt, self->pb, self->bm, self->ck, self->stidx);
     if (!self->sv)
         goto oom;
@@ -285,7 +288,11 @@ uint64_t kvt_sched_next_step(const kvt_sched_t *self)
 
 uint64_t kvt_sched_next_deadline(const kvt_sched_t *self)
 {
-    return kvt_loadtrack_next_deadline(self->lt);
+    uint64_t load = kvt_loadtrack_next_deadline(self->lt);
+    uint64_t save = kvt_saves_next_deadline(self->sv);
+    uint64_t lookup = kvt_lookups_next_deadline(self->lk, self->now_us);
+    uint64_t due = load < save ? load : save;
+    return lookup < due ? lookup : due;
 }
 
 void kvt_sched_expire_loads(kvt_sched_t *self)
@@ -298,6 +305,8 @@ void kvt_sched_expire_loads(kvt_sched_t *self)
         self->stats.running++;
         r->state = R_RUNNING;
     }
+    //  Saves no verdict settled by theirs settle failed and drain (S3).
+    kvt_saves_expire(self->sv, self->now_us);
 }
 
 bool kvt_sched_quiescent(const kvt_sched_t *self)

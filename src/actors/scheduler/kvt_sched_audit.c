@@ -52,6 +52,9 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(loads_timed_out);
     S_C(load_late_verdicts);
     S_C(loads_drained);
+    S_C(saves_expired);
+    S_C(saves_drained);
+    S_C(save_late_verdicts);
     S_C(lookups_sent);
     S_C(lookup_timeouts);
     S_C(lookup_failed);

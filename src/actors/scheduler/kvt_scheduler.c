@@ -30,8 +30,9 @@ typedef struct {
 #define S_TIMER_DEADLINE 1
 
 //  A held plan waits for a verdict, which may never come (a rank that died
-//  mid-load): a timer plans again when the first load in flight reaches its
-//  deadline, the core's clock advanced by the driver's time held.
+//  mid-load, a lost report or Verdict): a timer plans again at the core's
+//  next deadline (a load's or a save's, a drain's end, the lookup bound),
+//  the core's clock advanced by the driver's time held.
 static void s_arm_deadline(kvt_ctx_t *ctx, s_scheduler_t *self)
 {
     if (self->timer)
