@@ -53,6 +53,11 @@ Test(cli, bad_flags_and_values_exit_2_naming_them)
     s_bad("replay --rank-endpoint tcp://127.0.0.1:5000", "rank-endpoint");
     s_bad("replay --ranks-as-processes --rank-endpoint udp://x:1", "rank-endpoint");
     s_bad("replay --wall-limit soon", "--wall-limit");
+    s_bad("replay --time-scale 0", "--time-scale");
+    s_bad("replay --time-scale -2", "--time-scale");
+    s_bad("replay --time-scale fast", "--time-scale");
+    s_bad("replay --closed-loop many", "--closed-loop");
+    s_bad("replay --closed-loop 4 --time-scale 2", "closed-loop");
     s_bad("rank", "--rank");
     s_bad("rank --rank 0 --world 2", "--engine");
     s_bad("rank --rank 2 --world 2 --engine ipc:///tmp/x", "--rank 2");

@@ -257,6 +257,8 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
 {
     static const char *const keys[][2] = {
         {"limit", "-1"},
+        {"time_scale", "0"},
+        {"closed_loop", "-1"},
         {"driver", "x"},
         {"seed", "1e3"},
         {"log_level", "4"},

@@ -38,6 +38,13 @@ static void s_usage(FILE *out)
         "usage: kvtier replay [options]\n"
         "  --trace FILE       Mooncake jsonl trace (default: built-in synthetic workload)\n"
         "  --limit N          replay the first N requests (default: all)\n"
+        "  --time-scale X     arrival = trace timestamp x X, trace or synthetic, every\n"
+        "                     instance (real > 0, at most 1000; default 1; 2 halves the\n"
+        "                     offered load, 0.5 doubles it)\n"
+        "  --closed-loop C    closed loop: C requests in flight per instance, the first C at\n"
+        "                     time 0, the next (in trace order) when one finishes or is\n"
+        "                     rejected; timestamps ignored, so --time-scale must stay 1\n"
+        "                     (default 0 = open loop by timestamps)\n"
         "  --driver sim|live  actor driver (default sim; live with --ranks-as-processes)\n"
         "  --ranks-as-processes  live: run every rank as its own process (kvtier rank), over\n"
         "                     ipc:// in a private temporary directory; a rank process that\n"
@@ -329,6 +336,9 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set_new(root, "driver",
                               json_string(cfg->driver == KVT_DRIVER_SIM ? "sim" : "live"));
     rc |= json_object_set_new(root, "seed", s_u64(cfg->seed));
+    rc |= json_object_set_new(root, "time_scale",
+                              json_real(cfg->time_scale > 0 ? cfg->time_scale : 1.0));
+    rc |= json_object_set_new(root, "closed_loop", json_integer(cfg->closed_loop));
     if (cfg->driver == KVT_DRIVER_SIM) {
         char hash[24];
         snprintf(hash, sizeof hash, "%016" PRIx64, r->trace_hash);
@@ -409,6 +419,14 @@ static uint32_t s_instances_for(const kvt_replay_cfg_t *cfg, const kvt_sim_engin
                                         cfg->instances ? cfg->instances : 1);
 }
 
+//  Requests per second of the arrivals (first to last; 0 when they span
+//  no time). Under a closed loop they follow the ends: what was achieved.
+static double s_offered_rps(const kvt_sim_engine_result_t *e)
+{
+    return e->span_us && e->requests > 1 ? (double)(e->requests - 1) * 1e6 / (double)e->span_us
+                                         : 0.0;
+}
+
 //  The modelled engine (docs/metrics.md): its cost model, how busy it was
 //  and whether queueing dominated.
 static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
@@ -433,6 +451,8 @@ static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_re
     rc |= json_object_set_new(eng, "save_link_s", s_real((double)e->save_link_us / 1e6, 3));
     rc |= json_object_set_new(eng, "drain_s", s_real((double)e->drain_us / 1e6, 3));
     rc |= json_object_set_new(eng, "arrival_span_s", s_real((double)e->span_us / 1e6, 3));
+    rc |= json_object_set_new(eng, "offered_rps", s_real(s_offered_rps(e), 3));
+    rc |= json_object_set_new(eng, "max_in_flight", json_integer(e->max_in_flight));
     rc |= json_object_set_new(eng, "saturated", json_boolean(e->saturated));
     if (e->saturated)
         rc |=
@@ -456,6 +476,15 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            cfg->byte_scale ? cfg->byte_scale : 1);
     printf("  requests      %" PRIu64 " (%" PRIu64 " finished, %" PRIu64 " rejected)\n",
            e->requests, e->finished, e->rejected);
+    if (cfg->closed_loop)
+        printf("  arrivals      closed loop, %u in flight per instance (at most %u seen): "
+               "%.2f req/s achieved over %.1f s of arrivals\n",
+               cfg->closed_loop, e->max_in_flight, s_offered_rps(e), (double)e->span_us / 1e6);
+    else
+        printf("  arrivals      open loop, time scale %g: offered %.2f req/s over %.1f s "
+               "(at most %u in flight)\n",
+               cfg->time_scale > 0 ? cfg->time_scale : 1.0, s_offered_rps(e),
+               (double)e->span_us / 1e6, e->max_in_flight);
     printf("  input tokens  %" PRIu64 "\n", e->input_tokens);
     printf("  hit tokens    hbm %" PRIu64 " (%.1f%%), cpu %" PRIu64 " (%.1f%%)", e->hbm_hit_tokens,
            100.0 * (double)e->hbm_hit_tokens / in, r->hit_cpu_tokens,

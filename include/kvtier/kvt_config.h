@@ -81,9 +81,11 @@ typedef struct {
     //  workload and driver
     char trace[KVT_CONFIG_PATH_MAX]; //  Mooncake jsonl trace ("" = the synthetic workload)
     uint32_t limit;                  //  requests to replay (0 = all)
-    kvt_driver_t driver;             //  SIM or LIVE
-    uint64_t seed;                   //  seeds the SIM driver, actors and synthetic workload
-    int log_level;                   //  0 errors .. 3 debug
+    double time_scale;    //  replay: arrival = trace timestamp x this (> 0, 1 = as traced)
+    uint32_t closed_loop; //  replay: requests in flight per instance (0 = open loop)
+    kvt_driver_t driver;  //  SIM or LIVE
+    uint64_t seed;        //  seeds the SIM driver, actors and synthetic workload
+    int log_level;        //  0 errors .. 3 debug
     //  parallelism
     uint32_t tp;                //  tensor-parallel ranks
     uint32_t pipeline_parallel; //  pipeline stages (a state tier needs 1, rule C1)

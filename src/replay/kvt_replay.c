@@ -8,6 +8,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,6 +35,7 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->driver = KVT_DRIVER_SIM;
     cfg->seed = 1;
+    cfg->time_scale = 1.0;
     cfg->tp = 2;
     cfg->hbm_pool_bytes = 16ull << 20;
     cfg->cpu_pool_bytes = 512ull << 20;
@@ -141,6 +143,13 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     bool state_fault = c->fault_corrupt_state || c->fault_miss_state || S_STATE_FAULTS(c);
     if (c->driver != KVT_DRIVER_SIM && c->driver != KVT_DRIVER_LIVE)
         bad = "driver: must be sim or live";
+    else if (!isfinite(c->time_scale) || c->time_scale < 0 || c->time_scale > 1000)
+        bad = "time-scale: must be a number in > 0 .. 1000";
+    else if (c->closed_loop > 65536)
+        bad = "closed-loop: must be in 0..65536 (0 = open loop)";
+    else if (c->closed_loop && c->time_scale != 0 && c->time_scale != 1.0)
+        bad = "closed-loop: arrivals follow completions, so --time-scale (which stretches "
+              "timestamps) must stay 1";
     else if (c->tp < 1 || c->tp > S_MAX_TP)
         bad = "tp: must be in 1..64";
     else if (c->layers < 1 || c->layers > 1024)
@@ -729,6 +738,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->engine.stats_from = run->stats_from;
     run->engine.out = &rep->engine;
     run->engine.ledger = ledger;
+    run->engine.closed_loop = cfg->closed_loop;
     if (real->progress) {
         run->real = real;
         run->engine.progress = s_progress;
@@ -893,6 +903,9 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     e->save_link_us += p->save_link_us;
     e->drain_us = p->drain_us > e->drain_us ? p->drain_us : e->drain_us;
     e->max_stall_us = p->max_stall_us > e->max_stall_us ? p->max_stall_us : e->max_stall_us;
+    e->max_in_flight = p->max_in_flight > e->max_in_flight ? p->max_in_flight : e->max_in_flight;
+    //  A closed loop's arrivals follow each instance's own ends: its span.
+    e->span_us = p->span_us > e->span_us ? p->span_us : e->span_us;
     e->utilisation += p->utilisation; //  summed here, averaged by the caller
     e->saturated |= p->saturated;
     bool first = rep->source[0] == 0; //  set by the caller after the first merge
@@ -992,6 +1005,10 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
     }
     if (!wl)
         return -1;
+    //  One scale for the whole workload, before it is routed: every
+    //  instance sees the same stretched clock.
+    if (real->time_scale > 0 && real->time_scale != 1.0)
+        kvt_workload_time_scale(wl, real->time_scale);
     uint32_t n = real->instances > 1 ? real->instances : 1;
     kvt_ledger_t *ledger = s_ledger_new(real, wl);
     if (!ledger) {
@@ -1066,7 +1083,8 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
     qsort(e->ttft_us, e->nttft, sizeof *e->ttft_us, s_cmp_u64);
     kvt_sim_engine_result_percentiles(e);
     e->utilisation /= n;
-    e->span_us = span;
+    if (!real->closed_loop)
+        e->span_us = span;
     rep->recomputed_share =
         e->input_tokens ? (double)rep->recomputed_tokens / (double)e->input_tokens : 0.0;
     rc = 0;

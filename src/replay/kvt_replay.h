@@ -26,6 +26,11 @@ typedef struct kvt_rank_t kvt_rank_t; //  one rank's device, tier and actor args
 typedef struct {
     const char *trace;        //  Mooncake jsonl path; NULL: the built-in synthetic workload
     uint32_t limit;           //  requests to replay (0 = all)
+    double time_scale;        //  arrival = trace timestamp x time_scale, every request,
+                              //  trace or synthetic (> 0 .. 1000; 0 or 1 = as traced)
+    uint32_t closed_loop;     //  C > 0: closed loop, C requests in flight per instance, the
+                              //  next arriving when one ends (timestamps ignored; needs
+                              //  time_scale 1); 0: open loop by timestamps (default)
     kvt_driver_t driver;      //  SIM or LIVE (default SIM)
     uint64_t seed;            //  seeds the synthetic workload and the SIM driver (default 1)
     uint32_t tp;              //  tensor-parallel ranks (default 2)

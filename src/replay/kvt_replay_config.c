@@ -33,6 +33,8 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
     }
     cfg->trace = kc->trace[0] ? kc->trace : NULL;
     cfg->limit = kc->limit;
+    cfg->time_scale = kc->time_scale;
+    cfg->closed_loop = kc->closed_loop;
     cfg->driver = kc->driver;
     cfg->seed = kc->seed;
     cfg->log_level = kc->log_level;

@@ -39,6 +39,7 @@ typedef struct {
     kvt_sim_engine_progress_fn *progress; //  NULL: none
     void *progress_arg;                   //  its argument
     kvt_ledger_t *ledger;                 //  the loss ledger, fed every plan (NULL: none)
+    uint32_t closed_loop; //  C > 0: C requests in flight (kvt_sim_engine_core_cfg_t)
 } kvt_sim_engine_args_t;
 
 //  Exit code of a run the engine stopped because it could not go on (a send

@@ -22,6 +22,8 @@ struct kvt_sim_engine_core_t {
     bool step_failed;             //  a rank reported the running step failed
     uint64_t step_us;             //  modelled cost of the running step
     uint64_t *first_token_us;     //  per request: modelled time of the first token (0 = not yet)
+    uint64_t *arrival_us;         //  per request: when it arrived (its timestamp, or its
+                                  //  release by the closed loop)
     uint64_t *load_start_us;      //  per request: when its latest load was dispatched
     uint64_t *ready_us;           //  per request: when its latest load's copy ended (0 = none)
     uint8_t *load_state;          //  per request: its latest load carries a state image
@@ -99,14 +101,15 @@ kvt_sim_engine_core_t *kvt_sim_engine_core_new(const kvt_sim_engine_core_cfg_t *
         self->a.max_arrival_bytes = 4u << 20;
     uint32_t n = cfg->wl->n ? cfg->wl->n : 1;
     self->first_token_us = calloc(n, sizeof(uint64_t));
+    self->arrival_us = calloc(n, sizeof(uint64_t));
     self->wrong = calloc(n, 1);
     self->finished = calloc(n, 1);
     self->load_start_us = calloc(n, sizeof(uint64_t));
     self->ready_us = calloc(n, sizeof(uint64_t));
     self->load_state = calloc(n, 1);
     self->step_answered = calloc(cfg->tp, 1);
-    if (!self->first_token_us || !self->wrong || !self->finished || !self->step_answered ||
-        !self->load_start_us || !self->ready_us || !self->load_state) {
+    if (!self->first_token_us || !self->arrival_us || !self->wrong || !self->finished ||
+        !self->step_answered || !self->load_start_us || !self->ready_us || !self->load_state) {
         kvt_sim_engine_core_destroy(&self);
         return NULL;
     }
@@ -122,6 +125,7 @@ void kvt_sim_engine_core_destroy(kvt_sim_engine_core_t **self_p)
         return;
     s_free_arrivals(self);
     free(self->first_token_us);
+    free(self->arrival_us);
     free(self->wrong);
     free(self->finished);
     free(self->load_start_us);
@@ -170,15 +174,26 @@ static void s_note(kvt_sim_engine_out_t *out, int level, const char *fmt, ...)
     out->note_level = level;
 }
 
+//  Whether request i (the next in order) has arrived by the modelled clock:
+//  its timestamp (open loop), or a free place among the closed loop's C in
+//  flight. `idle`: the scheduler holds no request, so none is in flight
+//  whatever the count says (the loop never waits on a request it lost).
+static bool s_arrived(const kvt_sim_engine_core_t *self, uint32_t i, bool idle)
+{
+    if (!self->a.closed_loop)
+        return self->a.wl->reqs[i].arrival_us <= self->clock_us;
+    return idle || i - self->ended < self->a.closed_loop;
+}
+
 //  The next Schedule: the requests that arrived by the modelled clock, at
 //  most max_arrival_bytes of token ids (at least one request).
-static int s_schedule(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
+static int s_schedule(kvt_sim_engine_core_t *self, bool idle, kvt_sim_engine_out_t *out)
 {
     const kvt_workload_t *wl = self->a.wl;
     uint32_t first = self->next, n = 0;
     uint64_t bytes = 0;
-    while (first + n < wl->n && wl->reqs[first + n].arrival_us <= self->clock_us &&
-           n < KVT_MSG_MAX_ENTRIES) {
+    while (first + n < wl->n && n < KVT_MSG_MAX_ENTRIES &&
+           s_arrived(self, first + n, idle && n == 0)) {
         uint64_t b = (uint64_t)wl->reqs[first + n].input_len * 4;
         if (n > 0 && bytes + b > self->a.max_arrival_bytes)
             break; //  the rest goes with the next step
@@ -196,7 +211,8 @@ static int s_schedule(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
         a->req = first + i;
         a->ntokens = r->input_len;
         a->max_new_tokens = r->output_len;
-        a->arrival_us = r->arrival_us;
+        self->arrival_us[first + i] = self->a.closed_loop ? self->clock_us : r->arrival_us;
+        a->arrival_us = self->arrival_us[first + i];
         a->tokens = malloc((size_t)r->input_len * sizeof(uint32_t));
         if (!a->tokens)
             goto oom;
@@ -209,6 +225,8 @@ static int s_schedule(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
     out->schedule.now_us = self->clock_us;
     out->schedule.prev_failed = self->step_failed;
     self->next += n;
+    if (self->next - self->ended > self->out->max_in_flight)
+        self->out->max_in_flight = self->next - self->ended;
     self->waiting_for = W_PLAN;
     self->step_failed = false;
     return 0;
@@ -234,7 +252,7 @@ static void s_finish(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
     uint32_t n = 0;
     for (uint32_t i = 0; ttft && i < wl->n; i++)
         if (self->first_token_us[i])
-            ttft[n++] = self->first_token_us[i] - wl->reqs[i].arrival_us;
+            ttft[n++] = self->first_token_us[i] - self->arrival_us[i];
     if (ttft && n) {
         qsort(ttft, n, sizeof *ttft, s_cmp_u64);
         free(self->out->ttft_us);
@@ -249,8 +267,9 @@ static void s_finish(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
     self->out->steps = self->step;
     self->out->save_link_us = (uint64_t)(self->save_link_ns / 1e3);
     if (wl->n) {
-        uint64_t first = wl->reqs[0].arrival_us, last = wl->reqs[wl->n - 1].arrival_us;
-        self->out->span_us = last - first;
+        //  The arrivals as they happened (a closed loop's follow the ends).
+        uint64_t first = self->arrival_us[0], last = self->arrival_us[wl->n - 1];
+        self->out->span_us = last > first ? last - first : 0;
         //  Up to the last first token, not the end: the decode of the last
         //  requests is their own service time, not a queue.
         uint64_t served = 0;
@@ -278,8 +297,8 @@ int kvt_sim_engine_core_start(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t 
         s_finish(self, out);
         return 0;
     }
-    self->clock_us = self->a.wl->reqs[0].arrival_us;
-    return s_schedule(self, out);
+    self->clock_us = self->a.closed_loop ? 0 : self->a.wl->reqs[0].arrival_us;
+    return s_schedule(self, false, out);
 }
 
 static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
@@ -379,7 +398,7 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
             out->what = KVT_SIM_ENGINE_STATS;
             return 0;
         }
-        if (p->idle && wl->reqs[self->next].arrival_us > self->clock_us)
+        if (p->idle && !self->a.closed_loop && wl->reqs[self->next].arrival_us > self->clock_us)
             self->clock_us = wl->reqs[self->next].arrival_us;
         else if (!p->idle) {
             //  Nothing ran although something is waiting: the scheduler
@@ -390,7 +409,7 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
                 s_note(out, 1, "%llu empty steps (%u of %u requests ended)",
                        (unsigned long long)self->empty_steps, self->ended, wl->n);
         }
-        return s_schedule(self, out);
+        return s_schedule(self, p->idle, out);
     }
     for (uint32_t i = 0; i < p->nloads; i++)
         if (p->loads[i].op.req < wl->n) {
@@ -479,7 +498,7 @@ int kvt_sim_engine_core_done(kvt_sim_engine_core_t *self, const kvt_step_done_t 
     if (--self->step_pending > 0)
         return 0;
     self->clock_us += self->step_us;
-    return s_schedule(self, out);
+    return s_schedule(self, false, out);
 }
 
 void kvt_sim_engine_core_stats_asked(kvt_sim_engine_core_t *self, uint32_t asked,

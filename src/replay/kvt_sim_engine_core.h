@@ -2,7 +2,8 @@
     over a modelled clock that says, for each event, what to send next.
 
     It admits the workload's requests in arrival order on the modelled
-    clock (a Schedule carries the requests that arrived by then), sends the
+    clock (a Schedule carries the requests that arrived by then: by their
+    timestamps, or in a closed loop of C as earlier ones end), sends the
     scheduler's plan to every rank as StepExec, waits for exactly one
     StepDone per rank, advances the clock by the step's modelled cost and
     asks for the next Schedule; when the scheduler is idle and every request
@@ -61,6 +62,8 @@ typedef struct {
     uint64_t max_stall_us;     //  longest modelled stretch in which requests waited and no
                                //  plan ran, loaded or saved anything (forward progress)
     uint64_t span_us;          //  first to last arrival
+    uint32_t max_in_flight;    //  most requests arrived and not yet ended at once (a closed
+                               //  loop of C keeps it at most C)
     double utilisation;        //  busy_us over the modelled time from the first arrival
     bool saturated;            //  queueing dominates: the drain exceeds 10 s and a tenth of
                                //  the span (kvt_sim_engine_saturated)
@@ -94,6 +97,9 @@ typedef struct {
     kvt_cost_cfg_t cost;        //  cost model (prefill_tps 0: kvt_cost_defaults dense at tp)
     uint32_t max_arrival_bytes; //  token bytes per Schedule message (default 4 MiB)
     kvt_ledger_t *ledger;       //  fed every plan (borrowed; NULL: none)
+    uint32_t closed_loop;       //  C > 0: closed loop, the first C requests arrive at time 0
+                                //  and each later one (in order) when an earlier one ends,
+                                //  timestamps ignored; 0: open loop by timestamps
 } kvt_sim_engine_core_cfg_t;
 
 //  What the shell does after a call.

@@ -1,6 +1,7 @@
 /*  kvt_workload — see kvt_workload.h. */
 #include "kvt_workload.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,12 @@ void kvt_workload_tokens(const kvt_workload_t *self, uint32_t i, uint32_t *out)
         //  A vocabulary of ~150k ids, as large models have.
         out[t] = (uint32_t)(s_mix(id * 0x9E3779B97F4A7C15ull + j + 1) % 151000u);
     }
+}
+
+void kvt_workload_time_scale(kvt_workload_t *self, double factor)
+{
+    for (uint32_t i = 0; i < self->n; i++)
+        self->reqs[i].arrival_us = (uint64_t)llround((double)self->reqs[i].arrival_us * factor);
 }
 
 void kvt_workload_destroy(kvt_workload_t **self_p)

@@ -83,6 +83,11 @@ int kvt_workload_route(const kvt_workload_t *self, uint32_t n, uint32_t *inst_of
 kvt_workload_t *kvt_workload_subset(const kvt_workload_t *self, const uint32_t *inst_of,
                                     uint32_t k);
 
+//  Stretches the arrivals: every request's arrival_us becomes
+//  round (arrival_us x factor) (factor > 0; > 1 slows the offered load, < 1
+//  compresses it). The order is kept (the map is monotone).
+void kvt_workload_time_scale(kvt_workload_t *self, double factor);
+
 //  Writes request i's input_len prompt tokens to out.
 void kvt_workload_tokens(const kvt_workload_t *self, uint32_t i, uint32_t *out);
 

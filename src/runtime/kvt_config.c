@@ -5,6 +5,8 @@
 #include "kvt_config_int.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@ typedef enum {
     T_PATH,      //  text up to KVT_CONFIG_PATH_MAX - 1 bytes
     T_TEXT,      //  a name up to KVT_CONFIG_TEXT_MAX - 1 bytes, no spaces
     T_SPEC,      //  speculative decoding: off | METHOD:TOKENS
+    T_REAL,      //  a finite real > 0 and <= max into a double
 } s_type_t;
 
 typedef struct {
@@ -59,6 +62,9 @@ _Static_assert(sizeof(kvt_tristate_t) == sizeof(int), "enums are stored as int")
 static const s_key_t s_keys[] = {
     {"trace", T_PATH, OFF(trace), 0, 0, NULL, 0, "", "path"},
     {"limit", T_U32, OFF(limit), 0, UINT32_MAX, NULL, 0, "0", "requests, 0 = all"},
+    {"time_scale", T_REAL, OFF(time_scale), 0, 1000, NULL, 0, "1", "factor, > 0 .. 1000"},
+    {"closed_loop", T_U32, OFF(closed_loop), 0, 65536, NULL, 0, "0",
+     "requests in flight per instance, 0 = off (open loop)"},
     {"driver", T_ENUM, OFF(driver), 0, 0, NAMES(s_drivers), "sim", "sim | live"},
     {"seed", T_U64, OFF(seed), 0, UINT64_MAX, NULL, 0, "1", "u64"},
     {"log_level", T_INT, OFF(log_level), 0, 3, NULL, 0, "1", "0 errors .. 3 debug"},
@@ -250,6 +256,8 @@ static void s_range(const s_key_t *k, char *buf, size_t len)
     if (k->type == T_DUR || k->type == T_DUR_AUTO)
         snprintf(buf, len, "%llu ms .. %llu s", (unsigned long long)(k->min / MS),
                  (unsigned long long)(k->max / SEC));
+    else if (k->type == T_REAL)
+        snprintf(buf, len, "> 0 .. %llu", (unsigned long long)k->max);
     else
         snprintf(buf, len, "%llu .. %llu", (unsigned long long)k->min, (unsigned long long)k->max);
 }
@@ -386,6 +394,24 @@ static int s_parse(const s_key_t *k, const char *text, kvt_config_t *cfg, char *
         memcpy(field, text, n + 1);
         return 0;
     }
+    case T_REAL: {
+        //  strtod also reads nan, inf and hex forms: only a finite value
+        //  in range is kept, and nothing may follow the number.
+        char *end = NULL;
+        errno = 0;
+        double d = text[0] && text[0] != ' ' ? strtod(text, &end) : 0;
+        if (!end || end == text || *end) {
+            snprintf(why, len, "not a number");
+            return -1;
+        }
+        if (errno == ERANGE || !isfinite(d) || !(d > 0) || d > (double)k->max) {
+            s_range(k, tmp, sizeof tmp);
+            snprintf(why, len, "out of range (%s)", tmp);
+            return -1;
+        }
+        memcpy(field, &d, sizeof d);
+        return 0;
+    }
     case T_SPEC: {
         //  The stable form: the method lower-cased and the token count
         //  without leading zeros, so "MTP:02" and "mtp:2" are one namespace.
@@ -484,6 +510,18 @@ int kvt_config_check_fields(kvt_config_t *cfg, kvt_config_origin_fn *origin, voi
         case T_BOOL:
         case T_ENUM_BOOL:
             break;
+        case T_REAL: {
+            double d;
+            memcpy(&d, field, sizeof d);
+            if (!isfinite(d) || !(d > 0) || d > (double)k->max) {
+                s_range(k, tmp, sizeof tmp);
+                snprintf(why, sizeof why, "%s = %g%s%s%s: out of range (%s)", k->key, d,
+                         from ? " (" : "", from ? from : "", from ? ")" : "", tmp);
+                snprintf(err, errlen, "%s", why);
+                return -1;
+            }
+            break;
+        }
         case T_PATH:
         case T_TEXT:
         case T_SPEC: {
