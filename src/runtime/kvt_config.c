@@ -277,6 +277,13 @@ static void s_choices(const s_key_t *k, char *buf, size_t len)
     }
 }
 
+//  Whether d is a value of the T_REAL setting k: finite, > 0 and <= max
+//  (the parser and the check of a hand-filled struct both ask).
+static bool s_real_ok(const s_key_t *k, double d)
+{
+    return isfinite(d) && d > 0 && d <= (double)k->max;
+}
+
 static void s_store_u64(void *field, s_type_t type, uint64_t v)
 {
     if (type == T_U32 || type == T_SIZE32) {
@@ -404,7 +411,7 @@ static int s_parse(const s_key_t *k, const char *text, kvt_config_t *cfg, char *
             snprintf(why, len, "not a number");
             return -1;
         }
-        if (errno == ERANGE || !isfinite(d) || !(d > 0) || d > (double)k->max) {
+        if (errno == ERANGE || !s_real_ok(k, d)) {
             s_range(k, tmp, sizeof tmp);
             snprintf(why, len, "out of range (%s)", tmp);
             return -1;
@@ -513,7 +520,7 @@ int kvt_config_check_fields(kvt_config_t *cfg, kvt_config_origin_fn *origin, voi
         case T_REAL: {
             double d;
             memcpy(&d, field, sizeof d);
-            if (!isfinite(d) || !(d > 0) || d > (double)k->max) {
+            if (!s_real_ok(k, d)) {
                 s_range(k, tmp, sizeof tmp);
                 snprintf(why, sizeof why, "%s = %g%s%s%s: out of range (%s)", k->key, d,
                          from ? " (" : "", from ? from : "", from ? ")" : "", tmp);
