@@ -679,6 +679,48 @@ Test(savetrack, a_save_past_its_deadline_settles_failed_and_drains_its_lease)
     kvt_savetrack_destroy(&t);
 }
 
+//  Every rank reported the save's sources safe (its lease went) and only
+//  the store's verdict is lost: at its deadline nothing is left to drain,
+//  so it goes at once and holds no plan for the drain bound.
+Test(savetrack, an_expired_save_whose_sources_were_safe_goes_at_once)
+{
+    s_pool_t p;
+    memset(&p, 0, sizeof p);
+    kvt_savetrack_cfg_t cfg = {.chunk_size = CS,
+                               .block_size = BS,
+                               .retries = 1,
+                               .deadline_us = 100,
+                               .drain_us = 50,
+                               .acquire = s_acq,
+                               .release = s_rel,
+                               .arg = &p};
+    kvt_savetrack_t *t = kvt_savetrack_new(&cfg);
+    cr_assert_not_null(t);
+    uint32_t table[32];
+    for (uint32_t i = 0; i < 32; i++)
+        table[i] = i;
+    cr_assert_eq(kvt_savetrack_admit(t, OP(1, 1), 0), 0);
+    kvt_savetrack_forwarded(t, OP(1, 1), 128);
+    kvt_savetrack_set_now(t, 1000);
+    cr_assert_eq(kvt_savetrack_build(t, 1, K(0), s_chunk(table, 0), -1, false), 0);
+    cr_assert_eq(kvt_savetrack_sources_safe(t, OP(1, 1), K(0), 0), 0);
+    cr_assert_eq(s_stats(t).leases_outstanding, 0);
+    uint64_t req = 0;
+    cr_assert(kvt_savetrack_expire(t, 1100, &req));
+    kvt_savetrack_stats_t st = s_stats(t);
+    cr_assert_eq(st.saves_expired, 1);
+    cr_assert_eq(st.saves_draining, 0, "nothing to drain: no rank reads its sources");
+    cr_assert_eq(st.saves_drained, 1);
+    cr_assert_eq(st.saves_outstanding, 0);
+    cr_assert_eq(kvt_savetrack_next_deadline(t), UINT64_MAX, "no drain end to wake for");
+    //  Its late store verdict is stale now.
+    cr_assert_eq(kvt_savetrack_stored(t, OP(1, 1), K(0), 0, true), -1);
+    cr_assert_eq(s_stats(t).saves_ok, 0);
+    cr_assert_eq(s_refs(&p), 0);
+    s_check(t);
+    kvt_savetrack_destroy(&t);
+}
+
 // ---------------------------------------------------------------- docs ----
 
 Test(savetrack, every_counter_is_documented)

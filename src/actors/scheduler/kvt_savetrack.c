@@ -592,16 +592,25 @@ bool kvt_savetrack_expire(kvt_savetrack_t *self, uint64_t now_us, uint64_t *req)
         //  late verdicts from stale ones.
         kvt_savetrack_save_t *sv = &self->saves[si];
         kvt_ilist_unlink(&self->deadlines, S_SAVE_LINKS(self), si);
-        sv->draining = true;
-        sv->due_us = self->now_us + self->cfg.drain_us;
-        kvt_ilist_append(&self->drains, S_SAVE_LINKS(self), si);
         self->stats.saves_expired++;
-        self->stats.saves_draining++;
         if (req)
             *req = sv->op.req;
         kvt_savetrack_rec_t *r = &self->recs[sv->rec];
         s_settle(self, si, false);
         sv->rec = S_NONE; //  the record may go now: the drain needs only the lease
+        if (sv->leased) {
+            sv->draining = true;
+            sv->due_us = self->now_us + self->cfg.drain_us;
+            kvt_ilist_append(&self->drains, S_SAVE_LINKS(self), si);
+            self->stats.saves_draining++;
+        } else {
+            //  Every rank reported its sources safe (only the store's
+            //  verdict is missing): no rank reads them, nothing to hold;
+            //  what it reports from now on is stale.
+            kvt_hmap_del(self->by_id, kvt_savetrack_save_id(sv->op, sv->key, sv->attempt), NULL);
+            self->stats.saves_drained++;
+            s_free_save(self, si);
+        }
         s_maybe_free(self, r);
         return true;
     }

@@ -99,7 +99,7 @@ typedef struct {
     uint64_t skips_lost;         //  ... not sent back: retired, stopped or re-admitted since
     uint64_t skips_waiting;      //  gauge: skips whose save is still in flight
     uint64_t saves_expired;      //  saves settled failed at their deadline (counted in failed)
-    uint64_t saves_drained;      //  expired saves whose drain ended (lease released)
+    uint64_t saves_drained;      //  expired saves whose drain ended (or that held no lease)
     uint64_t saves_draining;     //  gauge: expired saves still holding their lease
     uint64_t late_verdicts;      //  reports of an expired save, dropped
 } kvt_savetrack_stats_t;
@@ -166,8 +166,9 @@ uint64_t kvt_savetrack_next_deadline(const kvt_savetrack_t *self);
 
 //  One timed event due by now_us, the earliest first: a save in flight
 //  past its deadline settles failed (S3, counted in saves_failed and
-//  saves_expired) and starts its drain, its lease held; or a drain ends
-//  and its lease is released. True with the save's request in *req (may
+//  saves_expired) and starts its drain, its lease held (one whose sources
+//  every rank reported safe holds nothing: it goes at once, counted
+//  drained); or a drain ends and its lease is released. True with the save's request in *req (may
 //  be NULL); false when nothing is due. O(1).
 bool kvt_savetrack_expire(kvt_savetrack_t *self, uint64_t now_us, uint64_t *req);
 
@@ -176,7 +177,9 @@ bool kvt_savetrack_key_inflight(const kvt_savetrack_t *self, kvt_hash_t key);
 
 //  Every rank reported source_safe for the SaveSpec whose last chunk save
 //  is (op, key, attempt): releases the lease of every save of that spec.
-//  0, or -1 when no such save holds a lease (late, duplicate: counted).
+//  0; 1 when that save expired and drains (late: counted, its lease held
+//  until the drain ends); -1 when no such save holds a lease (duplicate,
+//  stale: counted).
 int kvt_savetrack_sources_safe(kvt_savetrack_t *self, kvt_opid_t op, kvt_hash_t key,
                                uint32_t attempt);
 

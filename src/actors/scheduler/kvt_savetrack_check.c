@@ -91,8 +91,11 @@ int kvt_savetrack_check(const kvt_savetrack_t *self, bool deep, char *err, size_
             if (!kvt_hmap_get(self->by_id, kvt_savetrack_save_id(sv->op, sv->key, sv->attempt),
                               &j) ||
                 j != i || sv->skippers != S_NONE || sv->spec_prev != S_NONE ||
-                sv->spec_next != S_NONE || (kvt_hmap_get(self->by_key, sv->key, &j) && j == i)) {
-                snprintf(err, errlen, "savetrack: draining save %u is not under its id alone", i);
+                sv->spec_next != S_NONE || (kvt_hmap_get(self->by_key, sv->key, &j) && j == i) ||
+                !sv->leased) {
+                snprintf(err, errlen,
+                         "savetrack: draining save %u is not under its id alone, or holds no lease",
+                         i);
                 goto done;
             }
             continue;
