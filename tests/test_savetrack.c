@@ -606,10 +606,11 @@ Test(savetrack, property_random_sequences_keep_leases_and_saves_balanced)
 //  A save with no verdict by its deadline settles failed (S3: re-emitted
 //  with a new attempt) but keeps its lease for the drain; its late verdict
 //  is dropped and counted; deadlines fire in build order, one per call.
-Test(savetrack, a_save_past_its_deadline_settles_failed_and_drains_its_lease)
+//  A tracker whose saves are due 100 after their build and drain 50 more,
+//  one retry, over pool p; table[i] = i (32 blocks).
+static kvt_savetrack_t *s_deadline_tracker(s_pool_t *p, uint32_t table[32])
 {
-    s_pool_t p;
-    memset(&p, 0, sizeof p);
+    memset(p, 0, sizeof *p);
     kvt_savetrack_cfg_t cfg = {.chunk_size = CS,
                                .block_size = BS,
                                .retries = 1,
@@ -617,12 +618,19 @@ Test(savetrack, a_save_past_its_deadline_settles_failed_and_drains_its_lease)
                                .drain_us = 50,
                                .acquire = s_acq,
                                .release = s_rel,
-                               .arg = &p};
+                               .arg = p};
     kvt_savetrack_t *t = kvt_savetrack_new(&cfg);
     cr_assert_not_null(t);
-    uint32_t table[32];
     for (uint32_t i = 0; i < 32; i++)
         table[i] = i;
+    return t;
+}
+
+Test(savetrack, a_save_past_its_deadline_settles_failed_and_drains_its_lease)
+{
+    s_pool_t p;
+    uint32_t table[32];
+    kvt_savetrack_t *t = s_deadline_tracker(&p, table);
     cr_assert_eq(kvt_savetrack_next_deadline(t), UINT64_MAX);
     cr_assert_eq(kvt_savetrack_admit(t, OP(1, 1), 0), 0);
     kvt_savetrack_forwarded(t, OP(1, 1), 128);
@@ -685,20 +693,8 @@ Test(savetrack, a_save_past_its_deadline_settles_failed_and_drains_its_lease)
 Test(savetrack, an_expired_save_whose_sources_were_safe_goes_at_once)
 {
     s_pool_t p;
-    memset(&p, 0, sizeof p);
-    kvt_savetrack_cfg_t cfg = {.chunk_size = CS,
-                               .block_size = BS,
-                               .retries = 1,
-                               .deadline_us = 100,
-                               .drain_us = 50,
-                               .acquire = s_acq,
-                               .release = s_rel,
-                               .arg = &p};
-    kvt_savetrack_t *t = kvt_savetrack_new(&cfg);
-    cr_assert_not_null(t);
     uint32_t table[32];
-    for (uint32_t i = 0; i < 32; i++)
-        table[i] = i;
+    kvt_savetrack_t *t = s_deadline_tracker(&p, table);
     cr_assert_eq(kvt_savetrack_admit(t, OP(1, 1), 0), 0);
     kvt_savetrack_forwarded(t, OP(1, 1), 128);
     kvt_savetrack_set_now(t, 1000);
