@@ -333,6 +333,12 @@ Test(sched_defects, a_leg_the_aggregator_timed_out_drains_before_its_retreat)
     v.ok = false;
     v.detail = KVT_DETAIL_TIMEOUT;
     cr_assert_eq(kvt_sched_verdict(r.s, &v), 0);
+    //  What that leg reports during the drain is late: dropped and counted
+    //  as late, not as stale.
+    uint64_t stale = rig_stats(&r).stale_verdicts;
+    cr_assert_eq(kvt_sched_verdict(r.s, &v), 0);
+    cr_assert_eq(rig_stats(&r).load_late_verdicts, 1);
+    cr_assert_eq(rig_stats(&r).stale_verdicts, stale);
     kvt_sched_set_now(r.s, at + 2999);
     cr_assert_eq(rig_step(&r), KVT_SCHED_HOLD);
     kvt_sched_stats_t st = rig_stats(&r);

@@ -157,6 +157,8 @@ static void s_drain(kvt_loadtrack_t *self, kvt_sreq_t *r, uint8_t legs, uint64_t
     uint32_t h = kvt_loadhold_find(self->holds, (kvt_opid_t){r->id, r->gen});
     assert(h != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, h)->use == KVT_HOLD_LIVE);
     kvt_loadhold_drain(self->holds, h, legs, now_us + self->cfg.orphan_reclaim_us);
+    //  What its settled legs report from now on is late (dropped, counted).
+    kvt_loadhold_note_late(self->holds, (kvt_opid_t){r->id, r->gen});
     self->st.loads_drained++;
 }
 
@@ -316,7 +318,6 @@ bool kvt_loadtrack_expire(kvt_loadtrack_t *self, uint64_t now_us, uint32_t *slot
         r->legs_failed |= r->legs;
         r->legs = 0;
         self->st.loads_timed_out++;
-        kvt_loadhold_note_late(self->holds, op);
         s_drain(self, r, out, now_us);
     }
     //  Drained loads settle failed: the request retreats (B2).
