@@ -286,6 +286,7 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"max_running", "4097"},
         {"step_tokens", "0"},
         {"min_load_tokens", "x"},
+        {"state_policy", "lru"},
         {"lookup", "x"},
         {"lookup_pin", "x"},
         {"lookup_timeout", "1"},

@@ -371,3 +371,47 @@ Test(replay_hybrid, prompt_end_and_decode_keep_checkpoints_lower_the_state_tax)
     json_decref(all);
     json_decref(grid);
 }
+
+//  Issue 15 §4: every state policy replays clean (0 wrong resumes, the
+//  ledger's identity, quiescent), says which it ran, and takes the
+//  checkpoints its sources name; an unknown one is refused naming it.
+Test(replay_hybrid, every_state_policy_replays_clean_with_its_own_checkpoints, .timeout = 240)
+{
+    static const char *const names[] = {"kvtier", "interval", "every-chunk", "marconi"};
+    long long grid[4], branch[4], prompt_end[4], by_value[4];
+    for (int p = 0; p < 4; p++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "--model qwen3-next-like " SMALL " --state-policy %s --log-level 0 --quiet",
+                 names[p]);
+        int st;
+        json_t *r = s_replay(p == 3 ? "KVTIER_STATE_POLICY=interval" : NULL, args, &st);
+        cr_assert_not_null(r, "%s: no report (exit %d): %s", names[p], st, s_err);
+        cr_assert_eq(st, 0, "%s: %s", names[p], s_err);
+        s_assert_hybrid(r);
+        cr_assert_str_eq(json_string_value(json_object_get(r, "state_policy")), names[p],
+                         "the flag over the environment");
+        grid[p] = s_sched(r, "ckpt.taken.grid");
+        branch[p] = s_sched(r, "ckpt.taken.branch");
+        prompt_end[p] = s_sched(r, "ckpt.taken.prompt_end");
+        by_value[p] = s_sched(r, "ckpt.evicted_by_value");
+        json_decref(r);
+    }
+    cr_assert_gt(branch[0], 0, "kvtier takes branch checkpoints");
+    cr_assert_eq(branch[1], 0, "interval takes none");
+    cr_assert_gt(grid[2], grid[0], "every-chunk: a checkpoint at every chunk");
+    cr_assert_eq(prompt_end[2] + branch[2], 0, "every-chunk: nothing else");
+    cr_assert_eq(grid[3], 0, "marconi: no grid");
+    cr_assert_gt(branch[3], 0, "marconi: branch points");
+    //  The eviction orders: the value rule and Marconi's pick other than
+    //  the least recently used; interval and every-chunk are LRU.
+    cr_assert_gt(by_value[0], 0);
+    cr_assert_eq(by_value[1] + by_value[2], 0);
+    cr_assert_gt(by_value[3], 0);
+    int st;
+    json_t *r = s_replay(NULL, "--model qwen3-next-like --limit 3 --state-policy lru --quiet", &st);
+    cr_assert_null(r);
+    cr_assert_eq(st, 2);
+    cr_assert_not_null(strstr(s_err, "state_policy"), "%s", s_err);
+    cr_assert_not_null(strstr(s_err, "lru"), "%s", s_err);
+}

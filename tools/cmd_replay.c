@@ -362,6 +362,8 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
                                   json_integer(cfg->checkpoint_interval));
         rc |= json_object_set_new(root, "checkpoints",
                                   json_string(cfg->interval_checkpoints ? "interval" : "all"));
+        rc |= json_object_set_new(root, "state_policy",
+                                  json_string(kvt_replay_state_policy_name(cfg->state_policy)));
         rc |= s_hybrid_json(root, r);
     }
     rc |= s_engine_json(root, cfg, r);
@@ -513,10 +515,15 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
                "(--instances %u) or faster ones (--tp, --cost prefill_tps=...)\n",
                (double)e->drain_us / 1e6, (double)e->span_us / 1e6, s_instances_for(cfg, e));
     if (cfg->state_bytes) {
-        printf("  model         %s, state %" PRIu64 " bytes/request/rank, checkpoint every %u "
-               "tokens%s\n",
-               cfg->model ? cfg->model : "?", cfg->state_bytes, cfg->checkpoint_interval,
-               cfg->interval_checkpoints ? " (grid only)" : " (+ prompt ends, decode keeps)");
+        static const char *const how[] = {
+            " (+ prompt ends, decode keeps, branch points; value order)",
+            " (+ prompt ends, decode keeps; LRU)", ": every chunk instead (LRU)",
+            ": none, branch points and decode keeps instead (Marconi's order)"};
+        printf("  model         %s, state %" PRIu64 " bytes/request/rank, state policy %s, "
+               "checkpoint every %u tokens%s\n",
+               cfg->model ? cfg->model : "?", cfg->state_bytes,
+               kvt_replay_state_policy_name(cfg->state_policy), cfg->checkpoint_interval,
+               cfg->interval_checkpoints ? " (grid only)" : how[cfg->state_policy]);
         printf("  joint         state from hbm %" PRIu64 ", from tier %" PRIu64
                "; skipped: tier within hbm %" PRIu64 ", no rung above hbm %" PRIu64
                ", no room %" PRIu64 ", no demand %" PRIu64 ", below min load %" PRIu64 "\n",

@@ -66,6 +66,16 @@ typedef enum {
     KVT_LOOKUP_RANK0 = 1, //  rank 0 only
 } kvt_lookup_mode_t;
 
+//  Which checkpoints a hybrid model takes and how HBM checkpoints are
+//  evicted (state_policy; the scheduler's kvt_sched_state_policy_t, same
+//  values).
+typedef enum {
+    KVT_POLICY_KVTIER = 0,      //  grid, prompt ends, decode keeps, branch points; value order
+    KVT_POLICY_INTERVAL = 1,    //  grid, prompt ends, decode keeps; LRU
+    KVT_POLICY_EVERY_CHUNK = 2, //  every chunk boundary; LRU
+    KVT_POLICY_MARCONI = 3,     //  branch points, last decoded chunk; Marconi's utility
+} kvt_state_policy_t;
+
 //  A setting that may be left to the configuration to decide.
 typedef enum {
     KVT_AUTO = 0, //  unresolved (never left after resolve)
@@ -114,13 +124,14 @@ typedef struct {
     char speculative[KVT_CONFIG_TEXT_MAX]; //  stable form: "off" or "METHOD:TOKENS"
     uint32_t speculative_tokens;           //  draft tokens per step (0 when off)
     //  scheduler
-    uint32_t max_running;        //  requests admitted at once
-    uint32_t step_tokens;        //  token budget of one step
-    uint32_t min_load_tokens;    //  below this a joint load is recomputed instead
-    kvt_lookup_mode_t lookup;    //  which ranks answer a lookup
-    bool lookup_pin;             //  a lookup pins what it found until its load
-    uint64_t lookup_timeout_ns;  //  a lookup not settled by then falls back to the HBM hit
-    uint64_t lookup_max_age_ns;  //  a settled lookup older than this is asked again before use
+    uint32_t max_running;            //  requests admitted at once
+    uint32_t step_tokens;            //  token budget of one step
+    uint32_t min_load_tokens;        //  below this a joint load is recomputed instead
+    kvt_state_policy_t state_policy; //  hybrid: checkpoint sources and HBM checkpoint order
+    kvt_lookup_mode_t lookup;        //  which ranks answer a lookup
+    bool lookup_pin;                 //  a lookup pins what it found until its load
+    uint64_t lookup_timeout_ns;      //  a lookup not settled by then falls back to the HBM hit
+    uint64_t lookup_max_age_ns;      //  a settled lookup older than this is asked again before use
     uint64_t verified_window_ns; //  an image confirmed within it needs no verify hold (0 = derive)
     uint64_t verify_hold_ns;     //  bound of a verify hold, from the first hold
     uint64_t orphan_reclaim_ns;  //  an orphaned load with no verdict this long is reclaimed

@@ -89,6 +89,18 @@ typedef enum {
     KVT_SCHED_LOOKUP_RANK0 = 1, //  rank 0 only (Lookup.rank0_only): one answer, taken as
                                 //  every rank's; optimistic where ranks disagree
 } kvt_sched_lookup_ranks_t;
+//  Which checkpoints a hybrid model takes and which HBM checkpoint goes
+//  first when bytes run short (kvt_sched_cfg_t.state_policy; docs/
+//  architecture.md, "State policies").
+typedef enum {
+    KVT_STATE_POLICY_KVTIER = 0,  //  grid, prompt ends, decode keeps and branch points; the
+                                  //  value rule (recompute saved x restores) picks the victim
+    KVT_STATE_POLICY_INTERVAL,    //  grid, prompt ends, decode keeps; LRU
+    KVT_STATE_POLICY_EVERY_CHUNK, // every chunk boundary; LRU
+    KVT_STATE_POLICY_MARCONI,     //  branch points and the last decoded chunk; utility =
+                                  //  recency + FLOP efficiency (Marconi, MLSys 2025)
+    KVT_STATE_POLICIES
+} kvt_sched_state_policy_t;
 
 typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
@@ -125,6 +137,7 @@ typedef struct {
     uint32_t min_load_tokens;  //  a joint gaining fewer tokens than this recomputes
     bool interval_checkpoints; //  only (a), the interval grid: no prompt-end (b) or decode
                                //  keep (c) checkpoints (false, the default: all three)
+    kvt_sched_state_policy_t state_policy; //  checkpoint sources and HBM checkpoint order
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
     //  from a Lookup to the ranks, settled by the aggregator as the minimum
     //  over them (or rank 0's answer alone, lookup_ranks = RANK0).

@@ -186,6 +186,8 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
     else if (state_fault && !c->state_bytes)
         bad = "fault: corrupt-state / miss-state / stale-slot / restore-late / swap-slots need a "
               "model with state (state-bytes > 0)";
+    else if (c->state_policy >= KVT_STATE_POLICIES)
+        bad = "state-policy: must be kvtier, interval, every-chunk or marconi";
     else if (c->interval_checkpoints && !c->state_bytes)
         bad = "checkpoints: needs a model with state (--model qwen3-next-like | "
               "kimi-linear-like)";
@@ -720,6 +722,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->sched.cfg.hold_bound_us = cfg->verify_hold_ns / 1000u;
     run->sched.cfg.lookup_ranks = cfg->lookup_rank0 ? KVT_SCHED_LOOKUP_RANK0 : KVT_SCHED_LOOKUP_ALL;
     run->sched.cfg.interval_checkpoints = cfg->interval_checkpoints;
+    run->sched.cfg.state_policy = (kvt_sched_state_policy_t)cfg->state_policy;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;
     run->agg.timeout_ns = cfg->agg_timeout_ns;

@@ -16,6 +16,12 @@ const char *kvt_replay_model_name(kvt_model_t model)
     }
 }
 
+const char *kvt_replay_state_policy_name(uint32_t policy)
+{
+    static const char *const names[] = {"kvtier", "interval", "every-chunk", "marconi"};
+    return policy < sizeof names / sizeof names[0] ? names[policy] : "?";
+}
+
 int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *err, size_t errlen)
 {
     kvt_replay_defaults(cfg);
@@ -57,6 +63,7 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
     cfg->checkpoint_interval =
         kc->state_bytes && !kc->checkpoint_interval ? kc->chunk_size : kc->checkpoint_interval;
     cfg->min_load_tokens = kc->min_load_tokens;
+    cfg->state_policy = (uint32_t)kc->state_policy;
     cfg->orphan_reclaim_us = kc->orphan_reclaim_ns / 1000;
     cfg->load_deadline_us = kc->load_deadline_ns / 1000;
     cfg->lookup_max_age_us = kc->lookup_max_age_ns / 1000;

@@ -54,10 +54,12 @@ static const char *const s_models[] = {"dense", "qwen3-next-like", "kimi-linear-
 static const char *const s_layouts[] = {"auto", "dense", "gdn", "kda"};
 static const char *const s_dtypes[] = {"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"};
 static const char *const s_lookups[] = {"all", "rank0"};
+static const char *const s_policies[] = {"kvtier", "interval", "every-chunk", "marconi"};
 
 _Static_assert(sizeof(kvt_driver_t) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(kvt_model_t) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(kvt_tristate_t) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(kvt_state_policy_t) == sizeof(int), "enums are stored as int");
 
 static const s_key_t s_keys[] = {
     {"trace", T_PATH, OFF(trace), 0, 0, NULL, 0, "", "path"},
@@ -102,6 +104,8 @@ static const s_key_t s_keys[] = {
     {"max_running", T_U32, OFF(max_running), 1, 4096, NULL, 0, "64", "requests, 1..4096"},
     {"step_tokens", T_U32, OFF(step_tokens), 1, 1u << 20, NULL, 0, "4096", "tokens"},
     {"min_load_tokens", T_U32, OFF(min_load_tokens), 0, 1u << 24, NULL, 0, "0", "tokens"},
+    {"state_policy", T_ENUM, OFF(state_policy), 0, 0, NAMES(s_policies), "kvtier",
+     "kvtier | interval | every-chunk | marconi"},
     {"lookup", T_ENUM, OFF(lookup), 0, 0, NAMES(s_lookups), "all", "all | rank0"},
     {"lookup_pin", T_BOOL, OFF(lookup_pin), 0, 0, NULL, 0, "true", "boolean"},
     {"lookup_timeout", T_DUR, OFF(lookup_timeout_ns), MS, HOUR, NULL, 0, "1s", "duration, 1ms..1h"},

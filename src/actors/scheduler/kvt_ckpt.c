@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "base/kvt_heap.h"
 #include "base/kvt_hmap.h"
 #include "base/kvt_ilist.h"
 
@@ -32,6 +33,17 @@ struct _kvt_ckpt_t {
     uint32_t *free_stack;         //  free entries
     uint32_t nfree;               //  entries in free_stack
     kvt_hmap_t *index;            //  hash → entry (reserved or valid)
+    kvt_ckpt_order_t order;       //  which unpinned valid entry an eviction takes
+    uint64_t state_bytes;         //  MARCONI: bytes of one checkpoint
+    uint64_t kv_token_bytes;      //  MARCONI: bytes of one token's KV
+    uint32_t *from;               //  per entry: its span's start (kvt_ckpt_set_span)
+    uint32_t *at;                 //  per entry: its boundary
+    uint32_t *hits;               //  per entry: restores since it was reserved
+    uint32_t *heap;               //  VALUE: the lru list's entries, least priority on top
+    uint32_t nheap;               //  entries in heap
+    uint32_t *hpos;               //  per entry: its index in heap (UINT32_MAX: not in it)
+    double *prio;                 //  VALUE: per entry, its priority L + value at its last use
+    double inflation;             //  VALUE: L, the priority of the last entry evicted
     kvt_ckpt_stats_t stats;       //  counters
 };
 
@@ -55,7 +67,14 @@ kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
     self->next = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->free_stack = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->index = kvt_hmap_new(checkpoints, true);
-    if (!self->slot_used || !self->slot_free || !self->state || !self->pins || !self->hash ||
+    self->from = calloc(checkpoints, sizeof(uint32_t));
+    self->at = calloc(checkpoints, sizeof(uint32_t));
+    self->hits = calloc(checkpoints, sizeof(uint32_t));
+    self->heap = malloc((size_t)checkpoints * sizeof(uint32_t));
+    self->hpos = malloc((size_t)checkpoints * sizeof(uint32_t));
+    self->prio = calloc(checkpoints, sizeof(double));
+    if (!self->from || !self->at || !self->hits || !self->heap || !self->hpos || !self->prio ||
+        !self->slot_used || !self->slot_free || !self->state || !self->pins || !self->hash ||
         !self->src || !self->gone || !self->stamp || !self->prev || !self->next ||
         !self->free_stack || !self->index) {
         kvt_ckpt_destroy(&self);
@@ -68,6 +87,7 @@ kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
     for (uint32_t i = 0; i < checkpoints; i++) {
         self->free_stack[i] = checkpoints - 1 - i;
         self->prev[i] = self->next[i] = KVT_ILIST_NONE;
+        self->hpos[i] = UINT32_MAX;
     }
     self->nfree = checkpoints;
     kvt_ilist_init(&self->lru);
@@ -91,6 +111,12 @@ void kvt_ckpt_destroy(kvt_ckpt_t **self_p)
     free(self->prev);
     free(self->next);
     free(self->free_stack);
+    free(self->from);
+    free(self->at);
+    free(self->hits);
+    free(self->heap);
+    free(self->hpos);
+    free(self->prio);
     kvt_hmap_destroy(&self->index);
     free(self);
     *self_p = NULL;
@@ -152,11 +178,59 @@ static kvt_ilist_t *s_list(kvt_ckpt_t *self, uint32_t e)
     return self->gone[e] ? &self->dead : &self->lru;
 }
 
-//  An unpinned valid entry joins the young end of its list.
+//  The recompute of tokens [from, at): each token at position p costs
+//  1 + p / KVT_CKPT_CTX_TOKENS (the attention layers' work grows with the
+//  context), so the sum is n (1 + (from + at - 1) / (2 CTX)).
+static double s_recompute(uint32_t from, uint32_t at)
+{
+    double n = (double)(at - from);
+    return n * (1.0 + ((double)from + (double)at - 1.0) / (2.0 * KVT_CKPT_CTX_TOKENS));
+}
+
+double kvt_ckpt_value(const kvt_ckpt_t *self, uint32_t entry)
+{
+    assert(entry < self->nentries);
+    return (1.0 + self->hits[entry]) * s_recompute(0, self->at[entry]);
+}
+
+//  The value heap's order: the least priority first, the older on a tie
+//  (stamps are unique), so the order is total and the pops reproducible.
+static bool s_heap_less(const void *a, const void *b, void *ctx)
+{
+    const kvt_ckpt_t *self = ctx;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (self->prio[x] != self->prio[y])
+        return self->prio[x] < self->prio[y];
+    return self->stamp[x] < self->stamp[y];
+}
+
+static void s_heap_moved(void *elem, uint32_t pos, void *ctx)
+{
+    ((kvt_ckpt_t *)ctx)->hpos[*(uint32_t *)elem] = pos;
+}
+
+static const kvt_heap_ops_t s_heap_ops = {sizeof(uint32_t), s_heap_less, s_heap_moved};
+
+//  An unpinned valid entry joins the young end of its list; with VALUE an
+//  entry of the lru list also joins the heap at priority L + its value.
 static void s_push(kvt_ckpt_t *self, uint32_t e)
 {
     self->stamp[e] = self->tick ? self->tick(self->share_arg) : ++self->own_clock;
     kvt_ilist_push_tail(s_list(self, e), self->prev, self->next, e);
+    if (self->order == KVT_CKPT_ORDER_VALUE && !self->gone[e]) {
+        self->prio[e] = self->inflation + kvt_ckpt_value(self, e);
+        kvt_heap_push(self->heap, &self->nheap, &s_heap_ops, self, &e);
+    }
+}
+
+//  An entry leaves its list (and the heap).
+static void s_unlist(kvt_ckpt_t *self, uint32_t e)
+{
+    kvt_ilist_remove(s_list(self, e), self->prev, self->next, e);
+    if (self->hpos[e] != UINT32_MAX) {
+        kvt_heap_remove(self->heap, &self->nheap, &s_heap_ops, self, self->hpos[e], NULL);
+        self->hpos[e] = UINT32_MAX;
+    }
 }
 
 static void s_pin(kvt_ckpt_t *self, uint32_t e)
@@ -164,7 +238,7 @@ static void s_pin(kvt_ckpt_t *self, uint32_t e)
     if (self->pins[e]++ == 0) {
         self->stats.pinned_entries++;
         if (self->state[e] == E_VALID)
-            kvt_ilist_remove(s_list(self, e), self->prev, self->next, e);
+            s_unlist(self, e);
     }
 }
 
@@ -192,11 +266,68 @@ bool kvt_ckpt_victim(const kvt_ckpt_t *self, uint64_t *stamp, bool *gone)
     return true;
 }
 
+void kvt_ckpt_set_order(kvt_ckpt_t *self, kvt_ckpt_order_t order, uint64_t state_bytes,
+                        uint64_t kv_token_bytes)
+{
+    self->order = order;
+    self->state_bytes = state_bytes;
+    self->kv_token_bytes = kv_token_bytes;
+}
+
+void kvt_ckpt_set_span(kvt_ckpt_t *self, uint32_t entry, uint32_t from, uint32_t at)
+{
+    assert(entry < self->nentries && self->state[entry] == E_RESERVED && from < at);
+    self->from[entry] = from;
+    self->at[entry] = at;
+}
+
+//  MARCONI's victim: of the KVT_CKPT_SAMPLE least recently used entries,
+//  the one of least utility = recency + FLOP efficiency, each normalised
+//  over the sample to [0, 1] (min-max), alpha = 1; the older on a tie.
+static uint32_t s_marconi_pick(const kvt_ckpt_t *self)
+{
+    uint32_t cand[KVT_CKPT_SAMPLE] = {0}, n = 0;
+    assert(self->lru.count > 0);
+    for (uint32_t e = self->lru.head; e != KVT_ILIST_NONE && n < KVT_CKPT_SAMPLE; e = self->next[e])
+        cand[n++] = e;
+    double eff[KVT_CKPT_SAMPLE], emin = 0, emax = 0;
+    uint64_t smin = self->stamp[cand[0]], smax = self->stamp[cand[n - 1]];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t e = cand[i];
+        uint32_t span = self->at[e] > self->from[e] ? self->at[e] - self->from[e] : 0;
+        double bytes = (double)self->state_bytes + (double)span * (double)self->kv_token_bytes;
+        eff[i] = span ? s_recompute(self->from[e], self->at[e]) / (bytes > 0 ? bytes : 1) : 0;
+        emin = i == 0 || eff[i] < emin ? eff[i] : emin;
+        emax = i == 0 || eff[i] > emax ? eff[i] : emax;
+    }
+    uint32_t best = 0;
+    double best_u = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double rec =
+            smax > smin ? (double)(self->stamp[cand[i]] - smin) / (double)(smax - smin) : 0;
+        double u = rec + (emax > emin ? (eff[i] - emin) / (emax - emin) : 0);
+        if (i == 0 || u < best_u) {
+            best = i;
+            best_u = u;
+        }
+    }
+    return cand[best];
+}
+
 void kvt_ckpt_evict_one(kvt_ckpt_t *self)
 {
     kvt_ilist_t *l = self->dead.count ? &self->dead : &self->lru;
-    uint32_t e = kvt_ilist_pop_head(l, self->prev, self->next);
+    uint32_t e = l->head;
+    if (l == &self->lru && self->order == KVT_CKPT_ORDER_VALUE) {
+        assert(self->nheap == self->lru.count);
+        e = self->heap[0];
+        self->inflation = self->prio[e]; //  GDSF: what stays ages against it
+    } else if (l == &self->lru && self->order == KVT_CKPT_ORDER_MARCONI)
+        e = s_marconi_pick(self);
     assert(e != KVT_ILIST_NONE); //  the caller asked kvt_ckpt_victim
+    if (e != l->head)
+        self->stats.evicted_by_value++;
+    s_unlist(self, e);
     if (l == &self->dead)
         self->stats.evicted_gone++;
     self->stats.valid--;
@@ -210,7 +341,7 @@ void kvt_ckpt_kv_gone(kvt_ckpt_t *self, kvt_hash_t hash)
     if (!kvt_hmap_get(self->index, hash, &e) || self->state[e] != E_VALID || self->gone[e])
         return;
     if (self->pins[e] == 0) {
-        kvt_ilist_remove(&self->lru, self->prev, self->next, e);
+        s_unlist(self, e);
         self->gone[e] = 1;
         kvt_ilist_push_tail(&self->dead, self->prev, self->next, e);
     } else
@@ -223,7 +354,7 @@ static void s_revive(kvt_ckpt_t *self, uint32_t e)
     if (!self->gone[e])
         return;
     if (self->pins[e] == 0)
-        kvt_ilist_remove(&self->dead, self->prev, self->next, e);
+        s_unlist(self, e);
     self->gone[e] = 0;
     if (self->pins[e] == 0)
         s_push(self, e);
@@ -236,7 +367,7 @@ uint32_t kvt_ckpt_reserve(kvt_ckpt_t *self, kvt_hash_t hash)
         if (self->state[e] == E_VALID && self->gone[e])
             s_revive(self, e);
         else if (self->state[e] == E_VALID && self->pins[e] == 0) {
-            kvt_ilist_remove(&self->lru, self->prev, self->next, e);
+            s_unlist(self, e);
             s_push(self, e);
         }
         self->stats.refreshed++;
@@ -253,6 +384,7 @@ uint32_t kvt_ckpt_reserve(kvt_ckpt_t *self, kvt_hash_t hash)
     }
     e = self->free_stack[--self->nfree];
     self->src[e] = KVT_CKPT_SRC_GRID;
+    self->from[e] = self->at[e] = self->hits[e] = 0;
     int rc = kvt_hmap_put(self->index, hash, e);
     assert(rc == 0); //  the index holds at most nentries entries
     (void)rc;
@@ -284,6 +416,8 @@ void kvt_ckpt_count_restore(kvt_ckpt_t *self, uint32_t entry)
 {
     assert(entry < self->nentries && self->state[entry] == E_VALID);
     self->stats.restored_src[self->src[entry]]++;
+    if (self->hits[entry] < UINT32_MAX)
+        self->hits[entry]++;
 }
 
 void kvt_ckpt_abandon(kvt_ckpt_t *self, uint32_t entry)

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "kvtier/kvt_hash.h"
+#include "kvtier/kvt_sched.h"
 
 typedef struct _kvt_ckpt_t kvt_ckpt_t;
 
@@ -43,6 +44,28 @@ typedef enum {
     KVT_CKPT_SRCS
 } kvt_ckpt_src_t;
 
+//  Which unpinned valid checkpoint an eviction takes (kvt_ckpt_set_order).
+//  A checkpoint whose KV left HBM always goes first; then:
+typedef enum {
+    KVT_CKPT_ORDER_LRU = 0, //  the least recently used
+    //  The value rule, Greedy-Dual-Size-Frequency: each unpinned valid
+    //  checkpoint has priority L + (1 + restores) x the recompute a resume
+    //  there saves (its B tokens, each costing 1 + position /
+    //  KVT_CKPT_CTX_TOKENS), set when it was last used; the least priority
+    //  goes (the older on a tie) and L becomes its priority, so what stays
+    //  ages against what went. Every checkpoint has the same bytes, so value
+    //  per byte orders as value. A binary heap: O(log n) per event.
+    KVT_CKPT_ORDER_VALUE,
+    //  Marconi's utility over the KVT_CKPT_SAMPLE least recently used:
+    //  normalised recency + alpha x normalised FLOP efficiency (recompute
+    //  saved over the bytes of the state and the span's KV), alpha = 1;
+    //  the least goes. O(KVT_CKPT_SAMPLE) per eviction.
+    KVT_CKPT_ORDER_MARCONI,
+} kvt_ckpt_order_t;
+
+#define KVT_CKPT_SAMPLE     8     //  least recently used checkpoints MARCONI weighs
+#define KVT_CKPT_CTX_TOKENS 16384 //  position at which a token's recompute cost has doubled
+
 typedef struct {
     uint64_t taken_src[KVT_CKPT_SRCS];    //  reservations that became valid, by source
     uint64_t restored_src[KVT_CKPT_SRCS]; //  restores that read a checkpoint, by its source
@@ -55,6 +78,8 @@ typedef struct {
     uint64_t evicted;                     //  valid checkpoints evicted for a reservation
     uint64_t full;                        //  reservations refused: every entry pinned or reserved
     uint64_t evicted_gone;                //  of evicted: their KV had left HBM
+    uint64_t evicted_by_value;            //  of evicted: not the least recently used (the
+                                          //  order's rule chose a younger one)
     uint32_t slots_in_use;                //  gauge: state slots held
     uint32_t valid;                       //  gauge: valid checkpoints
     uint32_t pinned_entries;              //  gauge: entries with a pin (valid or reserved)
@@ -75,6 +100,27 @@ typedef uint64_t kvt_ckpt_tick_fn(void *arg);
 //  `release`; both get `arg`.
 void kvt_ckpt_share(kvt_ckpt_t *self, kvt_ckpt_tick_fn *tick, kvt_ckpt_release_fn *release,
                     void *arg);
+
+//  The eviction order of a state policy (kvt_ckpt_split.c): the value rule
+//  for KVTIER, Marconi's utility for MARCONI, LRU for INTERVAL and
+//  EVERY_CHUNK.
+kvt_ckpt_order_t kvt_ckpt_order_of(kvt_sched_state_policy_t policy);
+
+//  Sets the eviction order (default LRU). state_bytes and kv_token_bytes
+//  (bytes of one checkpoint and of one token's KV) weigh MARCONI's FLOP
+//  efficiency; the other orders ignore them.
+void kvt_ckpt_set_order(kvt_ckpt_t *self, kvt_ckpt_order_t order, uint64_t state_bytes,
+                        uint64_t kv_token_bytes);
+
+//  Records where a reserved entry lies: it holds the state at `at` (the
+//  value rule's B), taken by a request whose previous checkpoint or resume
+//  point was `from` (from < at; MARCONI's span, the tokens it adds on its
+//  branch). Default: at = from = 0 (no value, no span).
+void kvt_ckpt_set_span(kvt_ckpt_t *self, uint32_t entry, uint32_t from, uint32_t at);
+
+//  The value order's score of an entry: (1 + restores) x the recompute of
+//  its B tokens (pure; tests and audits).
+double kvt_ckpt_value(const kvt_ckpt_t *self, uint32_t entry);
 
 //  True when `hash` has an entry, valid or reserved (pure).
 bool kvt_ckpt_known(const kvt_ckpt_t *self, kvt_hash_t hash);

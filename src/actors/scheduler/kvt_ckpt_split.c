@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kvt_ckpt.h"
 #include "kvtier/kvt_sched.h"
 
 int kvt_sched_hbm_split(uint32_t hbm_blocks, uint64_t block_bytes, uint64_t state_bytes,
@@ -32,4 +33,11 @@ int kvt_sched_hbm_split(uint32_t hbm_blocks, uint64_t block_bytes, uint64_t stat
     if (out->ckpt_units == 0)
         out->ckpt_units = 1; //  a pool of one unit the budget never lets fill
     return 0;
+}
+
+kvt_ckpt_order_t kvt_ckpt_order_of(kvt_sched_state_policy_t policy)
+{
+    return policy == KVT_STATE_POLICY_KVTIER    ? KVT_CKPT_ORDER_VALUE
+           : policy == KVT_STATE_POLICY_MARCONI ? KVT_CKPT_ORDER_MARCONI
+                                                : KVT_CKPT_ORDER_LRU;
 }

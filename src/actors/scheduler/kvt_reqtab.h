@@ -88,6 +88,8 @@ typedef struct {
     uint32_t ck_take;     //  checkpoint entry the planned entry takes after its forward
     uint32_t take_at;     //  its boundary (tokens)
     uint32_t branch_at;   //  chunk boundary where the prompt left a cached prefix (0 = none)
+    uint32_t ck_from;     //  its last checkpoint or resume point: a new checkpoint's span
+                          //  (the recompute it saves) counts from here (kvt_ckpt_set_span)
     uint32_t keep_below;  //  released blocks at or above this index go to the low LRU
                           //  (above its deepest HBM checkpoint; UINT32_MAX = none)
     bool restore_planned; //  the last plan listed the restore (applied with its step)

@@ -95,6 +95,8 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
     else if (cfg->lookup_ranks != KVT_SCHED_LOOKUP_ALL &&
              cfg->lookup_ranks != KVT_SCHED_LOOKUP_RANK0)
         bad = "lookup_ranks must be KVT_SCHED_LOOKUP_ALL or KVT_SCHED_LOOKUP_RANK0";
+    else if ((unsigned)cfg->state_policy >= KVT_STATE_POLICIES)
+        bad = "state_policy must be one of kvt_sched_state_policy_t";
     if (bad) {
         snprintf(err, errlen, "scheduler: %s", bad);
         return NULL;
@@ -134,6 +136,9 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
                        : cfg->hbm_checkpoints ? cfg->hbm_checkpoints
                                               : 4 * cfg->max_running;
         self->ck = kvt_ckpt_new(cfg->max_running, nck);
+        if (self->ck)
+            kvt_ckpt_set_order(self->ck, kvt_ckpt_order_of(cfg->state_policy), cfg->state_bytes,
+                               cfg->block_bytes / cfg->block_size);
         if (self->ck && self->ck_blocks) {
             kvt_ckpt_share(self->ck, s_ck_tick, s_ck_release, self);
             kvt_blockmgr_peer_t peer = {s_peer_victim, s_peer_evict, s_peer_evictable, s_peer_gone,

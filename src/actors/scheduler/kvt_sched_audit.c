@@ -118,6 +118,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
         S_C("ckpt.", k, refreshed);
         S_C("ckpt.", k, evicted);
         S_C("ckpt.", k, evicted_gone);
+        S_C("ckpt.", k, evicted_by_value);
         S_C("ckpt.", k, full);
         S_C("ckpt.", k, slots_in_use);
         S_C("ckpt.", k, valid);

@@ -28,24 +28,38 @@ static void s_apply_state(kvt_sched_t *self, kvt_sreq_t *r, bool failed)
 }
 
 //  The next boundary above `from` where request r takes a checkpoint, or 0,
-//  and why (*src): (a) the interval grid, (b) the prompt's last chunk
-//  boundary and its end on the block grid, (c) the last chunk boundary of
-//  the fed tokens (a decode keep), (d) the chunk boundary where its prompt
-//  left a cached prefix at admission (a branch); (b)-(d) not with
-//  cfg.interval_checkpoints. A boundary with two reasons counts as the first.
+//  and why (*src), from the sources its state policy uses
+//  (cfg.state_policy): (a) the interval grid (every chunk boundary with
+//  EVERY_CHUNK; none with MARCONI), (b) the prompt's last chunk boundary and
+//  its end on the block grid (all but EVERY_CHUNK: for MARCONI they stand
+//  for its "last decoded token", since a trace's outputs never recur in a
+//  later prompt, the next turn resumes where the prompt ended), (c) the last
+//  chunk boundary of the fed tokens (a decode keep: all but EVERY_CHUNK),
+//  (d) the chunk boundary where its prompt left a cached prefix at admission
+//  (a branch: KVTIER, MARCONI); (b)-(d) never with cfg.interval_checkpoints.
+//  A boundary with two reasons counts as the first.
 static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32_t from,
                             kvt_ckpt_src_t *src)
 {
-    uint32_t iv = self->cfg.checkpoint_interval, cs = self->cfg.chunk_size;
-    uint64_t best = ((uint64_t)from / iv + 1) * iv;
+    kvt_sched_state_policy_t pol = self->cfg.state_policy;
+    uint32_t cs = self->cfg.chunk_size;
+    uint32_t iv = pol == KVT_STATE_POLICY_EVERY_CHUNK ? cs : self->cfg.checkpoint_interval;
+    uint64_t best = pol == KVT_STATE_POLICY_MARCONI ? UINT64_MAX : ((uint64_t)from / iv + 1) * iv;
     *src = KVT_CKPT_SRC_GRID;
     uint32_t extra[4] = {r->nprompt / cs * cs,
                          r->nprompt / self->cfg.block_size * self->cfg.block_size,
                          r->nfeed / cs * cs, r->branch_at};
     const kvt_ckpt_src_t why[4] = {KVT_CKPT_SRC_PROMPT_END, KVT_CKPT_SRC_PROMPT_END,
                                    KVT_CKPT_SRC_DECODE_KEEP, KVT_CKPT_SRC_BRANCH};
+    //  Per policy, which of the four extra boundaries count.
+    static const bool use[KVT_STATE_POLICIES][4] = {
+        [KVT_STATE_POLICY_KVTIER] = {true, true, true, true},
+        [KVT_STATE_POLICY_INTERVAL] = {true, true, true, false},
+        [KVT_STATE_POLICY_EVERY_CHUNK] = {false, false, false, false},
+        [KVT_STATE_POLICY_MARCONI] = {true, true, true, true},
+    };
     for (int i = 0; i < 4 && !self->cfg.interval_checkpoints; i++)
-        if (extra[i] > from && extra[i] < best) {
+        if (use[pol][i] && extra[i] > from && extra[i] < best) {
             best = extra[i];
             *src = why[i];
         }
@@ -155,6 +169,8 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
         return;
     kvt_hash_t h = kvt_reqtab_hash_at(self->rt, r, end / self->cfg.block_size - 1);
     uint32_t e = kvt_sched_ckpt_reserve(self, h);
+    uint32_t from = r->ck_from < end ? r->ck_from : 0;
+    r->ck_from = end;
     if (e == KVT_CKPT_NONE)
         return; //  already held (refreshed), or every entry pinned (counted by the pool)
     if (s_state_op(self, r, KVT_SCHED_STATE_TAKE, e, end) != 0) {
@@ -162,6 +178,7 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
         return;
     }
     kvt_ckpt_set_source(self->ck, e, src);
+    kvt_ckpt_set_span(self->ck, e, from, end);
     r->ck_take = e;
     r->take_at = end;
     en->take_unit = e;
@@ -187,7 +204,9 @@ static int s_admit(kvt_sched_t *self, uint32_t slot)
         r->state = R_LOADING;
         self->stats.loading++;
         kvt_loadtrack_start(self->lt, r, self->now_us);
+        r->ck_from = r->load_end;
     } else {
+        r->ck_from = r->computed;
         r->state = R_RUNNING;
         self->stats.running++;
     }

@@ -1,0 +1,255 @@
+/*  State policies (issue 15 §3, §4): which checkpoints a hybrid model takes
+    (kvt_sched_cfg_t.state_policy) and which HBM checkpoint goes first when
+    bytes run short (kvt_ckpt_order_t). The orders are driven on the
+    checkpoint pool directly; the sources through the scheduler core's
+    public API (the rig), on one scenario whose expected takes and resumes
+    are worked out by hand for each policy. */
+#include <criterion/criterion.h>
+
+#include "actors/scheduler/kvt_ckpt.h"
+#include "common/kvt_test_sched_rig.h"
+
+static kvt_hash_t H(uint64_t x)
+{
+    kvt_hash_t h = {x * 13 + 5, x};
+    return h;
+}
+
+//  Reserves and commits a checkpoint of H(x) at boundary `at`, taken by a
+//  request whose previous checkpoint was `from`; returns its entry.
+static uint32_t take(kvt_ckpt_t *c, uint64_t x, uint32_t from, uint32_t at)
+{
+    uint32_t e = kvt_ckpt_reserve(c, H(x));
+    cr_assert_neq(e, KVT_CKPT_NONE, "reserve of %llu refused", (unsigned long long)x);
+    kvt_ckpt_set_span(c, e, from, at);
+    kvt_ckpt_commit(c, e);
+    return e;
+}
+
+//  A restore reads the checkpoint of H(x) (pin, count, unpin).
+static void restore(kvt_ckpt_t *c, uint64_t x)
+{
+    uint32_t e = kvt_ckpt_pin(c, H(x));
+    cr_assert_neq(e, KVT_CKPT_NONE);
+    kvt_ckpt_count_restore(c, e);
+    kvt_ckpt_unpin(c, e);
+}
+
+static kvt_ckpt_t *s_pool(uint32_t n, kvt_ckpt_order_t order)
+{
+    kvt_ckpt_t *c = kvt_ckpt_new(1, n);
+    cr_assert_not_null(c);
+    kvt_ckpt_set_order(c, order, 1u << 20, 64);
+    return c;
+}
+
+// ------------------------------------------------------------- orders ----
+
+Test(state_policy, each_policy_has_its_eviction_order)
+{
+    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_KVTIER), KVT_CKPT_ORDER_VALUE);
+    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_INTERVAL), KVT_CKPT_ORDER_LRU);
+    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_EVERY_CHUNK), KVT_CKPT_ORDER_LRU);
+    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_MARCONI), KVT_CKPT_ORDER_MARCONI);
+}
+
+//  The value rule: a shallow checkpoint saves less recompute than a deep
+//  one, so it goes first although the deep one is older. LRU takes the
+//  oldest instead (the same operations).
+Test(state_policy, the_value_order_evicts_the_checkpoint_that_saves_least)
+{
+    for (int lru = 0; lru < 2; lru++) {
+        kvt_ckpt_t *c = s_pool(3, lru ? KVT_CKPT_ORDER_LRU : KVT_CKPT_ORDER_VALUE);
+        take(c, 1, 0, 1024);
+        take(c, 2, 1024, 2048);
+        take(c, 3, 0, 256);
+        cr_assert_gt(kvt_ckpt_value(c, kvt_ckpt_find(c, H(1))),
+                     kvt_ckpt_value(c, kvt_ckpt_find(c, H(3))));
+        take(c, 4, 0, 512);
+        kvt_ckpt_stats_t st;
+        kvt_ckpt_stats(c, &st);
+        cr_assert_eq(st.evicted, 1);
+        if (lru) {
+            cr_assert_not(kvt_ckpt_has(c, H(1)), "LRU: the oldest goes");
+            cr_assert(kvt_ckpt_has(c, H(3)));
+            cr_assert_eq(st.evicted_by_value, 0);
+        } else {
+            cr_assert_not(kvt_ckpt_has(c, H(3)), "value: the 256-token one goes");
+            cr_assert(kvt_ckpt_has(c, H(1)) && kvt_ckpt_has(c, H(2)));
+            cr_assert_eq(st.evicted_by_value, 1, "not the least recently used");
+        }
+        kvt_ckpt_destroy(&c);
+    }
+}
+
+//  Restores count: a checkpoint restored three times outweighs a deeper
+//  one never restored.
+Test(state_policy, restores_protect_a_checkpoint_in_the_value_order)
+{
+    kvt_ckpt_t *c = s_pool(3, KVT_CKPT_ORDER_VALUE);
+    take(c, 1, 0, 1024);
+    take(c, 2, 0, 2048);
+    take(c, 3, 0, 4096);
+    for (int i = 0; i < 3; i++)
+        restore(c, 1);
+    cr_assert_gt(kvt_ckpt_value(c, kvt_ckpt_find(c, H(1))),
+                 kvt_ckpt_value(c, kvt_ckpt_find(c, H(2))));
+    take(c, 4, 0, 8192);
+    cr_assert(kvt_ckpt_has(c, H(1)), "restored three times: kept");
+    cr_assert_not(kvt_ckpt_has(c, H(2)), "the 2048-token one, never restored, goes");
+    kvt_ckpt_destroy(&c);
+}
+
+//  GDSF's inflation: each eviction raises L to the evicted priority, so a
+//  valuable checkpoint nobody uses again goes once enough cheaper ones went
+//  after it — never in the first rounds, always within a bound.
+Test(state_policy, an_unused_valuable_checkpoint_ages_out_of_the_value_order)
+{
+    kvt_ckpt_t *c = s_pool(2, KVT_CKPT_ORDER_VALUE);
+    take(c, 1, 0, 8192);
+    uint32_t gone_at = 0;
+    for (uint32_t i = 2; i < 200 && !gone_at; i++) {
+        take(c, i, 0, 256);
+        if (!kvt_ckpt_has(c, H(1)))
+            gone_at = i;
+    }
+    cr_assert_gt(gone_at, 10, "kept while it is worth more than the churn (%u)", gone_at);
+    cr_assert_neq(gone_at, 0, "aged out within 200 takes");
+    kvt_ckpt_destroy(&c);
+}
+
+//  A checkpoint whose KV left HBM is worthless and goes first, whatever
+//  its value.
+Test(state_policy, a_checkpoint_whose_kv_left_goes_first_in_the_value_order)
+{
+    kvt_ckpt_t *c = s_pool(2, KVT_CKPT_ORDER_VALUE);
+    take(c, 1, 0, 8192);
+    take(c, 2, 0, 256);
+    kvt_ckpt_kv_gone(c, H(1));
+    take(c, 3, 0, 512);
+    cr_assert_not(kvt_ckpt_has(c, H(1)));
+    cr_assert(kvt_ckpt_has(c, H(2)));
+    kvt_ckpt_stats_t st;
+    kvt_ckpt_stats(c, &st);
+    cr_assert_eq(st.evicted_gone, 1);
+    //  A restore brings it back to the value order: the pins and the heap
+    //  stay consistent through pin, gone, revive and unpin.
+    take(c, 4, 0, 1024);
+    uint32_t e = kvt_ckpt_pin(c, H(4));
+    kvt_ckpt_kv_gone(c, H(4));
+    kvt_ckpt_unpin(c, e);
+    cr_assert_eq(kvt_ckpt_evictable(c), 2);
+    take(c, 5, 0, 4096);
+    cr_assert_not(kvt_ckpt_has(c, H(4)), "gone while pinned: first once unpinned");
+    kvt_ckpt_destroy(&c);
+}
+
+//  Marconi's utility over the least recently used: normalised recency +
+//  FLOP efficiency. The middle one adds 16 tokens on its branch (low
+//  efficiency: the state's bytes for little recompute) and goes, not the
+//  oldest (which adds 1024).
+Test(state_policy, marconi_evicts_the_least_flop_efficient_of_the_oldest)
+{
+    for (int lru = 0; lru < 2; lru++) {
+        kvt_ckpt_t *c = s_pool(3, lru ? KVT_CKPT_ORDER_LRU : KVT_CKPT_ORDER_MARCONI);
+        take(c, 1, 0, 1024);
+        take(c, 2, 1024, 1040);
+        take(c, 3, 2048, 3072);
+        take(c, 4, 0, 512);
+        cr_assert(kvt_ckpt_has(c, H(3)));
+        if (lru)
+            cr_assert_not(kvt_ckpt_has(c, H(1)), "LRU: the oldest");
+        else
+            cr_assert(kvt_ckpt_has(c, H(1)) && !kvt_ckpt_has(c, H(2)), "Marconi: the 16-token");
+        kvt_ckpt_destroy(&c);
+    }
+}
+
+// ------------------------------------------------------------ sources ----
+
+typedef struct {
+    uint64_t grid, branch, prompt_end, decode_keep; //  ckpt.taken.*
+    uint32_t third_hit;                             //  the third request's HBM resume
+} outcome_t;
+
+//  Three 200-token prompts (blocks of 16, chunks of 64, a checkpoint grid
+//  of `interval`): the second and third share the first 128 tokens of the
+//  first and leave it there.
+static outcome_t s_scenario(kvt_sched_state_policy_t policy, uint32_t interval)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, interval, 64, 0);
+    cfg.state_policy = policy;
+    rig_init_cfg(&r, &cfg);
+    uint32_t t[200];
+    for (uint32_t i = 0; i < 200; i++)
+        t[i] = 100 + i;
+    rig_arrive_tokens(&r, 1, t, 200, 1);
+    rig_run(&r, 100);
+    for (uint32_t i = 128; i < 200; i++)
+        t[i] = 5000 + i;
+    rig_arrive_tokens(&r, 2, t, 200, 1);
+    rig_run(&r, 100);
+    for (uint32_t i = 128; i < 200; i++)
+        t[i] = 9000 + i;
+    r.admit_hbm = 0;
+    rig_arrive_tokens(&r, 3, t, 200, 1);
+    rig_run(&r, 100);
+    outcome_t o = {counter(&r, "ckpt.taken.grid"), counter(&r, "ckpt.taken.branch"),
+                   counter(&r, "ckpt.taken.prompt_end"), counter(&r, "ckpt.taken.decode_keep"),
+                   r.admit_hbm};
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+    return o;
+}
+
+//  kvtier: prompt ends (192 each) and the branch at 128 the second prompt
+//  leaves, where the third resumes.
+Test(state_policy, kvtier_takes_prompt_ends_and_the_branch_and_the_third_resumes_there)
+{
+    outcome_t o = s_scenario(KVT_STATE_POLICY_KVTIER, 1024);
+    cr_assert_eq(o.grid, 0);
+    cr_assert_eq(o.branch, 1);
+    cr_assert_eq(o.prompt_end, 3);
+    cr_assert_eq(o.third_hit, 128);
+}
+
+//  interval: the same without the branch, so the third recomputes.
+Test(state_policy, interval_takes_no_branch_and_the_third_recomputes)
+{
+    outcome_t o = s_scenario(KVT_STATE_POLICY_INTERVAL, 1024);
+    cr_assert_eq(o.branch, 0);
+    cr_assert_eq(o.prompt_end, 3);
+    cr_assert_eq(o.third_hit, 0, "no checkpoint at or below its 128-token KV hit");
+}
+
+//  every-chunk: every chunk boundary (64, 128, 192 for the first, 192 for
+//  each other), whatever the grid, and no other source.
+Test(state_policy, every_chunk_takes_every_chunk_boundary_and_nothing_else)
+{
+    outcome_t o = s_scenario(KVT_STATE_POLICY_EVERY_CHUNK, 1024);
+    cr_assert_eq(o.grid, 5);
+    cr_assert_eq(o.branch + o.prompt_end + o.decode_keep, 0);
+    cr_assert_eq(o.third_hit, 128, "the first's checkpoint at 128");
+}
+
+//  marconi: no grid even where one is set; branch points and prompt ends.
+Test(state_policy, marconi_takes_no_grid_checkpoint_but_branches_and_prompt_ends)
+{
+    outcome_t k = s_scenario(KVT_STATE_POLICY_KVTIER, 64);
+    cr_assert_eq(k.grid, 5, "kvtier on a 64-token grid: 64, 128, 192 and two 192s");
+    outcome_t o = s_scenario(KVT_STATE_POLICY_MARCONI, 64);
+    cr_assert_eq(o.grid, 0);
+    cr_assert_eq(o.branch, 1);
+    cr_assert_eq(o.prompt_end, 3);
+    cr_assert_eq(o.third_hit, 128);
+}
+
+Test(state_policy, a_policy_out_of_range_is_refused_naming_it)
+{
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 64, 0);
+    cfg.state_policy = KVT_STATE_POLICIES;
+    char err[256] = "";
+    cr_assert_null(kvt_sched_new(&cfg, err, sizeof err));
+    cr_assert_not_null(strstr(err, "state_policy"), "%s", err);
+}
