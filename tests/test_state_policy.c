@@ -233,6 +233,28 @@ Test(state_policy, every_chunk_takes_every_chunk_boundary_and_nothing_else)
     cr_assert_eq(o.third_hit, 128, "the first's checkpoint at 128");
 }
 
+//  every-chunk: a 216-token prompt ends off the chunk grid (at 208 on the
+//  block grid): only the chunk boundaries 64, 128, 192 are taken; kvtier
+//  takes the end too.
+Test(state_policy, every_chunk_takes_no_prompt_end_off_the_chunk_grid)
+{
+    for (int p = 0; p < 2; p++) {
+        rig_t r;
+        kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 1024, 64, 0);
+        cfg.state_policy = p ? KVT_STATE_POLICY_KVTIER : KVT_STATE_POLICY_EVERY_CHUNK;
+        rig_init_cfg(&r, &cfg);
+        rig_arrive(&r, 1, 216, 100, 1);
+        rig_run(&r, 100);
+        if (p) {
+            cr_assert_eq(counter(&r, "ckpt.taken.prompt_end"), 2, "kvtier: 192 and 208");
+        } else {
+            cr_assert_eq(counter(&r, "ckpt.taken.grid"), 3);
+            cr_assert_eq(counter(&r, "ckpt.taken.prompt_end"), 0);
+        }
+        kvt_sched_destroy(&r.s);
+    }
+}
+
 //  marconi: no grid even where one is set; branch points and prompt ends.
 Test(state_policy, marconi_takes_no_grid_checkpoint_but_branches_and_prompt_ends)
 {
