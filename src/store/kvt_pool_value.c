@@ -130,6 +130,7 @@ void kvt_pool_value_pinned(kvt_pool_t *self, uint32_t i)
     if (!self->val.on)
         return;
     kvt_pobj_t *o = &self->objs[i];
+    assert(!s_in_heap(self, o) || self->val.heap[o->hpos] == i);
     if (s_in_heap(self, o))
         kvt_heap_remove(self->val.heap, &self->val.nheap, &s_ops, self, o->hpos, NULL);
     o->hpos = KVT_NIL;
