@@ -140,7 +140,8 @@ static bool s_evict_for_value(kvt_pool_t *self, uint64_t units)
     return done;
 }
 
-//  Evicts ready, unpinned objects oldest first — skipping those in runs too
+//  Evicts ready, unpinned objects oldest first (VALUE: lowest priority
+//  first, s_evict_for_value) — skipping those in runs too
 //  short to ever hold `units` — until a free extent of `units` exists. The
 //  first object that qualifies proves success before anything is evicted:
 //  its run only grows as its members go, and every member qualifies, so the
@@ -150,7 +151,8 @@ static bool s_evict_for_value(kvt_pool_t *self, uint64_t units)
 static bool s_evict_for(kvt_pool_t *self, uint64_t units)
 {
     if (self->ext.units - self->ext.used_units + self->evictable_units < units)
-        return false;         //  O(1): not even every evictable byte would do
+        return false; //  O(1): not even every evictable byte would do
+    uint32_t i = s_oldest_evictable(self);
     if (++self->visit == 0) { //  the stamp wrapped: forget every old mark
         for (uint32_t e = 0; e < self->ext.nmax; e++)
             self->ext.ext[e].mark = 0;
@@ -158,7 +160,6 @@ static bool s_evict_for(kvt_pool_t *self, uint64_t units)
     }
     if (self->val.on)
         return s_evict_for_value(self, units);
-    uint32_t i = s_oldest_evictable(self);
     bool evicted = false;
     while (i != KVT_NIL) {
         uint32_t next = self->objs[i].link.next;
