@@ -322,7 +322,8 @@ Test(cli, benchmarks_run_and_write_their_json, .timeout = 300)
              "bench store --seconds 0.1 --pool 64MiB --disk-bytes 16MiB --json %s", json);
     cr_assert_eq(s_run(args), 0, "%s", s_err);
     kvt_tcli_slurp(json, buf, sizeof buf);
-    const char *s[] = {"put_GBps", "get_GBps", "lookup_us_512", "touch_ns", "disk", "sizes"};
+    const char *s[] = {"put_GBps", "get_GBps", "lookup_us_512",  "touch_ns",
+                       "disk",     "sizes",    "evict_pressure", "value_over_lru"};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         cr_assert(strstr(buf, s[i]) != NULL, "bench store JSON lacks %s", s[i]);
 }

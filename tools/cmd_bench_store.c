@@ -19,6 +19,10 @@
       are page-cache bound, not device bound.
     * fragmentation: a mixed workload of chunks, images and chunk+image
       objects into a full pool: occupancy and eviction overhead.
+    * eviction under pressure: a seeded stream of prefix lookups and puts
+      (Zipf-like shared prefixes, a state image every 4th chunk) against a
+      pool smaller than its working set, in LRU and in VALUE order: hit
+      ratio of each and VALUE / LRU (cmd_bench_store_evict.c).
 */
 #define _DEFAULT_SOURCE //  MAP_ANONYMOUS, madvise
 #include <dirent.h>
@@ -32,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd_bench_store_evict.h"
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
 #include "kvtier/kvt_disk.h"
@@ -595,6 +600,21 @@ int kvt_cmd_bench_store(int argc, char **argv)
            frag.occupancy, frag.min_occ, (unsigned long long)frag.extents,
            (unsigned long long)(frag.largest >> 10), (unsigned long long)frag.failed);
 
+    kvt_bevict_pair_t ev;
+    if (kvt_bench_store_evict(&ev) != 0) {
+        fprintf(stderr, "kvtier bench store: the eviction-under-pressure run failed\n");
+        goto cleanup;
+    }
+    double ev_ratio = ev.lru.hit_ratio > 0 ? ev.value.hit_ratio / ev.lru.hit_ratio : 0;
+    printf("eviction under pressure (%llu requests, pool %llu MiB of a %llu MiB working set, "
+           "%u KiB chunks, %u KiB images every 4th): hit ratio LRU %.3f (%.1f MiB hit), VALUE "
+           "%.3f (%.1f MiB hit, %llu orphan images), VALUE/LRU %.3f\n",
+           (unsigned long long)ev.lru.requests, (unsigned long long)(ev.pool_bytes >> 20),
+           (unsigned long long)(ev.work_bytes >> 20), ev.chunk_bytes >> 10, ev.image_bytes >> 10,
+           ev.lru.hit_ratio, (double)ev.lru.hit_bytes / (1 << 20), ev.value.hit_ratio,
+           (double)ev.value.hit_bytes / (1 << 20), (unsigned long long)ev.value.orphan_images,
+           ev_ratio);
+
     const s_size_t *m = &sizes[1];
     bool met = m->rput >= S_TARGET && m->rget >= S_TARGET && lookup_us <= 50;
     double load1 = kvt_cli_loadavg();
@@ -645,6 +665,21 @@ int kvt_cmd_bench_store(int argc, char **argv)
                 "\"free_extents\": %llu, \"largest_free_bytes\": %llu, \"alloc_failed\": %llu},\n",
                 frag.occupancy, frag.min_occ, (unsigned long long)frag.extents,
                 (unsigned long long)frag.largest, (unsigned long long)frag.failed);
+        fprintf(j,
+                "  \"evict_pressure\": {\"requests\": %llu, \"pool_bytes\": %llu, "
+                "\"working_set_bytes\": %llu, \"seed\": %llu,\n",
+                (unsigned long long)ev.lru.requests, (unsigned long long)ev.pool_bytes,
+                (unsigned long long)ev.work_bytes, (unsigned long long)ev.seed);
+        for (int k = 0; k < 2; k++) {
+            const kvt_bevict_t *r = k == 0 ? &ev.lru : &ev.value;
+            fprintf(j,
+                    "    \"%s\": {\"hit_ratio\": %.4f, \"hit_bytes\": %llu, \"evictions\": "
+                    "%llu, \"orphan_images\": %llu, \"seconds\": %.3f},\n",
+                    k == 0 ? "lru" : "value", r->hit_ratio, (unsigned long long)r->hit_bytes,
+                    (unsigned long long)r->evictions, (unsigned long long)r->orphan_images,
+                    r->seconds);
+        }
+        fprintf(j, "    \"value_over_lru\": %.4f},\n", ev_ratio);
         fprintf(j,
                 "  \"targets\": {\"ratio_min\": %.2f, \"lookup_us_512_max\": 50, \"met\": %s}\n}\n",
                 S_TARGET, met ? "true" : "false");

@@ -11,9 +11,11 @@
     ready refreshes it and is a counted skip (KVT_STORE_SKIPPED).
 
     Allocation under pressure evicts ready, unpinned objects from the old end
-    of the LRU, only those whose eviction can help make a contiguous extent;
-    when that cannot make room the call evicts nothing and fails at once
-    with a reason (ENOSPACE, ETOOBIG, EFULL) — it never sleeps or retries.
+    of the LRU (with evict = KVT_POOL_EVICT_VALUE: lowest
+    Greedy-Dual-Size-Frequency priority first), only those whose eviction
+    can help make a contiguous extent; when that cannot make room the call
+    evicts nothing and fails at once with a reason (ENOSPACE, ETOOBIG,
+    EFULL) — it never sleeps or retries.
 
     Every lease and reservation records its holder and its start time; it
     expires `ttl` after it started (kvt_pool_lease_renew and
@@ -52,6 +54,12 @@ extern "C" {
 #endif
 
 typedef struct _kvt_pool_t kvt_pool_t;
+
+//  The pool's eviction order (docs/store.md §4).
+typedef enum {
+    KVT_POOL_EVICT_LRU = 0,   //  least recently used first (the default)
+    KVT_POOL_EVICT_VALUE = 1, //  lowest Greedy-Dual-Size-Frequency priority first
+} kvt_pool_evict_t;
 
 //  Registers (pins) [ptr, ptr + len) of the arena with a device (a host
 //  register through the device runtime); returns 0, or non-zero when
@@ -92,6 +100,11 @@ typedef struct {
                           //  touch (mbind), 0 = none (default)
     bool numa_interleave; //  pool-mapped arena: interleave it over every node instead
                           //  (several GPUs share the pool)
+
+    kvt_pool_evict_t evict; //  eviction order, default KVT_POOL_EVICT_LRU
+    double value_w_kv;      //  VALUE: weight per allocation unit of a KV chunk, default 1
+    double value_w_state;   //  VALUE: weight per allocation unit of a state image (and of a
+                            //  KV_STATE object), default 4
 } kvt_pool_config_t;
 
 //  Counters and gauges. Kind-indexed arrays use kind - 1.
@@ -135,6 +148,8 @@ typedef struct {
     uint64_t regions_registered;    //  ... registered (pinned) and served
     uint64_t regions_failed;        //  ... whose registration was refused
     uint64_t regions_pending;       //  ... not yet registered (not served)
+    uint64_t evicted_orphan_images; //  (VALUE) of evictions, state images evicted with the
+                                    //  chunk of their key (worthless without it)
 } kvt_pool_stats_t;
 
 //  The memory a process can really have: the smaller of what RAM offers

@@ -189,6 +189,8 @@ kvt_pool_t *kvt_pool_new(const kvt_pool_config_t *in, char *err, size_t errlen)
                          self->nobjs);
         goto cleanup;
     }
+    if (kvt_pool_value_init(self, &cfg, err, errlen) != 0)
+        goto cleanup;
     self->obj_free = KVT_NIL;
     for (uint32_t i = self->nobjs; i-- > 0;) {
         self->objs[i].gen = 1;
@@ -230,6 +232,7 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
     kvt_pool_regions_fini(self); //  first: the registration thread uses the pool
     kvt_keymap_fini(&self->map);
     kvt_extents_fini(&self->ext);
+    kvt_pool_value_fini(self);
     free(self->objs);
     free(self->leases);
     free(self->pins);
@@ -251,6 +254,7 @@ void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
 {
     assert(self->objs[i].state == KVT_POBJ_READY);
     kvt_ilist_to_tail(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
+    kvt_pool_value_hit(self, i);
 }
 
 uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
@@ -276,6 +280,7 @@ uint64_t kvt_pool_free_obj(kvt_pool_t *self, uint32_t i)
     if (o->state == KVT_POBJ_READY) {
         assert(o->pins == 0);
         kvt_ilist_unlink(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
+        kvt_pool_value_gone(self, i);
         self->evictable_units -= o->units;
         self->st.objects--;
     } else if (o->state == KVT_POBJ_WRITING) {
@@ -456,6 +461,7 @@ int kvt_pool_commit_ex(kvt_pool_t *self, kvt_resv_t *resv, kvt_lease_t *lease, k
     self->st.objects_writing--;
     o->state = KVT_POBJ_READY;
     kvt_ilist_append(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
+    kvt_pool_value_ready(self, i);
     self->st.objects++;
     self->evictable_units += o->units;
     self->st.puts++;

@@ -1,8 +1,9 @@
 /*  kvt_pool_int.h — the CPU pool's state, shared by kvt_pool.c (creation,
     objects, writes), kvt_pool_evict.c (allocation with eviction),
-    kvt_pool_read.c (reads, lookup, touch) and kvt_pool_lease.c (holders,
-    leases, pins, reclaim). Private to src/store. Every function here
-    expects the pool lock held unless it says otherwise. */
+    kvt_pool_read.c (reads, lookup, touch), kvt_pool_lease.c (holders,
+    leases, pins, reclaim) and kvt_pool_value.c (the VALUE order's heap).
+    Private to src/store. Every function here expects the pool lock held
+    unless it says otherwise. */
 #ifndef KVT_POOL_INT_H_INCLUDED
 #define KVT_POOL_INT_H_INCLUDED
 
@@ -40,6 +41,10 @@ typedef struct {
     uint32_t pins;    //  read pins held by leases
     uint32_t holder;  //  writer (while writing)
     uint32_t epoch;   //  writer's holder epoch at reserve
+    double prio;      //  (VALUE) GDSF priority H at its last refresh
+    uint64_t seq;     //  (VALUE) refresh sequence number: breaks ties, older first
+    uint32_t hits;    //  (VALUE) refreshes since it became ready
+    uint32_t hpos;    //  (VALUE) heap index; KVT_NIL out of it, KVT_POOL_STASHED in a walk
     uint8_t kind;     //  kvt_obj_kind_t
     uint8_t state;    //  kvt_pobj_state_t
 } kvt_pobj_t;
@@ -78,6 +83,18 @@ typedef struct {
     uint8_t expired_logged;       //  1 once a live-holder expiry was logged
     uint8_t state;                //  kvt_phold_state_t
 } kvt_phold_t;
+
+//  The VALUE eviction order's state (kvt_pool_value.c).
+typedef struct {
+    bool on;                           //  the pool evicts in VALUE order (else LRU)
+    double w_kind[KVT_OBJ_KIND_COUNT]; //  weight per unit, by kind - 1
+    double inflation;                  //  L: raised to the priority of each object evicted
+    uint64_t seq;                      //  last refresh sequence number given
+    uint32_t *heap;                    //  ready, unpinned objects, a min-heap on (prio, seq)
+    uint32_t nheap;                    //  its length
+    uint32_t *stash;                   //  objects an eviction walk took out and set aside
+    uint32_t nstash;                   //  its length
+} kvt_pvalue_t;
 
 struct _kvt_pool_t {
     char name[KVT_POOL_NAME_MAX];     //  for logs
@@ -119,6 +136,7 @@ struct _kvt_pool_t {
     kvt_keymap_t map;                 //  (ns, key) → object index + 1 per kind
     kvt_extents_t ext;                //  arena allocator
     uint64_t evictable_units;         //  units of ready, unpinned objects
+    kvt_pvalue_t val;                 //  the VALUE order (unused in LRU order)
     kvt_plea_t *leases;               //  lease table
     uint32_t nleases;                 //  its size
     uint32_t lease_free;              //  head of free lease slots
@@ -171,6 +189,30 @@ uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 
 //  Moves a ready object to the young end of the LRU.
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t obj);
+
+//  The VALUE order (kvt_pool_value.c); each a no-op in LRU order. Init
+//  validates evict and the weights (0: defaults) and allocates the heap.
+//  An object became ready (priced with zero hits) / was refreshed (one more
+//  hit, priced against the current L) / got its first pin (leaves the
+//  heap) / lost its last pin (returns with the priority of its last
+//  refresh) / leaves the ready set.
+#define KVT_POOL_STASHED (KVT_NIL - 1) //  hpos of an object an eviction walk set aside
+int kvt_pool_value_init(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, size_t errlen);
+void kvt_pool_value_fini(kvt_pool_t *self);
+void kvt_pool_value_ready(kvt_pool_t *self, uint32_t obj);
+void kvt_pool_value_hit(kvt_pool_t *self, uint32_t obj);
+void kvt_pool_value_pinned(kvt_pool_t *self, uint32_t obj);
+void kvt_pool_value_unpinned(kvt_pool_t *self, uint32_t obj);
+void kvt_pool_value_gone(kvt_pool_t *self, uint32_t obj);
+
+//  The VALUE eviction walk: the lowest-priority evictable object, taken out
+//  of the heap and stashed (KVT_NIL when none is left); unstash puts every
+//  stashed object that is still ready back. O(log n) each.
+uint32_t kvt_pool_value_pop(kvt_pool_t *self);
+void kvt_pool_value_unstash(kvt_pool_t *self);
+
+//  The lowest-priority evictable object (the heap's top), or KVT_NIL.
+uint32_t kvt_pool_value_top(kvt_pool_t *self);
 
 //  An extent of `units` for a new object and a free object slot, evicting
 //  (kvt_pool_evict.c) only objects whose eviction can help; or a failure

@@ -116,6 +116,7 @@ void kvt_pool_pin(kvt_pool_t *self, uint32_t l, uint32_t obj)
     self->leases[l].npins++;
     kvt_pobj_t *o = &self->objs[obj];
     if (o->pins++ == 0) {
+        kvt_pool_value_pinned(self, obj);
         self->evictable_units -= o->units;
         self->st.pinned_bytes += o->size;
     }
@@ -130,6 +131,7 @@ void kvt_pool_lease_drop(kvt_pool_t *self, uint32_t l)
         kvt_pobj_t *o = &self->objs[self->pins[p].obj];
         assert(o->pins > 0 && o->state == KVT_POBJ_READY);
         if (--o->pins == 0) {
+            kvt_pool_value_unpinned(self, self->pins[p].obj);
             self->evictable_units += o->units;
             self->st.pinned_bytes -= o->size;
         }

@@ -41,6 +41,7 @@ static const s_field_t s_pool[] = {
     S_P(aborts),
     S_P(evictions),
     S_P(evicted_bytes),
+    S_P(evicted_orphan_images),
     S_P(removals),
     S_P(alloc_failed),
     S_P(alloc_failed_pinned),
