@@ -415,3 +415,29 @@ Test(replay_hybrid, every_state_policy_replays_clean_with_its_own_checkpoints, .
     cr_assert_not_null(strstr(s_err, "state_policy"), "%s", s_err);
     cr_assert_not_null(strstr(s_err, "lru"), "%s", s_err);
 }
+
+//  The CPU pool's order (tier_evict): the value rule is chosen by the
+//  setting and reaches every rank's pool — with a pool too small for the
+//  run, the same replay evicts and hits differently than under LRU, both
+//  clean.
+Test(replay_hybrid, tier_evict_value_reaches_the_ranks_pools)
+{
+    long long ev[2], hits[2];
+    for (int v = 0; v < 2; v++) {
+        int st;
+        json_t *r = s_replay(NULL,
+                             v ? "--model qwen3-next-like " SMALL " --cpu-pool 8MiB --tier-evict "
+                                 "value --log-level 0 --quiet"
+                               : "--model qwen3-next-like " SMALL " --cpu-pool 8MiB --log-level 0 "
+                                 "--quiet",
+                             &st);
+        cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
+        cr_assert_eq(st, 0, "%s", s_err);
+        cr_assert_str_eq(json_string_value(json_object_get(r, "tier_evict")), v ? "value" : "lru");
+        ev[v] = s_counter(r, "pool.evictions");
+        hits[v] = s_counter(r, "pool.hits.kv");
+        cr_assert_gt(ev[v], 0, "the pool is under pressure");
+        json_decref(r);
+    }
+    cr_assert(ev[0] != ev[1] || hits[0] != hits[1], "the value order evicts other objects");
+}

@@ -106,6 +106,7 @@ typedef struct {
     char remote[KVT_CONFIG_PATH_MAX];   //  remote tier: the cluster's seed nodes ("" = none)
     uint64_t disk_pool_bytes;           //  disk tier per rank
     bool disk_write_on_evict;           //  write-back on eviction instead of write-through
+    bool tier_evict_value;              //  the CPU pool evicts by the value rule, not LRU
     bool mem_overcommit;                //  start even past the process's memory limit
     kvt_tristate_t state_tier;          //  state images in the tier (resolved: ON / OFF)
     //  model, layout and geometry

@@ -68,6 +68,7 @@ typedef struct {
     uint64_t lane_deadline_ns;    //  a transfer job not terminal by then fails (0 = 2 s)
     uint64_t fence_timeout_ns;    //  a fence waiting longer fails its lane (0 = 5 s)
     uint64_t pool_ttl_ns;         //  lifetime of a pool lease not renewed (0 = 60 s)
+    bool tier_evict_value;        //  the ranks' CPU pools evict by the value rule (default LRU)
     uint32_t state_policy;        //  hybrid: kvt_sched_state_policy_t (default KVTIER)
     bool interval_checkpoints;    //  hybrid: checkpoints on the interval grid only, no prompt-end
                                   //  or decode-keep ones (--checkpoints interval; default off)
