@@ -269,6 +269,7 @@ bool kvt_ckpt_victim(const kvt_ckpt_t *self, uint64_t *stamp, bool *gone)
 void kvt_ckpt_set_order(kvt_ckpt_t *self, kvt_ckpt_order_t order, uint64_t state_bytes,
                         uint64_t kv_token_bytes)
 {
+    assert(self->lru.count == 0 && self->dead.count == 0 && self->nfree == self->nentries);
     self->order = order;
     self->state_bytes = state_bytes;
     self->kv_token_bytes = kv_token_bytes;

@@ -106,7 +106,7 @@ void kvt_ckpt_share(kvt_ckpt_t *self, kvt_ckpt_tick_fn *tick, kvt_ckpt_release_f
 //  EVERY_CHUNK.
 kvt_ckpt_order_t kvt_ckpt_order_of(kvt_sched_state_policy_t policy);
 
-//  Sets the eviction order (default LRU). state_bytes and kv_token_bytes
+//  Sets the eviction order (default LRU), before the first reservation. state_bytes and kv_token_bytes
 //  (bytes of one checkpoint and of one token's KV) weigh MARCONI's FLOP
 //  efficiency; the other orders ignore them.
 void kvt_ckpt_set_order(kvt_ckpt_t *self, kvt_ckpt_order_t order, uint64_t state_bytes,
