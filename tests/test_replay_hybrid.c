@@ -441,3 +441,37 @@ Test(replay_hybrid, tier_evict_value_reaches_the_ranks_pools)
     }
     cr_assert(ev[0] != ev[1] || hits[0] != hits[1], "the value order evicts other objects");
 }
+
+//  tools/policies.sh runs the four policies and the dense reference and
+//  prints one table: a row each, every run clean, kvtier's own options
+//  refused where the script varies them.
+Test(replay_hybrid, policies_sh_prints_one_row_per_policy_and_the_dense_reference, .timeout = 240)
+{
+    char cmd[1024], out[128];
+    snprintf(out, sizeof out, "%s/policies.md", s_dir);
+    snprintf(cmd, sizeof cmd,
+             "KVTIER=%s KEEP=%s/runs %s/tools/policies.sh synthetic --limit 40 --byte-scale 1 "
+             "--hbm-pool 24MiB --cpu-pool 32MiB >%s 2>&1",
+             KVTIER, s_dir, KVT_SOURCE_DIR, out);
+    int rc = system(cmd);
+    FILE *f = fopen(out, "r");
+    size_t n = f ? fread(s_err, 1, sizeof s_err - 1, f) : 0;
+    s_err[n] = 0;
+    if (f)
+        fclose(f);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "policies.sh: %s", s_err);
+    static const char *const rows[] = {"| kvtier |", "| interval |", "| every-chunk |",
+                                       "| marconi |", "| dense |"};
+    for (int i = 0; i < 5; i++)
+        cr_assert_not_null(strstr(s_err, rows[i]), "no row %s in:\n%s", rows[i], s_err);
+    //  Every row ends "| wrong | exit |" with 0 and 0.
+    int clean = 0;
+    for (const char *p = s_err; (p = strstr(p, " | 0 | 0 |\n")) != NULL; p++)
+        clean++;
+    cr_assert_eq(clean, 5, "five clean rows:\n%s", s_err);
+    snprintf(cmd, sizeof cmd,
+             "KVTIER=%s %s/tools/policies.sh synthetic --state-policy marconi >%s 2>&1", KVTIER,
+             KVT_SOURCE_DIR, out);
+    rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "--state-policy is the script's to vary");
+}

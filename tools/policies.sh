@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # State policies side by side (issue 15 §4): replays TRACE once per
 # --state-policy (kvtier, interval, every-chunk, marconi) with a hybrid
-# model, and once with the dense model at the same sizes as the reference,
+# model, and once with the dense model at the hybrid model's real pool
+# sizes (also when they are not given) as the reference,
 # then prints one table: hit share by tier (of all input tokens), total,
 # the hybrid total over the dense one, state tax per resume, recomputed
 # share, real bytes moved (loads + saves, the stored bytes times the byte
@@ -16,7 +17,7 @@
 #   JOBS (runs at once, default the CPU count), KEEP (a directory that
 #   keeps every run's report.json and stderr; default a temporary one).
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,19p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,18p' "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 kvtier=${KVTIER:-$root/build/kvtier}
 [ -x "$kvtier" ] || { echo "policies.sh: no kvtier binary at $kvtier (make first)" >&2; exit 2; }
@@ -42,16 +43,28 @@ dir=${KEEP:-$(mktemp -d /tmp/kvt-policies-XXXXXX)}
 mkdir -p "$dir"
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 runs=(kvtier interval every-chunk marconi dense)
-run() { # name
+run() { # name [options...]
     local n=$1 m=$model p=()
+    shift
     if [ "$n" = dense ]; then m=dense; else p=(--state-policy "$n"); fi
-    "$kvtier" replay "${src[@]}" --model "$m" "${p[@]}" "${args[@]}" --quiet \
+    "$kvtier" replay "${src[@]}" --model "$m" "${p[@]}" "$@" "${args[@]}" --quiet \
         --json "$dir/$n.json" >/dev/null 2>"$dir/$n.stderr"
     echo $? >"$dir/$n.rc"
 }
+#  The dense reference runs at the hybrid model's real pool sizes (its own
+#  defaults are another GPU's): learnt from a one-request run.
+"$kvtier" replay "${src[@]}" --model "$model" --limit 1 "${args[@]}" --quiet \
+    --json "$dir/sizes.json" >/dev/null 2>"$dir/sizes.stderr" ||
+    { echo "policies.sh: kvtier replay refused the options: $(tail -1 "$dir/sizes.stderr")" >&2; exit 2; }
+sizes=($(/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))
+print(r["hbm_pool_bytes"], r["cpu_pool_bytes"])' "$dir/sizes.json"))
 running=0
 for n in "${runs[@]}"; do
-    run "$n" &
+    if [ "$n" = dense ]; then
+        run dense --hbm-pool "${sizes[0]}" --cpu-pool "${sizes[1]}" &
+    else
+        run "$n" &
+    fi
     running=$((running + 1))
     if [ $running -ge "$jobs" ]; then
         wait -n
