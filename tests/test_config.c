@@ -268,7 +268,7 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"cpu_pool", "big"},
         {"disk_pool", "0"},
         {"disk_write", "never"},
-        {"tier_evict", "gdsf"},
+        {"evict_order", "gdsf"},
         {"mem_overcommit", "2"},
         {"state_tier", "maybe"},
         {"model", "llama"},

@@ -403,11 +403,19 @@ Test(replay_hybrid, every_state_policy_replays_clean_with_its_own_checkpoints, .
     cr_assert_eq(prompt_end[2] + branch[2], 0, "every-chunk: nothing else");
     cr_assert_eq(grid[3], 0, "marconi: no grid");
     cr_assert_gt(branch[3], 0, "marconi: branch points");
-    //  The eviction orders: the value rule and Marconi's pick other than
-    //  the least recently used; interval and every-chunk are LRU.
-    cr_assert_gt(by_value[0], 0);
-    cr_assert_eq(by_value[1] + by_value[2], 0);
+    //  The eviction orders: kvtier (evict_order lru, the default),
+    //  interval and every-chunk are LRU; Marconi's utility and the value
+    //  rule (evict_order value) pick other than the least recently used.
+    cr_assert_eq(by_value[0] + by_value[1] + by_value[2], 0);
     cr_assert_gt(by_value[3], 0);
+    int vst;
+    json_t *v = s_replay(
+        NULL, "--model qwen3-next-like " SMALL " --evict-order value --log-level 0 --quiet", &vst);
+    cr_assert_not_null(v, "no report (exit %d): %s", vst, s_err);
+    cr_assert_eq(vst, 0, "%s", s_err);
+    s_assert_hybrid(v);
+    cr_assert_gt(s_sched(v, "ckpt.evicted_by_value"), 0, "the value rule chose");
+    json_decref(v);
     int st;
     json_t *r = s_replay(NULL, "--model qwen3-next-like --limit 3 --state-policy lru --quiet", &st);
     cr_assert_null(r);
@@ -416,24 +424,24 @@ Test(replay_hybrid, every_state_policy_replays_clean_with_its_own_checkpoints, .
     cr_assert_not_null(strstr(s_err, "lru"), "%s", s_err);
 }
 
-//  The CPU pool's order (tier_evict): the value rule is chosen by the
+//  The CPU pool's order (evict_order): the value rule is chosen by the
 //  setting and reaches every rank's pool — with a pool too small for the
 //  run, the same replay evicts and hits differently than under LRU, both
 //  clean.
-Test(replay_hybrid, tier_evict_value_reaches_the_ranks_pools)
+Test(replay_hybrid, evict_value_reaches_the_ranks_pools)
 {
     long long ev[2], hits[2];
     for (int v = 0; v < 2; v++) {
         int st;
         json_t *r = s_replay(NULL,
-                             v ? "--model qwen3-next-like " SMALL " --cpu-pool 8MiB --tier-evict "
+                             v ? "--model qwen3-next-like " SMALL " --cpu-pool 8MiB --evict-order "
                                  "value --log-level 0 --quiet"
                                : "--model qwen3-next-like " SMALL " --cpu-pool 8MiB --log-level 0 "
                                  "--quiet",
                              &st);
         cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
         cr_assert_eq(st, 0, "%s", s_err);
-        cr_assert_str_eq(json_string_value(json_object_get(r, "tier_evict")), v ? "value" : "lru");
+        cr_assert_str_eq(json_string_value(json_object_get(r, "evict_order")), v ? "value" : "lru");
         ev[v] = s_counter(r, "pool.evictions");
         hits[v] = s_counter(r, "pool.hits.kv");
         cr_assert_gt(ev[v], 0, "the pool is under pressure");

@@ -47,10 +47,13 @@ static kvt_ckpt_t *s_pool(uint32_t n, kvt_ckpt_order_t order)
 
 Test(state_policy, each_policy_has_its_eviction_order)
 {
-    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_KVTIER), KVT_CKPT_ORDER_VALUE);
-    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_INTERVAL), KVT_CKPT_ORDER_LRU);
-    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_EVERY_CHUNK), KVT_CKPT_ORDER_LRU);
-    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_MARCONI), KVT_CKPT_ORDER_MARCONI);
+    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_KVTIER, false), KVT_CKPT_ORDER_LRU);
+    cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_KVTIER, true), KVT_CKPT_ORDER_VALUE);
+    for (int v = 0; v < 2; v++) {
+        cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_INTERVAL, v), KVT_CKPT_ORDER_LRU);
+        cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_EVERY_CHUNK, v), KVT_CKPT_ORDER_LRU);
+        cr_assert_eq(kvt_ckpt_order_of(KVT_STATE_POLICY_MARCONI, v), KVT_CKPT_ORDER_MARCONI);
+    }
 }
 
 //  The value rule: a shallow checkpoint saves less recompute than a deep

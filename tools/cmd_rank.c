@@ -66,7 +66,7 @@ static void s_usage(FILE *out)
         "                     --disk-write, --remote, --model, --layers, --planes,\n"
         "                     --token-bytes,\n"
         "                     --block-size, --chunk-size, --state-bytes,\n"
-        "                     --checkpoint-interval, --max-running, --tier-evict, and the\n"
+        "                     --checkpoint-interval, --max-running, --evict-order, and the\n"
         "                     data path's\n"
         "                     --lookup-ttl, --lane-deadline, --fence-timeout, --pool-ttl\n"
         "                     (durations with a unit: 5s, 250ms); they must match the\n"

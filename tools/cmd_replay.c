@@ -348,8 +348,7 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set_new(root, "tp", json_integer(cfg->tp));
     rc |= json_object_set_new(root, "hbm_pool_bytes", s_u64(cfg->hbm_pool_bytes));
     rc |= json_object_set_new(root, "cpu_pool_bytes", s_u64(cfg->cpu_pool_bytes));
-    rc |= json_object_set_new(root, "tier_evict",
-                              json_string(cfg->tier_evict_value ? "value" : "lru"));
+    rc |= json_object_set_new(root, "evict_order", json_string(cfg->evict_value ? "value" : "lru"));
     rc |= json_object_set_new(root, "steps", s_u64(e->steps));
     rc |= json_object_set_new(root, "model_time_s", s_real((double)e->model_time_us / 1e6, 3));
     rc |= json_object_set_new(ttft, "p50", s_real(e->ttft_p50_ms, 2));

@@ -106,9 +106,9 @@ typedef struct {
     char remote[KVT_CONFIG_PATH_MAX];   //  remote tier: the cluster's seed nodes ("" = none)
     uint64_t disk_pool_bytes;           //  disk tier per rank
     bool disk_write_on_evict;           //  write-back on eviction instead of write-through
-    bool tier_evict_value;              //  the CPU pool evicts by the value rule, not LRU
-    bool mem_overcommit;                //  start even past the process's memory limit
-    kvt_tristate_t state_tier;          //  state images in the tier (resolved: ON / OFF)
+    bool evict_value;    //  evict_order value: CPU pools and HBM checkpoints by the value rule
+    bool mem_overcommit; //  start even past the process's memory limit
+    kvt_tristate_t state_tier; //  state images in the tier (resolved: ON / OFF)
     //  model, layout and geometry
     kvt_model_t model;                  //  the preset the geometry defaults come from
     char model_id[KVT_CONFIG_TEXT_MAX]; //  the model's name in the namespace

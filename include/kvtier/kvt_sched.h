@@ -93,8 +93,8 @@ typedef enum {
 //  first when bytes run short (kvt_sched_cfg_t.state_policy; docs/
 //  architecture.md, "State policies").
 typedef enum {
-    KVT_STATE_POLICY_KVTIER = 0,  //  grid, prompt ends, decode keeps and branch points; the
-                                  //  value rule (recompute saved x restores) picks the victim
+    KVT_STATE_POLICY_KVTIER = 0,  //  grid, prompt ends, decode keeps and branch points; LRU,
+                                  //  or the value rule with value_order
     KVT_STATE_POLICY_INTERVAL,    //  grid, prompt ends, decode keeps; LRU
     KVT_STATE_POLICY_EVERY_CHUNK, // every chunk boundary; LRU
     KVT_STATE_POLICY_MARCONI,     //  branch points and the last decoded chunk; utility =
@@ -138,6 +138,7 @@ typedef struct {
     bool interval_checkpoints; //  only (a), the interval grid: no prompt-end (b) or decode
                                //  keep (c) checkpoints (false, the default: all three)
     kvt_sched_state_policy_t state_policy; //  checkpoint sources and HBM checkpoint order
+    bool value_order; //  KVTIER: HBM checkpoints go by the value rule (GDSF), not LRU
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
     //  from a Lookup to the ranks, settled by the aggregator as the minimum
     //  over them (or rank 0's answer alone, lookup_ranks = RANK0).

@@ -114,12 +114,12 @@ static int s_storage(kvt_rank_t *rk, kvt_system_t *sys, char *err, size_t errlen
     sc.pool.log = s_log;
     sc.pool.log_arg = (void *)&cfg->log_level;
     sc.pool.max_objects = (uint32_t)(cfg->cpu_pool_bytes / chunk_bytes) + 64;
-    //  The CPU pool's eviction order (tier_evict): LRU, or the value rule
+    //  The CPU pool's eviction order (evict_order): LRU, or the value rule
     //  (GDSF, docs/store.md). A chunk's recompute is its chunk_size tokens,
     //  an image's the tokens to the image below it (checkpoint_interval):
     //  per byte an image weighs (interval / chunk) x (chunk bytes / state
     //  bytes) of a chunk.
-    sc.pool.evict = cfg->tier_evict_value ? KVT_POOL_EVICT_VALUE : KVT_POOL_EVICT_LRU;
+    sc.pool.evict = cfg->evict_value ? KVT_POOL_EVICT_VALUE : KVT_POOL_EVICT_LRU;
     if (cfg->state_bytes && cfg->checkpoint_interval) {
         sc.pool.value_w_kv = 1.0;
         sc.pool.value_w_state = (double)cfg->checkpoint_interval / cfg->chunk_size *
@@ -446,8 +446,8 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
         S_ARG("--checkpoint-interval");
         S_VAL("%u", cfg->checkpoint_interval);
     }
-    if (cfg->tier_evict_value) {
-        S_ARG("--tier-evict");
+    if (cfg->evict_value) {
+        S_ARG("--evict-order");
         S_ARG("value");
     }
     if (!kvt_hash_is_zero(cfg->ns)) {

@@ -723,6 +723,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->sched.cfg.lookup_ranks = cfg->lookup_rank0 ? KVT_SCHED_LOOKUP_RANK0 : KVT_SCHED_LOOKUP_ALL;
     run->sched.cfg.interval_checkpoints = cfg->interval_checkpoints;
     run->sched.cfg.state_policy = (kvt_sched_state_policy_t)cfg->state_policy;
+    run->sched.cfg.value_order = cfg->evict_value;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;
     run->agg.timeout_ns = cfg->agg_timeout_ns;

@@ -68,19 +68,19 @@ typedef struct {
     uint64_t lane_deadline_ns;    //  a transfer job not terminal by then fails (0 = 2 s)
     uint64_t fence_timeout_ns;    //  a fence waiting longer fails its lane (0 = 5 s)
     uint64_t pool_ttl_ns;         //  lifetime of a pool lease not renewed (0 = 60 s)
-    bool tier_evict_value;        //  the ranks' CPU pools evict by the value rule (default LRU)
-    uint32_t state_policy;        //  hybrid: kvt_sched_state_policy_t (default KVTIER)
-    bool interval_checkpoints;    //  hybrid: checkpoints on the interval grid only, no prompt-end
-                                  //  or decode-keep ones (--checkpoints interval; default off)
-    uint32_t max_running;         //  requests admitted at once (default 64)
-    uint32_t step_tokens;         //  token budget per step (default 4096)
-    bool lookup_rank0;            //  tier lookups ask rank 0 only (default: every rank)
-    uint32_t byte_scale;          //  every pool stores byte_scale times fewer bytes than its
-                                  //  size says (object counts, LRU order and decisions kept;
-                                  //  kvt_replay_byte_scale); 0 or 1 = none (default 1)
-    uint32_t instances;           //  engine instances serving the workload, each its own
-                                  //  scheduler, ranks and pools (kvt_workload_route); 0 or
-                                  //  1 = one (default)
+    bool evict_value; //  evict_order value: the CPU pools and HBM checkpoints by the value rule
+    uint32_t state_policy;     //  hybrid: kvt_sched_state_policy_t (default KVTIER)
+    bool interval_checkpoints; //  hybrid: checkpoints on the interval grid only, no prompt-end
+                               //  or decode-keep ones (--checkpoints interval; default off)
+    uint32_t max_running;      //  requests admitted at once (default 64)
+    uint32_t step_tokens;      //  token budget per step (default 4096)
+    bool lookup_rank0;         //  tier lookups ask rank 0 only (default: every rank)
+    uint32_t byte_scale;       //  every pool stores byte_scale times fewer bytes than its
+                               //  size says (object counts, LRU order and decisions kept;
+                               //  kvt_replay_byte_scale); 0 or 1 = none (default 1)
+    uint32_t instances;        //  engine instances serving the workload, each its own
+                               //  scheduler, ranks and pools (kvt_workload_route); 0 or
+                               //  1 = one (default)
     void (*progress)(void *arg, uint32_t instance, uint32_t instances,
                      const kvt_sim_engine_result_t *so_far,
                      uint64_t clock_us); //  every 512 steps of instance (0-based); NULL: none

@@ -51,7 +51,7 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
     cfg->disk_pool_bytes = kc->disk_pool_bytes;
     cfg->remote = kc->remote[0] ? kc->remote : NULL;
     cfg->disk_write_on_evict = kc->disk_write_on_evict;
-    cfg->tier_evict_value = kc->tier_evict_value;
+    cfg->evict_value = kc->evict_value;
     cfg->mem_overcommit = kc->mem_overcommit;
     cfg->layers = kc->layers;
     cfg->planes = kc->planes;

@@ -50,7 +50,7 @@ typedef struct {
 
 static const char *const s_drivers[] = {NULL, "sim", "live"};
 static const char *const s_disk_write[] = {"always", "evict"};
-static const char *const s_tier_evict[] = {"lru", "value"};
+static const char *const s_evict_order[] = {"lru", "value"};
 static const char *const s_models[] = {"dense", "qwen3-next-like", "kimi-linear-like"};
 static const char *const s_layouts[] = {"auto", "dense", "gdn", "kda"};
 static const char *const s_dtypes[] = {"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"};
@@ -81,7 +81,7 @@ static const s_key_t s_keys[] = {
     {"disk_pool", T_SIZE64, OFF(disk_pool_bytes), 1, UINT64_MAX, NULL, 0, "4GiB", "bytes per rank"},
     {"disk_write", T_ENUM_BOOL, OFF(disk_write_on_evict), 0, 0, NAMES(s_disk_write), "always",
      "always | evict"},
-    {"tier_evict", T_ENUM_BOOL, OFF(tier_evict_value), 0, 0, NAMES(s_tier_evict), "lru",
+    {"evict_order", T_ENUM_BOOL, OFF(evict_value), 0, 0, NAMES(s_evict_order), "lru",
      "lru | value"},
     {"mem_overcommit", T_BOOL, OFF(mem_overcommit), 0, 0, NULL, 0, "false", "boolean"},
     {"state_tier", T_TRI, OFF(state_tier), 0, 0, NULL, 0, "auto", "auto | on | off"},

@@ -101,14 +101,14 @@ typedef uint64_t kvt_ckpt_tick_fn(void *arg);
 void kvt_ckpt_share(kvt_ckpt_t *self, kvt_ckpt_tick_fn *tick, kvt_ckpt_release_fn *release,
                     void *arg);
 
-//  The eviction order of a state policy (kvt_ckpt_split.c): the value rule
-//  for KVTIER, Marconi's utility for MARCONI, LRU for INTERVAL and
-//  EVERY_CHUNK.
-kvt_ckpt_order_t kvt_ckpt_order_of(kvt_sched_state_policy_t policy);
+//  The eviction order of a state policy (kvt_ckpt_split.c): Marconi's
+//  utility for MARCONI, for KVTIER the value rule with `value` (the setting
+//  evict_order) and LRU without, LRU for INTERVAL and EVERY_CHUNK.
+kvt_ckpt_order_t kvt_ckpt_order_of(kvt_sched_state_policy_t policy, bool value);
 
-//  Sets the eviction order (default LRU), before the first reservation. state_bytes and kv_token_bytes
-//  (bytes of one checkpoint and of one token's KV) weigh MARCONI's FLOP
-//  efficiency; the other orders ignore them.
+//  Sets the eviction order (default LRU), before the first reservation. state_bytes and
+//  kv_token_bytes (bytes of one checkpoint and of one token's KV) weigh MARCONI's FLOP efficiency;
+//  the other orders ignore them.
 void kvt_ckpt_set_order(kvt_ckpt_t *self, kvt_ckpt_order_t order, uint64_t state_bytes,
                         uint64_t kv_token_bytes);
 

@@ -35,9 +35,9 @@ int kvt_sched_hbm_split(uint32_t hbm_blocks, uint64_t block_bytes, uint64_t stat
     return 0;
 }
 
-kvt_ckpt_order_t kvt_ckpt_order_of(kvt_sched_state_policy_t policy)
+kvt_ckpt_order_t kvt_ckpt_order_of(kvt_sched_state_policy_t policy, bool value)
 {
-    return policy == KVT_STATE_POLICY_KVTIER    ? KVT_CKPT_ORDER_VALUE
+    return policy == KVT_STATE_POLICY_KVTIER ? (value ? KVT_CKPT_ORDER_VALUE : KVT_CKPT_ORDER_LRU)
            : policy == KVT_STATE_POLICY_MARCONI ? KVT_CKPT_ORDER_MARCONI
                                                 : KVT_CKPT_ORDER_LRU;
 }

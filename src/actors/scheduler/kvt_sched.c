@@ -137,8 +137,8 @@ kvt_sched_t *kvt_sched_new(const kvt_sched_cfg_t *cfg, char *err, size_t errlen)
                                               : 4 * cfg->max_running;
         self->ck = kvt_ckpt_new(cfg->max_running, nck);
         if (self->ck)
-            kvt_ckpt_set_order(self->ck, kvt_ckpt_order_of(cfg->state_policy), cfg->state_bytes,
-                               cfg->block_bytes / cfg->block_size);
+            kvt_ckpt_set_order(self->ck, kvt_ckpt_order_of(cfg->state_policy, cfg->value_order),
+                               cfg->state_bytes, cfg->block_bytes / cfg->block_size);
         if (self->ck && self->ck_blocks) {
             kvt_ckpt_share(self->ck, s_ck_tick, s_ck_release, self);
             kvt_blockmgr_peer_t peer = {s_peer_victim, s_peer_evict, s_peer_evictable, s_peer_gone,
