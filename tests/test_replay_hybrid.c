@@ -445,6 +445,7 @@ Test(replay_hybrid, evict_value_reaches_the_ranks_pools)
         ev[v] = s_counter(r, "pool.evictions");
         hits[v] = s_counter(r, "pool.hits.kv");
         cr_assert_gt(ev[v], 0, "the pool is under pressure");
+        cr_assert_eq(s_counter(r, "pool.evict_value"), v ? 2 : 0, "both ranks' pools' order");
         json_decref(r);
     }
     cr_assert(ev[0] != ev[1] || hits[0] != hits[1], "the value order evicts other objects");

@@ -56,8 +56,8 @@ run() { # name [options...]
 "$kvtier" replay "${src[@]}" --model "$model" --limit 1 "${args[@]}" --quiet \
     --json "$dir/sizes.json" >/dev/null 2>"$dir/sizes.stderr" ||
     { echo "policies.sh: kvtier replay refused the options: $(tail -1 "$dir/sizes.stderr")" >&2; exit 2; }
-sizes=($(/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))
-print(r["hbm_pool_bytes"], r["cpu_pool_bytes"])' "$dir/sizes.json"))
+read -r -a sizes < <(/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))
+print(r["hbm_pool_bytes"], r["cpu_pool_bytes"])' "$dir/sizes.json")
 running=0
 for n in "${runs[@]}"; do
     if [ "$n" = dense ]; then

@@ -148,6 +148,7 @@ typedef struct {
     uint64_t regions_registered;    //  ... registered (pinned) and served
     uint64_t regions_failed;        //  ... whose registration was refused
     uint64_t regions_pending;       //  ... not yet registered (not served)
+    uint64_t evict_value;           //  gauge: 1 when the pool evicts by the value rule (VALUE)
     uint64_t evicted_orphan_images; //  (VALUE) of evictions, state images evicted with the
                                     //  chunk of their key (worthless without it)
 } kvt_pool_stats_t;

@@ -53,6 +53,7 @@ static const char *const s_gauges[] = {
     "tier.quarantined_bytes",
     "tier.objects_quarantined",
     "tier.regions_pending",
+    "tier.evict_value",
     "blocks.withheld",
     "savetrack.skips_waiting",
     "savetrack.saves_draining",

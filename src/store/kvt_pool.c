@@ -597,6 +597,7 @@ void kvt_pool_stats(kvt_pool_t *self, kvt_pool_stats_t *stats)
     if (!self->reg_fn)
         stats->regions_registered = self->nregions;
     stats->regions_pending = self->nregions - self->regions_settled;
+    stats->evict_value = self->val.on;
     kvt_pool_unlock(self);
 }
 

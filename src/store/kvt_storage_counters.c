@@ -60,6 +60,7 @@ static const s_field_t s_pool[] = {
     S_P(reclaimed_quarantined),
     S_P(quarantined_bytes),
     S_P(objects_quarantined),
+    S_P(evict_value),
 };
 
 static const s_field_t s_disk[] = {
