@@ -175,15 +175,21 @@ typedef struct {
     uint32_t third_hit;                             //  the third request's HBM resume
 } outcome_t;
 
-//  Three 200-token prompts (blocks of 16, chunks of 64, a checkpoint grid
-//  of `interval`): the second and third share the first 128 tokens of the
-//  first and leave it there.
+//  A hybrid core of blocks of 16 and chunks of 64 tokens, a checkpoint grid
+//  of `interval`, under `policy`.
+static void s_rig(rig_t *r, kvt_sched_state_policy_t policy, uint32_t interval)
+{
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, interval, 64, 0);
+    cfg.state_policy = policy;
+    rig_init_cfg(r, &cfg);
+}
+
+//  Three 200-token prompts (s_rig): the second and third share the first
+//  128 tokens of the first and leave it there.
 static outcome_t s_scenario(kvt_sched_state_policy_t policy, uint32_t interval)
 {
     rig_t r;
-    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, interval, 64, 0);
-    cfg.state_policy = policy;
-    rig_init_cfg(&r, &cfg);
+    s_rig(&r, policy, interval);
     uint32_t t[200];
     for (uint32_t i = 0; i < 200; i++)
         t[i] = 100 + i;
@@ -243,9 +249,7 @@ Test(state_policy, every_chunk_takes_no_prompt_end_off_the_chunk_grid)
 {
     for (int p = 0; p < 2; p++) {
         rig_t r;
-        kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 1024, 64, 0);
-        cfg.state_policy = p ? KVT_STATE_POLICY_KVTIER : KVT_STATE_POLICY_EVERY_CHUNK;
-        rig_init_cfg(&r, &cfg);
+        s_rig(&r, p ? KVT_STATE_POLICY_KVTIER : KVT_STATE_POLICY_EVERY_CHUNK, 1024);
         rig_arrive(&r, 1, 216, 100, 1);
         rig_run(&r, 100);
         if (p) {
