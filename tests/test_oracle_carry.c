@@ -193,7 +193,8 @@ Test(oracle_carry, chaos_free_sequence_checks_everything_and_finds_nothing)
     cr_assert_eq(st.takes_checked, 2);
     cr_assert_eq(st.images_checked, 1);
     cr_assert_eq(st.ends_checked, 1, "request 1's end, at request 3's admission");
-    cr_assert_eq(st.sweep_checked, 2, "requests 2 and 3");
+    cr_assert_eq(st.sweep_checked, 5, "the slots of requests 2 and 3, the KV ends of 1, 2 and 3");
+    cr_assert_eq(st.kv_ends_checked, 0, "no KV end was overwritten before the sweep");
     cr_assert_eq(st.states_reset, 2);
     cr_assert_eq(st.states_written, 4, "32, 64, 48, 16");
     cr_assert_eq(st.takes_wrong + st.images_wrong + st.ends_wrong + st.sweep_wrong, 0);
@@ -311,7 +312,10 @@ Test(oracle_carry, swapped_slots_are_caught_at_the_requests_ends)
     kvt_sim_runner_stats_t st;
     s_swap(0, &wrong, &st);
     cr_assert_eq(wrong, 0);
-    cr_assert_eq(st.sweep_checked, 2);
+    //  These entries name no context block (first_block = start / bs), so
+    //  no step reads the last block of the one before: the sweep finds each
+    //  step's KV end open, three per request.
+    cr_assert_eq(st.sweep_checked, 2 + 6, "both slots and six KV ends");
     s_swap(1, &wrong, &st);
     cr_assert_eq(wrong, 2, "both requests computed from the other's state");
     cr_assert_eq(st.faults_injected, 1);

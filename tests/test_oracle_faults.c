@@ -89,17 +89,17 @@ static long long s_wrong(const json_t *r)
     return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
 }
 
-//  What the state checks and the KV save check found, all of them.
+//  What the state checks and the KV save and end checks found, all of them.
 static long long s_new_checks_wrong(const json_t *r)
 {
     return s_counter(r, "runner.takes_wrong") + s_counter(r, "runner.images_wrong") +
            s_counter(r, "runner.ends_wrong") + s_counter(r, "runner.sweep_wrong") +
-           s_counter(r, "runner.saves_wrong");
+           s_counter(r, "runner.saves_wrong") + s_counter(r, "runner.kv_ends_wrong");
 }
 
 //  One fault on one driver: the run fails with a wrong resume that the new
-//  checks saw and the resume check did not.
-static void s_fault(const char *workload, const char *fault, const char *driver)
+//  checks saw and the resume check did not. Returns the report.
+static json_t *s_fault_report(const char *workload, const char *fault, const char *driver)
 {
     char args[512];
     bool live_zero = strcmp(driver, "live") == 0 && strcmp(workload, FROM_ZERO) == 0;
@@ -117,7 +117,12 @@ static void s_fault(const char *workload, const char *fault, const char *driver)
     if (strcmp(driver, "sim") == 0)
         cr_assert_eq(s_counter(r, "runner.states_wrong") + s_counter(r, "runner.blocks_wrong"), 0,
                      "%s: the resume check did not", args);
-    json_decref(r);
+    return r;
+}
+
+static void s_fault(const char *workload, const char *fault, const char *driver)
+{
+    json_decref(s_fault_report(workload, fault, driver));
 }
 
 TestSuite(oracle_faults, .init = s_setup, .fini = s_teardown, .timeout = 240);
@@ -151,6 +156,21 @@ Test(oracle_faults, stale_block_fails_a_dense_run_on_both_drivers)
 {
     s_fault(DENSE, "stale-block=1", "sim");
     s_fault(DENSE, "stale-block=1", "live");
+}
+
+//  Nothing saved (no CPU tier) and nothing resumed from the wrong blocks:
+//  the deviation is caught at the request's KV end (the end-of-run sweep,
+//  or a later forward or load over its last block), not by a save check.
+Test(oracle_faults, stale_block_nothing_saves_is_caught_at_the_requests_kv_end)
+{
+    const char *drivers[] = {"sim", "live"};
+    for (int i = 0; i < 2; i++) {
+        json_t *r = s_fault_report(DENSE " --cpu-pool 0", "stale-block=1", drivers[i]);
+        cr_assert_eq(s_counter(r, "runner.saves_checked"), 0, "%s: nothing saved", drivers[i]);
+        cr_assert_gt(s_counter(r, "runner.sweep_wrong") + s_counter(r, "runner.kv_ends_wrong"), 0,
+                     "%s", drivers[i]);
+        json_decref(r);
+    }
 }
 
 //  Chaos-free, the same workloads pass with every state check run: the

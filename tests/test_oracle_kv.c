@@ -268,3 +268,86 @@ Test(oracle_kv, a_wrong_read_stays_wrong_in_every_later_block_and_fails_a_resume
     cr_assert_eq(out.where[0].block, 2, "the first block written after the wrong read");
     s_close(d);
 }
+
+//  A deviation carried into blocks nothing saves and nothing resumes from
+//  is caught at the request's KV end (the last block its newest forward
+//  wrote): when a forward is about to overwrite that block, when a load is
+//  about to, or by the end-of-run sweep. Request 1's second forward reads
+//  a stale context block (the fault) and writes blocks 2 and 3 wrong; no
+//  chunk is saved.
+Test(oracle_kv, a_deviation_nothing_saves_is_caught_at_the_requests_kv_end)
+{
+    for (int via = 0; via < 3; via++) { //  0: a forward, 1: a load, 2: the sweep
+        kvdev_t *d = s_open(1);
+        kvt_sim_runner_out_t out;
+        ent_t x;
+        s_ent(&x, 1, 0, 32, 0);
+        cr_assert_eq(s_step(d, 1, &x, NULL, &out), 0);
+        s_ent(&x, 1, 32, 64, 0);
+        cr_assert_eq(s_step(d, 2, &x, NULL, &out), 0, "the forward itself reports nothing");
+        cr_assert_not(s_right(d, 3), "the deviation is in the request's last block");
+        const kvt_sim_runner_wrong_t *where = NULL;
+        uint32_t wrong;
+        if (via == 0) {
+            s_ent(&x, 2, 0, 64, 0); //  another request's forward from 0 reuses blocks 0-3
+            wrong = s_step(d, 3, &x, NULL, &out);
+            where = out.where;
+        } else if (via == 1) {
+            uint32_t dst[2] = {2, 3};
+            kvt_hash_t keys[1] = {s_h(3)};
+            kvt_load_spec_t ld;
+            memset(&ld, 0, sizeof ld);
+            ld.op = (kvt_opid_t){2, 1};
+            ld.start = 32;
+            ld.end = 64;
+            ld.blocks = dst;
+            ld.nblocks = 2;
+            ld.keys = keys;
+            ld.nkeys = 1;
+            kvt_step_exec_t ex;
+            memset(&ex, 0, sizeof ex);
+            ex.step = 3;
+            ex.loads = &ld;
+            ex.nloads = 1;
+            kvt_sim_runner_core_exec(d->r, &ex, &out);
+            cr_assert(out.done.ok);
+            cr_assert_eq(out.nloads, 1, "the load still goes out");
+            wrong = out.done.nwrong;
+            where = out.where;
+        } else {
+            wrong = kvt_sim_runner_core_sweep(d->r, &where);
+        }
+        cr_assert_eq(wrong, 1, "via %d", via);
+        cr_assert_eq(where[0].req, 1, "via %d: the request that wrote it", via);
+        cr_assert_eq(where[0].block, 3, "via %d: its last block", via);
+        cr_assert_eq(where[0].check, via == 2 ? KVT_RUNNER_AT_SWEEP : KVT_RUNNER_AT_END);
+        kvt_sim_runner_stats_t st = s_stats(d);
+        cr_assert_eq(st.kv_ends_wrong, via == 2 ? 0 : 1);
+        cr_assert_eq(st.sweep_wrong, via == 2 ? 1 : 0);
+        cr_assert_eq(st.saves_checked + st.blocks_wrong, 0, "no save and no resume saw it");
+        cr_assert_eq(kvt_sim_runner_core_sweep(d->r, &where), 0, "checked once");
+        s_close(d);
+    }
+}
+
+//  On a correct run each KV end is checked once and found right, and a
+//  block a later forward read as its context is not checked again.
+Test(oracle_kv, right_kv_ends_pass_and_a_read_end_is_not_checked_again)
+{
+    kvdev_t *d = s_open(0);
+    kvt_sim_runner_out_t out;
+    ent_t x;
+    s_ent(&x, 1, 0, 32, 0);
+    cr_assert_eq(s_step(d, 1, &x, NULL, &out), 0);
+    s_ent(&x, 1, 32, 64, 0); //  reads block 1 (the first step's end), ends at block 3
+    cr_assert_eq(s_step(d, 2, &x, NULL, &out), 0);
+    s_ent(&x, 2, 0, 64, 0); //  another request's forward overwrites blocks 0-3
+    cr_assert_eq(s_step(d, 3, &x, NULL, &out), 0);
+    kvt_sim_runner_stats_t st = s_stats(d);
+    cr_assert_eq(st.kv_ends_checked, 1, "block 3 only: block 1's end was read");
+    cr_assert_eq(st.kv_ends_wrong, 0);
+    const kvt_sim_runner_wrong_t *where;
+    cr_assert_eq(kvt_sim_runner_core_sweep(d->r, &where), 0);
+    cr_assert_eq(s_stats(d).sweep_checked, 1, "request 2's end, block 3");
+    s_close(d);
+}

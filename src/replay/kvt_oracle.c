@@ -187,9 +187,10 @@ size_t kvt_oracle_mismatch(const void *src, size_t n, kvt_hash_t hash, uint32_t 
     uint64_t seed = s_seed(hash, layer, plane, rank);
     const uint8_t *p = src;
     size_t words = n / 8;
-    //  Runs of words are compared without branches (so they vectorise);
-    //  only a run with a difference is walked again to find the byte.
-    for (size_t run = 0; run < words; run += S_RUN_WORDS) {
+    //  All words are compared in one pass without branches (so it
+    //  vectorises); only a range with a difference is walked again, a run
+    //  of words at a time, to find the byte.
+    for (size_t run = s_diff(p, 0, words, seed) ? 0 : words; run < words; run += S_RUN_WORDS) {
         size_t end = run + S_RUN_WORDS < words ? run + S_RUN_WORDS : words;
         if (s_diff(p, run, end, seed) == 0)
             continue;

@@ -61,10 +61,13 @@ static int s_answer(kvt_ctx_t *ctx, s_runner_t *self, const kvt_sim_runner_out_t
                         w->block, w->offset);
         else
             kvt_ctx_log(ctx, 0,
-                        "WRONG RESUME: request %llu has restored bytes that differ from a "
-                        "recompute (rank %u, first at block %u plane %u layer %u byte %zu)",
-                        (unsigned long long)w->req, self->a.rank, w->block, w->plane, w->layer,
-                        w->offset);
+                        "WRONG RESUME: request %llu has %s that differ from a recompute (rank "
+                        "%u, first at block %u plane %u layer %u byte %zu)",
+                        (unsigned long long)w->req,
+                        w->check == KVT_RUNNER_AT_SAVE  ? "KV in a chunk it saves"
+                        : w->check == KVT_RUNNER_AT_END ? "KV at its end"
+                                                        : "restored bytes",
+                        self->a.rank, w->block, w->plane, w->layer, w->offset);
     }
     kvt_msg_t m;
     memset(&m, 0, sizeof m);
@@ -146,15 +149,25 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
         return 0;
     const kvt_sim_runner_wrong_t *where;
     uint32_t nwrong = kvt_sim_runner_core_sweep(self->core, &where);
-    for (uint32_t i = 0; i < nwrong; i++)
-        kvt_ctx_log(ctx, 0,
-                    "WRONG STATE: request %llu ended with a state that differs from a recompute "
-                    "(rank %u, state slot %u byte %zu, found by the end-of-run sweep)",
-                    (unsigned long long)where[i].req, self->a.rank, where[i].block,
-                    where[i].offset);
+    for (uint32_t i = 0; i < nwrong; i++) {
+        if (where[i].plane == KVT_RUNNER_STATE)
+            kvt_ctx_log(ctx, 0,
+                        "WRONG STATE: request %llu ended with a state that differs from a "
+                        "recompute (rank %u, state slot %u byte %zu, found by the end-of-run "
+                        "sweep)",
+                        (unsigned long long)where[i].req, self->a.rank, where[i].block,
+                        where[i].offset);
+        else
+            kvt_ctx_log(ctx, 0,
+                        "WRONG KV: request %llu ended with KV that differs from a recompute "
+                        "(rank %u, block %u plane %u layer %u byte %zu, found by the end-of-run "
+                        "sweep)",
+                        (unsigned long long)where[i].req, self->a.rank, where[i].block,
+                        where[i].plane, where[i].layer, where[i].offset);
+    }
     kvt_sim_runner_stats_t st;
     kvt_sim_runner_core_stats(self->core, &st);
-    enum { S_CAP = 48 }; //  32 counters today, room for more
+    enum { S_CAP = 48 }; //  39 counters today, room for more
     kvt_counter_t c[S_CAP];
     uint32_t n = 0;
     kvt_counter_add(c, &n, S_CAP, "runner.steps", st.steps);
@@ -187,6 +200,8 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_CAP, "runner.kv_unread", st.kv_unread);
     kvt_counter_add(c, &n, S_CAP, "runner.saves_checked", st.saves_checked);
     kvt_counter_add(c, &n, S_CAP, "runner.saves_wrong", st.saves_wrong);
+    kvt_counter_add(c, &n, S_CAP, "runner.kv_ends_checked", st.kv_ends_checked);
+    kvt_counter_add(c, &n, S_CAP, "runner.kv_ends_wrong", st.kv_ends_wrong);
     if (self->a.board) {
         kvt_fence_board_stats_t fb;
         kvt_fence_board_stats(self->a.board, &fb);

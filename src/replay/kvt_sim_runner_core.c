@@ -39,10 +39,21 @@ typedef struct {
     kvt_hash_t h;   //  the chunk key
 } s_chunk_t;
 
+//  The end of a request's KV: the last block its newest forward wrote
+//  (any deviation that forward carried is in it), kept per device block
+//  until the block is read as a later forward's context (which carries
+//  it on), or is about to be written again by a forward or a load, or the
+//  end-of-run sweep: then it must still hold the oracle bytes of its hash.
+typedef struct {
+    kvt_hash_t h; //  the block's prefix hash
+    uint64_t req; //  the request whose forward wrote it
+    bool open;    //  not checked, read or overwritten yet
+} s_kvend_t;
+
 //  The state and KV checks' counters of one step (folded into the stats).
 typedef struct {
     uint64_t reset, takes, takes_wrong, images, images_wrong, ends, ends_wrong, untracked;
-    uint64_t kv_reads, kv_carried, kv_unread, saves, saves_wrong;
+    uint64_t kv_reads, kv_carried, kv_unread, saves, saves_wrong, kv_ends, kv_ends_wrong;
 } s_checks_t;
 
 //  The step's work, copied out of the StepExec (the forward may land after
@@ -93,6 +104,7 @@ struct kvt_sim_runner_core_t {
     uint32_t saves_cap;            //  allocated saves
     uint64_t state_resumes;        //  forward: restored state slots checked (corrupt_state's N)
     s_rec_t *recs;                 //  per state slot: what it should hold (state_slots)
+    s_kvend_t *kvends;             //  per device block: a request's KV end (num_blocks)
     uint8_t *scratch;              //  restore_late: the slot as the forward read it
     uint32_t stale_seen;           //  fault_stale_slot: forwards from 0 into a held slot
     uint32_t late_seen;            //  fault_restore_late: restores whose forward advances
@@ -119,11 +131,16 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
         return NULL;
     self->cfg = *cfg;
     self->swap_a = self->swap_b = UINT32_MAX;
+    if (cfg->num_blocks && !(self->kvends = calloc(cfg->num_blocks, sizeof *self->kvends))) {
+        free(self);
+        return NULL;
+    }
     if (cfg->fault_stale_block) {
         size_t most = 0;
         for (uint32_t p = 0; p < cfg->planes; p++)
             most = cfg->plane_block_bytes[p] > most ? cfg->plane_block_bytes[p] : most;
         if (!(self->stale = malloc(most ? most : 1))) {
+            free(self->kvends);
             free(self);
             return NULL;
         }
@@ -135,6 +152,7 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
             free(self->recs);
             free(self->scratch);
             free(self->stale);
+            free(self->kvends);
             free(self);
             return NULL;
         }
@@ -166,6 +184,7 @@ void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
     free(self->job.chunks);
     free(self->stale);
     free(self->recs);
+    free(self->kvends);
     free(self->scratch);
     free(self);
     *self_p = NULL;
@@ -270,6 +289,7 @@ static uint64_t s_read_context(kvt_sim_runner_core_t *self, const kvt_entry_t *e
             if (ptr)
                 dev |= kvt_oracle_deviation(ptr, n, h, l, p, c->rank);
         }
+    self->kvends[en->blocks[i]].open = false; //  read: its deviation goes on in the writes
     self->job.chk.kv_reads++;
     self->job.chk.kv_carried += dev != 0;
     self->job.fault |= stale;
@@ -319,6 +339,24 @@ static void s_report(kvt_sim_runner_core_t *self, const kvt_sim_runner_wrong_t *
 {
     if (s_add_wrong(self, self->job.nwrong, w))
         self->job.nwrong++;
+}
+
+//  The end of a request's KV in `block`, when one is open there and the
+//  block is about to be overwritten (by a forward or a load): it must
+//  still hold the oracle bytes its forward wrote, or the forward carried a
+//  wrong read into it. Closes the record.
+static void s_kv_end_check(kvt_sim_runner_core_t *self, uint32_t block)
+{
+    s_kvend_t *k = &self->kvends[block];
+    if (!k->open)
+        return;
+    k->open = false;
+    kvt_sim_runner_wrong_t w = {k->req, block, 0, 0, 0, KVT_RUNNER_AT_END};
+    self->job.chk.kv_ends++;
+    if (!s_verify_block(self, block, k->h, &w)) {
+        self->job.chk.kv_ends_wrong++;
+        s_report(self, &w);
+    }
 }
 
 //  Checks a resumed entry's blocks [0, verify_end) (the testing fault
@@ -694,10 +732,12 @@ static void s_forward(kvt_sim_runner_core_t *self)
         //  Blocks that become full in this step get their bytes, carrying
         //  what the forward read before them.
         uint64_t carry = s_read_context(self, en);
+        uint32_t last = UINT32_MAX; //  the last block written (the entry's KV end)
         for (uint32_t i = 0; i < en->nblocks; i++) {
             uint32_t b = en->first_block + i;
             if (kvt_hash_is_zero(en->hashes[i]) || (b + 1) * bs <= en->start)
                 continue;
+            s_kv_end_check(self, en->blocks[i]);
             if (!s_write_block(self, en->blocks[i], en->hashes[i], carry)) {
                 snprintf(job->why, sizeof job->why,
                          "entry %u (request %llu): block %u has no device memory", e,
@@ -706,7 +746,10 @@ static void s_forward(kvt_sim_runner_core_t *self)
                 break;
             }
             job->written++;
+            last = i;
         }
+        if (last != UINT32_MAX)
+            self->kvends[en->blocks[last]] = (s_kvend_t){en->hashes[last], en->op.req, true};
         if (job->ok)
             s_state_forward(self, en, slot, read);
     }
@@ -830,6 +873,17 @@ static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
 //  records).
 static void s_loads_take_slots(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x, bool check)
 {
+    //  Their KV destinations likewise: a request's KV end there is checked
+    //  before the load overwrites it.
+    for (uint32_t i = 0; !self->pending && i < x->nloads; i++)
+        for (uint32_t j = 0; j < x->loads[i].nblocks; j++) {
+            uint32_t b = x->loads[i].blocks[j];
+            if (b >= self->cfg.num_blocks)
+                continue;
+            if (check)
+                s_kv_end_check(self, b);
+            self->kvends[b].open = false;
+        }
     for (uint32_t i = 0; self->cfg.state_slots && !self->pending && i < x->nloads; i++) {
         const kvt_load_spec_t *ld = &x->loads[i];
         if (!ld->state || ld->state_slot >= self->cfg.state_slots)
@@ -918,6 +972,8 @@ static void s_finish(kvt_sim_runner_core_t *self, const s_job_t *job, uint64_t s
     self->st.kv_unread += job->chk.kv_unread;
     self->st.saves_checked += job->chk.saves;
     self->st.saves_wrong += job->chk.saves_wrong;
+    self->st.kv_ends_checked += job->chk.kv_ends;
+    self->st.kv_ends_wrong += job->chk.kv_ends_wrong;
     if (job->fault)
         self->st.faults_injected++;
     out->pending = false;
@@ -1097,6 +1153,20 @@ uint32_t kvt_sim_runner_core_sweep(kvt_sim_runner_core_t *self,
         self->st.sweep_checked++;
         kvt_sim_runner_wrong_t w;
         if (s_state_right(self, KVT_GPU_STATE_SLOTS, i, rec->h, rec->req, KVT_RUNNER_AT_SWEEP, &w))
+            continue;
+        self->st.sweep_wrong++;
+        if (s_add_wrong(self, n, &w))
+            n++;
+    }
+    //  Every request's KV end nothing has read or overwritten since.
+    for (uint32_t b = 0; !self->pending && b < self->cfg.num_blocks; b++) {
+        s_kvend_t *k = &self->kvends[b];
+        if (!k->open)
+            continue;
+        k->open = false;
+        self->st.sweep_checked++;
+        kvt_sim_runner_wrong_t w = {k->req, b, 0, 0, 0, KVT_RUNNER_AT_SWEEP};
+        if (s_verify_block(self, b, k->h, &w))
             continue;
         self->st.sweep_wrong++;
         if (s_add_wrong(self, n, &w))

@@ -16,7 +16,11 @@
     initial state (zeros). The state is checked at every resume, every
     checkpoint taken, every image the step saves, and at a request's end
     (when its slot's next owner comes; kvt_sim_runner_core_sweep at the
-    end of the run); and it
+    end of the run). KV likewise: a forward that writes blocks reads its
+    context block and carries any deviation into every block it writes;
+    the last block of every chunk the step saves is checked, and so is a
+    request's KV end (the last block its newest forward wrote) when a
+    forward or a load is about to overwrite it, or by the sweep; and it
     fills the StepDone with the blocks it wrote and verified and the
     requests whose restored bytes were wrong (each with where its first
     wrong byte is). Every step gives exactly one StepDone, on every path.
@@ -160,8 +164,9 @@ enum {
     KVT_RUNNER_AT_RESUME = 0, //  a resume's restored bytes (block: device block / slot)
     KVT_RUNNER_AT_TAKE,       //  a checkpoint just taken (block: checkpoint unit)
     KVT_RUNNER_AT_IMAGE,      //  a state image the step saves (block: checkpoint unit)
-    KVT_RUNNER_AT_END,        //  a request's end, when its slot got a new owner (block: slot)
-    KVT_RUNNER_AT_SWEEP,      //  a request's end, by the end-of-run sweep (block: slot)
+    KVT_RUNNER_AT_END,        //  a request's end, when its slot got a new owner (block: slot),
+                              //  or its KV end block was about to be overwritten (device block)
+    KVT_RUNNER_AT_SWEEP,      //  a request's end, by the end-of-run sweep (block: slot / block)
     KVT_RUNNER_AT_SAVE,       //  a KV chunk the step saves, its last block (block: device block)
 };
 
@@ -204,7 +209,7 @@ typedef struct {
     uint64_t images_wrong;      //  of them wrong
     uint64_t ends_checked;      //  request ends checked (the slot's state when its next owner came)
     uint64_t ends_wrong;        //  of them wrong
-    uint64_t sweep_checked;     //  slots checked by the end-of-run sweep
+    uint64_t sweep_checked;     //  slots and KV ends checked by the end-of-run sweep
     uint64_t sweep_wrong;       //  of them wrong
     uint64_t states_untracked;  //  forwards whose starting state the runner could not know
     uint64_t kv_reads;          //  context blocks read by forwards that wrote blocks
@@ -212,6 +217,8 @@ typedef struct {
     uint64_t kv_unread;         //  forwards that wrote blocks past token 0 naming no context block
     uint64_t saves_checked;     //  KV chunks saved, their last block checked
     uint64_t saves_wrong;       //  of them wrong
+    uint64_t kv_ends_checked;   //  requests' KV ends (last block written) checked before reuse
+    uint64_t kv_ends_wrong;     //  of them wrong
 } kvt_sim_runner_stats_t;
 
 typedef struct kvt_sim_runner_core_t kvt_sim_runner_core_t;
@@ -249,9 +256,11 @@ void kvt_sim_runner_core_stats(const kvt_sim_runner_core_t *self, kvt_sim_runner
 
 //  The end-of-run sweep: checks the state slot of every request whose end
 //  has not been checked (each slot's last owner) against the state its last
-//  forward left; *where (valid until the next call) says where each wrong
-//  one first differs. Returns how many were wrong; 0 and nothing checked
-//  while a forward is pending. A slot is checked once per state it holds.
+//  forward left, and every KV end block nothing has read or overwritten
+//  since its forward wrote it; *where (valid until the next call) says where
+//  each wrong one first differs. Returns how many were wrong; 0 and nothing
+//  checked while a forward is pending. A slot is checked once per state it
+//  holds, a KV end once.
 uint32_t kvt_sim_runner_core_sweep(kvt_sim_runner_core_t *self,
                                    const kvt_sim_runner_wrong_t **where);
 
