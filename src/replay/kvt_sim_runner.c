@@ -167,7 +167,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     }
     kvt_sim_runner_stats_t st;
     kvt_sim_runner_core_stats(self->core, &st);
-    enum { S_CAP = 48 }; //  39 counters today, room for more
+    enum { S_CAP = 48 }; //  40 counters today, room for more
     kvt_counter_t c[S_CAP];
     uint32_t n = 0;
     kvt_counter_add(c, &n, S_CAP, "runner.steps", st.steps);
@@ -190,6 +190,7 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_CAP, "runner.takes_wrong", st.takes_wrong);
     kvt_counter_add(c, &n, S_CAP, "runner.images_checked", st.images_checked);
     kvt_counter_add(c, &n, S_CAP, "runner.images_wrong", st.images_wrong);
+    kvt_counter_add(c, &n, S_CAP, "runner.images_by_take", st.images_by_take);
     kvt_counter_add(c, &n, S_CAP, "runner.ends_checked", st.ends_checked);
     kvt_counter_add(c, &n, S_CAP, "runner.ends_wrong", st.ends_wrong);
     kvt_counter_add(c, &n, S_CAP, "runner.sweep_checked", st.sweep_checked);

@@ -207,6 +207,7 @@ typedef struct {
     uint64_t takes_wrong;       //  of them wrong
     uint64_t images_checked;    //  state images saved, their checkpoint unit checked
     uint64_t images_wrong;      //  of them wrong
+    uint64_t images_by_take;    //  of images_checked, proved by the unit's newest take (no pass)
     uint64_t ends_checked;      //  request ends checked (the slot's state when its next owner came)
     uint64_t ends_wrong;        //  of them wrong
     uint64_t sweep_checked;     //  slots and KV ends checked by the end-of-run sweep
