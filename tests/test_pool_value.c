@@ -258,3 +258,26 @@ Test(pool_value, bad_value_settings_are_refused_with_their_name_and_value)
     cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
     cr_assert(strstr(err, "pool.value_w_kv"), "%s", err);
 }
+
+Test(pool_value, bad_value_settings_are_refused_before_the_arena_is_mapped)
+{
+    //  An arena no address space holds (4 EiB): mapping it fails, so a
+    //  refusal that names the setting, not the mapping, came first.
+    kvt_pool_config_t cfg;
+    kvt_pool_config_defaults(&cfg);
+    cfg.capacity_bytes = (size_t)1 << 62;
+    char err[256] = "";
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "cannot map the arena"), "the arena cannot be mapped: %s", err);
+    cfg.evict = (kvt_pool_evict_t)7;
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "pool.evict=7"), "%s", err);
+    cfg.evict = KVT_POOL_EVICT_VALUE;
+    cfg.value_w_kv = -1;
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "pool.value_w_kv=-1"), "%s", err);
+    cfg.value_w_kv = 0;
+    cfg.value_w_state = INFINITY;
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "pool.value_w_state=inf"), "%s", err);
+}

@@ -121,6 +121,8 @@ static int s_validate(const kvt_pool_config_t *in, kvt_pool_config_t *cfg, char 
         !s_at_most("max_holders", cfg->max_holders, S_MAX_HOLDERS, err, errlen) ||
         !s_at_most("ttl_ms", cfg->ttl_ms, S_MAX_TTL_MS, err, errlen))
         return -1;
+    if (kvt_pool_value_check(cfg, err, errlen) != 0)
+        return -1;
     if (!cfg->clock)
         cfg->clock = kvt_store_monotonic_ns;
     if (!cfg->log)
