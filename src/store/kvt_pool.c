@@ -259,6 +259,13 @@ void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
     kvt_pool_value_hit(self, i);
 }
 
+void kvt_pool_renew(kvt_pool_t *self, uint32_t i)
+{
+    assert(self->objs[i].state == KVT_POBJ_READY);
+    kvt_ilist_to_tail(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
+    kvt_pool_value_renew(self, i);
+}
+
 uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,
                        kvt_pobj_state_t state)
 {

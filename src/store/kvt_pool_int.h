@@ -187,8 +187,12 @@ uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 #define KVT_POOL_OBJ_LINKS(self)   KVT_ILINKS((self)->objs, link)
 #define KVT_POOL_LEASE_LINKS(self) KVT_ILINKS((self)->leases, link)
 
-//  Moves a ready object to the young end of the LRU.
+//  Moves a ready object to the young end of the LRU: a use (a hit in the
+//  VALUE order).
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t obj);
+//  The same for a touch: it keeps the object alive, it does not use it
+//  (in the VALUE order its recency is renewed, its hits stay).
+void kvt_pool_renew(kvt_pool_t *self, uint32_t obj);
 
 //  The VALUE order (kvt_pool_value.c); each a no-op in LRU order. Init
 //  takes the weights kvt_pool_value_check set and allocates the heap.
@@ -205,6 +209,8 @@ int kvt_pool_value_init(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *er
 void kvt_pool_value_fini(kvt_pool_t *self);
 void kvt_pool_value_ready(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_hit(kvt_pool_t *self, uint32_t obj);
+//  Priced again against the current L with its hits unchanged (a touch).
+void kvt_pool_value_renew(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_pinned(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_unpinned(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_gone(kvt_pool_t *self, uint32_t obj);

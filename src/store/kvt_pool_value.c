@@ -118,6 +118,15 @@ void kvt_pool_value_ready(kvt_pool_t *self, uint32_t i)
     kvt_heap_push(self->val.heap, &self->val.nheap, &s_ops, self, &i);
 }
 
+//  Priced again (after a hit or a touch), moved in the heap if it is there.
+static void s_reprice(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    s_prioritise(self, o);
+    if (s_in_heap(self, o))
+        kvt_heap_fix(self->val.heap, self->val.nheap, &s_ops, self, o->hpos);
+}
+
 void kvt_pool_value_hit(kvt_pool_t *self, uint32_t i)
 {
     if (!self->val.on)
@@ -125,9 +134,14 @@ void kvt_pool_value_hit(kvt_pool_t *self, uint32_t i)
     kvt_pobj_t *o = &self->objs[i];
     if (o->hits < UINT32_MAX)
         o->hits++;
-    s_prioritise(self, o);
-    if (s_in_heap(self, o))
-        kvt_heap_fix(self->val.heap, self->val.nheap, &s_ops, self, o->hpos);
+    s_reprice(self, i);
+}
+
+void kvt_pool_value_renew(kvt_pool_t *self, uint32_t i)
+{
+    if (!self->val.on)
+        return;
+    s_reprice(self, i); //  recency only: the hits stay
 }
 
 void kvt_pool_value_pinned(kvt_pool_t *self, uint32_t i)
