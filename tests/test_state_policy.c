@@ -340,6 +340,26 @@ Test(state_policy, marconi_spans_a_resumed_request_from_its_resume_point)
     kvt_sched_destroy(&r.s);
 }
 
+//  A request admitted loading (joint_setup: request 13 has a 20-token HBM
+//  hit and loads [16, 32) with its state at 32 from the tier) spans its
+//  next checkpoint from the load's end, where its state will be.
+Test(state_policy, a_loading_request_spans_its_next_checkpoint_from_the_load_end)
+{
+    rig_t r;
+    joint_setup(&r, 24, 80);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 2, "loading");
+    cr_assert_eq(info.load_end, 32);
+    cr_assert_eq(info.ck_from, 32);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
 Test(state_policy, a_policy_out_of_range_is_refused_naming_it)
 {
     kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 64, 0);
