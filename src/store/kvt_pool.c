@@ -252,17 +252,22 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
 //  in one at a time): the LRU of ready objects, the objects being written
 //  (and draining quarantine), and the quarantined reservations.
 
-void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
+//  A ready object to the young end of the LRU (a use or a touch).
+static void s_young(kvt_pool_t *self, uint32_t i)
 {
     assert(self->objs[i].state == KVT_POBJ_READY);
     kvt_ilist_to_tail(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
+}
+
+void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
+{
+    s_young(self, i);
     kvt_pool_value_hit(self, i);
 }
 
 void kvt_pool_renew(kvt_pool_t *self, uint32_t i)
 {
-    assert(self->objs[i].state == KVT_POBJ_READY);
-    kvt_ilist_to_tail(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
+    s_young(self, i);
     kvt_pool_value_renew(self, i);
 }
 
