@@ -138,6 +138,18 @@ Test(config, booleans_and_enums_read_their_words_and_refuse_others)
     REFUSED(s_flag("dtype", "int4", &c), "enum", "dtype", "int4", "bf16");
 }
 
+Test(config, a_state_policy_name_is_the_word_its_setting_reads)
+{
+    kvt_config_t c;
+    const char *names[] = {"kvtier", "interval", "every-chunk", "marconi"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(s_flag("state_policy", names[i], &c), 0, "%s", s_err);
+        cr_assert_eq((int)c.state_policy, i, "%s", names[i]);
+        cr_assert_str_eq(kvt_config_state_policy_name(c.state_policy), names[i]);
+    }
+    cr_assert_str_eq(kvt_config_state_policy_name((kvt_state_policy_t)4), "?");
+}
+
 Test(config, speculative_config_has_one_stable_form)
 {
     kvt_config_t c;

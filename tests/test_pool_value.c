@@ -77,15 +77,23 @@ static void s_touch(kvt_pool_t *pool, uint64_t i, int times)
         cr_assert_eq(kvt_pool_touch(pool, NS, s_key(i), KVT_OBJ_KV), KVT_TOUCH_REFRESHED);
 }
 
+//  A use: a lookup that finds object i (no lease).
+static void s_hit(kvt_pool_t *pool, uint64_t i, int times)
+{
+    kvt_hash_t k = s_key(i);
+    for (int t = 0; t < times; t++)
+        cr_assert_eq(kvt_pool_lookup(pool, NS, &k, 1, KVT_OBJ_KV, 0, NULL), 1);
+}
+
 //  Objects 0..3 fill a 4-unit pool; 0 is hit three times, then 1, 2, 3
 //  once each (so 0's last refresh is the oldest). Then 4 needs room.
 static void s_hits_scenario(kvt_pool_t *pool)
 {
     for (uint64_t i = 0; i < 4; i++)
         s_put(pool, i);
-    s_touch(pool, 0, 3);
+    s_hit(pool, 0, 3);
     for (uint64_t i = 1; i < 4; i++)
-        s_touch(pool, i, 1);
+        s_hit(pool, i, 1);
     s_put(pool, 4);
 }
 
@@ -148,7 +156,7 @@ Test(pool_value, an_object_hit_many_times_long_ago_ages_out_as_newer_ones_are_ev
 {
     kvt_pool_t *pool = s_pool(4, KVT_POOL_EVICT_VALUE);
     s_put(pool, 0);
-    s_touch(pool, 0, 5); //  H = 6: six uses
+    s_hit(pool, 0, 5); //  H = 6: six uses
     for (uint64_t i = 1; i < 4; i++)
         s_put(pool, i);
     //  A stream of objects used once: each new one evicts one. Without L
@@ -240,6 +248,34 @@ Test(pool_value, eviction_takes_only_the_run_the_allocation_needs_and_keeps_the_
     kvt_pool_destroy(&pool);
 }
 
+//  The state index touches a held image every ~500 ms to keep it alive: a
+//  touch renews recency (the object is priced again against the current
+//  L, its refresh the newest) but is no use. Objects 0..3 fill the pool;
+//  0 is touched ten times, 1 used once; then three puts need room. The
+//  untouched 2 and 3 go first (3 after 2, though 0 was put before it: the
+//  touches renewed 0), then 0 (H = L + 1), not 1 (H = L + 2).
+Test(pool_value, a_touch_renews_recency_but_is_not_a_hit)
+{
+    kvt_pool_t *pool = s_pool(4, KVT_POOL_EVICT_VALUE);
+    for (uint64_t i = 0; i < 4; i++)
+        s_put(pool, i);
+    s_touch(pool, 0, 10);
+    s_hit(pool, 1, 1);
+    s_put(pool, 4);
+    cr_assert_not(s_has(pool, 2));
+    s_put(pool, 5);
+    cr_assert_not(s_has(pool, 3), "the older refresh of two unused objects goes");
+    cr_assert(s_has(pool, 0), "touched after 3 was put: its recency renewed");
+    s_put(pool, 6);
+    cr_assert_not(s_has(pool, 0), "ten touches are no use");
+    cr_assert(s_has(pool, 1), "one use outweighs them");
+    kvt_pool_stats_t st;
+    kvt_pool_stats(pool, &st);
+    cr_assert_eq(st.touches_refreshed, 10);
+    cr_assert_eq(st.evictions, 3);
+    kvt_pool_destroy(&pool);
+}
+
 Test(pool_value, bad_value_settings_are_refused_with_their_name_and_value)
 {
     kvt_pool_config_t cfg;
@@ -257,4 +293,27 @@ Test(pool_value, bad_value_settings_are_refused_with_their_name_and_value)
     cfg.value_w_kv = NAN;
     cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
     cr_assert(strstr(err, "pool.value_w_kv"), "%s", err);
+}
+
+Test(pool_value, bad_value_settings_are_refused_before_the_arena_is_mapped)
+{
+    //  An arena no address space holds (4 EiB): mapping it fails, so a
+    //  refusal that names the setting, not the mapping, came first.
+    kvt_pool_config_t cfg;
+    kvt_pool_config_defaults(&cfg);
+    cfg.capacity_bytes = (size_t)1 << 62;
+    char err[256] = "";
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "cannot map the arena"), "the arena cannot be mapped: %s", err);
+    cfg.evict = (kvt_pool_evict_t)7;
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "pool.evict=7"), "%s", err);
+    cfg.evict = KVT_POOL_EVICT_VALUE;
+    cfg.value_w_kv = -1;
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "pool.value_w_kv=-1"), "%s", err);
+    cfg.value_w_kv = 0;
+    cfg.value_w_state = INFINITY;
+    cr_assert_null(kvt_pool_new(&cfg, err, sizeof(err)));
+    cr_assert(strstr(err, "pool.value_w_state=inf"), "%s", err);
 }

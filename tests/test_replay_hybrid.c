@@ -7,6 +7,7 @@
     the report read back with jansson. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -454,6 +455,34 @@ Test(replay_hybrid, evict_value_reaches_the_ranks_pools)
 //  tools/policies.sh runs the four policies and the dense reference and
 //  prints one table: a row each, every run clean, kvtier's own options
 //  refused where the script varies them.
+//  Column COL (1 = the policy) of the row "| NAME | ..." of a policies.sh
+//  table, copied into OUT; false when there is no such row or column.
+static bool s_cell(const char *table, const char *name, int col, char *out, size_t size)
+{
+    char head[64];
+    snprintf(head, sizeof head, "\n| %s |", name);
+    const char *p = strstr(table, head);
+    if (!p)
+        return false;
+    p += 2; //  past "\n|"
+    for (int i = 1; i < col; i++) {
+        p = strchr(p, '|');
+        if (!p)
+            return false;
+        p++;
+    }
+    const char *e = strchr(p, '|');
+    const char *nl = strchr(p, '\n');
+    if (!e || (nl && nl < e))
+        return false;
+    while (p < e && *p == ' ')
+        p++;
+    while (e > p && e[-1] == ' ')
+        e--;
+    snprintf(out, size, "%.*s", (int)(e - p), p);
+    return true;
+}
+
 Test(replay_hybrid, policies_sh_prints_one_row_per_policy_and_the_dense_reference, .timeout = 240)
 {
     char cmd[1024], out[128];
@@ -478,6 +507,19 @@ Test(replay_hybrid, policies_sh_prints_one_row_per_policy_and_the_dense_referenc
     for (const char *p = s_err; (p = strstr(p, " | 0 | 0 |\n")) != NULL; p++)
         clean++;
     cr_assert_eq(clean, 5, "five clean rows:\n%s", s_err);
+    //  Each run had its own --state-policy: kvtier and every-chunk place
+    //  their checkpoints differently, so their total hit share (column 5)
+    //  and state tax per resume (column 8) differ; alike rows mean the
+    //  script ran one policy five times.
+    static const int cols[] = {5, 8};
+    for (int i = 0; i < 2; i++) {
+        char a[32], b[32];
+        cr_assert(s_cell(s_err, "kvtier", cols[i], a, sizeof a), "no column %d:\n%s", cols[i],
+                  s_err);
+        cr_assert(s_cell(s_err, "every-chunk", cols[i], b, sizeof b), "no column %d:\n%s", cols[i],
+                  s_err);
+        cr_assert_str_neq(a, b, "kvtier and every-chunk alike in column %d:\n%s", cols[i], s_err);
+    }
     snprintf(cmd, sizeof cmd,
              "KVTIER=%s %s/tools/policies.sh synthetic --state-policy marconi >%s 2>&1", KVTIER,
              KVT_SOURCE_DIR, out);

@@ -274,6 +274,92 @@ Test(state_policy, marconi_takes_no_grid_checkpoint_but_branches_and_prompt_ends
     cr_assert_eq(o.third_hit, 128);
 }
 
+//  s_rig under marconi with room for three HBM checkpoints (the KV stays
+//  in HBM: 64 blocks).
+static void s_marconi3(rig_t *r)
+{
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 1024, 64, 0);
+    cfg.state_policy = KVT_STATE_POLICY_MARCONI;
+    cfg.hbm_checkpoints = 3;
+    rig_init_cfg(r, &cfg);
+}
+
+//  The span the scheduler gives a request's second checkpoint starts at
+//  its first: a 216-token prompt takes 192 (span 192) and 208 (span 16);
+//  a 128-token prompt fills the pool, the next one evicts. Marconi's
+//  utility (recency + FLOP efficiency) takes the 16-token one at 208, not
+//  the older one at 192: the prompt again resumes at 192. Spanned from the
+//  admission instead (208 tokens), the one at 192 would go.
+Test(state_policy, marconi_spans_a_second_checkpoint_from_the_first)
+{
+    rig_t r;
+    s_marconi3(&r);
+    rig_arrive(&r, 1, 216, 100, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(counter(&r, "ckpt.taken.prompt_end"), 2, "192 and 208");
+    rig_arrive(&r, 2, 128, 20000, 1);
+    rig_run(&r, 100);
+    rig_arrive(&r, 3, 128, 30000, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(counter(&r, "ckpt.evicted"), 1);
+    cr_assert_eq(counter(&r, "ckpt.evicted_by_value"), 1, "not the least recently used");
+    r.admit_hbm = 0;
+    rig_arrive(&r, 4, 216, 100, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(r.admit_hbm, 192, "the checkpoint at 208 went");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A resumed request's checkpoint spans from its resume point: the second
+//  prompt extends the first's 128 tokens by 16, resumes at 128 and takes
+//  144 (span 16, not 144). With two 128-token checkpoints beside it, the
+//  16-token one is the least efficient and goes: the second prompt again
+//  resumes at 128. Spanned from 0 it would be the most efficient, and the
+//  first's checkpoint at 128 would go.
+Test(state_policy, marconi_spans_a_resumed_request_from_its_resume_point)
+{
+    rig_t r;
+    s_marconi3(&r);
+    rig_arrive(&r, 1, 128, 100, 1);
+    rig_run(&r, 100);
+    r.admit_hbm = 0;
+    rig_arrive(&r, 2, 144, 100, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(r.admit_hbm, 128, "resumed at the first's checkpoint");
+    rig_arrive(&r, 3, 128, 20000, 1);
+    rig_run(&r, 100);
+    rig_arrive(&r, 4, 128, 30000, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(counter(&r, "ckpt.evicted"), 1);
+    r.admit_hbm = 0;
+    rig_arrive(&r, 5, 144, 100, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(r.admit_hbm, 128, "the checkpoint at 144 went, the one at 128 stayed");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
+//  A request admitted loading (joint_setup: request 13 has a 20-token HBM
+//  hit and loads [16, 32) with its state at 32 from the tier) spans its
+//  next checkpoint from the load's end, where its state will be.
+Test(state_policy, a_loading_request_spans_its_next_checkpoint_from_the_load_end)
+{
+    rig_t r;
+    joint_setup(&r, 24, 80);
+    rig_arrive(&r, 13, 36, P_BASE, 1);
+    cr_assert_eq(rig_step(&r), 1);
+    kvt_sched_req_info_t info;
+    cr_assert_eq(kvt_sched_req_info(r.s, 13, &info), 0);
+    cr_assert_eq(info.state, 2, "loading");
+    cr_assert_eq(info.load_end, 32);
+    cr_assert_eq(info.ck_from, 32);
+    rig_deliver(&r);
+    rig_run(&r, 100);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
 Test(state_policy, a_policy_out_of_range_is_refused_naming_it)
 {
     kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 64, 0);

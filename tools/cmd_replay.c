@@ -363,8 +363,9 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
                                   json_integer(cfg->checkpoint_interval));
         rc |= json_object_set_new(root, "checkpoints",
                                   json_string(cfg->interval_checkpoints ? "interval" : "all"));
-        rc |= json_object_set_new(root, "state_policy",
-                                  json_string(kvt_replay_state_policy_name(cfg->state_policy)));
+        rc |= json_object_set_new(
+            root, "state_policy",
+            json_string(kvt_config_state_policy_name((kvt_state_policy_t)cfg->state_policy)));
         rc |= s_hybrid_json(root, r);
     }
     rc |= s_engine_json(root, cfg, r);
@@ -523,7 +524,8 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
         printf("  model         %s, state %" PRIu64 " bytes/request/rank, state policy %s, "
                "checkpoint every %u tokens%s\n",
                cfg->model ? cfg->model : "?", cfg->state_bytes,
-               kvt_replay_state_policy_name(cfg->state_policy), cfg->checkpoint_interval,
+               kvt_config_state_policy_name((kvt_state_policy_t)cfg->state_policy),
+               cfg->checkpoint_interval,
                cfg->interval_checkpoints ? " (grid only)" : how[cfg->state_policy]);
         printf("  joint         state from hbm %" PRIu64 ", from tier %" PRIu64
                "; skipped: tier within hbm %" PRIu64 ", no rung above hbm %" PRIu64

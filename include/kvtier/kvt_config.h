@@ -201,6 +201,11 @@ bool kvt_config_has_key(const char *name, bool *is_bool);
 size_t kvt_config_key_count(void);
 int kvt_config_key_at(size_t i, const char **name, const char **def, const char **unit);
 
+//  The name of a state policy as the setting state_policy spells it
+//  ("kvtier", "interval", "every-chunk", "marconi"): the table the setting
+//  is parsed with. "?" when out of range.
+const char *kvt_config_state_policy_name(kvt_state_policy_t policy);
+
 //  Collects the three layers, then builds one validated configuration.
 typedef struct _kvt_config_loader_t kvt_config_loader_t;
 

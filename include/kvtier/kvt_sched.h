@@ -299,6 +299,8 @@ typedef struct {
     uint32_t load_end;      //  resume point B of the load, when loading
     uint8_t joint_src;      //  0 none, 1 state from HBM, 2 state from the tier
     uint32_t slot;          //  state slot (UINT32_MAX: none)
+    uint32_t ck_from;       //  hybrid: start of its next checkpoint's span (Marconi's FLOP
+                            //  efficiency): its last checkpoint, else its resume point
     uint32_t nblocks;       //  block table entries
     const uint32_t *blocks; //  the block table (borrowed, valid until the next call)
 } kvt_sched_req_info_t;

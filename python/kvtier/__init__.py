@@ -19,7 +19,8 @@ thread-safe (one caller at a time), as the C core.
 """
 from ._kvtier import ffi, lib
 
-__all__ = ["Error", "ConfigError", "RefusedError", "Scheduler", "Plan", "Entry"]
+__all__ = ["Error", "ConfigError", "RefusedError", "Scheduler", "Plan", "Entry",
+           "STATE_POLICIES"]
 
 
 class Error(Exception):
@@ -76,7 +77,20 @@ _CFG_FIELDS = ("block_size", "chunk_size", "hbm_blocks", "tier_chunks", "max_run
                "step_tokens", "save_retries", "orphan_reclaim_us", "state_bytes",
                "checkpoint_interval", "hbm_checkpoints", "spec_tokens", "min_load_tokens",
                "interval_checkpoints", "lookup_timeout_us", "lookup_pin", "cpu_pool_bytes",
-               "no_state_tier")
+               "no_state_tier", "state_policy", "value_order")
+
+#  state_policy by the name the setting spells it ("kvtier", "interval",
+#  "every-chunk", "marconi"): libkvtier's one table of names.
+STATE_POLICIES = {ffi.string(lib.kvt_config_state_policy_name(i)).decode(): i
+                  for i in range(lib.KVT_STATE_POLICIES)}
+
+
+def _state_policy(value):
+    if isinstance(value, str):
+        if value not in STATE_POLICIES:
+            raise ConfigError(f"state_policy '{value}': one of {', '.join(STATE_POLICIES)}")
+        return STATE_POLICIES[value]
+    return value
 
 
 class Scheduler:
@@ -84,7 +98,10 @@ class Scheduler:
     close(); every setting of kvt_sched_cfg_t that the bindings expose is a
     keyword (block_size=16, chunk_size=256, hbm_blocks, tier_chunks=0,
     max_running=64, step_tokens=4096, state_bytes=0, ...), ns a (hi, lo)
-    pair of the namespace hash."""
+    pair of the namespace hash. state_policy is a name of STATE_POLICIES
+    ("kvtier", the default, "interval", "every-chunk", "marconi") or its
+    value; value_order=True evicts kvtier's HBM checkpoints by the value
+    rule."""
 
     def __init__(self, ns=(0, 1), **settings):
         cfg = ffi.new("kvt_sched_cfg_t *")
@@ -93,6 +110,8 @@ class Scheduler:
         for key, value in defaults.items():
             if key not in _CFG_FIELDS:
                 raise ConfigError(f"unknown setting '{key}' (one of {', '.join(_CFG_FIELDS)})")
+            if key == "state_policy":
+                value = _state_policy(value)
             setattr(cfg, key, value)
         cfg.ns.hi, cfg.ns.lo = ns
         err = ffi.new("char[512]")

@@ -31,13 +31,18 @@ typedef struct {
     uint64_t step; kvt_entry_t *entries; uint32_t nentries; uint32_t nloads;
     uint32_t nsaves; bool idle; uint32_t nlookups; uint32_t ntouches; ...;
 } kvt_step_plan_t;
+typedef enum {
+    KVT_STATE_POLICY_KVTIER, KVT_STATE_POLICY_INTERVAL, KVT_STATE_POLICY_EVERY_CHUNK,
+    KVT_STATE_POLICY_MARCONI, KVT_STATE_POLICIES, ...
+} kvt_sched_state_policy_t;
 typedef struct {
     uint32_t block_size; uint32_t chunk_size; uint32_t hbm_blocks; uint32_t tier_chunks;
     uint32_t max_running; uint32_t step_tokens; uint32_t save_retries;
     uint64_t orphan_reclaim_us; kvt_hash_t ns; uint64_t state_bytes;
     uint32_t checkpoint_interval; uint32_t hbm_checkpoints; uint32_t spec_tokens;
     uint32_t min_load_tokens; bool interval_checkpoints; uint64_t lookup_timeout_us;
-    bool lookup_pin; uint64_t cpu_pool_bytes; bool no_state_tier; ...;
+    bool lookup_pin; uint64_t cpu_pool_bytes; bool no_state_tier;
+    kvt_sched_state_policy_t state_policy; bool value_order; ...;
 } kvt_sched_cfg_t;
 typedef struct _kvt_sched_t kvt_sched_t;
 
@@ -58,6 +63,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
 int kvt_sched_abort(kvt_sched_t *self, uint64_t req);
 int kvt_sched_preempt(kvt_sched_t *self, uint64_t req);
 int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen);
+const char *kvt_config_state_policy_name(int policy);
 """
 
 
@@ -82,7 +88,8 @@ def main(argv):
         libdirs = [f[2:] for f in libs if f.startswith("-L")]
         kw = dict(extra_compile_args=cflags, extra_link_args=libs +
                   ["-Wl,-rpath," + d for d in libdirs])
-    ffi.set_source("kvtier._kvtier", "#include <kvtier/kvt_sched.h>", **kw)
+    ffi.set_source("kvtier._kvtier",
+                   "#include <kvtier/kvt_sched.h>\n#include <kvtier/kvt_config.h>", **kw)
     pkg = os.path.join(outdir, "kvtier")
     os.makedirs(pkg, exist_ok=True)
     here = os.path.dirname(os.path.abspath(__file__))

@@ -52,6 +52,47 @@ class SchedulerTest(unittest.TestCase):
             kvtier.Scheduler(hbm_blocks=64, colour=3)
         self.assertIn("colour", str(cm.exception))
 
+    def checkpoint_scenario(self, **settings):
+        """A hybrid core with room for three HBM checkpoints: a 216-token
+        prompt takes 192 and 208 (its prompt ends), two 128-token prompts
+        take 128 each, the second evicting one; returns the counters."""
+        with kvtier.Scheduler(block_size=16, chunk_size=64, hbm_blocks=64, max_running=4,
+                              step_tokens=256, state_bytes=1 << 20, checkpoint_interval=1024,
+                              hbm_checkpoints=3, **settings) as s:
+            step = 1
+            for req, base, n in ((1, 100, 216), (2, 20000, 128), (3, 30000, 128)):
+                s.arrive(req, range(base, base + n), max_new_tokens=1)
+                step += len(run_until_idle(s, first_step=step)) + 1
+            self.assertTrue(s.quiescent)
+            s.audit()
+            return s.counters()
+
+    def test_the_state_policy_and_the_value_order_reach_the_core(self):
+        self.assertEqual(list(kvtier.STATE_POLICIES),
+                         ["kvtier", "interval", "every-chunk", "marconi"])
+        lru = self.checkpoint_scenario()
+        self.assertEqual(lru["ckpt.evicted"], 1)
+        self.assertEqual(lru["ckpt.evicted_by_value"], 0, "kvtier, LRU: the oldest goes")
+        self.assertEqual(lru["ckpt.taken.grid"], 0)
+        # The value rule takes the shallowest (128), Marconi the least
+        # FLOP-efficient (the 16 tokens at 208): neither the oldest.
+        for kw in (dict(value_order=True), dict(state_policy="marconi"),
+                   dict(state_policy=kvtier.STATE_POLICIES["marconi"])):
+            c = self.checkpoint_scenario(**kw)
+            self.assertEqual(c["ckpt.evicted_by_value"], 1, kw)
+        c = self.checkpoint_scenario(state_policy="interval", value_order=True)
+        self.assertEqual(c["ckpt.evicted_by_value"], 0, "interval evicts in LRU order")
+        c = self.checkpoint_scenario(state_policy="every-chunk")
+        self.assertEqual(c["ckpt.taken.prompt_end"], 0)
+        self.assertGreater(c["ckpt.taken.grid"], 0, "every chunk boundary")
+        with self.assertRaises(kvtier.ConfigError) as cm:
+            kvtier.Scheduler(hbm_blocks=64, state_policy="lru")
+        self.assertIn("state_policy 'lru'", str(cm.exception))
+        with self.assertRaises(kvtier.ConfigError) as cm:
+            kvtier.Scheduler(hbm_blocks=64, state_bytes=1 << 20, checkpoint_interval=256,
+                             state_policy=4)
+        self.assertIn("state_policy", str(cm.exception))
+
     def test_refused_calls_raise_and_a_closed_scheduler_refuses_everything(self):
         s = kvtier.Scheduler(hbm_blocks=64, max_running=2)
         s.arrive(1, [1, 2, 3], max_new_tokens=1)

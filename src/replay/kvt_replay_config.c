@@ -16,12 +16,6 @@ const char *kvt_replay_model_name(kvt_model_t model)
     }
 }
 
-const char *kvt_replay_state_policy_name(uint32_t policy)
-{
-    static const char *const names[] = {"kvtier", "interval", "every-chunk", "marconi"};
-    return policy < sizeof names / sizeof names[0] ? names[policy] : "?";
-}
-
 int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *err, size_t errlen)
 {
     kvt_replay_defaults(cfg);

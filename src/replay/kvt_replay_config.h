@@ -22,8 +22,4 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
 //  The `model` value of a preset ("dense", "qwen3-next-like", ...).
 const char *kvt_replay_model_name(kvt_model_t model);
 
-//  The name of a state policy (kvt_sched_state_policy_t), as the setting
-//  state_policy spells it; "?" when out of range.
-const char *kvt_replay_state_policy_name(uint32_t policy);
-
 #endif

@@ -167,6 +167,12 @@ size_t kvt_config_key_count(void)
     return S_NKEYS;
 }
 
+const char *kvt_config_state_policy_name(kvt_state_policy_t policy)
+{
+    unsigned n = sizeof s_policies / sizeof s_policies[0];
+    return (unsigned)policy < n ? s_policies[policy] : "?";
+}
+
 int kvt_config_key_at(size_t i, const char **name, const char **def, const char **unit)
 {
     if (i >= S_NKEYS)

@@ -121,6 +121,8 @@ static int s_validate(const kvt_pool_config_t *in, kvt_pool_config_t *cfg, char 
         !s_at_most("max_holders", cfg->max_holders, S_MAX_HOLDERS, err, errlen) ||
         !s_at_most("ttl_ms", cfg->ttl_ms, S_MAX_TTL_MS, err, errlen))
         return -1;
+    if (kvt_pool_value_check(cfg, err, errlen) != 0)
+        return -1;
     if (!cfg->clock)
         cfg->clock = kvt_store_monotonic_ns;
     if (!cfg->log)
@@ -250,11 +252,23 @@ void kvt_pool_destroy(kvt_pool_t **self_p)
 //  in one at a time): the LRU of ready objects, the objects being written
 //  (and draining quarantine), and the quarantined reservations.
 
-void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
+//  A ready object to the young end of the LRU (a use or a touch).
+static void s_young(kvt_pool_t *self, uint32_t i)
 {
     assert(self->objs[i].state == KVT_POBJ_READY);
     kvt_ilist_to_tail(&self->lru, KVT_POOL_OBJ_LINKS(self), i);
+}
+
+void kvt_pool_refresh(kvt_pool_t *self, uint32_t i)
+{
+    s_young(self, i);
     kvt_pool_value_hit(self, i);
+}
+
+void kvt_pool_renew(kvt_pool_t *self, uint32_t i)
+{
+    s_young(self, i);
+    kvt_pool_value_renew(self, i);
 }
 
 uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_kind_t kind,

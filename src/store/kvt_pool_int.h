@@ -187,20 +187,30 @@ uint32_t kvt_pool_find(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_obj_ki
 #define KVT_POOL_OBJ_LINKS(self)   KVT_ILINKS((self)->objs, link)
 #define KVT_POOL_LEASE_LINKS(self) KVT_ILINKS((self)->leases, link)
 
-//  Moves a ready object to the young end of the LRU.
+//  Moves a ready object to the young end of the LRU: a use (a hit in the
+//  VALUE order).
 void kvt_pool_refresh(kvt_pool_t *self, uint32_t obj);
+//  The same for a touch: it keeps the object alive, it does not use it
+//  (in the VALUE order its recency is renewed, its hits stay).
+void kvt_pool_renew(kvt_pool_t *self, uint32_t obj);
 
 //  The VALUE order (kvt_pool_value.c); each a no-op in LRU order. Init
-//  validates evict and the weights (0: defaults) and allocates the heap.
+//  takes the weights kvt_pool_value_check set and allocates the heap.
 //  An object became ready (priced with zero hits) / was refreshed (one more
 //  hit, priced against the current L) / got its first pin (leaves the
 //  heap) / lost its last pin (returns with the priority of its last
 //  refresh) / leaves the ready set.
 #define KVT_POOL_STASHED (KVT_NIL - 1) //  hpos of an object an eviction walk set aside
+//  The value settings of a configuration being validated (before anything
+//  is mapped): refuses a bad evict or weight naming it, sets a weight left
+//  0 to its default. kvt_pool_value_init takes a configuration it passed.
+int kvt_pool_value_check(kvt_pool_config_t *cfg, char *err, size_t errlen);
 int kvt_pool_value_init(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, size_t errlen);
 void kvt_pool_value_fini(kvt_pool_t *self);
 void kvt_pool_value_ready(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_hit(kvt_pool_t *self, uint32_t obj);
+//  Priced again against the current L with its hits unchanged (a touch).
+void kvt_pool_value_renew(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_pinned(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_unpinned(kvt_pool_t *self, uint32_t obj);
 void kvt_pool_value_gone(kvt_pool_t *self, uint32_t obj);

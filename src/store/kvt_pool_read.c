@@ -173,7 +173,7 @@ kvt_touch_t kvt_pool_touch(kvt_pool_t *self, uint64_t ns, kvt_hash_t key, kvt_ob
     kvt_pool_lock(self);
     uint32_t i = kvt_pool_find(self, ns, key, kind, KVT_POBJ_READY);
     if (i != KVT_NIL) {
-        kvt_pool_refresh(self, i);
+        kvt_pool_renew(self, i); //  kept alive, not used: no hit
         self->st.touches_refreshed++;
         t = KVT_TOUCH_REFRESHED;
     } else if (kvt_pool_find(self, ns, key, kind, KVT_POBJ_WRITING) != KVT_NIL) {

@@ -53,21 +53,26 @@ static bool s_weight(const char *name, double in, double def, double *out, char 
     return true;
 }
 
-int kvt_pool_value_init(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, size_t errlen)
+int kvt_pool_value_check(kvt_pool_config_t *cfg, char *err, size_t errlen)
 {
     if (cfg->evict != KVT_POOL_EVICT_LRU && cfg->evict != KVT_POOL_EVICT_VALUE) {
         kvt_store_seterr(err, errlen, "pool.evict=%d: must be 0 (lru) or 1 (value)",
                          (int)cfg->evict);
         return -1;
     }
-    double w_kv, w_state;
-    if (!s_weight("value_w_kv", cfg->value_w_kv, S_W_KV, &w_kv, err, errlen) ||
-        !s_weight("value_w_state", cfg->value_w_state, S_W_STATE, &w_state, err, errlen))
+    if (!s_weight("value_w_kv", cfg->value_w_kv, S_W_KV, &cfg->value_w_kv, err, errlen) ||
+        !s_weight("value_w_state", cfg->value_w_state, S_W_STATE, &cfg->value_w_state, err, errlen))
         return -1;
-    self->val.w_kind[KVT_OBJ_KV - 1] = w_kv;
-    self->val.w_kind[KVT_OBJ_STATE - 1] = w_state;
+    return 0;
+}
+
+int kvt_pool_value_init(kvt_pool_t *self, const kvt_pool_config_t *cfg, char *err, size_t errlen)
+{
+    assert(cfg->value_w_kv > 0 && cfg->value_w_state > 0); //  kvt_pool_value_check ran
+    self->val.w_kind[KVT_OBJ_KV - 1] = cfg->value_w_kv;
+    self->val.w_kind[KVT_OBJ_STATE - 1] = cfg->value_w_state;
     self->val.w_kind[KVT_OBJ_KV_STATE - 1] =
-        w_state; //  its image is what makes its prefix resumable
+        cfg->value_w_state; //  its image is what makes its prefix resumable
     self->val.on = cfg->evict == KVT_POOL_EVICT_VALUE;
     if (!self->val.on)
         return 0;
@@ -113,6 +118,15 @@ void kvt_pool_value_ready(kvt_pool_t *self, uint32_t i)
     kvt_heap_push(self->val.heap, &self->val.nheap, &s_ops, self, &i);
 }
 
+//  Priced again (after a hit or a touch), moved in the heap if it is there.
+static void s_reprice(kvt_pool_t *self, uint32_t i)
+{
+    kvt_pobj_t *o = &self->objs[i];
+    s_prioritise(self, o);
+    if (s_in_heap(self, o))
+        kvt_heap_fix(self->val.heap, self->val.nheap, &s_ops, self, o->hpos);
+}
+
 void kvt_pool_value_hit(kvt_pool_t *self, uint32_t i)
 {
     if (!self->val.on)
@@ -120,9 +134,14 @@ void kvt_pool_value_hit(kvt_pool_t *self, uint32_t i)
     kvt_pobj_t *o = &self->objs[i];
     if (o->hits < UINT32_MAX)
         o->hits++;
-    s_prioritise(self, o);
-    if (s_in_heap(self, o))
-        kvt_heap_fix(self->val.heap, self->val.nheap, &s_ops, self, o->hpos);
+    s_reprice(self, i);
+}
+
+void kvt_pool_value_renew(kvt_pool_t *self, uint32_t i)
+{
+    if (!self->val.on)
+        return;
+    s_reprice(self, i); //  recency only: the hits stay
 }
 
 void kvt_pool_value_pinned(kvt_pool_t *self, uint32_t i)

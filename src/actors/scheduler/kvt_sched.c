@@ -445,6 +445,7 @@ int kvt_sched_req_info(const kvt_sched_t *self, uint64_t req, kvt_sched_req_info
     out->load_end = r->state == R_LOADING ? r->load_end : 0;
     out->joint_src = r->joint_src;
     out->slot = r->sslot;
+    out->ck_from = r->ck_from;
     out->nblocks = r->nblocks;
     out->blocks = r->blocks;
     return 0;
