@@ -44,10 +44,12 @@ typedef struct {
 //  until the block is read as a later forward's context (which carries
 //  it on), or is about to be written again by a forward or a load, or the
 //  end-of-run sweep: then it must still hold the oracle bytes of its hash.
+//  Which blocks hold an open end is a bitmap (kvopen: one bit per block,
+//  so the test before every block write stays in cache); the record is
+//  read only when its bit is set.
 typedef struct {
     kvt_hash_t h; //  the block's prefix hash
     uint64_t req; //  the request whose forward wrote it
-    bool open;    //  not checked, read or overwritten yet
 } s_kvend_t;
 
 //  A checkpoint unit's newest take: the state it copied (its hash) and
@@ -115,6 +117,7 @@ struct kvt_sim_runner_core_t {
     uint64_t state_resumes;        //  forward: restored state slots checked (corrupt_state's N)
     s_rec_t *recs;                 //  per state slot: what it should hold (state_slots)
     s_kvend_t *kvends;             //  per device block: a request's KV end (num_blocks)
+    uint64_t *kvopen;              //  per device block, one bit: its KV end is open
     s_took_t *took;                //  per checkpoint unit: its newest take (ckpt_units)
     uint8_t *scratch;              //  restore_late: the slot as the forward read it
     uint32_t stale_seen;           //  fault_stale_slot: forwards from 0 into a held slot
@@ -142,9 +145,15 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
         return NULL;
     self->cfg = *cfg;
     self->swap_a = self->swap_b = UINT32_MAX;
-    if (cfg->num_blocks && !(self->kvends = calloc(cfg->num_blocks, sizeof *self->kvends))) {
-        free(self);
-        return NULL;
+    if (cfg->num_blocks) {
+        self->kvends = calloc(cfg->num_blocks, sizeof *self->kvends);
+        self->kvopen = calloc((cfg->num_blocks + 63) / 64, sizeof *self->kvopen);
+        if (!self->kvends || !self->kvopen) {
+            free(self->kvends);
+            free(self->kvopen);
+            free(self);
+            return NULL;
+        }
     }
     if (cfg->fault_stale_block) {
         size_t most = 0;
@@ -152,6 +161,7 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
             most = cfg->plane_block_bytes[p] > most ? cfg->plane_block_bytes[p] : most;
         if (!(self->stale = malloc(most ? most : 1))) {
             free(self->kvends);
+            free(self->kvopen);
             free(self);
             return NULL;
         }
@@ -167,6 +177,7 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
             free(self->scratch);
             free(self->stale);
             free(self->kvends);
+            free(self->kvopen);
             free(self);
             return NULL;
         }
@@ -200,6 +211,7 @@ void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
     free(self->recs);
     free(self->took);
     free(self->kvends);
+    free(self->kvopen);
     free(self->scratch);
     free(self);
     *self_p = NULL;
@@ -272,6 +284,22 @@ static bool s_write_block(kvt_sim_runner_core_t *self, uint32_t block, kvt_hash_
     return true;
 }
 
+//  Opens block b's KV end: request req's forward wrote it last, as hash h.
+static void s_kv_open(kvt_sim_runner_core_t *self, uint32_t b, kvt_hash_t h, uint64_t req)
+{
+    self->kvends[b] = (s_kvend_t){h, req};
+    self->kvopen[b / 64] |= 1ull << (b % 64);
+}
+
+//  Closes block b's KV end; true when one was open.
+static bool s_kv_close(kvt_sim_runner_core_t *self, uint32_t b)
+{
+    uint64_t bit = 1ull << (b % 64);
+    bool was = (self->kvopen[b / 64] & bit) != 0;
+    self->kvopen[b / 64] &= ~bit;
+    return was;
+}
+
 //  The forward's read of the entry's context block (the block just before
 //  the first block it writes; the entry carries it): its deviation from
 //  the oracle bytes, OR-folded over its planes and layers, 0 when right
@@ -304,7 +332,7 @@ static uint64_t s_read_context(kvt_sim_runner_core_t *self, const kvt_entry_t *e
             if (ptr)
                 dev |= kvt_oracle_deviation(ptr, n, h, l, p, c->rank);
         }
-    self->kvends[en->blocks[i]].open = false; //  read: its deviation goes on in the writes
+    s_kv_close(self, en->blocks[i]); //  read: its deviation goes on in the writes
     self->job.chk.kv_reads++;
     self->job.chk.kv_carried += dev != 0;
     self->job.fault |= stale;
@@ -362,10 +390,9 @@ static void s_report(kvt_sim_runner_core_t *self, const kvt_sim_runner_wrong_t *
 //  wrong read into it. Closes the record.
 static void s_kv_end_check(kvt_sim_runner_core_t *self, uint32_t block)
 {
-    s_kvend_t *k = &self->kvends[block];
-    if (!k->open)
+    if (!s_kv_close(self, block))
         return;
-    k->open = false;
+    const s_kvend_t *k = &self->kvends[block];
     kvt_sim_runner_wrong_t w = {k->req, block, 0, 0, 0, KVT_RUNNER_AT_END};
     self->job.chk.kv_ends++;
     if (!s_verify_block(self, block, k->h, &w)) {
@@ -779,7 +806,7 @@ static void s_forward(kvt_sim_runner_core_t *self)
             last = i;
         }
         if (last != UINT32_MAX)
-            self->kvends[en->blocks[last]] = (s_kvend_t){en->hashes[last], en->op.req, true};
+            s_kv_open(self, en->blocks[last], en->hashes[last], en->op.req);
         if (job->ok)
             s_state_forward(self, en, slot, read);
     }
@@ -912,7 +939,7 @@ static void s_loads_take_slots(kvt_sim_runner_core_t *self, const kvt_step_exec_
                 continue;
             if (check)
                 s_kv_end_check(self, b);
-            self->kvends[b].open = false;
+            s_kv_close(self, b);
         }
     for (uint32_t i = 0; self->cfg.state_slots && !self->pending && i < x->nloads; i++) {
         const kvt_load_spec_t *ld = &x->loads[i];
@@ -1191,10 +1218,13 @@ uint32_t kvt_sim_runner_core_sweep(kvt_sim_runner_core_t *self,
     }
     //  Every request's KV end nothing has read or overwritten since.
     for (uint32_t b = 0; !self->pending && b < self->cfg.num_blocks; b++) {
-        s_kvend_t *k = &self->kvends[b];
-        if (!k->open)
+        if (!self->kvopen[b / 64]) {
+            b |= 63; //  a word of blocks with no open end
             continue;
-        k->open = false;
+        }
+        if (!s_kv_close(self, b))
+            continue;
+        const s_kvend_t *k = &self->kvends[b];
         self->st.sweep_checked++;
         kvt_sim_runner_wrong_t w = {k->req, b, 0, 0, 0, KVT_RUNNER_AT_SWEEP};
         if (s_verify_block(self, b, k->h, &w))
