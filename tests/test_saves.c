@@ -241,8 +241,8 @@ Test(saves, a_late_ok_store_verdict_still_indexes_the_image_it_carried)
         cr_assert_neq(rc, KVT_SCHED_REFUSED);
         for (uint32_t k = 0; rc > 0 && k < r.plan.nsaves; k++)
             images += r.plan.saves[k].image;
-        //  The save verdicts are held back (a held plan, rc < 0, repeats
-        //  the last one); the rest is delivered.
+        //  The save verdicts are held back, the rest is delivered (a held
+        //  plan, rc < 0, leaves the last plan in r.plan: not counted again).
         uint32_t keep = 0;
         for (uint32_t k = 0; k < r.npending; k++)
             if (r.pending[k].chan == KVT_CHAN_SAVE && nlate < 16)
