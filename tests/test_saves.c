@@ -221,6 +221,61 @@ Test(saves, a_chunk_save_carries_the_image_of_the_checkpoint_at_its_end)
     kvt_sched_destroy(&r.s);
 }
 
+//  Saves whose store verdicts come only after their deadline (they expired
+//  and drain) but say ok: the tier holds the chunks and the images that rode
+//  with them, so the state index learns both images (sched.save_late_images)
+//  although the saves settled failed; the drain still holds the leases.
+Test(saves, a_late_ok_store_verdict_still_indexes_the_image_it_carried)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 128, 64, 64);
+    cfg.load_deadline_us = 5000;
+    cfg.orphan_reclaim_us = 3000;
+    cfg.save_retries = 0;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 200, 100, 1); //  images at 128 (interval) and 192 (prompt)
+    static kvt_verdict_t late[16];
+    uint32_t nlate = 0, images = 0;
+    for (int i = 0; i < 12; i++) {
+        int rc = rig_step(&r);
+        cr_assert_neq(rc, KVT_SCHED_REFUSED);
+        for (uint32_t k = 0; rc > 0 && k < r.plan.nsaves; k++)
+            images += r.plan.saves[k].image;
+        //  The save verdicts are held back, the rest is delivered (a held
+        //  plan, rc < 0, leaves the last plan in r.plan: not counted again).
+        uint32_t keep = 0;
+        for (uint32_t k = 0; k < r.npending; k++)
+            if (r.pending[k].chan == KVT_CHAN_SAVE && nlate < 16)
+                late[nlate++] = r.pending[k];
+            else
+                r.pending[keep++] = r.pending[k];
+        r.npending = keep;
+        rig_deliver(&r);
+    }
+    cr_assert_eq(images, 2, "images %u, saves held %u, finished %u", images, nlate, r.finished);
+    cr_assert_eq(counter(&r, "stidx.images"), 0, "no verdict came yet");
+    //  The deadline passes: both saves settle failed and drain.
+    kvt_sched_set_now(r.s, 5000);
+    cr_assert_neq(rig_step(&r), KVT_SCHED_REFUSED);
+    rig_deliver(&r);
+    cr_assert_eq(o_stats(&r).saves_expired, nlate);
+    for (uint32_t k = 0; k < nlate; k++)
+        cr_assert_eq(kvt_sched_verdict(r.s, &late[k]), 0);
+    kvt_sched_stats_t st = o_stats(&r);
+    cr_assert_eq(st.save_late_verdicts, nlate);
+    cr_assert_eq(st.saves_ok, 0, "a late verdict settles nothing");
+    cr_assert_eq(st.save_late_images, 2);
+    cr_assert_eq(counter(&r, "stidx.images"), 2, "the tier holds both images: indexed");
+    cr_assert_eq(counter(&r, "sched.save_late_images"), 2);
+    rig_audit(&r);
+    //  The drain ends: the leases go, nothing is left.
+    kvt_sched_set_now(r.s, 8000);
+    rig_run(&r, 50);
+    cr_assert_eq(o_stats(&r).leased_blocks, 0);
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+}
+
 Test(saves, rule_S4_a_finished_requests_tail_keeps_its_lease_until_the_next_plan_builds_it)
 {
     rig_t r;

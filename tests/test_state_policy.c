@@ -43,6 +43,23 @@ static kvt_ckpt_t *s_pool(uint32_t n, kvt_ckpt_order_t order)
     return c;
 }
 
+//  ckpt.evicted_unsaved counts an eviction of a checkpoint no save lease
+//  read (its image never left HBM), not one a save's lease pinned once.
+Test(state_policy, an_eviction_before_any_save_read_the_checkpoint_is_counted_unsaved)
+{
+    kvt_ckpt_t *c = s_pool(1, KVT_CKPT_ORDER_LRU);
+    uint32_t e = take(c, 1, 0, 64);
+    kvt_ckpt_pin_entry(c, e); //  a save lease reads its image
+    kvt_ckpt_unpin(c, e);
+    take(c, 2, 0, 64); //  evicts H(1): saved
+    take(c, 3, 0, 64); //  evicts H(2): never saved
+    kvt_ckpt_stats_t st;
+    kvt_ckpt_stats(c, &st);
+    cr_assert_eq(st.evicted, 2);
+    cr_assert_eq(st.evicted_unsaved, 1);
+    kvt_ckpt_destroy(&c);
+}
+
 // ------------------------------------------------------------- orders ----
 
 Test(state_policy, each_policy_has_its_eviction_order)

@@ -224,6 +224,7 @@ typedef struct {
     uint64_t saves_expired;      //  saves settled failed at load_deadline_us after their build
     uint64_t saves_drained;      //  expired saves whose sources were held orphan_reclaim_us more
     uint64_t save_late_verdicts; //  verdicts of an expired save, dropped
+    uint64_t save_late_images;   //  of those, ok store verdicts whose image the index learnt
     //  Hybrid admissions (design §4); all zero for a dense model.
     uint64_t gate_lost_tokens;      //  block-hit tokens above the gated HBM hit (no checkpoint)
     uint64_t joint_state_hbm;       //  joint boundaries whose state comes from HBM

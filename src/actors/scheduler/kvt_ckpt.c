@@ -25,6 +25,7 @@ struct _kvt_ckpt_t {
     kvt_ilist_t lru;              //  valid entries with no pin, old → young
     kvt_ilist_t dead;             //  the same, their KV gone from HBM (evicted first)
     uint8_t *gone;                //  per entry: its KV left HBM
+    uint8_t *saved;               //  per entry: a save lease read it (its image went to the tier)
     uint64_t *stamp;              //  recency stamp of an entry in lru
     uint64_t own_clock;           //  the recency clock when not shared
     kvt_ckpt_tick_fn *tick;       //  shared: the block manager's clock (NULL: own_clock)
@@ -62,6 +63,7 @@ kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
     self->hash = calloc(checkpoints, sizeof(kvt_hash_t));
     self->src = calloc(checkpoints, 1);
     self->gone = calloc(checkpoints, 1);
+    self->saved = calloc(checkpoints, 1);
     self->stamp = calloc(checkpoints, sizeof(uint64_t));
     self->prev = malloc((size_t)checkpoints * sizeof(uint32_t));
     self->next = malloc((size_t)checkpoints * sizeof(uint32_t));
@@ -75,7 +77,7 @@ kvt_ckpt_t *kvt_ckpt_new(uint32_t slots, uint32_t checkpoints)
     self->prio = calloc(checkpoints, sizeof(double));
     if (!self->from || !self->at || !self->hits || !self->heap || !self->hpos || !self->prio ||
         !self->slot_used || !self->slot_free || !self->state || !self->pins || !self->hash ||
-        !self->src || !self->gone || !self->stamp || !self->prev || !self->next ||
+        !self->src || !self->gone || !self->saved || !self->stamp || !self->prev || !self->next ||
         !self->free_stack || !self->index) {
         kvt_ckpt_destroy(&self);
         return NULL;
@@ -107,6 +109,7 @@ void kvt_ckpt_destroy(kvt_ckpt_t **self_p)
     free(self->hash);
     free(self->src);
     free(self->gone);
+    free(self->saved);
     free(self->stamp);
     free(self->prev);
     free(self->next);
@@ -331,6 +334,8 @@ void kvt_ckpt_evict_one(kvt_ckpt_t *self)
     s_unlist(self, e);
     if (l == &self->dead)
         self->stats.evicted_gone++;
+    if (!self->saved[e])
+        self->stats.evicted_unsaved++;
     self->stats.valid--;
     self->stats.evicted++;
     s_free_entry(self, e);
@@ -386,6 +391,7 @@ uint32_t kvt_ckpt_reserve(kvt_ckpt_t *self, kvt_hash_t hash)
     e = self->free_stack[--self->nfree];
     self->src[e] = KVT_CKPT_SRC_GRID;
     self->from[e] = self->at[e] = self->hits[e] = 0;
+    self->saved[e] = 0;
     int rc = kvt_hmap_put(self->index, hash, e);
     assert(rc == 0); //  the index holds at most nentries entries
     (void)rc;
@@ -451,6 +457,7 @@ uint32_t kvt_ckpt_find(const kvt_ckpt_t *self, kvt_hash_t hash)
 void kvt_ckpt_pin_entry(kvt_ckpt_t *self, uint32_t entry)
 {
     assert(entry < self->nentries && self->state[entry] != E_FREE);
+    self->saved[entry] = 1;
     s_pin(self, entry);
 }
 

@@ -80,6 +80,8 @@ typedef struct {
     uint64_t evicted_gone;                //  of evicted: their KV had left HBM
     uint64_t evicted_by_value;            //  of evicted: not the least recently used (the
                                           //  order's rule chose a younger one)
+    uint64_t evicted_unsaved;             //  of evicted: no save lease had read it (its
+                                          //  image never left HBM)
     uint32_t slots_in_use;                //  gauge: state slots held
     uint32_t valid;                       //  gauge: valid checkpoints
     uint32_t pinned_entries;              //  gauge: entries with a pin (valid or reserved)
@@ -181,7 +183,8 @@ uint32_t kvt_ckpt_pin(kvt_ckpt_t *self, kvt_hash_t hash);
 //  KVT_CKPT_NONE.
 uint32_t kvt_ckpt_find(const kvt_ckpt_t *self, kvt_hash_t hash);
 
-//  Pins an entry that is valid or pinned already (a save lease takes it).
+//  Pins an entry that is valid or pinned already (a save lease takes it:
+//  the entry counts as saved, so its eviction is not evicted_unsaved).
 void kvt_ckpt_pin_entry(kvt_ckpt_t *self, uint32_t entry);
 
 //  Drops one pin of an entry; at zero a valid entry goes to the young end.

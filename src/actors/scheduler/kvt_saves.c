@@ -15,6 +15,7 @@ struct _kvt_saves_t {
     kvt_stidx_t *stidx;     //  state images (borrowed; NULL when dense)
     kvt_savetrack_t *track; //  saves: frontier, leases, re-emits (owned; NULL: no tier)
     uint32_t leased;        //  block references held by save leases
+    uint64_t late_images;   //  images indexed from a late ok store verdict (an expired save)
 };
 
 // ------------------------------------------------------ save tracker ----
@@ -225,12 +226,18 @@ int kvt_saves_verdict(kvt_saves_t *self, const kvt_verdict_t *v, uint64_t now_us
     int32_t ck;
     if (!self->track || !kvt_savetrack_save_slot(self->track, v->op, v->key, v->attempt, &ck))
         return -1;
-    //  A late verdict of an expired save is dropped: its drain holds on.
-    if (kvt_savetrack_stored(self->track, v->op, v->key, v->attempt, v->ok) != 0)
-        return 0;
+    //  A late verdict of an expired save settles nothing (its drain holds
+    //  on, the save failed), but an ok one still says the tier holds the
+    //  chunk and the image that rode with it: the index learns the image
+    //  (a later get miss retracts it, I3), or no resume could ever use it.
+    int late = kvt_savetrack_stored(self->track, v->op, v->key, v->attempt, v->ok);
     //  The image rode with the chunk: the tier holds it now.
-    if (v->ok && ck >= 0)
+    if (v->ok && ck >= 0) {
         kvt_stidx_note_stored(self->stidx, v->key, now_us);
+        self->late_images += late != 0;
+    }
+    if (late != 0)
+        return 0;
     //  A finished record goes once the tracker holds nothing of it.
     uint32_t slot;
     if (kvt_reqtab_find(self->rt, v->op.req, &slot) &&
@@ -307,6 +314,7 @@ void kvt_saves_stats(const kvt_saves_t *self, kvt_sched_stats_t *out)
         out->saves_expired = t.saves_expired;
         out->saves_drained = t.saves_drained;
         out->save_late_verdicts = t.late_verdicts;
+        out->save_late_images = self->late_images;
     }
     out->leased_blocks = self->leased;
 }

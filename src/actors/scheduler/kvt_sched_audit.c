@@ -55,6 +55,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
     S_C(saves_expired);
     S_C(saves_drained);
     S_C(save_late_verdicts);
+    S_C(save_late_images);
     S_C(lookups_sent);
     S_C(lookup_timeouts);
     S_C(lookup_failed);
@@ -119,6 +120,7 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
         S_C("ckpt.", k, evicted);
         S_C("ckpt.", k, evicted_gone);
         S_C("ckpt.", k, evicted_by_value);
+        S_C("ckpt.", k, evicted_unsaved);
         S_C("ckpt.", k, full);
         S_C("ckpt.", k, slots_in_use);
         S_C("ckpt.", k, valid);
