@@ -328,8 +328,7 @@ bool kvt_sched_quiescent(const kvt_sched_t *self)
 
 void kvt_sched_stats(const kvt_sched_t *self, kvt_sched_stats_t *out)
 {
-    //  The coordinator's own counters (arrivals, admissions, the request
-    //  gauges), then each module's.
+    //  The coordinator's own counters (arrivals, admissions, gauges), then the modules'.
     *out = self->stats;
     kvt_planbuf_stats_t pb;
     kvt_planbuf_stats(self->pb, &pb);
