@@ -664,10 +664,17 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     so.seed = cfg->seed;
     so.name = "replay";
     so.log_level = cfg->log_level;
+    so.link_id = kvt_rank_link_id(cfg);
     run->sys = kvt_system_new(&so);
     if (!run->sys) {
         snprintf(err, errlen, "cannot create the actor system");
         goto fail;
+    }
+    if (cfg->curve_secret_key) {
+        kvt_curve_opts_t co = {cfg->curve_secret_key, cfg->curve_public_keys,
+                               cfg->curve_server_key};
+        if (kvt_system_set_curve(run->sys, &co, err, errlen) != 0)
+            goto fail;
     }
     if (cfg->record && cfg->driver == KVT_DRIVER_SIM &&
         kvt_sim_trace_open(run->sys, cfg->record) != 0) {
@@ -681,6 +688,15 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     }
     if (cfg->ranks_as_processes && !cfg->rank_endpoint && s_procs_dir(run, err, errlen) != 0)
         goto fail;
+    //  A given ipc:// directory is made owner-only if it is new; an existing
+    //  one open to others is refused when the inboxes bind.
+    if (cfg->ranks_as_processes && cfg->rank_endpoint &&
+        strncmp(cfg->rank_endpoint, "ipc://", 6) == 0 && mkdir(cfg->rank_endpoint + 6, 0700) != 0 &&
+        errno != EEXIST) {
+        snprintf(err, errlen, "rank-endpoint: cannot create %s: %s", cfg->rank_endpoint + 6,
+                 strerror(errno));
+        goto fail;
+    }
     kvt_ledger_warm(ledger, s_tier_warm(cfg));
     for (uint32_t r = 0; !cfg->ranks_as_processes && r < cfg->tp; r++) {
         run->rank[r] = kvt_rank_new(cfg, r, run->sys, err, errlen);
