@@ -599,12 +599,14 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
                 break;
             continue; //  a rank process's actor: that process checks its own
         }
-        const char *names[] = {"rt.delivered",     "rt.sent",           "rt.send_errors",
-                               "rt.decode_errors", "rt.unhandled",      "rt.handler_errors",
-                               "rt.timers_fired",  "rt.dropped_at_stop"};
-        uint64_t vals[] = {st.delivered, st.sent,           st.send_errors,  st.decode_errors,
-                           st.unhandled, st.handler_errors, st.timers_fired, st.dropped_at_stop};
-        for (int i = 0; i < 8; i++)
+        const char *names[] = {
+            "rt.delivered",     "rt.sent",           "rt.send_errors",  "rt.decode_errors",
+            "rt.unhandled",     "rt.handler_errors", "rt.timers_fired", "rt.dropped_at_stop",
+            "rt.auth_rejected", "rt.foreign_frames"};
+        uint64_t vals[] = {st.delivered,     st.sent,           st.send_errors,  st.decode_errors,
+                           st.unhandled,     st.handler_errors, st.timers_fired, st.dropped_at_stop,
+                           st.auth_rejected, st.foreign_frames};
+        for (int i = 0; i < 10; i++)
             kvt_sim_engine_result_add(e, s_actor_name(run, aid), names[i], vals[i]);
         rep->runtime_errors += st.send_errors + st.decode_errors + st.unhandled + st.handler_errors;
     }
