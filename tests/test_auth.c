@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/kvt_test_cli.h"
 #include "kvtier/kvt_actor.h"
 #include "kvtier/kvt_config.h"
 #include "messages/kvt_msg_test.h"
@@ -448,4 +449,38 @@ Test(link, a_frame_of_another_deployment_is_dropped_and_counted, .timeout = 30)
     cr_assert_eq(s_stats(rx, agg).foreign_frames, 0);
     kvt_system_destroy(&tx);
     kvt_system_destroy(&rx);
+}
+
+// ------------------------------------------------------ end to end ---------
+
+//  A two-rank replay with its ranks as processes over tcp://, every link
+//  under CURVE with the deployment's one certificate: it runs through, and
+//  no handshake was refused (that would be logged as a warning).
+Test(curve, a_replay_with_ranks_as_processes_runs_over_curve, .timeout = 120)
+{
+    s_keys();
+    char pub[160], args[1024], err[8192];
+    snprintf(pub, sizeof pub, "%s/server.cert", s_allowed);
+    zcert_t *server = zcert_load(s_server);
+    cr_assert_not_null(server);
+    cr_assert_eq(zcert_save_public(server, pub), 0);
+    zcert_destroy(&server);
+    int port = 24000 + (int)(getpid() % 300) * 20;
+    snprintf(args, sizeof args,
+             "replay --ranks-as-processes --rank-endpoint tcp://127.0.0.1:%d --tp 2 --byte-scale "
+             "1 --limit 24 --hbm-pool 2MiB --cpu-pool 32MiB --log-level 1 --quiet "
+             "--curve-secret-key %s --curve-public-keys %s",
+             port, s_server, s_allowed);
+    int rc = kvt_tcli_run(args, NULL, 0, err, sizeof err);
+    cr_assert_eq(rc, 0, "kvtier %s: %s", args, err);
+    cr_assert_null(strstr(err, "refused a peer"), "%s", err);
+    cr_assert_null(strstr(err, "without CURVE"), "%s", err);
+    //  The same with a key file missing: refused at start, naming it.
+    snprintf(args, sizeof args,
+             "replay --ranks-as-processes --rank-endpoint tcp://127.0.0.1:%d --tp 2 --limit 1 "
+             "--curve-secret-key %s/nobody.cert --curve-public-keys %s",
+             port, s_dir, s_allowed);
+    cr_assert_neq(kvt_tcli_run(args, NULL, 0, err, sizeof err), 0);
+    cr_assert(strstr(err, "curve_secret_key") && strstr(err, "nobody.cert"), "%s", err);
+    s_rmtree();
 }
