@@ -484,3 +484,29 @@ Test(curve, a_replay_with_ranks_as_processes_runs_over_curve, .timeout = 120)
     cr_assert(strstr(err, "curve_secret_key") && strstr(err, "nobody.cert"), "%s", err);
     s_rmtree();
 }
+
+//  `kvtier keygen` makes what the settings read: a secret certificate
+//  (owner-only) and its public half; it never overwrites.
+Test(curve, keygen_writes_a_certificate_the_settings_accept, .timeout = 30)
+{
+    s_keys();
+    char path[160], secret[200], args[400], out[256], err[1024];
+    snprintf(path, sizeof path, "%s/allowed/made.cert", s_dir);
+    snprintf(secret, sizeof secret, "%s_secret", path);
+    snprintf(args, sizeof args, "keygen %s", path);
+    cr_assert_eq(kvt_tcli_run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    struct stat st;
+    cr_assert_eq(stat(secret, &st), 0);
+    cr_assert_eq(st.st_mode & 077, 0, "the secret file is owner-only (%03o)",
+                 (unsigned)(st.st_mode & 0777));
+    zcert_t *pub = zcert_load(path);
+    cr_assert_not_null(pub);
+    cr_assert(strstr(out, zcert_public_txt(pub)), "it prints the public key");
+    zcert_destroy(&pub);
+    kvt_system_t *sys = s_live("k", 0);
+    s_curve(sys, path, NULL); //  PATH with PATH_secret beside it
+    kvt_system_destroy(&sys);
+    cr_assert_eq(kvt_tcli_run(args, NULL, 0, err, sizeof err), 2);
+    cr_assert(strstr(err, "not overwritten"), "%s", err);
+    s_rmtree();
+}
