@@ -357,6 +357,7 @@ Test(curve, a_replay_with_a_missing_key_is_refused_at_start, .timeout = 30)
     snprintf(missing, sizeof missing, "%s/nobody.cert", s_dir);
     kvt_replay_cfg_t cfg;
     kvt_replay_defaults(&cfg);
+    cfg.limit = 4; //  were the key not checked, a short run
     cfg.curve_secret_key = missing;
     cfg.curve_public_keys = s_allowed;
     kvt_replay_report_t rep;
@@ -508,5 +509,25 @@ Test(curve, keygen_writes_a_certificate_the_settings_accept, .timeout = 30)
     kvt_system_destroy(&sys);
     cr_assert_eq(kvt_tcli_run(args, NULL, 0, err, sizeof err), 2);
     cr_assert(strstr(err, "not overwritten"), "%s", err);
+    s_rmtree();
+}
+
+//  A --rank-endpoint ipc://DIR that does not exist is made owner-only, and
+//  the run binds there; one open to others is refused at start.
+Test(ipc, a_replay_makes_its_socket_directory_owner_only, .timeout = 120)
+{
+    s_keys();
+    char dir[160], args[1024], err[8192];
+    snprintf(dir, sizeof dir, "%s/sockets", s_dir);
+    snprintf(args, sizeof args,
+             "replay --ranks-as-processes --rank-endpoint ipc://%s --tp 2 --byte-scale 1 "
+             "--limit 8 --hbm-pool 2MiB --cpu-pool 32MiB --log-level 0 --quiet",
+             dir);
+    cr_assert_eq(kvt_tcli_run(args, NULL, 0, err, sizeof err), 0, "%s", err);
+    struct stat st;
+    cr_assert_eq(stat(dir, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0700, "mode %03o", (unsigned)(st.st_mode & 0777));
+    cr_assert_eq(chmod(dir, 0755), 0);
+    cr_assert_neq(kvt_tcli_run(args, NULL, 0, err, sizeof err), 0, "an open directory is refused");
     s_rmtree();
 }
