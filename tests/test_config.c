@@ -318,7 +318,8 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
     };
     size_t n = sizeof keys / sizeof keys[0];
     //  Every setting that can be refused for its value is in the list.
-    cr_assert_eq(n + 3, kvt_config_key_count(), "trace, disk_dir and remote take any text");
+    cr_assert_eq(n + 6, kvt_config_key_count(),
+                 "trace, disk_dir, remote and the three curve_* paths take any text");
     for (size_t i = 0; i < n; i++) {
         char yaml[256], envv[256], flag[64], envname[64];
         snprintf(yaml, sizeof yaml, "# a comment\n%s: '%s'\n", keys[i][0], keys[i][1]);

@@ -7,6 +7,7 @@
     kvt_system_stop (which joins them), or through atomics. */
 #include <criterion/criterion.h>
 #include <czmq.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,14 +224,15 @@ static const char *s_ep(s_mode_t mode, int pid, const char *name, char *buf, siz
         return NULL;
     if (mode == S_TCP)
         return "tcp://127.0.0.1:*";
-    snprintf(buf, size, "ipc:///tmp/kvt-rt-%d-%s.sock", pid, name);
+    //  The driver binds ipc:// only in an owner-only directory.
+    snprintf(buf, size, "ipc:///tmp/kvt-rt-%d/%s.sock", pid, name);
     return buf;
 }
 
 static void s_unlink_ipc(int pid, const char *name)
 {
     char path[128];
-    snprintf(path, sizeof path, "/tmp/kvt-rt-%d-%s.sock", pid, name);
+    snprintf(path, sizeof path, "/tmp/kvt-rt-%d/%s.sock", pid, name);
     unlink(path);
 }
 
@@ -295,7 +298,10 @@ static void s_flow(s_mode_t mode, bool fanout)
     const uint32_t nworkers = 4;
     int pid = (int)getpid();
     pid_t child = 0;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/kvt-rt-%d", pid);
     if (mode == S_IPC2) {
+        cr_assert(mkdir(dir, 0700) == 0 || errno == EEXIST);
         child = fork(); //  before this process touches ZeroMQ
         cr_assert_geq(child, 0);
         if (child == 0)
@@ -331,6 +337,7 @@ static void s_flow(s_mode_t mode, bool fanout)
             snprintf(name, sizeof name, fanout ? "w%u" : "pong", w);
             s_unlink_ipc(pid, name);
         }
+        rmdir(dir);
     }
     //  Asserted only now, so the socket files are gone whatever the result.
     cr_assert_eq(child_rc, 0, "the child served and exited cleanly");

@@ -13,5 +13,6 @@ int kvt_cmd_bench_store(int argc, char **argv);
 int kvt_cmd_bench_rank(int argc, char **argv);
 int kvt_cmd_bench_admit(int argc, char **argv);
 int kvt_cmd_chaos(int argc, char **argv);
+int kvt_cmd_keygen(int argc, char **argv);
 
 #endif

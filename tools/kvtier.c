@@ -22,6 +22,7 @@ static void s_usage(FILE *out)
                  "  chaos [--plan P] [--seeds N] seeded fault-plan sweeps over small simulated\n"
                  "                              replays (--help for options)\n"
                  "  inspect FILE                print a recorded simulator trace\n"
+                 "  keygen PATH                 a CURVE certificate for authenticated links\n"
                  "  version                     version and device backends\n");
 }
 
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
         return kvt_cmd_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "rank") == 0)
         return kvt_cmd_rank(argc - 1, argv + 1);
+    if (strcmp(cmd, "keygen") == 0)
+        return kvt_cmd_keygen(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
         return kvt_cmd_version(argc - 1, argv + 1);
     if (strcmp(cmd, "chaos") == 0)

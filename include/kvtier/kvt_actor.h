@@ -120,6 +120,11 @@ typedef struct {
     uint64_t seed;       //  seeds delivery order (SIM) and every actor's generator
     const char *name;    //  system name: prefixes inproc endpoints (default "kvt")
     int log_level;       //  0..3, default 1 (warnings)
+    //  LIVE: the deployment this system belongs to (e.g. a hash of the
+    //  namespace and the world size; 0 = none). Every frame carries it, and a
+    //  frame with another one is dropped and counted (foreign_frames), so a
+    //  process of another deployment reaching an endpoint is never handled.
+    uint64_t link_id;
     //  SIM only: per-message network latency is lat_min_ns + rand % (lat_jitter_ns+1).
     uint64_t sim_lat_min_ns;    //  default 1000
     uint64_t sim_lat_jitter_ns; //  default 4000
@@ -147,6 +152,34 @@ kvt_aid_t kvt_system_add(kvt_system_t *self, const char *name, const kvt_actor_c
 //  Adds a remote actor: one that runs in another process and is reached at
 //  `endpoint` (ipc:// or tcp://). LIVE only.
 kvt_aid_t kvt_system_add_remote(kvt_system_t *self, const char *name, const char *endpoint);
+
+//  CURVE on tcp:// links (LIVE). With it set, every local tcp:// inbox binds
+//  as a CURVE server with `secret_key` and admits only clients whose public
+//  key is in a certificate under `public_keys` (a zauth actor shared by the
+//  process); every connection to a remote tcp:// actor is a CURVE client
+//  with `secret_key` that expects the server key of `server_key` (NULL:
+//  secret_key's own public key: one certificate for a whole deployment).
+//  A handshake an inbox refuses is counted (auth_rejected) and nothing the
+//  peer sent reaches a handler. inproc:// and ipc:// are not affected. The
+//  files are read now: a missing or unreadable one, a certificate without
+//  its secret key, or a public_keys that is not a directory fails with an
+//  error naming the setting (curve_<field>) and the path in `err`, and
+//  nothing is applied. Before start only. The SIM driver owns no sockets:
+//  it keeps the keys and ignores them.
+typedef struct {
+    const char *secret_key;  //  this process's certificate, zcert format, with the secret key
+    const char *public_keys; //  directory of the public certificates allowed to connect
+    const char *server_key;  //  public certificate remote tcp inboxes present (NULL: own)
+} kvt_curve_opts_t;
+
+int kvt_system_set_curve(kvt_system_t *self, const kvt_curve_opts_t *opts, char *err,
+                         size_t errlen);
+
+//  For a czmq socket (zsock_t *) of the caller's own that connects to
+//  `endpoint` of this topology (a liveness watch): makes it a CURVE client
+//  as the system's own links are when the endpoint is tcp:// and CURVE is
+//  set; nothing otherwise.
+void kvt_system_secure_client(kvt_system_t *self, void *zsock, const char *endpoint);
 
 //  Id of an actor by name, or KVT_AID_NONE.
 kvt_aid_t kvt_system_lookup(kvt_system_t *self, const char *name);
@@ -198,6 +231,8 @@ typedef struct {
     uint64_t dropped_fault;   //  SIM messages to this actor dropped by a fault rule
     uint64_t timers_lost;     //  armed timers discarded by a crash or a stop
     uint64_t restarts;        //  SIM restarts of this actor
+    uint64_t auth_rejected;   //  LIVE CURVE handshakes this actor's tcp:// inbox refused
+    uint64_t foreign_frames;  //  LIVE frames of another deployment (link_id differs), dropped
 } kvt_actor_stats_t;
 
 //  Copies actor `aid`'s counters (LIVE: safe after stop, or from the actor's

@@ -146,6 +146,10 @@ typedef struct {
     //  observability
     char metrics_addr[KVT_CONFIG_TEXT_MAX]; //  Prometheus /metrics at HOST:PORT ("" = off)
     uint64_t metrics_interval_ns;           //  between the endpoint's Stats rounds
+    //  authenticated links (tcp://, LIVE)
+    char curve_secret_key[KVT_CONFIG_PATH_MAX];  //  this process's certificate ("" = CURVE off)
+    char curve_public_keys[KVT_CONFIG_PATH_MAX]; //  directory of the allowed public certificates
+    char curve_server_key[KVT_CONFIG_PATH_MAX];  //  the peers' server certificate ("" = own)
     //  derived (filled by resolve)
     uint64_t block_bytes;     //  bytes of one block on a rank: planes x layers x block x token
     uint64_t chunk_bytes;     //  bytes of one chunk on a rank

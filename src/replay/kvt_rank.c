@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -58,6 +59,14 @@ kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg)
     kc.tp = cfg->tp;
     kvt_config_namespace(&kc);
     return kc.ns;
+}
+
+uint64_t kvt_rank_link_id(const kvt_replay_cfg_t *cfg)
+{
+    kvt_hash_t ns = kvt_rank_namespace(cfg);
+    uint64_t words[3] = {ns.hi, ns.lo, cfg->tp};
+    uint64_t id = XXH3_64bits(words, sizeof words);
+    return id ? id : 1; //  0 means "none"
 }
 
 void kvt_rank_names(uint32_t r, char *runner, char *worker, size_t len)
@@ -385,8 +394,8 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
                    char *err, size_t errlen)
 {
     //  Every value as a plain decimal: what `kvtier rank` reads back.
-    char v[32][448];
-    char *argv[72];
+    char v[40][448];
+    char *argv[80];
     int n = 0, k = 0;
 #define S_ARG(s)   (argv[n++] = (char *)(s))
 #define S_VAL(...) (snprintf(v[k], sizeof v[k], __VA_ARGS__), argv[n++] = v[k++])
@@ -430,6 +439,14 @@ int kvt_rank_spawn(const char *exe, const kvt_replay_cfg_t *cfg, uint32_t r, con
         S_ARG("--remote");
         S_VAL("%s", cfg->remote);
     }
+    const char *curve_flags[] = {"--curve-secret-key", "--curve-public-keys", "--curve-server-key"};
+    const char *curve_vals[] = {cfg->curve_secret_key, cfg->curve_public_keys,
+                                cfg->curve_server_key};
+    for (int i = 0; i < 3; i++)
+        if (curve_vals[i]) {
+            S_ARG(curve_flags[i]);
+            S_VAL("%s", curve_vals[i]);
+        }
     //  A hybrid rank's state lane: its unit and the pools it sizes (one
     //  slot per running request, its HBM checkpoints).
     //  The model first: the configuration checks the state bytes against
@@ -523,7 +540,7 @@ typedef struct {
     bool lost;      //  ... and went down again
 } s_watch_t;
 
-static int s_watch_open(s_watch_t *w, const char *ep, uint32_t rank)
+static int s_watch_open(s_watch_t *w, kvt_system_t *sys, const char *ep, uint32_t rank)
 {
     memset(w, 0, sizeof *w);
     char mep[80];
@@ -533,6 +550,7 @@ static int s_watch_open(s_watch_t *w, const char *ep, uint32_t rank)
     if (!w->push || !w->mon)
         return -1;
     zsock_set_linger(w->push, 0);
+    kvt_system_secure_client(sys, w->push, ep);
     if (zmq_socket_monitor(zsock_resolve(w->push), mep,
                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
         return -1;
@@ -652,6 +670,7 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
     so.seed = cfg->seed;
     so.name = "rank";
     so.log_level = cfg->log_level;
+    so.link_id = kvt_rank_link_id(cfg);
     kvt_system_t *sys = kvt_system_new(&so);
     kvt_rank_t *rk = NULL;
     s_watch_t watch;
@@ -660,6 +679,12 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
     if (!sys) {
         snprintf(err, errlen, "cannot create the actor system");
         goto done;
+    }
+    if (cfg->curve_secret_key) {
+        kvt_curve_opts_t co = {cfg->curve_secret_key, cfg->curve_public_keys,
+                               cfg->curve_server_key};
+        if (kvt_system_set_curve(sys, &co, err, errlen) != 0)
+            goto done;
     }
     bool added = true;
     for (uint32_t i = 0; added && i < 3; i++)
@@ -683,7 +708,7 @@ int kvt_rank_process_run(const kvt_rank_proc_cfg_t *pc, char *err, size_t errlen
         snprintf(err, errlen, "cannot build the actor topology (endpoint in use?)");
         goto done;
     }
-    if (s_watch_open(&watch, ep[0], pc->rank) != 0) {
+    if (s_watch_open(&watch, sys, ep[0], pc->rank) != 0) {
         snprintf(err, errlen, "cannot watch the engine at %s: %s", ep[0],
                  zmq_strerror(zmq_errno()));
         goto done;

@@ -32,6 +32,11 @@ typedef struct kvt_rank_t kvt_rank_t;
 //  namespace in every process).
 kvt_hash_t kvt_rank_namespace(const kvt_replay_cfg_t *cfg);
 
+//  The link id of a run's actor systems (kvt_system_opts_t.link_id): its
+//  namespace and its world size, so a process of another deployment, or
+//  one started with another --world, has its frames dropped and counted.
+uint64_t kvt_rank_link_id(const kvt_replay_cfg_t *cfg);
+
 //  Actor names of rank r: "runner.r" / "worker.r" (buffers of at least 32 bytes).
 void kvt_rank_names(uint32_t r, char *runner, char *worker, size_t len);
 

@@ -599,12 +599,14 @@ static void s_runtime_counters(s_run_t *run, kvt_replay_report_t *rep)
                 break;
             continue; //  a rank process's actor: that process checks its own
         }
-        const char *names[] = {"rt.delivered",     "rt.sent",           "rt.send_errors",
-                               "rt.decode_errors", "rt.unhandled",      "rt.handler_errors",
-                               "rt.timers_fired",  "rt.dropped_at_stop"};
-        uint64_t vals[] = {st.delivered, st.sent,           st.send_errors,  st.decode_errors,
-                           st.unhandled, st.handler_errors, st.timers_fired, st.dropped_at_stop};
-        for (int i = 0; i < 8; i++)
+        const char *names[] = {
+            "rt.delivered",     "rt.sent",           "rt.send_errors",  "rt.decode_errors",
+            "rt.unhandled",     "rt.handler_errors", "rt.timers_fired", "rt.dropped_at_stop",
+            "rt.auth_rejected", "rt.foreign_frames"};
+        uint64_t vals[] = {st.delivered,     st.sent,           st.send_errors,  st.decode_errors,
+                           st.unhandled,     st.handler_errors, st.timers_fired, st.dropped_at_stop,
+                           st.auth_rejected, st.foreign_frames};
+        for (int i = 0; i < 10; i++)
             kvt_sim_engine_result_add(e, s_actor_name(run, aid), names[i], vals[i]);
         rep->runtime_errors += st.send_errors + st.decode_errors + st.unhandled + st.handler_errors;
     }
@@ -664,10 +666,17 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     so.seed = cfg->seed;
     so.name = "replay";
     so.log_level = cfg->log_level;
+    so.link_id = kvt_rank_link_id(cfg);
     run->sys = kvt_system_new(&so);
     if (!run->sys) {
         snprintf(err, errlen, "cannot create the actor system");
         goto fail;
+    }
+    if (cfg->curve_secret_key) {
+        kvt_curve_opts_t co = {cfg->curve_secret_key, cfg->curve_public_keys,
+                               cfg->curve_server_key};
+        if (kvt_system_set_curve(run->sys, &co, err, errlen) != 0)
+            goto fail;
     }
     if (cfg->record && cfg->driver == KVT_DRIVER_SIM &&
         kvt_sim_trace_open(run->sys, cfg->record) != 0) {
@@ -681,6 +690,15 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     }
     if (cfg->ranks_as_processes && !cfg->rank_endpoint && s_procs_dir(run, err, errlen) != 0)
         goto fail;
+    //  A given ipc:// directory is made owner-only if it is new; an existing
+    //  one open to others is refused when the inboxes bind.
+    if (cfg->ranks_as_processes && cfg->rank_endpoint &&
+        strncmp(cfg->rank_endpoint, "ipc://", 6) == 0 && mkdir(cfg->rank_endpoint + 6, 0700) != 0 &&
+        errno != EEXIST) {
+        snprintf(err, errlen, "rank-endpoint: cannot create %s: %s", cfg->rank_endpoint + 6,
+                 strerror(errno));
+        goto fail;
+    }
     kvt_ledger_warm(ledger, s_tier_warm(cfg));
     for (uint32_t r = 0; !cfg->ranks_as_processes && r < cfg->tp; r++) {
         run->rank[r] = kvt_rank_new(cfg, r, run->sys, err, errlen);

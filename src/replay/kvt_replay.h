@@ -128,6 +128,11 @@ typedef struct {
     //  the tp ranks (kvt_rank.h), so_far the engine's result as it fills.
     //  NULL: one run to the end
     void *sim_run_arg; //  its argument
+
+    //  CURVE on tcp:// links (NULL = off; kvt_system_set_curve)
+    const char *curve_secret_key;  //  this process's certificate
+    const char *curve_public_keys; //  directory of the allowed public certificates
+    const char *curve_server_key;  //  the peers' server certificate (NULL: curve_secret_key's)
 } kvt_replay_cfg_t;
 
 //  Publishes the counters of r (every actor's, the final Stats round and

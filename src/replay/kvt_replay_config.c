@@ -44,6 +44,9 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
     cfg->disk_dir = kc->disk_dir[0] ? kc->disk_dir : NULL;
     cfg->disk_pool_bytes = kc->disk_pool_bytes;
     cfg->remote = kc->remote[0] ? kc->remote : NULL;
+    cfg->curve_secret_key = kc->curve_secret_key[0] ? kc->curve_secret_key : NULL;
+    cfg->curve_public_keys = kc->curve_public_keys[0] ? kc->curve_public_keys : NULL;
+    cfg->curve_server_key = kc->curve_server_key[0] ? kc->curve_server_key : NULL;
     cfg->disk_write_on_evict = kc->disk_write_on_evict;
     cfg->evict_value = kc->evict_value;
     cfg->mem_overcommit = kc->mem_overcommit;

@@ -128,6 +128,13 @@ static const s_key_t s_keys[] = {
      "HOST:PORT (IPv4 or localhost, port 0 = any free one), empty = off"},
     {"metrics_interval", T_DUR, OFF(metrics_interval_ns), MS, HOUR, NULL, 0, "1s",
      "duration, 1ms..1h"},
+    {"curve_secret_key", T_PATH, OFF(curve_secret_key), 0, 0, NULL, 0, "",
+     "path: this process's certificate (zcert, with its secret key); empty = tcp:// "
+     "unauthenticated"},
+    {"curve_public_keys", T_PATH, OFF(curve_public_keys), 0, 0, NULL, 0, "",
+     "directory of the public certificates allowed to connect"},
+    {"curve_server_key", T_PATH, OFF(curve_server_key), 0, 0, NULL, 0, "",
+     "path: public certificate the peers' tcp:// inboxes present (empty = curve_secret_key's)"},
 };
 #define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
 

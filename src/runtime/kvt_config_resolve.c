@@ -154,6 +154,24 @@ int kvt_config_resolve_from(kvt_config_t *cfg, kvt_config_origin_fn *origin, voi
         }
     }
 
+    //  Authenticated links: the keys come as a set (the files are read when
+    //  the system starts: kvt_system_set_curve).
+    if (cfg->curve_secret_key[0] && !cfg->curve_public_keys[0]) {
+        snprintf(err, errlen,
+                 "curve_secret_key%s needs curve_public_keys (the directory of the public "
+                 "certificates allowed to connect)",
+                 s_from(&f, "curve_secret_key"));
+        return -1;
+    }
+    static const char *curve_deps[] = {"curve_public_keys", "curve_server_key"};
+    const char *curve_vals[] = {cfg->curve_public_keys, cfg->curve_server_key};
+    for (int i = 0; i < 2; i++)
+        if (curve_vals[i][0] && !cfg->curve_secret_key[0]) {
+            snprintf(err, errlen, "%s%s needs curve_secret_key (this process's certificate)",
+                     curve_deps[i], s_from(&f, curve_deps[i]));
+            return -1;
+        }
+
     //  C3: a state-owning layout accepts only its own layout.
     kvt_layout_t own = preset->layout;
     bool layout_auto = cfg->layout == KVT_LAYOUT_AUTO;

@@ -8,7 +8,10 @@
     thread. A sender owns one PUSH socket per destination, created on first
     use from the sending thread and connected to the destination's endpoint:
     one PUSH → one PULL pipe per (sender, receiver), so delivery is FIFO per
-    channel. A frame is two parts: [sender name][encoded message].
+    channel. A frame is two parts: [sender][encoded message]; the sender
+    part is the sender's name, followed by a NUL and the system's link_id
+    (8 bytes, little-endian) when that is not 0. A frame whose link id is
+    not the receiver's is dropped and counted (foreign_frames).
 
     Backpressure. SNDHWM and RCVHWM are 0 (no limit) and sends use
     ZMQ_DONTWAIT: a send never blocks, so two actors that send to each other
@@ -16,6 +19,16 @@
     queues are bounded only by the protocol's own window (the engine keeps
     one step in flight). A send that still fails (no route) is counted as
     send_errors.
+
+    Authentication. With kvt_system_set_curve, a tcp:// inbox binds as a
+    CURVE server (the process's zauth actor admits only the allowed public
+    keys) and a connection to a tcp:// actor is a CURVE client that checks
+    the server's key, so a peer without a key can neither inject nor read.
+    A monitor on each CURVE inbox reports refused handshakes to the actor's
+    thread (auth_rejected). tcp:// without CURVE is allowed and warned
+    about once per system. An ipc:// socket file must sit in a directory
+    owned by this user with no group/other permission bits, checked at bind
+    and at connect; anything else is refused.
 
     Actor thread. init runs on the actor's thread before the zactor
     handshake signal, so kvt_system_start knows whether it succeeded. The
@@ -28,8 +41,11 @@
 #include <assert.h>
 #include <czmq.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kvt_runtime_int.h"
 
@@ -66,18 +82,21 @@ static void s_tsan_acquire(void *addr)
 
 //  Thread-owned state of one local actor.
 struct _kvt_live_actor_t {
-    zsock_t *pipe;       //  the zactor pipe (actor's end)
-    zsock_t *inbox;      //  PULL socket, bound by kvt_system_start
-    zpoller_t *poller;   //  polls pipe then inbox
-    zsock_t **out;       //  PUSH socket per destination, created on first send
-    kvt_timers_t timers; //  this actor's timers (monotonic ns since start)
-    bool terminated;     //  "$TERM" received
-    uint64_t bad_logged; //  bad frames logged at warning level
+    zsock_t *pipe;        //  the zactor pipe (actor's end)
+    zsock_t *inbox;       //  PULL socket, bound by kvt_system_start
+    zsock_t *authmon;     //  PAIR: the inbox's refused CURVE handshakes (or NULL)
+    zpoller_t *poller;    //  polls pipe then inbox
+    zsock_t **out;        //  PUSH socket per destination, created on first send
+    kvt_timers_t timers;  //  this actor's timers (monotonic ns since start)
+    bool terminated;      //  "$TERM" received
+    uint64_t bad_logged;  //  bad frames logged at warning level
+    uint64_t auth_logged; //  refused handshakes logged at warning level
 };
 
 struct _kvt_live_t {
-    uint64_t start_ns; //  monotonic time of kvt_system_start
-    zsock_t **post;    //  "$system" PUSH sockets per destination (posting thread)
+    uint64_t start_ns;      //  monotonic time of kvt_system_start
+    zsock_t **post;         //  "$system" PUSH sockets per destination (posting thread)
+    atomic_bool tcp_warned; //  "tcp:// without CURVE" logged
 };
 
 static int s_live_new(kvt_system_t *sys)
@@ -100,6 +119,16 @@ static void s_close_inbox(zsock_t **inbox_p, const char *endpoint)
     zsock_destroy(inbox_p);
 }
 
+//  Stops an inbox's handshake monitor and closes its reading end.
+static void s_close_authmon(zsock_t **mon_p, zsock_t *inbox)
+{
+    if (!*mon_p)
+        return;
+    if (inbox)
+        zmq_socket_monitor(zsock_resolve(inbox), NULL, 0);
+    zsock_destroy(mon_p);
+}
+
 static void s_close_all(zsock_t **socks, uint32_t n)
 {
     if (!socks)
@@ -115,8 +144,12 @@ static void s_live_destroy(kvt_system_t *sys)
         return;
     s_close_all(live->post, KVT_MAX_ACTORS);
     free(live->post);
-    for (uint32_t i = 0; i < sys->nactors; i++)
-        s_close_inbox(&sys->actors[i]->inbox, sys->actors[i]->endpoint); //  never handed over
+    for (uint32_t i = 0; i < sys->nactors; i++) { //  never handed over
+        s_close_authmon(&sys->actors[i]->authmon, sys->actors[i]->inbox);
+        s_close_inbox(&sys->actors[i]->inbox, sys->actors[i]->endpoint);
+    }
+    if (sys->curve)
+        kvt_curve_auth_release(sys->curve);
     free(live);
     sys->live = NULL;
 }
@@ -128,12 +161,78 @@ static uint64_t s_live_now(kvt_system_t *sys)
 
 // ---------------------------------------------------------------- send ----
 
-static zsock_t *s_connect(kvt_system_t *sys, kvt_aid_t to)
+// ------------------------------------------------------------ security ----
+
+//  An ipc:// endpoint's socket file must sit in a directory only this user
+//  can enter: anyone who can reach the file can inject and read. 0, or -1
+//  with the reason in `why`.
+static int s_ipc_dir_check(const char *ep, char *why, size_t len)
+{
+    char dir[KVT_ENDPOINT_MAX];
+    snprintf(dir, sizeof dir, "%s", ep + 6);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        snprintf(why, len, "directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, len, "%s is not a directory", dir);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, len, "directory %s belongs to uid %u, not this user (%u)", dir,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if (st.st_mode & 077) {
+        snprintf(why, len,
+                 "directory %s is open to group/other (mode %03o): ipc:// sockets need an "
+                 "owner-only directory (mode 700)",
+                 dir, (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    return 0;
+}
+
+static bool s_is_tcp(const char *ep)
+{
+    return strncmp(ep, "tcp://", 6) == 0;
+}
+
+static void s_warn_plain_tcp(kvt_system_t *sys, const char *who, const char *ep)
+{
+    if (!sys->curve && !atomic_exchange(&sys->live->tcp_warned, true))
+        kvt_log(sys, who, 1,
+                "%s is tcp:// without CURVE (curve_secret_key unset): any peer that reaches it "
+                "can inject and read messages",
+                ep);
+}
+
+static zsock_t *s_connect(kvt_system_t *sys, kvt_actor_t *from, kvt_aid_t to)
 {
     const char *ep = sys->actors[to]->endpoint;
+    const char *who = from ? from->name : KVT_SYSTEM_NAME;
+    char why[KVT_ENDPOINT_MAX + 128];
+    if (strncmp(ep, "ipc://", 6) == 0 && s_ipc_dir_check(ep, why, sizeof why) != 0) {
+        kvt_log(sys, who, 1, "will not connect to %s at %s: %s", sys->actors[to]->name, ep, why);
+        return NULL;
+    }
     zsock_t *sock = zsock_new(ZMQ_PUSH);
     if (!sock)
         return NULL;
+    if (s_is_tcp(ep)) {
+        if (sys->curve)
+            kvt_curve_client(sys->curve, sock);
+        else
+            s_warn_plain_tcp(sys, who, ep);
+    }
     zsock_set_sndhwm(sock, 0);
     zsock_set_linger(sock, strncmp(ep, "inproc://", 9) == 0 ? 0 : S_LINGER_MS);
     if (zsock_connect(sock, "%s", ep) != 0) {
@@ -162,7 +261,7 @@ static int s_live_send(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, const ui
     }
     const char *who = a ? a->name : KVT_SYSTEM_NAME;
     if (!*slot) {
-        *slot = s_connect(sys, to);
+        *slot = s_connect(sys, a, to);
         if (!*slot) {
             kvt_log(sys, who, 1, "cannot connect to %s at %s: %s", sys->actors[to]->name,
                     sys->actors[to]->endpoint, zmq_strerror(zmq_errno()));
@@ -170,8 +269,16 @@ static int s_live_send(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, const ui
         }
     }
     void *h = zsock_resolve(*slot);
+    uint8_t from[KVT_ACTOR_NAME_MAX + 9];
+    size_t flen = strlen(name);
+    memcpy(from, name, flen);
+    if (sys->link_id) {
+        from[flen++] = 0;
+        for (int i = 0; i < 8; i++)
+            from[flen++] = (uint8_t)(sys->link_id >> (8 * i));
+    }
     s_tsan_release(sys->actors[to]);
-    if (zmq_send(h, name, strlen(name), ZMQ_SNDMORE | ZMQ_DONTWAIT) == -1 ||
+    if (zmq_send(h, from, flen, ZMQ_SNDMORE | ZMQ_DONTWAIT) == -1 ||
         zmq_send(h, buf, len, ZMQ_DONTWAIT) == -1) {
         kvt_log(sys, who, 1, "send to %s failed: %s", sys->actors[to]->name,
                 zmq_strerror(zmq_errno()));
@@ -238,6 +345,16 @@ static void s_bad_frame(kvt_system_t *sys, kvt_actor_t *a, const char *why)
     kvt_log(sys, a->name, a->live->bad_logged++ < 8 ? 1 : 3, "dropped a frame: %s", why);
 }
 
+//  A frame of another deployment (another namespace or world size): a
+//  process that reached this endpoint by mistake, or on purpose.
+static void s_foreign_frame(kvt_system_t *sys, kvt_actor_t *a, uint64_t link)
+{
+    kvt_count(&a->stats, KVT_ST_FOREIGN_FRAMES);
+    kvt_log(sys, a->name, a->live->bad_logged++ < 8 ? 1 : 3,
+            "dropped a frame of another deployment (link id %016llx, this one %016llx)",
+            (unsigned long long)link, (unsigned long long)sys->link_id);
+}
+
 static void s_handle_inbox(kvt_system_t *sys, kvt_actor_t *a)
 {
     void *h = zsock_resolve(a->live->inbox);
@@ -251,8 +368,18 @@ static void s_handle_inbox(kvt_system_t *sys, kvt_actor_t *a)
                         n == 1 ? "one part (expected [sender][message])" : "more than two parts");
         else {
             const char *name = zmq_msg_data(&parts[0]);
-            kvt_aid_t from = kvt_system_find(sys, name, zmq_msg_size(&parts[0]));
-            if (from == KVT_AID_NONE)
+            size_t size = zmq_msg_size(&parts[0]);
+            const uint8_t *nul = memchr(name, 0, size);
+            size_t nlen = nul ? (size_t)((const char *)nul - name) : size;
+            uint64_t link = 0;
+            for (size_t b = 0; nul && b < 8 && nlen + 1 + b < size; b++)
+                link |= (uint64_t)nul[1 + b] << (8 * b);
+            kvt_aid_t from = kvt_system_find(sys, name, nlen);
+            if (nul && size != nlen + 9)
+                s_bad_frame(sys, a, "sender part: a link id is 8 bytes");
+            else if (link != sys->link_id)
+                s_foreign_frame(sys, a, link);
+            else if (from == KVT_AID_NONE)
                 s_bad_frame(sys, a, "unknown sender name (topologies differ?)");
             else {
                 int kind;
@@ -262,6 +389,27 @@ static void s_handle_inbox(kvt_system_t *sys, kvt_actor_t *a)
             }
         }
         s_close_parts(parts, n);
+    }
+}
+
+//  One monitor event per refused handshake: [event u16 + value u32][endpoint].
+static void s_handle_authmon(kvt_system_t *sys, kvt_actor_t *a)
+{
+    void *h = zsock_resolve(a->live->authmon);
+    for (int i = 0; i < S_BATCH; i++) {
+        zmq_msg_t parts[2];
+        int n = s_recv(h, parts);
+        if (n == 0)
+            return;
+        uint16_t event = 0;
+        if (zmq_msg_size(&parts[0]) >= 2)
+            memcpy(&event, zmq_msg_data(&parts[0]), 2);
+        s_close_parts(parts, n);
+        kvt_count(&a->stats, KVT_ST_AUTH_REJECTED);
+        kvt_log(sys, a->name, a->live->auth_logged++ < 8 ? 1 : 3, "refused a peer on %s: %s",
+                a->endpoint,
+                event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "its key is not allowed"
+                                                         : "no CURVE handshake with this key");
     }
 }
 
@@ -305,12 +453,16 @@ static void s_task(zsock_t *pipe, void *args)
     kvt_actor_t *a = args;
     kvt_system_t *sys = a->ctx.sys;
     zsock_t *inbox = a->inbox; //  the thread owns it from here on
+    zsock_t *authmon = a->authmon;
     a->inbox = NULL;
+    a->authmon = NULL;
     kvt_live_actor_t *L = calloc(1, sizeof *L);
     if (L) {
         L->pipe = pipe;
         L->inbox = inbox;
+        L->authmon = authmon;
         inbox = NULL;
+        authmon = NULL;
         L->out = calloc(sys->nactors, sizeof(zsock_t *));
         kvt_timers_init(&L->timers);
     }
@@ -324,7 +476,7 @@ static void s_task(zsock_t *pipe, void *args)
     zsock_set_sndtimeo(pipe, 0);
     if (!a->state)
         goto cleanup;
-    L->poller = zpoller_new(pipe, L->inbox, NULL);
+    L->poller = zpoller_new(pipe, L->inbox, L->authmon, NULL); //  authmon NULL ends the list
     assert(L->poller);
     zpoller_set_nonstop(L->poller, true); //  kvt_system_run reports SIGINT; actors wait for $TERM
     while (!L->terminated) {
@@ -334,6 +486,8 @@ static void s_task(zsock_t *pipe, void *args)
             s_handle_pipe(sys, a);
         else if (which == L->inbox)
             s_handle_inbox(sys, a);
+        else if (which && which == L->authmon)
+            s_handle_authmon(sys, a);
         else if (zpoller_terminated(L->poller) && zmq_errno() == ETERM)
             break;
     }
@@ -358,9 +512,11 @@ cleanup:
         s_close_all(L->out, sys->nactors);
         free(L->out);
         zpoller_destroy(&L->poller);
+        s_close_authmon(&L->authmon, L->inbox);
         s_close_inbox(&L->inbox, a->endpoint);
         free(L);
     }
+    s_close_authmon(&authmon, inbox);
     s_close_inbox(&inbox, a->endpoint);
     a->live = NULL;
     atomic_store_explicit(&a->live_done, true, memory_order_release);
@@ -396,15 +552,52 @@ static void s_stop_first(kvt_system_t *sys, uint32_t n)
     }
 }
 
+//  Watches a CURVE inbox's refused handshakes: libzmq publishes them on an
+//  inproc PAIR the actor's thread polls.
+static int s_authmon(kvt_system_t *sys, kvt_actor_t *a)
+{
+    char ep[KVT_ENDPOINT_MAX];
+    snprintf(ep, sizeof ep, "inproc://kvt-authmon-%p-%u", (void *)sys, (unsigned)a->aid);
+    if (zmq_socket_monitor(zsock_resolve(a->inbox), ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+        return -1;
+    a->authmon = zsock_new(ZMQ_PAIR);
+    if (!a->authmon || zsock_connect(a->authmon, "%s", ep) != 0) {
+        s_close_authmon(&a->authmon, a->inbox);
+        zmq_socket_monitor(zsock_resolve(a->inbox), NULL, 0);
+        return -1;
+    }
+    return 0;
+}
+
 static int s_bind(kvt_system_t *sys, kvt_actor_t *a)
 {
+    char why[KVT_ENDPOINT_MAX + 128];
+    if (strncmp(a->endpoint, "ipc://", 6) == 0 && s_ipc_dir_check(a->endpoint, why, sizeof why)) {
+        kvt_log(sys, a->name, 0, "will not bind %s: %s", a->endpoint, why);
+        return -1;
+    }
     a->inbox = zsock_new(ZMQ_PULL);
     if (!a->inbox)
         return -1;
     zsock_set_rcvhwm(a->inbox, 0);
     zsock_set_linger(a->inbox, 0);
+    bool curve = sys->curve && s_is_tcp(a->endpoint);
+    if (curve)
+        kvt_curve_server(sys->curve, a->inbox);
+    else if (s_is_tcp(a->endpoint))
+        s_warn_plain_tcp(sys, a->name, a->endpoint);
+    if (curve && s_authmon(sys, a) != 0) {
+        kvt_log(sys, a->name, 0, "cannot watch the handshakes of %s: %s", a->endpoint,
+                zmq_strerror(zmq_errno()));
+        zsock_destroy(&a->inbox);
+        return -1;
+    }
     if (zsock_bind(a->inbox, "%s", a->endpoint) == -1) {
         kvt_log(sys, a->name, 0, "cannot bind %s: %s", a->endpoint, zmq_strerror(zmq_errno()));
+        s_close_authmon(&a->authmon, a->inbox);
         zsock_destroy(&a->inbox);
         return -1;
     }
@@ -419,6 +612,19 @@ static int s_bind(kvt_system_t *sys, kvt_actor_t *a)
 
 static int s_live_start(kvt_system_t *sys)
 {
+    //  The authenticator runs before the first CURVE inbox binds: without a
+    //  ZAP handler libzmq would admit every key.
+    for (uint32_t i = 0; sys->curve && i < sys->nactors; i++) {
+        kvt_actor_t *a = sys->actors[i];
+        char err[KVT_ENDPOINT_MAX + 128];
+        if (a->remote || !s_is_tcp(a->endpoint))
+            continue;
+        if (kvt_curve_auth_hold(sys->curve, err, sizeof err) != 0) {
+            kvt_log(sys, KVT_SYSTEM_NAME, 0, "%s", err);
+            return -1;
+        }
+        break;
+    }
     for (uint32_t i = 0; i < sys->nactors; i++) {
         kvt_actor_t *a = sys->actors[i];
         if (!a->remote && s_bind(sys, a) != 0)
@@ -446,8 +652,12 @@ static int s_live_start(kvt_system_t *sys)
     }
     return 0;
 fail_bind:
-    for (uint32_t i = 0; i < sys->nactors; i++)
+    for (uint32_t i = 0; i < sys->nactors; i++) {
+        s_close_authmon(&sys->actors[i]->authmon, sys->actors[i]->inbox);
         s_close_inbox(&sys->actors[i]->inbox, sys->actors[i]->endpoint);
+    }
+    if (sys->curve)
+        kvt_curve_auth_release(sys->curve);
     return -1;
 }
 
@@ -456,6 +666,8 @@ static void s_live_stop(kvt_system_t *sys)
     s_stop_first(sys, sys->nactors);
     if (sys->live->post)
         s_close_all(sys->live->post, KVT_MAX_ACTORS);
+    if (sys->curve)
+        kvt_curve_auth_release(sys->curve);
 }
 
 static int s_live_run(kvt_system_t *sys, uint64_t until_ns)

@@ -7,7 +7,7 @@
 #include "kvtier/kvt_metrics.h"
 #include "kvtier/kvt_msg.h"
 
-#define S_RT_MAX  8                              //  runtime counters added per target
+#define S_RT_MAX  10                             //  runtime counters added per target
 #define S_PER_SRC (KVT_MSG_MAX_STATS + S_RT_MAX) //  counter slots per target
 #define S_SELF_N  4                              //  the collector's own counters
 
@@ -69,6 +69,8 @@ static void s_publish(kvt_ctx_t *ctx, s_coll_t *self)
             s_add(t->c, &t->n, S_PER_SRC, "rt.handler_errors", rt.handler_errors);
             s_add(t->c, &t->n, S_PER_SRC, "rt.timers_fired", rt.timers_fired);
             s_add(t->c, &t->n, S_PER_SRC, "rt.dropped_at_stop", rt.dropped_at_stop);
+            s_add(t->c, &t->n, S_PER_SRC, "rt.auth_rejected", rt.auth_rejected);
+            s_add(t->c, &t->n, S_PER_SRC, "rt.foreign_frames", rt.foreign_frames);
         }
         self->src[ns++] = (kvt_metrics_source_t){t->name, t->c, t->n};
     }

@@ -45,6 +45,8 @@ typedef enum {
     KVT_ST_DROPPED_FAULT,
     KVT_ST_TIMERS_LOST,
     KVT_ST_RESTARTS,
+    KVT_ST_AUTH_REJECTED,
+    KVT_ST_FOREIGN_FRAMES,
     KVT_ST_COUNT,
 } kvt_stat_t;
 
@@ -160,6 +162,7 @@ struct _kvt_actor_t {
     //  LIVE
     struct _zactor_t *zactor; //  the actor's thread (main thread owns)
     struct _zsock_t *inbox;   //  PULL socket, bound by main, then the thread's
+    struct _zsock_t *authmon; //  PAIR reading a CURVE inbox's handshake failures (or NULL)
     kvt_live_actor_t *live;   //  thread-owned state (sockets, timers)
     _Atomic int live_init;    //  0 pending, 1 init ok, -1 init failed
     _Atomic bool live_done;   //  release-stored as the thread's last act
@@ -170,6 +173,7 @@ struct _kvt_actor_t {
 typedef struct _kvt_sim_t kvt_sim_t;
 typedef struct _kvt_live_t kvt_live_t;
 typedef struct _kvt_trace_t kvt_trace_t;
+typedef struct _kvt_curve_t kvt_curve_t;
 
 typedef struct _kvt_driver_ops_t kvt_driver_ops_t;
 
@@ -178,6 +182,7 @@ struct _kvt_system_t {
     uint64_t seed;                  //  system seed
     char name[KVT_SYS_NAME_MAX];    //  system name (inproc prefix, logs)
     int log_level;                  //  lines above this level are dropped
+    uint64_t link_id;               //  deployment id every LIVE frame carries (0 = none)
     uint64_t lat_min_ns;            //  SIM latency floor
     uint64_t lat_jitter_ns;         //  SIM latency jitter range
     kvt_actor_t **actors;           //  topology, indexed by aid
@@ -189,6 +194,7 @@ struct _kvt_system_t {
     kvt_sim_t *sim;                 //  SIM driver state (SIM only)
     kvt_live_t *live;               //  LIVE driver state (LIVE only)
     kvt_trace_t *trace;             //  delivery trace + hash (SIM only)
+    kvt_curve_t *curve;             //  CURVE keys for tcp:// links (NULL: off)
 };
 
 //  Actor by id (local, remote or "$system"); NULL if unknown.
@@ -277,6 +283,21 @@ struct _kvt_driver_ops_t {
 
 extern const kvt_driver_ops_t kvt_sim_driver;  //  kvt_sim.c
 extern const kvt_driver_ops_t kvt_live_driver; //  kvt_live.c
+
+// --------------------------------------------------------------- curve ----
+//  kvt_curve.c: the keys kvt_system_set_curve read, applied by the LIVE
+//  driver to its tcp:// sockets.
+
+void kvt_curve_destroy(kvt_curve_t **self_p);
+//  Makes `sock` (a zsock_t) a CURVE server with this process's certificate.
+void kvt_curve_server(kvt_curve_t *self, struct _zsock_t *sock);
+//  Makes `sock` a CURVE client of the configured server key.
+void kvt_curve_client(kvt_curve_t *self, struct _zsock_t *sock);
+//  Holds the process's zauth actor (started on first use, shared by every
+//  system of the process that binds a CURVE inbox): 0, or -1 with `err`.
+int kvt_curve_auth_hold(kvt_curve_t *self, char *err, size_t errlen);
+//  Releases a hold; the last one stops the zauth actor.
+void kvt_curve_auth_release(kvt_curve_t *self);
 
 // ------------------------------------------------------------ trace -------
 

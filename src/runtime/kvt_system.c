@@ -163,6 +163,7 @@ kvt_system_t *kvt_system_new(const kvt_system_opts_t *opts)
     if (!self)
         return NULL;
     self->seed = o.seed;
+    self->link_id = o.link_id;
     self->log_level = 1; //  until the option is validated
     snprintf(self->name, sizeof self->name, "%s", "kvt");
     self->lat_min_ns = o.sim_lat_min_ns == KVT_LAT_ZERO ? 0
@@ -214,6 +215,7 @@ void kvt_system_destroy(kvt_system_t **self_p)
         kvt_system_stop(self);
     if (self->ops)
         self->ops->destroy(self);
+    kvt_curve_destroy(&self->curve);
     if (self->actors)
         for (uint32_t i = 0; i < self->nactors; i++)
             free(self->actors[i]);
@@ -356,6 +358,8 @@ int kvt_system_actor_stats(kvt_system_t *self, kvt_aid_t aid, kvt_actor_stats_t 
         .dropped_fault = kvt_count_get(c, KVT_ST_DROPPED_FAULT),
         .timers_lost = kvt_count_get(c, KVT_ST_TIMERS_LOST),
         .restarts = kvt_count_get(c, KVT_ST_RESTARTS),
+        .auth_rejected = kvt_count_get(c, KVT_ST_AUTH_REJECTED),
+        .foreign_frames = kvt_count_get(c, KVT_ST_FOREIGN_FRAMES),
     };
     return 0;
 }
