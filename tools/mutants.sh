@@ -17,7 +17,8 @@
 # STALE when its `find` text is not in the file exactly once, NOBUILD when the
 # mutated tree does not compile (a mutation must compile to prove anything).
 # Not part of `make check` (it rebuilds once per mutant); run it before
-# resolving an issue.
+# resolving an issue. tools/mutants-compile.py checks in minutes that every
+# mutant still builds (a NOBUILD one proves nothing) without running tests.
 #
 # Usage: tools/mutants.sh [-k ID-GLOB] [-l] [LIST-FILE...]
 #   -k GLOB  only the mutants whose id matches GLOB (shell pattern)
