@@ -271,6 +271,7 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"limit", "-1"},
         {"time_scale", "0"},
         {"closed_loop", "-1"},
+        {"pace", "sometimes"},
         {"driver", "x"},
         {"seed", "1e3"},
         {"log_level", "4"},

@@ -45,6 +45,10 @@ static void s_usage(FILE *out)
         "                     time 0, the next (in trace order) when one finishes or is\n"
         "                     rejected; timestamps ignored, so --time-scale must stay 1\n"
         "                     (default 0 = open loop by timestamps)\n"
+        "  --pace auto|on|off  on: a step spends its modelled time on the driver's clock\n"
+        "                     and SIM copies run at the cost model's host link (one clock\n"
+        "                     for the engine and the data path); auto (default): on under\n"
+        "                     sim, off under live\n"
         "  --driver sim|live  actor driver (default sim; live with --ranks-as-processes)\n"
         "  --ranks-as-processes  live: run every rank as its own process (kvtier rank), over\n"
         "                     ipc:// in a private temporary directory; a rank process that\n"
@@ -343,6 +347,7 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set_new(root, "time_scale",
                               json_real(cfg->time_scale > 0 ? cfg->time_scale : 1.0));
     rc |= json_object_set_new(root, "closed_loop", json_integer(cfg->closed_loop));
+    rc |= json_object_set_new(root, "pace", json_boolean(kvt_replay_paced(cfg)));
     if (cfg->driver == KVT_DRIVER_SIM) {
         char hash[24];
         snprintf(hash, sizeof hash, "%016" PRIx64, r->trace_hash);
@@ -355,6 +360,7 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set_new(root, "evict_order", json_string(cfg->evict_value ? "value" : "lru"));
     rc |= json_object_set_new(root, "steps", s_u64(e->steps));
     rc |= json_object_set_new(root, "model_time_s", s_real((double)e->model_time_us / 1e6, 3));
+    rc |= json_object_set_new(root, "driver_time_s", s_real((double)e->driver_us / 1e6, 3));
     rc |= json_object_set_new(ttft, "p50", s_real(e->ttft_p50_ms, 2));
     rc |= json_object_set_new(ttft, "p90", s_real(e->ttft_p90_ms, 2));
     rc |= json_object_set_new(ttft, "p99", s_real(e->ttft_p99_ms, 2));
@@ -514,6 +520,10 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            "tokens %.2f s), saves used the link %.2f s\n",
            100.0 * e->utilisation, (double)e->load_copy_us / 1e6, (double)e->load_wait_us / 1e6,
            (double)e->save_link_us / 1e6);
+    printf("  clocks        modelled %.1f s, driver %.3f s (%s)\n", (double)e->model_time_us / 1e6,
+           (double)e->driver_us / 1e6,
+           kvt_replay_paced(cfg) ? "paced: a step spends its modelled time on the driver's clock"
+                                 : "unpaced: steps start when the last ended");
     if (e->saturated)
         printf("  SATURATED     the last first token came %.1f s after the last arrival (arrivals "
                "span "

@@ -78,7 +78,7 @@ typedef enum {
 
 //  A setting that may be left to the configuration to decide.
 typedef enum {
-    KVT_AUTO = 0, //  unresolved (never left after resolve)
+    KVT_AUTO = 0, //  unresolved (never left after resolve; pace: the replay resolves it)
     KVT_OFF = 1,  //  off
     KVT_ON = 2,   //  on
 } kvt_tristate_t;
@@ -93,6 +93,9 @@ typedef struct {
     uint32_t limit;                  //  requests to replay (0 = all)
     double time_scale;    //  replay: arrival = trace timestamp x this (> 0, 1 = as traced)
     uint32_t closed_loop; //  replay: requests in flight per instance (0 = open loop)
+    kvt_tristate_t pace;  //  replay: a step spends its modelled time on the driver's clock
+                          //  (AUTO stays: the replay resolves it against the driver it
+                          //  runs, ON under SIM, OFF under LIVE; kvt_replay_paced)
     kvt_driver_t driver;  //  SIM or LIVE
     uint64_t seed;        //  seeds the SIM driver, actors and synthetic workload
     int log_level;        //  0 errors .. 3 debug

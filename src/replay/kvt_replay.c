@@ -20,6 +20,7 @@
 #include "replay/kvt_rank.h"
 #include "replay/kvt_sim_runner.h"
 #include "actors/scheduler/kvt_scheduler.h"
+#include "kvtier/kvt_config.h"
 #include "kvtier/kvt_gpu.h"
 #include "kvtier/kvt_storage.h"
 
@@ -49,7 +50,7 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     cfg->step_tokens = 4096;
     cfg->lookup_pin = true;
     cfg->byte_scale = 1;
-    cfg->sim_bw_Bps = 25000000000ull;
+    cfg->sim_bw_Bps = 0; //  derived (kvt_replay_sim_bw)
     cfg->sim_lat_ns = 5000;
     cfg->log_level = 1;
     cfg->wall_limit_ms = 600000;
@@ -84,6 +85,30 @@ int kvt_replay_hbm_split(const kvt_replay_cfg_t *c, uint64_t hbm_stored, kvt_sch
         return -1;
     }
     return 0;
+}
+
+bool kvt_replay_paced(const kvt_replay_cfg_t *c)
+{
+    return c->pace == KVT_ON || (c->pace == KVT_AUTO && c->driver == KVT_DRIVER_SIM);
+}
+
+uint64_t kvt_replay_sim_bw(const kvt_replay_cfg_t *c, const kvt_cost_cfg_t *cost)
+{
+    if (c->sim_bw_Bps)
+        return c->sim_bw_Bps;
+    if (!kvt_replay_paced(c))
+        return 25000000000ull;
+    //  A stored byte stands for kv_token_bytes / (planes x layers x
+    //  token_bytes) real ones (whatever the byte scale: the pools' sizes
+    //  scale, a chunk's stored bytes do not), and a paced step spends its
+    //  modelled time on the driver's clock: a stored chunk then crosses in
+    //  the time its real bytes take on the host link.
+    double stored = (double)c->planes * c->layers * c->token_bytes;
+    double link = cost->h2d_GBps < cost->d2h_GBps ? cost->h2d_GBps : cost->d2h_GBps;
+    double real_per_stored =
+        stored > 0 && cost->kv_token_bytes > 0 ? cost->kv_token_bytes / stored : 1;
+    double bw = link * 1e9 / real_per_stored;
+    return bw >= 1e15 ? 1000000000000000ull : bw < 1e6 ? 1000000ull : (uint64_t)llround(bw);
 }
 
 uint32_t kvt_replay_byte_scale(const kvt_replay_cfg_t *c)
@@ -166,8 +191,6 @@ int kvt_replay_validate(const kvt_replay_cfg_t *c, char *err, size_t errlen)
         bad = "max-running: must be in 1..4096 (entries one step message carries)";
     else if (c->step_tokens < c->max_running)
         bad = "step_tokens: must be at least max_running";
-    else if (c->sim_bw_Bps == 0)
-        bad = "sim_bw: must be positive";
     else if (c->byte_scale > (1u << 20))
         bad = "byte-scale: must be in 1..1048576";
     else if (c->instances > 64)
@@ -761,6 +784,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->engine.out = &rep->engine;
     run->engine.ledger = ledger;
     run->engine.closed_loop = cfg->closed_loop;
+    run->engine.pace = kvt_replay_paced(cfg);
     if (real->progress) {
         run->real = real;
         run->engine.progress = s_progress;
@@ -919,6 +943,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     e->steps += p->steps;
     e->steps_failed += p->steps_failed;
     e->model_time_us = p->model_time_us > e->model_time_us ? p->model_time_us : e->model_time_us;
+    e->driver_us = p->driver_us > e->driver_us ? p->driver_us : e->driver_us;
     e->busy_us += p->busy_us;
     e->load_copy_us += p->load_copy_us;
     e->load_wait_us += p->load_wait_us;
@@ -1013,6 +1038,10 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
     scaled.cpu_pool_bytes = s_stored(real, real->cpu_pool_bytes);
     scaled.disk_pool_bytes = s_stored(real, real->disk_pool_bytes);
     scaled.byte_scale = 1;
+    kvt_cost_cfg_t cost;
+    if (kvt_replay_cost(real, &cost, err, errlen) != 0)
+        return -1;
+    scaled.sim_bw_Bps = kvt_replay_sim_bw(real, &cost);
     memset(rep, 0, sizeof *rep);
     kvt_workload_t *wl;
     if (real->trace)

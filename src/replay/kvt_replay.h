@@ -32,6 +32,9 @@ typedef struct {
                               //  next arriving when one ends (timestamps ignored; needs
                               //  time_scale 1); 0: open loop by timestamps (default)
     kvt_driver_t driver;      //  SIM or LIVE (default SIM)
+    uint32_t pace;            //  kvt_tristate_t: KVT_ON, a step spends its modelled time on
+                              //  the driver's clock (kvt_sim_engine_args_t.pace); KVT_OFF,
+                              //  not; KVT_AUTO (0, default): ON under SIM, OFF under LIVE
     uint64_t seed;            //  seeds the synthetic workload and the SIM driver (default 1)
     uint32_t tp;              //  tensor-parallel ranks (default 2)
     uint64_t hbm_pool_bytes;  //  device KV memory per rank (default 16 MiB)
@@ -87,7 +90,10 @@ typedef struct {
     void *progress_arg;                  //  its argument
     const char *cost;                    //  cost model knobs over the model's defaults,
                                          //  "k=v,k=v" (kvt_cost_set; NULL = none)
-    uint64_t sim_bw_Bps;                 //  SIM copy bandwidth (default 25e9)
+    uint64_t sim_bw_Bps;                 //  SIM copy bandwidth of stored bytes (0, default:
+                                         //  paced, the cost model's slower host link
+                                         //  over the stored bytes each real byte has;
+                                         //  unpaced 25e9)
     uint64_t sim_lat_ns;                 //  SIM copy latency (default 5000)
     const char *record;                  //  SIM: record every delivery to this file (NULL = no)
     int log_level;                       //  0..3 (default 1)
@@ -176,6 +182,17 @@ int kvt_replay_hbm_split(const kvt_replay_cfg_t *c, uint64_t hbm_stored, kvt_sch
 //  kvt_replay_report_t.exit_code when a rank process exited before the end
 //  (failures names the rank and its exit status).
 #define KVT_REPLAY_RANK_LOST (-110)
+
+//  Whether the replay's engine is paced (kvt_replay_cfg_t.pace resolved
+//  against the driver).
+bool kvt_replay_paced(const kvt_replay_cfg_t *cfg);
+
+//  The SIM copy bandwidth the ranks' devices get: sim_bw_Bps when set;
+//  otherwise, paced, the slower of the cost model's h2d / d2h links over the
+//  real bytes one stored byte stands for (kv_token_bytes over planes x
+//  layers x token_bytes), so a stored chunk crosses in its real bytes'
+//  time; unpaced 25e9.
+uint64_t kvt_replay_sim_bw(const kvt_replay_cfg_t *cfg, const kvt_cost_cfg_t *cost);
 
 //  The byte scale that stores the model's real KV bytes per token per rank
 //  (kvt_cost_defaults) in the configured geometry (planes x layers x

@@ -35,6 +35,7 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
     cfg->limit = kc->limit;
     cfg->time_scale = kc->time_scale;
     cfg->closed_loop = kc->closed_loop;
+    cfg->pace = (uint32_t)kc->pace;
     cfg->driver = kc->driver;
     cfg->seed = kc->seed;
     cfg->log_level = kc->log_level;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define S_TIMER_START 1 //  timer tag: the first Schedule
+#define S_TIMER_PACE  2 //  timer tag: a paced Schedule is due
 
 typedef struct {
     kvt_sim_engine_args_t a;     //  configuration (borrowed pointers)
@@ -16,6 +17,11 @@ typedef struct {
     uint8_t *answered;           //  per asked actor: its reply was taken
     uint32_t nasked;             //  entries in asked
     bool stopped;                //  the engine gave up (the result says why)
+    uint64_t start_ns;           //  the driver's clock at the first Schedule
+    uint64_t start_us;           //  the core's clock at the first Schedule
+    bool started;                //  start_ns / start_us are set
+    bool held;                   //  paced: `pending` waits for its time
+    kvt_schedule_t pending;      //  paced: the Schedule the timer sends
 } s_engine_t;
 
 //  The replay cannot go on (a send failed, out of memory): says why in the
@@ -57,6 +63,37 @@ static uint32_t s_request_stats(kvt_ctx_t *ctx, s_engine_t *self)
     return self->nasked;
 }
 
+//  Whether the Schedule `s` must wait for its time on the driver's clock
+//  (paced; then a timer sends it). The first Schedule anchors the two
+//  clocks (also unpaced, for the result's driver_us); a later one is due when as much driver time
+//  has passed as the core's clock advanced. One Schedule is out at a time (the core waits for its
+//  plan), so one slot holds it.
+static bool s_pace(kvt_ctx_t *ctx, s_engine_t *self, const kvt_schedule_t *s)
+{
+    uint64_t now = kvt_ctx_now(ctx);
+    if (!self->started) {
+        self->started = true;
+        self->start_ns = now;
+        self->start_us = s->now_us;
+        return false;
+    }
+    if (!self->a.pace)
+        return false;
+    uint64_t ahead_us = s->now_us > self->start_us ? s->now_us - self->start_us : 0;
+    uint64_t due = ahead_us > (UINT64_MAX - self->start_ns) / 1000
+                       ? UINT64_MAX
+                       : self->start_ns + ahead_us * 1000;
+    if (due <= now)
+        return false;
+    self->pending = *s;
+    self->held = true;
+    if (!kvt_ctx_timer(ctx, due - now, S_TIMER_PACE)) {
+        self->held = false;
+        s_abort(ctx, self, "cannot arm the pacing timer");
+    }
+    return true;
+}
+
 //  Carries out what a core call returned (rc: the call's result).
 static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t *out)
 {
@@ -70,6 +107,8 @@ static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t 
     case KVT_SIM_ENGINE_WAIT:
         return 0;
     case KVT_SIM_ENGINE_SCHEDULE:
+        if (s_pace(ctx, self, &out->schedule))
+            return self->stopped ? -1 : 0;
         m.kind = KVT_MSG_SCHEDULE;
         m.u.schedule = out->schedule;
         if (kvt_ctx_send(ctx, self->sched, &m) != 0) {
@@ -93,6 +132,8 @@ static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t 
         }
         return 0;
     case KVT_SIM_ENGINE_STATS: {
+        if (self->started)
+            self->a.out->driver_us = (kvt_ctx_now(ctx) - self->start_ns) / 1000;
         kvt_sim_engine_out_t next;
         kvt_sim_engine_core_stats_asked(self->core, s_request_stats(ctx, self), &next);
         return s_act(ctx, self, 0, &next);
@@ -158,6 +199,22 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
 static void s_on_timer(kvt_ctx_t *ctx, void *selfp, uint64_t tag)
 {
     s_engine_t *self = selfp;
+    if (tag == S_TIMER_PACE) {
+        if (!self->held || self->stopped)
+            return;
+        self->held = false;
+        kvt_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.kind = KVT_MSG_SCHEDULE;
+        m.u.schedule = self->pending;
+        if (kvt_ctx_send(ctx, self->sched, &m) != 0) {
+            char why[96];
+            snprintf(why, sizeof why, "cannot send Schedule for step %llu",
+                     (unsigned long long)self->pending.step);
+            s_abort(ctx, self, why);
+        }
+        return;
+    }
     if (tag != S_TIMER_START)
         return;
     kvt_sim_engine_out_t out;

@@ -13,7 +13,18 @@
     dropped and counted). The
     modelled clock, admission on it, the cost model and the TTFT percentiles
     are the core's (see kvt_sim_engine_core.h); they are the same under both
-    drivers and independent of how fast the replay itself runs. */
+    drivers and independent of how fast the replay itself runs.
+
+    Paced (args.pace), the engine sends a Schedule no earlier on the
+    driver's clock than the start plus the modelled time the core's clock
+    has advanced since its first Schedule: a step then spends its modelled
+    duration on the clock the lanes, the aggregator and the scheduler's
+    timers run on, so a save or a load takes in modelled time what it takes
+    on that clock. Unpaced, the engine starts the next step as soon as the
+    last one ended and a step spends only the driver's time of its messages
+    and forward (tens of microseconds under SIM against milliseconds
+    modelled). The pacing only delays sends; the core's clock, and so
+    admission and TTFT, are the core's either way. */
 #ifndef KVT_SIM_ENGINE_H_INCLUDED
 #define KVT_SIM_ENGINE_H_INCLUDED
 
@@ -40,6 +51,9 @@ typedef struct {
     void *progress_arg;                   //  its argument
     kvt_ledger_t *ledger;                 //  the loss ledger, fed every plan (NULL: none)
     uint32_t closed_loop; //  C > 0: C requests in flight (kvt_sim_engine_core_cfg_t)
+    bool pace;            //  each Schedule waits on the driver's clock until the modelled
+                          //  time since the start has passed on it (one clock for the
+                          //  engine and the data path); false: sent at once
 } kvt_sim_engine_args_t;
 
 //  Exit code of a run the engine stopped because it could not go on (a send

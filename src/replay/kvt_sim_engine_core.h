@@ -51,6 +51,9 @@ typedef struct {
     uint64_t steps;            //  steps run
     uint64_t steps_failed;     //  step reports with ok = false
     uint64_t model_time_us;    //  modelled clock at the end
+    uint64_t driver_us;        //  the driver's clock from the first Schedule to the end,
+                               //  as the engine saw it (set by the shell; paced, at least
+                               //  the modelled time from the first Schedule to the last)
     double ttft_p50_ms;        //  time to first token, modelled (ms)
     double ttft_p90_ms;        //  ...
     double ttft_p99_ms;        //  ...

@@ -68,6 +68,7 @@ static const s_key_t s_keys[] = {
     {"time_scale", T_REAL, OFF(time_scale), 0, 1000, NULL, 0, "1", "factor, > 0 .. 1000"},
     {"closed_loop", T_U32, OFF(closed_loop), 0, 65536, NULL, 0, "0",
      "requests in flight per instance, 0 = off (open loop)"},
+    {"pace", T_TRI, OFF(pace), 0, 0, NULL, 0, "auto", "auto | on | off"},
     {"driver", T_ENUM, OFF(driver), 0, 0, NAMES(s_drivers), "sim", "sim | live"},
     {"seed", T_U64, OFF(seed), 0, UINT64_MAX, NULL, 0, "1", "u64"},
     {"log_level", T_INT, OFF(log_level), 0, 3, NULL, 0, "1", "0 errors .. 3 debug"},
