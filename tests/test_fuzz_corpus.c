@@ -87,3 +87,8 @@ Test(fuzz_corpus, disk_manifest)
 {
     cr_assert_geq(s_replay("disk_manifest", kvt_fuzz_disk_manifest), 6);
 }
+
+Test(fuzz_corpus, frame)
+{
+    cr_assert_geq(s_replay("frame", kvt_fuzz_frame), 12);
+}

@@ -10,8 +10,9 @@
     one PUSH → one PULL pipe per (sender, receiver), so delivery is FIFO per
     channel. A frame is two parts: [sender][encoded message]; the sender
     part is the sender's name, followed by a NUL and the system's link_id
-    (8 bytes, little-endian) when that is not 0. A frame whose link id is
-    not the receiver's is dropped and counted (foreign_frames).
+    (8 bytes, little-endian) when that is not 0 (kvt_frame.c builds and
+    parses it). A frame whose link id is not the receiver's is dropped and
+    counted (foreign_frames); any other bad shape is bad_frames.
 
     Backpressure. SNDHWM and RCVHWM are 0 (no limit) and sends use
     ZMQ_DONTWAIT: a send never blocks, so two actors that send to each other
@@ -48,6 +49,7 @@
 #include <unistd.h>
 
 #include "kvt_runtime_int.h"
+#include "kvt_frame.h"
 
 //  A message orders everything its sender did before sending it before
 //  everything its receiver does after receiving it (the memory a message
@@ -269,14 +271,8 @@ static int s_live_send(kvt_system_t *sys, kvt_actor_t *a, kvt_aid_t to, const ui
         }
     }
     void *h = zsock_resolve(*slot);
-    uint8_t from[KVT_ACTOR_NAME_MAX + 9];
-    size_t flen = strlen(name);
-    memcpy(from, name, flen);
-    if (sys->link_id) {
-        from[flen++] = 0;
-        for (int i = 0; i < 8; i++)
-            from[flen++] = (uint8_t)(sys->link_id >> (8 * i));
-    }
+    uint8_t from[KVT_FRAME_SENDER_MAX];
+    size_t flen = kvt_frame_sender(from, name, strlen(name), sys->link_id);
     s_tsan_release(sys->actors[to]);
     if (zmq_send(h, from, flen, ZMQ_SNDMORE | ZMQ_DONTWAIT) == -1 ||
         zmq_send(h, buf, len, ZMQ_DONTWAIT) == -1) {
@@ -363,30 +359,23 @@ static void s_handle_inbox(kvt_system_t *sys, kvt_actor_t *a)
         int n = s_recv(h, parts);
         if (n == 0)
             return;
-        if (n != 2)
-            s_bad_frame(sys, a,
-                        n == 1 ? "one part (expected [sender][message])" : "more than two parts");
+        kvt_frame_t f;
+        kvt_frame_status_t st =
+            kvt_frame_parse(n, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]),
+                            n > 1 ? zmq_msg_data(&parts[1]) : NULL,
+                            n > 1 ? zmq_msg_size(&parts[1]) : 0, sys->link_id, &f);
+        kvt_aid_t from =
+            st == KVT_FRAME_OK ? kvt_system_find(sys, f.name, f.name_len) : KVT_AID_NONE;
+        if (st == KVT_FRAME_FOREIGN)
+            s_foreign_frame(sys, a, f.link);
+        else if (st != KVT_FRAME_OK)
+            s_bad_frame(sys, a, kvt_frame_why(st));
+        else if (from == KVT_AID_NONE)
+            s_bad_frame(sys, a, "unknown sender name (topologies differ?)");
         else {
-            const char *name = zmq_msg_data(&parts[0]);
-            size_t size = zmq_msg_size(&parts[0]);
-            const uint8_t *nul = memchr(name, 0, size);
-            size_t nlen = nul ? (size_t)((const char *)nul - name) : size;
-            uint64_t link = 0;
-            for (size_t b = 0; nul && b < 8 && nlen + 1 + b < size; b++)
-                link |= (uint64_t)nul[1 + b] << (8 * b);
-            kvt_aid_t from = kvt_system_find(sys, name, nlen);
-            if (nul && size != nlen + 9)
-                s_bad_frame(sys, a, "sender part: a link id is 8 bytes");
-            else if (link != sys->link_id)
-                s_foreign_frame(sys, a, link);
-            else if (from == KVT_AID_NONE)
-                s_bad_frame(sys, a, "unknown sender name (topologies differ?)");
-            else {
-                int kind;
-                s_tsan_acquire(a);
-                kvt_actor_dispatch(sys, a, from, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]),
-                                   &kind);
-            }
+            int kind;
+            s_tsan_acquire(a);
+            kvt_actor_dispatch(sys, a, from, f.payload, f.payload_len, &kind);
         }
         s_close_parts(parts, n);
     }

@@ -20,6 +20,7 @@ int kvt_fuzz_trace(const uint8_t *data, size_t size);
 int kvt_fuzz_config(const uint8_t *data, size_t size);
 int kvt_fuzz_disk_object(const uint8_t *data, size_t size);
 int kvt_fuzz_disk_manifest(const uint8_t *data, size_t size);
+int kvt_fuzz_frame(const uint8_t *data, size_t size);
 
 //  A failed property: what, then abort (the fuzzer keeps the input).
 #define KVT_FUZZ_DIE(...)                      \
