@@ -156,54 +156,63 @@ static void s_settle(kvt_system_t *rx, kvt_aid_t aid)
     s_sleep_ms(200);
 }
 
+//  What one injected Completion came to at the receiver.
+typedef struct {
+    int handled;          //  messages the receiver's handlers saw
+    kvt_actor_stats_t st; //  the receiver's counters, once settled
+} s_result_t;
+
+//  A peer with `secret` (NULL: no CURVE) and `link_id` posts one Completion
+//  to `rx`'s "aggregator" (`agg`); once the receiver settled, what it saw.
+//  Destroys both systems.
+static s_result_t s_deliver_to(kvt_system_t **rx_p, kvt_aid_t agg, const char *secret,
+                               uint64_t link_id)
+{
+    atomic_store(&s_got, 0);
+    kvt_system_t *tx = s_inject(kvt_system_endpoint(*rx_p, agg), secret, link_id);
+    s_settle(*rx_p, agg);
+    s_result_t r = {.handled = atomic_load(&s_got), .st = s_stats(*rx_p, agg)};
+    kvt_system_destroy(&tx);
+    kvt_system_destroy(rx_p);
+    return r;
+}
+
+//  The same to a fresh receiver (s_receiver: CURVE when `rx_curve`, link id
+//  `rx_link`).
+static s_result_t s_deliver(bool rx_curve, uint64_t rx_link, const char *secret, uint64_t link_id)
+{
+    kvt_aid_t agg;
+    kvt_system_t *rx = s_receiver(rx_curve, rx_link, &agg);
+    return s_deliver_to(&rx, agg, secret, link_id);
+}
+
 // --------------------------------------------------------- injection -------
 
 Test(curve, a_peer_with_an_allowed_key_delivers, .timeout = 30)
 {
     s_keys();
-    atomic_store(&s_got, 0);
-    kvt_aid_t agg;
-    kvt_system_t *rx = s_receiver(true, 0, &agg);
-    kvt_system_t *tx = s_inject(kvt_system_endpoint(rx, agg), s_client, 0);
-    s_settle(rx, agg);
-    kvt_actor_stats_t st = s_stats(rx, agg);
-    cr_assert_eq(atomic_load(&s_got), 1, "the Completion was handled");
-    cr_assert_eq(st.auth_rejected, 0);
-    kvt_system_destroy(&tx);
-    kvt_system_destroy(&rx);
+    s_result_t r = s_deliver(true, 0, s_client, 0);
+    cr_assert_eq(r.handled, 1, "the Completion was handled");
+    cr_assert_eq(r.st.auth_rejected, 0);
     s_rmtree();
 }
 
 Test(curve, a_peer_without_a_key_cannot_inject_a_completion, .timeout = 30)
 {
     s_keys();
-    atomic_store(&s_got, 0);
-    kvt_aid_t agg;
-    kvt_system_t *rx = s_receiver(true, 0, &agg);
-    kvt_system_t *tx = s_inject(kvt_system_endpoint(rx, agg), NULL, 0);
-    s_settle(rx, agg);
-    kvt_actor_stats_t st = s_stats(rx, agg);
-    cr_assert_eq(atomic_load(&s_got), 0, "nothing reached the handler");
-    cr_assert_eq(st.delivered, 0);
-    cr_assert_geq(st.auth_rejected, 1, "the refused handshake is counted");
-    kvt_system_destroy(&tx);
-    kvt_system_destroy(&rx);
+    s_result_t r = s_deliver(true, 0, NULL, 0);
+    cr_assert_eq(r.handled, 0, "nothing reached the handler");
+    cr_assert_eq(r.st.delivered, 0);
+    cr_assert_geq(r.st.auth_rejected, 1, "the refused handshake is counted");
     s_rmtree();
 }
 
 Test(curve, a_peer_with_a_key_not_allowed_cannot_inject_a_completion, .timeout = 30)
 {
     s_keys();
-    atomic_store(&s_got, 0);
-    kvt_aid_t agg;
-    kvt_system_t *rx = s_receiver(true, 0, &agg);
-    kvt_system_t *tx = s_inject(kvt_system_endpoint(rx, agg), s_intruder, 0);
-    s_settle(rx, agg);
-    kvt_actor_stats_t st = s_stats(rx, agg);
-    cr_assert_eq(atomic_load(&s_got), 0, "nothing reached the handler");
-    cr_assert_geq(st.auth_rejected, 1, "the refused handshake is counted");
-    kvt_system_destroy(&tx);
-    kvt_system_destroy(&rx);
+    s_result_t r = s_deliver(true, 0, s_intruder, 0);
+    cr_assert_eq(r.handled, 0, "nothing reached the handler");
+    cr_assert_geq(r.st.auth_rejected, 1, "the refused handshake is counted");
     s_rmtree();
 }
 
@@ -212,14 +221,7 @@ Test(curve, a_peer_with_a_key_not_allowed_cannot_inject_a_completion, .timeout =
 Test(curve, without_curve_a_keyless_peer_gets_in, .timeout = 30)
 {
     s_keys();
-    atomic_store(&s_got, 0);
-    kvt_aid_t agg;
-    kvt_system_t *rx = s_receiver(false, 0, &agg);
-    kvt_system_t *tx = s_inject(kvt_system_endpoint(rx, agg), NULL, 0);
-    s_settle(rx, agg);
-    cr_assert_eq(atomic_load(&s_got), 1);
-    kvt_system_destroy(&tx);
-    kvt_system_destroy(&rx);
+    cr_assert_eq(s_deliver(false, 0, NULL, 0).handled, 1);
     s_rmtree();
 }
 
@@ -314,7 +316,6 @@ Test(curve, missing_or_bad_key_files_are_refused_at_start_naming_the_setting, .t
 Test(curve, a_refused_key_applies_nothing, .timeout = 30)
 {
     s_keys();
-    atomic_store(&s_got, 0);
     kvt_system_t *rx = s_live("rx", 0);
     char err[512], missing[160];
     snprintf(missing, sizeof missing, "%s/nobody.cert", s_dir);
@@ -322,11 +323,7 @@ Test(curve, a_refused_key_applies_nothing, .timeout = 30)
     cr_assert_eq(kvt_system_set_curve(rx, &co, err, sizeof err), -1);
     kvt_aid_t agg = kvt_system_add(rx, "aggregator", &s_rx_class, NULL, "tcp://127.0.0.1:*");
     cr_assert_eq(kvt_system_start(rx), 0);
-    kvt_system_t *tx = s_inject(kvt_system_endpoint(rx, agg), NULL, 0);
-    s_settle(rx, agg);
-    cr_assert_eq(atomic_load(&s_got), 1);
-    kvt_system_destroy(&tx);
-    kvt_system_destroy(&rx);
+    cr_assert_eq(s_deliver_to(&rx, agg, NULL, 0).handled, 1);
     s_rmtree();
 }
 
@@ -429,27 +426,14 @@ Test(link, a_frame_of_another_deployment_is_dropped_and_counted, .timeout = 30)
     cr_assert_neq(ida, 0);
     const uint64_t senders[] = {kvt_rank_link_id(&b), kvt_rank_link_id(&c), 0};
     for (int i = 0; i < 3; i++) {
-        atomic_store(&s_got, 0);
-        kvt_aid_t agg;
-        kvt_system_t *rx = s_receiver(false, ida, &agg);
-        kvt_system_t *tx = s_inject(kvt_system_endpoint(rx, agg), NULL, senders[i]);
-        s_settle(rx, agg);
-        kvt_actor_stats_t st = s_stats(rx, agg);
-        cr_assert_eq(atomic_load(&s_got), 0, "sender %d: not handled", i);
-        cr_assert_eq(st.foreign_frames, 1, "sender %d: counted", i);
-        kvt_system_destroy(&tx);
-        kvt_system_destroy(&rx);
+        s_result_t r = s_deliver(false, ida, NULL, senders[i]);
+        cr_assert_eq(r.handled, 0, "sender %d: not handled", i);
+        cr_assert_eq(r.st.foreign_frames, 1, "sender %d: counted", i);
     }
     //  The same deployment gets through.
-    atomic_store(&s_got, 0);
-    kvt_aid_t agg;
-    kvt_system_t *rx = s_receiver(false, ida, &agg);
-    kvt_system_t *tx = s_inject(kvt_system_endpoint(rx, agg), NULL, ida);
-    s_settle(rx, agg);
-    cr_assert_eq(atomic_load(&s_got), 1);
-    cr_assert_eq(s_stats(rx, agg).foreign_frames, 0);
-    kvt_system_destroy(&tx);
-    kvt_system_destroy(&rx);
+    s_result_t r = s_deliver(false, ida, NULL, ida);
+    cr_assert_eq(r.handled, 1);
+    cr_assert_eq(r.st.foreign_frames, 0);
 }
 
 // ------------------------------------------------------ end to end ---------
