@@ -272,6 +272,7 @@ Test(config, every_rejection_names_the_setting_its_value_and_its_source)
         {"time_scale", "0"},
         {"closed_loop", "-1"},
         {"pace", "sometimes"},
+        {"grid_share", "1001"},
         {"driver", "x"},
         {"seed", "1e3"},
         {"log_level", "4"},

@@ -675,6 +675,49 @@ Test(sim_runner_core, a_step_while_the_forward_runs_is_refused_and_answered)
     s_dev_close(&d);
 }
 
+//  A step refused while a forward runs still sends its loads (each gets
+//  its report); what they overwrite stops being checked as the earlier
+//  owners' once the forward ends: request 5's KV end in block 2 is not
+//  swept against request 9's bytes that the refused step's load put there.
+Test(sim_runner_core, a_refused_steps_loads_close_their_destinations_when_the_forward_ends)
+{
+    rdev_t d;
+    s_dev_open(&d, 50000, false);
+    uint32_t b[] = {2};
+    kvt_hash_t h[] = {s_h(0)};
+    kvt_entry_t e = s_entry(5, 0, 16, 0, b, h, 1, 0);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(out.pending);
+    kvt_hash_t keys[] = {s_h(40)};
+    kvt_load_spec_t ld;
+    memset(&ld, 0, sizeof ld);
+    ld.op = (kvt_opid_t){9, 1};
+    ld.start = 0;
+    ld.end = 16;
+    ld.blocks = b;
+    ld.nblocks = 1;
+    ld.keys = keys;
+    ld.nkeys = 1;
+    kvt_step_exec_t y = s_exec(2, 0, NULL, 0);
+    y.loads = &ld;
+    y.nloads = 1;
+    kvt_sim_runner_core_exec(d.r, &y, &out);
+    cr_assert(!out.pending && !out.done.ok);
+    cr_assert_eq(out.nloads, 1, "the refused step's load still goes out");
+    cr_assert(s_dev_done_at(&d, 100000, &out), "step 1 ends");
+    cr_assert(out.done.ok);
+    s_dev_fill(&d, 2, s_h(40)); //  the load lands: request 9's bytes
+    const kvt_sim_runner_wrong_t *where;
+    cr_assert_eq(kvt_sim_runner_core_sweep(d.r, &where), 0,
+                 "request 5's end in block 2 was overwritten by the load, not by a wrong forward");
+    kvt_sim_runner_stats_t st;
+    kvt_sim_runner_core_stats(d.r, &st);
+    cr_assert_eq(st.sweep_wrong, 0);
+    s_dev_close(&d);
+}
+
 static bool s_state_holds(rdev_t *d, kvt_gpu_state_pool_t pool, uint32_t i, kvt_hash_t h)
 {
     return kvt_oracle_state_mismatch(kvt_gpu_state_ptr(d->gpu, pool, i), SBYTES, h, 0) == SBYTES;

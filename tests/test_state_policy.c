@@ -291,6 +291,98 @@ Test(state_policy, marconi_takes_no_grid_checkpoint_but_branches_and_prompt_ends
     cr_assert_eq(o.third_hit, 128);
 }
 
+// ------------------------------------------------------ adaptive grid ----
+
+//  kvtier with grid_share_pct: one 1536-token prompt (96 blocks of 16, a
+//  64-token chunk and grid) and `units` HBM checkpoints; grid checkpoints
+//  only (interval_checkpoints). Returns the grid checkpoints taken and the
+//  last plan's interval.
+static uint64_t s_grid_takes(uint32_t share, uint32_t units, uint64_t *iv)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 128, 0);
+    cfg.state_policy = KVT_STATE_POLICY_KVTIER;
+    cfg.interval_checkpoints = true;
+    cfg.hbm_checkpoints = units;
+    cfg.grid_share_pct = share;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 1536, 100, 1);
+    rig_run(&r, 100);
+    uint64_t n = counter(&r, "ckpt.taken.grid");
+    *iv = counter(&r, "sched.grid_interval");
+    cr_assert(kvt_sched_quiescent(r.s));
+    kvt_sched_destroy(&r.s);
+    return n;
+}
+
+//  The grid is checkpoint_interval while the prompts' checkpoints fit in
+//  the share of the units, and doubles (up to 16 chunks) while they do not:
+//  at 100 % of 16 units, 1536 / 64 = 24 checkpoints do not fit, 1536 / 128
+//  = 12 do; at 100 % of 4, 1536 / 512 = 3 fit; at 1 % of 4 none would, and
+//  the grid stops at 16 chunks (1024: one checkpoint). 0: the fixed grid.
+Test(state_policy, the_kvtier_grid_thins_as_the_hbm_budget_fills)
+{
+    uint64_t iv;
+    cr_assert_eq(s_grid_takes(0, 4, &iv), 24, "the fixed grid");
+    cr_assert_eq(iv, 0);
+    cr_assert_eq(s_grid_takes(100, 64, &iv), 24, "room: the grid stays every chunk");
+    cr_assert_eq(iv, 64);
+    cr_assert_eq(s_grid_takes(100, 16, &iv), 12);
+    cr_assert_eq(iv, 128);
+    cr_assert_eq(s_grid_takes(100, 4, &iv), 3);
+    cr_assert_eq(iv, 512);
+    //  Exactly at the share (1536 / 384 = 4 of 4 units would fit; the
+    //  interval is a power of two of chunks, so 512 stays).
+    cr_assert_eq(s_grid_takes(75, 4, &iv), 3, "1536 / 512 = 3 = 75 %% of 4");
+    cr_assert_eq(iv, 512, "at the share exactly, no thinner");
+    cr_assert_eq(s_grid_takes(1, 4, &iv), 1);
+    cr_assert_eq(iv, 1024, "16 chunks at most");
+}
+
+//  The tier's images count among the checkpoints the grid may fill: one
+//  HBM budget of 256 blocks of 64 KiB (16 per 1 MiB state; 4 slots leave
+//  12 checkpoint units) and a tier of 48 chunks of 256 KiB (12 images).
+static uint64_t s_grid_takes_tier(uint32_t tier_chunks, bool no_state_tier)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 256, tier_chunks);
+    cfg.state_policy = KVT_STATE_POLICY_KVTIER;
+    cfg.interval_checkpoints = true;
+    cfg.block_bytes = 64u << 10;
+    cfg.grid_share_pct = 100;
+    cfg.no_state_tier = no_state_tier;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 1536, 100, 1);
+    rig_run(&r, 200);
+    uint64_t n = counter(&r, "ckpt.taken.grid");
+    kvt_sched_destroy(&r.s);
+    return n;
+}
+
+Test(state_policy, the_tiers_images_give_the_kvtier_grid_room)
+{
+    cr_assert_eq(s_grid_takes_tier(0, false), 12, "12 HBM units: every 128 tokens");
+    cr_assert_eq(s_grid_takes_tier(48, false), 24, "12 + 12 image units: every chunk");
+    cr_assert_eq(s_grid_takes_tier(48, true), 12, "images stay out of the tier: HBM alone");
+}
+
+//  Only kvtier's grid adapts: interval keeps its fixed grid.
+Test(state_policy, the_interval_policy_keeps_its_fixed_grid)
+{
+    rig_t r;
+    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 128, 0);
+    cfg.state_policy = KVT_STATE_POLICY_INTERVAL;
+    cfg.interval_checkpoints = true;
+    cfg.hbm_checkpoints = 4;
+    cfg.grid_share_pct = 1;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 1536, 100, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(counter(&r, "ckpt.taken.grid"), 24);
+    cr_assert_eq(counter(&r, "sched.grid_interval"), 0);
+    kvt_sched_destroy(&r.s);
+}
+
 //  s_rig under marconi with room for three HBM checkpoints (the KV stays
 //  in HBM: 64 blocks).
 static void s_marconi3(rig_t *r)

@@ -132,6 +132,8 @@ typedef struct {
     uint32_t step_tokens;            //  token budget of one step
     uint32_t min_load_tokens;        //  below this a joint load is recomputed instead
     kvt_state_policy_t state_policy; //  hybrid: checkpoint sources and HBM checkpoint order
+    uint32_t grid_share_pct;         //  kvtier policy: the adaptive grid's share of the HBM
+                                     //  checkpoint units, percent (0 = the fixed grid)
     kvt_lookup_mode_t lookup;        //  which ranks answer a lookup
     bool lookup_pin;                 //  a lookup pins what it found until its load
     uint64_t lookup_timeout_ns;      //  a lookup not settled by then falls back to the HBM hit

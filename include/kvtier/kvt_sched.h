@@ -102,6 +102,10 @@ typedef enum {
     KVT_STATE_POLICIES
 } kvt_sched_state_policy_t;
 
+//  The sparsest adaptive grid (kvt_sched_cfg_t.grid_share_pct): a grid
+//  checkpoint every 16 chunks.
+#define KVT_SCHED_GRID_MAX_CHUNKS 16
+
 typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
     uint32_t chunk_size;   //  tokens per chunk (default 256, multiple of block_size)
@@ -138,6 +142,15 @@ typedef struct {
     bool interval_checkpoints; //  only (a), the interval grid: no prompt-end (b) or decode
                                //  keep (c) checkpoints (false, the default: all three)
     kvt_sched_state_policy_t state_policy; //  checkpoint sources and HBM checkpoint order
+    //  KVTIER: the grid follows the HBM budget's pressure: each plan takes
+    //  grid checkpoints every chunk x 2^k tokens (k up to 4: at most
+    //  KVT_SCHED_GRID_MAX_CHUNKS chunks), the smallest such interval at
+    //  which the active requests' prompts' grid checkpoints fit in this
+    //  percent of the checkpoints the tiers hold: the HBM units plus, with
+    //  block_bytes and state images in the tier (no_state_tier false), the
+    //  images tier_chunks chunks' bytes would hold (0: the fixed grid every
+    //  checkpoint_interval tokens).
+    uint32_t grid_share_pct;
     bool value_order; //  KVTIER: HBM checkpoints go by the value rule (GDSF), not LRU
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
     //  from a Lookup to the ranks, settled by the aggregator as the minimum
@@ -241,6 +254,9 @@ typedef struct {
     uint64_t state_loads;           //  state legs dispatched (tier image → slot)
     uint64_t ckpt_takes;            //  checkpoints planned (interval, prompt end, decode keep)
     uint64_t state_tax_tokens;      //  per admission: max (block hit, tier KV hit) − resume point
+    uint64_t grid_interval;         //  gauge: the grid interval of the last plan with active
+                                    //  requests (tokens; 0: the fixed grid, or a dense model)
+    uint64_t grid_thinned;          //  plans whose grid was sparser than checkpoint_interval
     uint64_t state_resumes;         //  admissions where KV alone could have resumed (> 0)
     //  Tier lookups.
     uint64_t lookups_sent;     //  Lookups put into plans

@@ -619,6 +619,7 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
     //  clock at the scale of an unpaced step (tens of microseconds), and the
     //  tests pin what each seed's fault hits at that scale.
     c->pace = KVT_OFF;
+    c->grid_share_pct = 0; //  the fixed grid, as the pinned seeds were chosen on
     c->seed = cfg->seed;
     c->log_level = cfg->log_level;
     c->record = cfg->record;

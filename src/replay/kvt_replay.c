@@ -49,6 +49,7 @@ void kvt_replay_defaults(kvt_replay_cfg_t *cfg)
     cfg->max_running = 64;
     cfg->step_tokens = 4096;
     cfg->lookup_pin = true;
+    cfg->grid_share_pct = 2;
     cfg->byte_scale = 1;
     cfg->sim_bw_Bps = 0; //  derived (kvt_replay_sim_bw)
     cfg->sim_lat_ns = 5000;
@@ -764,6 +765,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->sched.cfg.lookup_ranks = cfg->lookup_rank0 ? KVT_SCHED_LOOKUP_RANK0 : KVT_SCHED_LOOKUP_ALL;
     run->sched.cfg.interval_checkpoints = cfg->interval_checkpoints;
     run->sched.cfg.state_policy = (kvt_sched_state_policy_t)cfg->state_policy;
+    run->sched.cfg.grid_share_pct = cfg->grid_share_pct;
     run->sched.cfg.value_order = cfg->evict_value;
     run->sched.engine = "engine";
     run->agg.nranks = cfg->tp;

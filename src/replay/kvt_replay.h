@@ -73,6 +73,8 @@ typedef struct {
     uint64_t pool_ttl_ns;         //  lifetime of a pool lease not renewed (0 = 60 s)
     bool evict_value; //  evict_order value: the CPU pools and HBM checkpoints by the value rule
     uint32_t state_policy;     //  hybrid: kvt_sched_state_policy_t (default KVTIER)
+    uint32_t grid_share_pct;   //  KVTIER: kvt_sched_cfg_t.grid_share_pct (default 2; 0 =
+                               //  the fixed grid every checkpoint_interval)
     bool interval_checkpoints; //  hybrid: checkpoints on the interval grid only, no prompt-end
                                //  or decode-keep ones (--checkpoints interval; default off)
     uint32_t max_running;      //  requests admitted at once (default 64)

@@ -63,6 +63,7 @@ int kvt_replay_from_config(const kvt_config_t *kc, kvt_replay_cfg_t *cfg, char *
         kc->state_bytes && !kc->checkpoint_interval ? kc->chunk_size : kc->checkpoint_interval;
     cfg->min_load_tokens = kc->min_load_tokens;
     cfg->state_policy = (uint32_t)kc->state_policy;
+    cfg->grid_share_pct = kc->grid_share_pct;
     cfg->orphan_reclaim_us = kc->orphan_reclaim_ns / 1000;
     cfg->load_deadline_us = kc->load_deadline_ns / 1000;
     cfg->lookup_max_age_us = kc->lookup_max_age_ns / 1000;

@@ -118,6 +118,10 @@ struct kvt_sim_runner_core_t {
     s_rec_t *recs;                 //  per state slot: what it should hold (state_slots)
     s_kvend_t *kvends;             //  per device block: a request's KV end (num_blocks)
     uint64_t *kvopen;              //  per device block, one bit: its KV end is open
+    uint64_t *kvdefer;             //  per device block, one bit: a load of a step refused
+                                   //  while a forward ran overwrites it (closed when it ends)
+    s_rec_t *defer_recs;           //  per state slot: such a load's state leg (open: one is)
+    bool deferred;                 //  some bit of kvdefer or some defer_recs[i] is set
     s_took_t *took;                //  per checkpoint unit: its newest take (ckpt_units)
     uint8_t *scratch;              //  restore_late: the slot as the forward read it
     uint32_t stale_seen;           //  fault_stale_slot: forwards from 0 into a held slot
@@ -148,9 +152,11 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
     if (cfg->num_blocks) {
         self->kvends = calloc(cfg->num_blocks, sizeof *self->kvends);
         self->kvopen = calloc((cfg->num_blocks + 63) / 64, sizeof *self->kvopen);
-        if (!self->kvends || !self->kvopen) {
+        self->kvdefer = calloc((cfg->num_blocks + 63) / 64, sizeof *self->kvdefer);
+        if (!self->kvends || !self->kvopen || !self->kvdefer) {
             free(self->kvends);
             free(self->kvopen);
+            free(self->kvdefer);
             free(self);
             return NULL;
         }
@@ -162,22 +168,26 @@ kvt_sim_runner_core_t *kvt_sim_runner_core_new(const kvt_sim_runner_core_cfg_t *
         if (!(self->stale = malloc(most ? most : 1))) {
             free(self->kvends);
             free(self->kvopen);
+            free(self->kvdefer);
             free(self);
             return NULL;
         }
     }
     if (cfg->state_slots) {
         self->recs = calloc(cfg->state_slots, sizeof *self->recs);
+        self->defer_recs = calloc(cfg->state_slots, sizeof *self->defer_recs);
         self->took = cfg->ckpt_units ? calloc(cfg->ckpt_units, sizeof *self->took) : NULL;
         self->scratch = cfg->fault_restore_late ? malloc(cfg->state_bytes) : NULL;
-        if (!self->recs || (cfg->ckpt_units && !self->took) ||
+        if (!self->recs || !self->defer_recs || (cfg->ckpt_units && !self->took) ||
             (cfg->fault_restore_late && !self->scratch)) {
             free(self->recs);
+            free(self->defer_recs);
             free(self->took);
             free(self->scratch);
             free(self->stale);
             free(self->kvends);
             free(self->kvopen);
+            free(self->kvdefer);
             free(self);
             return NULL;
         }
@@ -212,6 +222,8 @@ void kvt_sim_runner_core_destroy(kvt_sim_runner_core_t **self_p)
     free(self->took);
     free(self->kvends);
     free(self->kvopen);
+    free(self->kvdefer);
+    free(self->defer_recs);
     free(self->scratch);
     free(self);
     *self_p = NULL;
@@ -931,25 +943,58 @@ static bool s_job_copy(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x)
 static void s_loads_take_slots(kvt_sim_runner_core_t *self, const kvt_step_exec_t *x, bool check)
 {
     //  Their KV destinations likewise: a request's KV end there is checked
-    //  before the load overwrites it.
-    for (uint32_t i = 0; !self->pending && i < x->nloads; i++)
+    //  before the load overwrites it. While a forward runs (a step refused
+    //  for it) the records are its: the loads' are kept for when it ends
+    //  (kvt_sim_runner_core_poll), unchecked (by then the load may be
+    //  writing its destination).
+    for (uint32_t i = 0; i < x->nloads; i++)
         for (uint32_t j = 0; j < x->loads[i].nblocks; j++) {
             uint32_t b = x->loads[i].blocks[j];
             if (b >= self->cfg.num_blocks)
                 continue;
+            if (self->pending) {
+                self->kvdefer[b / 64] |= 1ull << (b % 64);
+                self->deferred = true;
+                continue;
+            }
             if (check)
                 s_kv_end_check(self, b);
             s_kv_close(self, b);
         }
-    for (uint32_t i = 0; self->cfg.state_slots && !self->pending && i < x->nloads; i++) {
+    for (uint32_t i = 0; self->cfg.state_slots && i < x->nloads; i++) {
         const kvt_load_spec_t *ld = &x->loads[i];
         if (!ld->state || ld->state_slot >= self->cfg.state_slots)
             continue;
+        s_rec_t rec = {ld->op.req, ld->op.gen, ld->state_hash, ld->state_boundary,
+                       true,       true,       false};
+        if (self->pending) {
+            self->defer_recs[ld->state_slot] = rec;
+            self->deferred = true;
+            continue;
+        }
         if (check)
             s_end_check(self, ld->state_slot, ld->op);
-        self->recs[ld->state_slot] = (s_rec_t){
-            ld->op.req, ld->op.gen, ld->state_hash, ld->state_boundary, true, true, false};
+        self->recs[ld->state_slot] = rec;
     }
+}
+
+//  The forward ended: the records of what loads of steps refused while it
+//  ran overwrite become theirs (KV ends closed, the state legs' records
+//  set), as they would have at once had no forward run.
+static void s_undefer(kvt_sim_runner_core_t *self)
+{
+    if (!self->deferred)
+        return;
+    self->deferred = false;
+    for (uint32_t w = 0; w < (self->cfg.num_blocks + 63) / 64; w++) {
+        self->kvopen[w] &= ~self->kvdefer[w];
+        self->kvdefer[w] = 0;
+    }
+    for (uint32_t i = 0; i < self->cfg.state_slots; i++)
+        if (self->defer_recs[i].open) {
+            self->recs[i] = self->defer_recs[i];
+            self->defer_recs[i].open = false;
+        }
 }
 
 //  The step's loads and saves as they go out (shallow copies of the specs:
@@ -1176,6 +1221,7 @@ bool kvt_sim_runner_core_poll(kvt_sim_runner_core_t *self, kvt_sim_runner_out_t 
     if (rc == KVT_GPU_NOT_READY)
         return false;
     self->pending = false;
+    s_undefer(self);
     memset(out, 0, sizeof *out);
     s_job_t *job = &self->job;
     uint32_t detail = job->ok ? KVT_DETAIL_OK : KVT_DETAIL_INVALID;

@@ -110,6 +110,8 @@ static const s_key_t s_keys[] = {
     {"min_load_tokens", T_U32, OFF(min_load_tokens), 0, 1u << 24, NULL, 0, "0", "tokens"},
     {"state_policy", T_ENUM, OFF(state_policy), 0, 0, NAMES(s_policies), "kvtier",
      "kvtier | interval | every-chunk | marconi"},
+    {"grid_share", T_U32, OFF(grid_share_pct), 0, 1000, NULL, 0, "2",
+     "percent of the HBM checkpoint units, 0 = the fixed grid"},
     {"lookup", T_ENUM, OFF(lookup), 0, 0, NAMES(s_lookups), "all", "all | rank0"},
     {"lookup_pin", T_BOOL, OFF(lookup_pin), 0, 0, NULL, 0, "true", "boolean"},
     {"lookup_timeout", T_DUR, OFF(lookup_timeout_ns), MS, HOUR, NULL, 0, "1s", "duration, 1ms..1h"},

@@ -9,7 +9,7 @@
 
 #include "kvtier/kvt_config.h"
 
-#define KVT_CONFIG_NKEYS 54 //  settings in the table (kvt_config.c checks it)
+#define KVT_CONFIG_NKEYS 55 //  settings in the table (kvt_config.c checks it)
 
 //  The table of settings, by index 0 .. KVT_CONFIG_NKEYS - 1 (kvt_config.c).
 //  The setting a name stands for (`cpu_pool`, `cpu-pool`, `--cpu-pool`,

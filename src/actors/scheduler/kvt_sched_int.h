@@ -37,6 +37,7 @@ struct _kvt_sched_t {
     uint64_t now_us;         //  the caller's clock (kvt_sched_set_now)
     kvt_admit_t *ad;         //  the admission decision
     kvt_planbuf_t *pb;       //  the plan under construction
+    uint32_t grid_iv;        //  KVTIER: this plan's grid interval (0: checkpoint_interval)
     kvt_sched_stats_t stats; //  counters
 };
 

@@ -43,7 +43,9 @@ static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32
 {
     kvt_sched_state_policy_t pol = self->cfg.state_policy;
     uint32_t cs = self->cfg.chunk_size;
-    uint32_t iv = pol == KVT_STATE_POLICY_EVERY_CHUNK ? cs : self->cfg.checkpoint_interval;
+    uint32_t iv = pol == KVT_STATE_POLICY_EVERY_CHUNK ? cs
+                  : self->grid_iv                     ? self->grid_iv
+                                                      : self->cfg.checkpoint_interval;
     uint64_t best = pol == KVT_STATE_POLICY_MARCONI ? UINT64_MAX : ((uint64_t)from / iv + 1) * iv;
     *src = KVT_CKPT_SRC_GRID;
     uint32_t extra[4] = {r->nprompt / cs * cs,
@@ -64,6 +66,43 @@ static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32
             *src = why[i];
         }
     return best > r->nfeed ? 0 : (uint32_t)best;
+}
+
+//  KVTIER with grid_share_pct > 0: the grid follows the tiers' pressure.
+//  At interval I the active requests' prompts want (sum of their prompt
+//  tokens) / I grid checkpoints; the interval is the smallest
+//  checkpoint_interval x 2^k (up to KVT_SCHED_GRID_MAX_CHUNKS chunks) whose
+//  checkpoints take at most grid_share_pct % of the checkpoints the tiers
+//  hold, so tiers with room keep the configured grid and small ones take a
+//  grid checkpoint only every few thousand tokens, where a grid state and
+//  its image would crowd out more KV than they save. O(active requests)
+//  once per plan, as the plan's own walk.
+static void s_grid(kvt_sched_t *self)
+{
+    self->grid_iv = 0;
+    if (!kvt_sched_hybrid(self) || self->cfg.state_policy != KVT_STATE_POLICY_KVTIER ||
+        self->cfg.grid_share_pct == 0)
+        return;
+    uint64_t want = 0;
+    for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE); slot != KVT_ILIST_NONE;
+         slot = kvt_reqtab_next(self->rt, slot))
+        want += kvt_reqtab_at(self->rt, slot)->nprompt;
+    //  The checkpoints the two tiers hold: the HBM budget's units and, with
+    //  state images in the tier, the images its chunks' bytes would hold.
+    const kvt_sched_cfg_t *c = &self->cfg;
+    uint64_t units = kvt_ckpt_capacity(self->ck);
+    if (!c->no_state_tier && c->tier_chunks && c->block_bytes)
+        units += (uint64_t)c->tier_chunks * self->bpc * c->block_bytes / c->state_bytes;
+    //  want / iv > room, in integers: want x 100 > iv x pct x units.
+    uint64_t room = (uint64_t)c->grid_share_pct * units;
+    uint32_t iv = self->cfg.checkpoint_interval,
+             most = KVT_SCHED_GRID_MAX_CHUNKS * self->cfg.chunk_size;
+    while (iv < most && want * 100 > (uint64_t)iv * room)
+        iv *= 2;
+    self->grid_iv = iv;
+    if (want)
+        self->stats.grid_interval = iv;
+    self->stats.grid_thinned += iv > self->cfg.checkpoint_interval;
 }
 
 //  Appends a state op of request r to the plan (0, or -1 when out of
@@ -289,6 +328,7 @@ int kvt_sched_plan(kvt_sched_t *self, uint64_t step, bool prev_failed, kvt_step_
         slot = next;
     }
 
+    s_grid(self);
     //  Decodes first (one token each), then prefill chunks within the budget.
     uint32_t budget = self->cfg.step_tokens;
     for (uint32_t pass = 0; pass < 2; pass++) {
