@@ -58,8 +58,9 @@ typedef struct {
 } kvt_sadmit_t;
 
 //  The request's load in flight and what a retreat needs (B2): set when
-//  the admission hands its load to kvt_loadtrack_start, cleared when the
-//  load settles, retreats or is orphaned. Written only by kvt_loadtrack.
+//  the admission hands its load to kvt_loadtrack_start; the pins go when
+//  the load settles or retreats, everything when it is orphaned. Written
+//  only by kvt_loadtrack (tests/test_layout_sched.c checks it).
 typedef struct {
     uint32_t floor;      //  first token of the outstanding load (chunk floor of hbm_hit)
     uint32_t end;        //  resume point B of the outstanding load
