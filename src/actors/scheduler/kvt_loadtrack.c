@@ -47,8 +47,6 @@ void kvt_loadtrack_destroy(kvt_loadtrack_t **self_p)
     *self_p = NULL;
 }
 
-//  The index that owns request r's live load: stidx for a load with a
-//  state leg, kvidx otherwise.
 int kvt_loadtrack_reserve(kvt_loadtrack_t *self, kvt_opid_t op, uint32_t nblocks)
 {
     return kvt_loadhold_reserve(self->holds, op, nblocks);

@@ -31,7 +31,8 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
     self->st.loads_orphaned++;
     if (r->gen > self->gen_floor)
         self->gen_floor = r->gen; //  a later record of this id starts above it (A3)
-    //  The retreat pins and the hit's checkpoint pin: no retreat will come.
+    //  The retreat pins: no retreat will come (the hit's checkpoint pin
+    //  goes with the record's state, kvt_loadtrack_let_go).
     for (uint32_t i = 0; i < r->load.npins; i++)
         kvt_blockmgr_unref(self->bm, r->load.pins[i]);
     free(r->load.pins);
