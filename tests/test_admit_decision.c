@@ -66,8 +66,9 @@ static kvt_sreq_t *s_waiting(s_rig_t *g, uint64_t id, uint32_t n)
     for (uint32_t i = 0; i < n; i++)
         tokens[i] = (uint32_t)(id * 7919u + i);
     uint32_t slot;
-    kvt_sreq_t *r = kvt_reqtab_add(g->rt, id, tokens, n, 1, &slot);
+    kvt_sreq_t *r = kvt_reqtab_add(g->rt, id, tokens, n, 1, 0, &slot);
     cr_assert(r);
+    kvt_loadtrack_arrive(g->lt, r);
     r->state = R_WAITING;
     kvt_reqtab_append(g->rt, KVT_RQ_WAITING, slot);
     return r;
@@ -107,9 +108,9 @@ Test(admit_decision, a_dense_tier_hit_is_a_load_with_no_state_leg_and_the_reques
     cr_assert_eq(pc.loads, 1);
     cr_assert_eq(pc.state, 0, "a dense load has no state leg");
     cr_assert_eq(r->joint_src, KVT_JOINT_NONE);
-    cr_assert_eq(r->legs, S_LEG_KV);
-    cr_assert_eq(r->load_floor, 0);
-    cr_assert_eq(r->load_end, 512);
+    cr_assert_eq(r->load.legs, S_LEG_KV, "the load tracker recorded what the admission decided");
+    cr_assert_eq(r->load.floor, 0);
+    cr_assert_eq(r->load.end, 512);
     cr_assert_eq(r->nblocks, (600 + S_BS - 1) / S_BS);
     kvt_sched_stats_t st;
     memset(&st, 0, sizeof st);

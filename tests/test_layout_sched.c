@@ -3,7 +3,9 @@
     files of src/actors/scheduler: only the coordinator's files and the
     bench hook include kvt_sched_int.h; every file includes and calls only
     files on a lower floor of the table below (or its own module); so the
-    folder has no call cycle; every core file stays within S_MAX_LINES. */
+    folder has no call cycle; every core file stays within S_MAX_LINES;
+    the members of a request record that one module owns (its sub-records,
+    the load's r->load, the generation) are written only there. */
 #include <criterion/criterion.h>
 #include <regex.h>
 #include <stdbool.h>
@@ -263,37 +265,87 @@ Test(layout_sched, every_core_file_stays_within_the_size_bound)
     s_free(src, S_NSRC);
 }
 
-//  The sub-records of a request record (kvt_reqtab.h) and the one file that
-//  writes each.
+//  The members of a request record (kvt_reqtab.h) that one module alone
+//  writes, and its files. A sub-record whose name is also a module handle
+//  elsewhere (self->lk) is matched with its dot; the others exactly, which
+//  also catches a whole-record write or its address taken. A name other
+//  structs have too (out->gen) is matched on the record's pointer, which
+//  the folder always names r (checked below).
 static const struct {
-    const char *field; //  the member of kvt_sreq_t, with its dot
-    const char *owner; //  the only file that writes it
-} s_subs[] = {{"->lk.", "kvt_lookups.c"}, {"->adm.", "kvt_admit.c"}};
+    const char *field;  //  "->NAME." (a member of the sub-record), "->NAME" or "r->NAME" (exactly)
+    const char *owners; //  the only files that write it, space-separated
+} s_subs[] = {
+    {"->lk.", "kvt_lookups.c"},
+    {"->adm.", "kvt_admit.c"},
+    {"->load", "kvt_loadtrack.c kvt_loadtrack_orphan.c"}, //  the load in flight (I1)
+    {"r->gen", "kvt_reqtab.c"},                           //  kvt_reqtab_add, kvt_reqtab_next_gen
+};
 #define S_NSUBS (sizeof s_subs / sizeof s_subs[0])
+#define S_ALL   S_NSUBS
 
-//  Writes of another module's sub-record in one file, into err; returns
-//  how many. A write is an assignment, a compound assignment or ++/--.
-static int s_check_writes(const s_src_t *s, char *err, size_t errlen)
+static bool s_ident(char c)
+{
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static bool s_owns(const char *owners, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *o = strstr(owners, name); o; o = strstr(o + 1, name))
+        if ((o == owners || o[-1] == ' ') && (o[n] == ' ' || o[n] == '\0'))
+            return true;
+    return false;
+}
+
+//  Writes of another module's member in one file (entry `only`, or every
+//  entry with S_ALL), into err; returns how many. A write is an
+//  assignment, a compound assignment, ++/-- (either side), or the address
+//  taken (a write through a pointer, memset); of the member, a member of
+//  it or an element of its arrays.
+static int s_check_writes(const s_src_t *s, size_t only, char *err, size_t errlen)
 {
     int bad = 0;
     for (size_t k = 0; k < S_NSUBS; k++) {
-        if (strcmp(s->name, s_subs[k].owner) == 0)
+        if ((only != S_ALL && k != only) || s_owns(s_subs[k].owners, s->name))
             continue;
-        size_t n = strlen(s_subs[k].field);
-        for (const char *p = strstr(s->text, s_subs[k].field); p;
-             p = strstr(p + 1, s_subs[k].field)) {
+        const char *f = s_subs[k].field;
+        size_t n = strlen(f);
+        bool exact = f[n - 1] != '.';
+        for (const char *p = strstr(s->text, f); p; p = strstr(p + 1, f)) {
+            if ((exact && s_ident(p[n])) || (s_ident(f[0]) && p > s->text && s_ident(p[-1])))
+                continue; //  another member (->gen_floor) or pointer (hdr->gen)
             const char *q = p + n;
-            while (*q == '_' || (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9'))
-                q++;
+            for (;;) { //  the member's own members and elements
+                while (s_ident(*q))
+                    q++;
+                if (*q == '.' && s_ident(q[1])) {
+                    q++;
+                } else if (*q == '[') {
+                    for (int depth = 0; *q; q++)
+                        if ((depth += (*q == '[') - (*q == ']')) == 0)
+                            break;
+                    q += *q == ']';
+                } else
+                    break;
+            }
             while (*q == ' ')
                 q++;
             bool assign = (q[0] == '=' && q[1] != '=') ||
-                          (strchr("+-*/|&^", q[0]) && q[0] && q[1] == '=') ||
+                          (q[0] && strchr("+-*/|&^%", q[0]) && q[1] == '=') ||
+                          (q[0] == '<' && q[1] == '<' && q[2] == '=') ||
+                          (q[0] == '>' && q[1] == '>' && q[2] == '=') ||
                           (q[0] == '+' && q[1] == '+') || (q[0] == '-' && q[1] == '-');
-            bool pre = p >= s->text + 2 &&
-                       ((p[-1] == '+' && p[-2] == '+') || (p[-1] == '-' && p[-2] == '-'));
-            if (assign || pre) {
-                snprintf(err, errlen, "%s writes %.40s (owned by %s)", s->name, p, s_subs[k].owner);
+            const char *b = p; //  the start of the expression naming the record
+            while (b > s->text && s_ident(b[-1]))
+                b--;
+            while (b > s->text && b[-1] == ' ')
+                b--;
+            bool pre = b >= s->text + 2 &&
+                       ((b[-1] == '+' && b[-2] == '+') || (b[-1] == '-' && b[-2] == '-'));
+            bool addr = b > s->text && b[-1] == '&' && (b == s->text + 1 || b[-2] != '&');
+            if (assign || pre || addr) {
+                snprintf(err, errlen, "%s writes %.40s (owned by %s)", s->name, p,
+                         s_subs[k].owners);
                 bad++;
             }
         }
@@ -307,7 +359,54 @@ Test(layout_sched, every_sub_record_of_a_request_is_written_only_by_its_module)
     s_load(src);
     for (size_t i = 0; i < S_NSRC; i++) {
         char err[256] = "";
-        cr_expect(s_check_writes(&src[i], err, sizeof err) == 0, "%s", err);
+        cr_expect(s_check_writes(&src[i], S_ALL, err, sizeof err) == 0, "%s", err);
+    }
+    s_free(src, S_NSRC);
+}
+
+//  The record pointer is r wherever a request record is declared outside
+//  the request table, so the r->NAME patterns above see every record.
+Test(layout_sched, every_request_record_pointer_is_named_r)
+{
+    s_src_t src[S_NSRC];
+    s_load(src);
+    regex_t re;
+    cr_assert(regcomp(&re, "kvt_sreq_t \\*+([a-z_0-9]+)[^a-z_0-9(]", REG_EXTENDED) == 0);
+    for (size_t i = 0; i < S_NSRC; i++) {
+        if (strncmp(src[i].name, "kvt_reqtab", 10) == 0)
+            continue;
+        regmatch_t m[2];
+        for (const char *p = src[i].text; regexec(&re, p, 2, m, 0) == 0; p += m[0].rm_eo) {
+            int n = (int)(m[1].rm_eo - m[1].rm_so);
+            cr_expect(n == 1 && p[m[1].rm_so] == 'r', "%s declares a record pointer %.*s",
+                      src[i].name, n, p + m[1].rm_so);
+        }
+    }
+    regfree(&re);
+    s_free(src, S_NSRC);
+}
+
+//  Issue 14: a load has one owner. The admission decides and hands its
+//  decision to kvt_loadtrack_start; it never writes r->load itself.
+Test(layout_sched, rule_I1_the_load_sub_record_is_written_only_by_the_load_tracker)
+{
+    s_src_t src[S_NSRC];
+    s_load(src);
+    for (size_t i = 0; i < S_NSRC; i++) {
+        char err[256] = "";
+        cr_expect(s_check_writes(&src[i], 2, err, sizeof err) == 0, "%s", err);
+    }
+    s_free(src, S_NSRC);
+}
+
+//  A3: a generation names one admission; it moves in one place.
+Test(layout_sched, rule_A3_the_generation_is_moved_only_by_the_request_table)
+{
+    s_src_t src[S_NSRC];
+    s_load(src);
+    for (size_t i = 0; i < S_NSRC; i++) {
+        char err[256] = "";
+        cr_expect(s_check_writes(&src[i], 3, err, sizeof err) == 0, "%s", err);
     }
     s_free(src, S_NSRC);
 }
@@ -328,11 +427,53 @@ Test(layout_sched,
     cr_expect(s_check_calls(calls, 2, 0, err, sizeof err) == 1, "planbuf → saves goes up");
     cr_expect(s_check_calls(calls, 2, 1, err, sizeof err) == 0, "saves → planbuf goes down");
     s_src_t w = {"kvt_sched.c", "    r->adm.probe_demand = 0;\n"};
-    cr_expect(s_check_writes(&w, err, sizeof err) == 1, "the coordinator writes admission's");
+    cr_expect(s_check_writes(&w, S_ALL, err, sizeof err) == 1,
+              "the coordinator writes admission's");
     s_src_t inc = {"kvt_saves.c", "    r->lk.held++;\n"};
-    cr_expect(s_check_writes(&inc, err, sizeof err) == 1, "saves increments lookup's");
+    cr_expect(s_check_writes(&inc, S_ALL, err, sizeof err) == 1, "saves increments lookup's");
     s_src_t rd = {"kvt_admit.c", "    if (r->lk.state == S_LK_OUT && r->lk.held >= 1)\n"};
-    cr_expect(s_check_writes(&rd, err, sizeof err) == 0, "reading another's is fine");
+    cr_expect(s_check_writes(&rd, S_ALL, err, sizeof err) == 0, "reading another's is fine");
     s_src_t own = {"kvt_lookups.c", "    r->lk.held = 0;\n"};
-    cr_expect(s_check_writes(&own, err, sizeof err) == 0, "the owner writes its own");
+    cr_expect(s_check_writes(&own, S_ALL, err, sizeof err) == 0, "the owner writes its own");
+    s_src_t handle = {"kvt_admit.c", "    self->lk = lk;\n"};
+    cr_expect(s_check_writes(&handle, S_ALL, err, sizeof err) == 0, "a module handle is not r->lk");
+}
+
+//  The load and generation rules refuse every way of writing.
+Test(layout_sched, the_write_check_refuses_a_load_field_or_a_generation_written_elsewhere)
+{
+    char err[256];
+    static const struct {
+        const char *file; //  where the line is
+        const char *line; //  the line
+        int bad;          //  writes the check must find
+    } c[] = {
+        {"kvt_admit.c", "    r->load.end = d.b;\n", 1},
+        {"kvt_admit.c", "    r->load.legs |= S_LEG_KV;\n", 1},
+        {"kvt_sched.c", "    r->load.pins[i - clb] = b;\n", 1},
+        {"kvt_sched.c", "    r->load = (kvt_sreq_load_t){0};\n", 1},
+        {"kvt_sched.c", "    memset(&r->load, 0, sizeof(r->load));\n", 1},
+        {"kvt_saves.c", "    r->load.npins--;\n", 1},
+        {"kvt_saves.c", "    ++r->load.npins;\n", 1},
+        {"kvt_admit.c", "    uint32_t e = r->load.end, f = r->load.pins[0];\n", 0},
+        {"kvt_sched.c", "    if (r->load.legs == 0 && r->load.floor != 2)\n", 0},
+        {"kvt_loadtrack.c", "    r->load.end = ld->end;\n", 0},
+        {"kvt_loadtrack_orphan.c", "    r->load.floor = r->load.end = 0;\n", 0},
+        {"kvt_lookups.c", "    r->gen++;\n", 1},
+        {"kvt_admit.c", "    ++r->gen;\n", 1},
+        {"kvt_sched.c", "    r->gen = kvt_loadtrack_gen_floor(self->lt);\n", 1},
+        {"kvt_lookups.c", "    r->gen -= 1;\n", 1},
+        {"kvt_lookups.c", "    l->op.gen = r->gen + 1;\n", 0},
+        {"kvt_sched.c", "    if (r->gen != v->op.gen && r->gen == 1)\n", 0},
+        {"kvt_loadtrack_orphan.c", "    self->gen_floor = r->gen;\n", 0},
+        {"kvt_sched.c", "    out->gen = r->gen;\n", 0},
+        {"kvt_sched.c", "    hdr->gen = 2;\n", 0},
+        {"kvt_reqtab.c", "    return ++r->gen;\n", 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        s_src_t src = {"", (char *)c[i].line};
+        snprintf(src.name, sizeof src.name, "%s", c[i].file);
+        cr_expect(s_check_writes(&src, S_ALL, err, sizeof err) == c[i].bad, "%s: %s", c[i].file,
+                  c[i].line);
+    }
 }

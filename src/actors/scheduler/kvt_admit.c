@@ -216,11 +216,11 @@ static void s_plan_load(kvt_admit_t *self, kvt_sreq_t *r, uint32_t start, uint32
         keys[c] = kvt_reqtab_chunk_key(self->rt, r, start / self->cfg.chunk_size + c);
 }
 
-static void s_release(kvt_sreq_t *r)
+static void s_release(kvt_sreq_t *r, uint32_t *pins)
 {
     free(r->blocks);
-    free(r->hit_pins);
-    r->blocks = r->hit_pins = NULL;
+    free(pins);
+    r->blocks = NULL;
 }
 
 static void s_add_joint_stats(kvt_joint_stats_t *to, const kvt_joint_stats_t *js)
@@ -320,15 +320,15 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
     uint32_t hb = p->hbm / bs, clb = load ? d.claim / bs : hb;
     uint32_t lo = clb < hb ? clb : hb, nret = load ? (clb < hb ? hb - clb : clb - hb) : 0;
     r->blocks = malloc((size_t)need * sizeof(uint32_t));
-    r->hit_pins = nret ? malloc((size_t)nret * sizeof(uint32_t)) : NULL;
+    uint32_t *rpins = nret ? malloc((size_t)nret * sizeof(uint32_t)) : NULL; //  retreat pins
     //  The load's holding too (what an abort mid-load keeps): reserved now,
     //  an abort never needs memory (kvt_loadtrack_reserve).
     kvt_opid_t lop = {r->id, r->gen + 1}; //  the admission's id once committed
-    if (!r->blocks || (nret && !r->hit_pins) || kvt_planbuf_reserve_loads(self->pb, 1) ||
+    if (!r->blocks || (nret && !rpins) || kvt_planbuf_reserve_loads(self->pb, 1) ||
         kvt_planbuf_reserve(self->pb, kv_tokens / bs, kv_tokens / cs) ||
         (hybrid && kvt_planbuf_reserve_state(self->pb, 1)) ||
         (load && kvt_loadtrack_reserve(self->lt, lop, kv_tokens / bs) != 0)) {
-        s_release(r);
+        s_release(r, rpins);
         return KVT_ADMIT_WAIT;
     }
     //  The state index owns the state load's lifecycle (I1): recorded
@@ -344,7 +344,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         kvt_loadtrack_unreserve(self->lt, lop);
         kvt_ckpt_slot_give(self->ck, r->sslot);
         r->sslot = KVT_CKPT_NONE;
-        s_release(r);
+        s_release(r, rpins);
         return KVT_ADMIT_WAIT;
     }
     //  Blocks below the claim are shared. A retreat must find the hit
@@ -355,7 +355,7 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         kvt_blockmgr_ref(self->bm, r->blocks[i]);
     }
     for (uint32_t i = clb; i < hb; i++) {
-        r->hit_pins[i - clb] = self->blocks[i];
+        rpins[i - clb] = self->blocks[i];
         kvt_blockmgr_ref(self->bm, self->blocks[i]);
     }
     //  The checkpoints it resumes from are pinned before the allocation,
@@ -366,20 +366,17 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
                         : KVT_CKPT_NONE;
     int rc = kvt_blockmgr_alloc(self->bm, need - clb, r->blocks + clb);
     if (rc == 0 && clb > hb)
-        rc = kvt_blockmgr_alloc(self->bm, nret, r->hit_pins);
+        rc = kvt_blockmgr_alloc(self->bm, nret, rpins);
     assert(rc == 0); //  the fit (probe demand + the joint's extra) was checked
     (void)rc;
     r->nblocks = need;
-    r->nhit_pins = nret;
-    r->pin_lo = lo;
     r->registered = clb;
     r->adm.probe_demand = 0;
     r->adm.convoy_waited = false;
-    r->gen++;
+    kvt_reqtab_next_gen(self->rt, r);
     r->hbm_hit = p->hbm;
     r->block_hit = hybrid ? p->block_hit : 0;
     r->joint_src = (uint8_t)d.src;
-    r->legs = r->legs_failed = 0;
     kvt_blockmgr_count_hit(self->bm, hb);
     s_add_joint_stats(&self->st.joint, &js);
     //  The HBM hit is recorded as found (rule B3): the gated hit, never the
@@ -415,17 +412,24 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         r->verify_end = p->hbm;
         return KVT_ADMIT_RUNNING;
     }
-    //  The hit's checkpoint stays pinned until the load settles: a retreat
-    //  restores it (B2).
-    if (hybrid)
-        r->ck_hit = ck_gate;
+    //  The load tracker owns the load from here (I1): its boundaries, legs
+    //  and retreat pins; the hit's checkpoint stays pinned until the load
+    //  settles, a retreat restores it (B2).
+    kvt_load_start_t ld = {.floor = d.claim,
+                           .end = d.b,
+                           .legs = (uint8_t)((kv_leg ? S_LEG_KV : 0) |
+                                             (d.src == KVT_JOINT_STATE_TIER ? S_LEG_STATE : 0)),
+                           .convoy = hybrid && kv_leg,
+                           .pins = rpins,
+                           .npins = nret,
+                           .pin_lo = lo,
+                           .ck_hit = hybrid ? ck_gate : KVT_CKPT_NONE};
     kvt_hash_t hb_key = d.src != KVT_JOINT_NONE ? kvt_reqtab_hash_at(self->rt, r, d.b / bs - 1)
                                                 : (kvt_hash_t){0, 0};
     if (d.src == KVT_JOINT_STATE_HBM) {
         r->ck_restore = ck_b;
         r->restore_at = d.b;
     } else if (d.src == KVT_JOINT_STATE_TIER) {
-        r->legs |= S_LEG_STATE;
         kvt_sched_state_op_t op = {.op = {r->id, r->gen},
                                    .kind = KVT_SCHED_STATE_LOAD,
                                    .slot = r->sslot,
@@ -436,17 +440,11 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         self->st.state_loads++;
     }
     r->computed = d.claim;
-    r->load_floor = d.claim;
-    r->load_end = d.b;
-    if (kv_leg) {
-        r->legs |= S_LEG_KV;
+    kvt_loadtrack_start(self->lt, r, &ld, now_us);
+    if (kv_leg)
         s_plan_load(self, r, d.claim, d.b);
-        if (hybrid)
-            kvt_loadtrack_convoy_mark(self->lt, r, +1);
-    } else if (d.src == KVT_JOINT_STATE_TIER) {
-        //  A state-only load (rule L3): no KV leg, no keys, no blocks.
+    else if (d.src == KVT_JOINT_STATE_TIER) //  state only (rule L3): no KV leg, keys, blocks
         kvt_planbuf_add_empty_load(self->pb, (kvt_opid_t){r->id, r->gen});
-    }
     if (d.src == KVT_JOINT_STATE_TIER) {
         //  The state leg rides in the same LoadSpec (one completion per rank).
         kvt_load_spec_t *l = kvt_planbuf_last_load(self->pb);
@@ -458,7 +456,6 @@ int kvt_admit_try(kvt_admit_t *self, kvt_sreq_t *r, uint64_t now_us)
         assert(rc_c == 0); //  recorded above, armed until now
         (void)rc_c;
     }
-    assert(r->legs != 0); //  an HBM state at B above the gated hit implies a KV leg
     kvt_lookups_settle(self->lk, r, kvt_planbuf_last_load(self->pb), self->pb);
     //  The save floor, recorded once when the load is decided (S5).
     kvt_saves_admit(self->sv, r, tier < p->hbm ? tier : p->hbm, p->hbm, d.b);

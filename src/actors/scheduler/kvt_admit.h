@@ -13,11 +13,14 @@
 
     It owns the admission sub-record of a request record (r->adm: the
     probe's demand, a convoy wait) and writes, at its commit, the
-    admission fields (blocks, pins, the hit, the load's boundaries and
-    legs, the state slot and checkpoint pins) and owns the admission counters (hits, joint outcomes,
-   state tax, convoy waits, touches, holds, state loads). It never changes r->state and never moves
-   a request between lists: kvt_admit_try says what the coordinator does (the request waits, runs,
-   or loads, in which case the coordinator hands the load to kvt_loadtrack_start).
+    admission fields (blocks, the hit, the state slot and checkpoint
+    pins); the new generation comes from kvt_reqtab_next_gen, and what it
+    decided about a load (boundaries, legs, the retreat pins it took, the
+    hit's checkpoint pin) goes to kvt_loadtrack_start, which alone writes
+    r->load. It owns the admission counters (hits, joint outcomes, state
+    tax, convoy waits, touches, holds, state loads). It never changes
+    r->state and never moves a request between lists: kvt_admit_try says
+    what the coordinator does (the request waits, runs, or loads).
 
     Collaborators are borrowed at creation: the request table, the plan
     buffer, the block manager, the state pool and the state index (NULL

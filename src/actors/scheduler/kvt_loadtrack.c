@@ -47,8 +47,6 @@ void kvt_loadtrack_destroy(kvt_loadtrack_t **self_p)
     *self_p = NULL;
 }
 
-//  The index that owns request r's live load: stidx for a load with a
-//  state leg, kvidx otherwise.
 int kvt_loadtrack_reserve(kvt_loadtrack_t *self, kvt_opid_t op, uint32_t nblocks)
 {
     return kvt_loadhold_reserve(self->holds, op, nblocks);
@@ -61,8 +59,28 @@ void kvt_loadtrack_unreserve(kvt_loadtrack_t *self, kvt_opid_t op)
         kvt_loadhold_free(self->holds, i);
 }
 
-void kvt_loadtrack_start(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
+void kvt_loadtrack_arrive(kvt_loadtrack_t *self, kvt_sreq_t *r)
 {
+    (void)self;
+    memset(&r->load, 0, sizeof(r->load));
+    r->load.ck_hit = KVT_CKPT_NONE;
+}
+
+void kvt_loadtrack_start(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_load_start_t *ld,
+                         uint64_t now_us)
+{
+    kvt_sreq_load_t *l = &r->load;
+    assert(ld->legs != 0 && l->npins == 0 && !l->pins && !l->convoy);
+    l->floor = ld->floor;
+    l->end = ld->end;
+    l->legs = ld->legs;
+    l->legs_failed = 0;
+    l->pins = ld->pins;
+    l->npins = ld->npins;
+    l->pin_lo = ld->pin_lo;
+    l->ck_hit = ld->ck_hit;
+    if (ld->convoy)
+        kvt_loadtrack_convoy_mark(self, r, +1);
     self->st.loads_dispatched++;
     kvt_opid_t op = {r->id, r->gen};
     //  Its holding was reserved by the admission; it goes on the deadline
@@ -98,9 +116,26 @@ static void s_settle(kvt_loadtrack_t *self, kvt_sreq_t *r, bool ok, bool state_m
 void kvt_loadtrack_convoy_mark(kvt_loadtrack_t *self, kvt_sreq_t *r, int delta)
 {
     uint32_t cs = self->cfg.chunk_size;
-    for (uint32_t t = r->load_floor; t < r->load_end; t += cs)
+    for (uint32_t t = r->load.floor; t < r->load.end; t += cs)
         kvt_loadhold_key(self->holds, kvt_reqtab_chunk_key(self->rt, r, t / cs), delta);
-    r->convoy = delta > 0;
+    r->load.convoy = delta > 0;
+}
+
+void kvt_loadtrack_let_go(kvt_loadtrack_t *self, kvt_sreq_t *r)
+{
+    if (r->load.ck_hit != KVT_CKPT_NONE)
+        kvt_ckpt_unpin(self->ck, r->load.ck_hit);
+    r->load.ck_hit = KVT_CKPT_NONE;
+    if (r->load.convoy)
+        kvt_loadtrack_convoy_mark(self, r, -1);
+}
+
+//  The retreat pins go (their references moved or dropped by the caller).
+static void s_drop_pins(kvt_sreq_t *r)
+{
+    free(r->load.pins);
+    r->load.pins = NULL;
+    r->load.npins = 0;
 }
 
 bool kvt_loadtrack_convoy_busy(const kvt_loadtrack_t *self, kvt_hash_t key)
@@ -115,21 +150,21 @@ bool kvt_loadtrack_convoy_busy(const kvt_loadtrack_t *self, kvt_hash_t key)
 static uint32_t s_retreat(kvt_loadtrack_t *self, kvt_sreq_t *r)
 {
     uint32_t bs = self->cfg.block_size;
-    uint32_t b0 = r->pin_lo;
-    for (uint32_t i = 0; i < r->nhit_pins; i++) {
+    uint32_t b0 = r->load.pin_lo;
+    for (uint32_t i = 0; i < r->load.npins; i++) {
         kvt_blockmgr_unref(self->bm, r->blocks[b0 + i]);
-        r->blocks[b0 + i] = r->hit_pins[i]; //  the pin's reference moves into the table
+        r->blocks[b0 + i] = r->load.pins[i]; //  the pin's reference moves into the table
     }
-    r->nhit_pins = 0;
+    s_drop_pins(r);
     r->registered = r->hbm_hit / bs;
     if (self->ck) {
         //  The state goes back to the hit's checkpoint, pinned since the
         //  admission; with no HBM hit the slot starts from zero at token 0.
         if (r->ck_restore != KVT_CKPT_NONE)
             kvt_ckpt_unpin(self->ck, r->ck_restore);
-        r->ck_restore = r->ck_hit;
+        r->ck_restore = r->load.ck_hit;
         r->restore_at = r->hbm_hit;
-        r->ck_hit = KVT_CKPT_NONE;
+        r->load.ck_hit = KVT_CKPT_NONE;
         if (r->hbm_hit > 0)
             self->st.retreats_to_hbm++;
         else
@@ -140,9 +175,9 @@ static uint32_t s_retreat(kvt_loadtrack_t *self, kvt_sreq_t *r)
 
 static void s_unpin_hit(kvt_loadtrack_t *self, kvt_sreq_t *r)
 {
-    for (uint32_t i = 0; i < r->nhit_pins; i++)
-        kvt_blockmgr_unref(self->bm, r->hit_pins[i]);
-    r->nhit_pins = 0;
+    for (uint32_t i = 0; i < r->load.npins; i++)
+        kvt_blockmgr_unref(self->bm, r->load.pins[i]);
+    s_drop_pins(r);
 }
 
 static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us);
@@ -167,7 +202,7 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
 {
     //  A load settles once every leg it dispatched reported (L2).
     uint8_t leg = v->chan == KVT_CHAN_STATE ? S_LEG_STATE : S_LEG_KV;
-    if (!(r->legs & leg)) {
+    if (!(r->load.legs & leg)) {
         //  A leg the deadline settled, its load draining: late, dropped.
         uint32_t h = kvt_loadhold_find(self->holds, (kvt_opid_t){r->id, r->gen});
         if (h != KVT_HOLD_NONE && kvt_loadhold_draining(self->holds, h) &&
@@ -179,27 +214,27 @@ int kvt_loadtrack_verdict(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_verdic
     }
     if (leg == S_LEG_STATE &&
         !kvt_hash_eq(v->key,
-                     kvt_reqtab_hash_at(self->rt, r, r->load_end / self->cfg.block_size - 1)))
+                     kvt_reqtab_hash_at(self->rt, r, r->load.end / self->cfg.block_size - 1)))
         return KVT_LOAD_STALE;
-    r->legs &= (uint8_t)~leg;
+    r->load.legs &= (uint8_t)~leg;
     if (!v->ok || kvt_stidx_neutral(v)) { //  a leg no rank ran did not land
-        r->legs_failed |= leg;
+        r->load.legs_failed |= leg;
         if (leg == S_LEG_KV)
-            r->kv_detail = v->detail;
+            r->load.kv_detail = v->detail;
         else
-            r->st_detail = v->detail;
+            r->load.st_detail = v->detail;
     } else if (leg == S_LEG_KV)
-        r->kv_lower = v->lower;
-    if (r->legs)
+        r->load.kv_lower = v->lower;
+    if (r->load.legs)
         return KVT_LOAD_PENDING;
     //  A leg the aggregator settled by its bound (TIMEOUT) has a rank that
     //  never reported: its transfer may still be on its way and write the
     //  blocks and the state slot the retreat would recompute into (or hand
     //  to another request). The load drains first.
     uint8_t timed_out = 0;
-    if ((r->legs_failed & S_LEG_KV) && r->kv_detail == KVT_DETAIL_TIMEOUT)
+    if ((r->load.legs_failed & S_LEG_KV) && r->load.kv_detail == KVT_DETAIL_TIMEOUT)
         timed_out |= S_LEG_KV;
-    if ((r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_TIMEOUT)
+    if ((r->load.legs_failed & S_LEG_STATE) && r->load.st_detail == KVT_DETAIL_TIMEOUT)
         timed_out |= S_LEG_STATE;
     if (timed_out) {
         s_drain(self, r, timed_out, now_us);
@@ -216,29 +251,29 @@ static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
     assert(h != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, h)->use == KVT_HOLD_LIVE);
     kvt_loadhold_disarm(self->holds, h);
     kvt_loadhold_free(self->holds, h);
-    bool ok = r->legs_failed == 0;
+    bool ok = r->load.legs_failed == 0;
     //  The load settles in its index (stidx with a state leg, kvidx
     //  without); the request keeps its slot (its record holds it).
-    s_settle(self, r, ok, (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS,
-             now_us);
-    if (r->convoy)
+    s_settle(self, r, ok,
+             (r->load.legs_failed & S_LEG_STATE) && r->load.st_detail == KVT_DETAIL_MISS, now_us);
+    if (r->load.convoy)
         kvt_loadtrack_convoy_mark(self, r, -1);
     uint32_t cs = self->cfg.chunk_size;
     if (ok) {
         s_unpin_hit(self, r);
-        if (r->ck_hit != KVT_CKPT_NONE)
-            kvt_ckpt_unpin(self->ck, r->ck_hit);
-        r->ck_hit = KVT_CKPT_NONE;
-        r->computed = r->load_end;
+        if (r->load.ck_hit != KVT_CKPT_NONE)
+            kvt_ckpt_unpin(self->ck, r->load.ck_hit);
+        r->load.ck_hit = KVT_CKPT_NONE;
+        r->computed = r->load.end;
         kvt_reqtab_index_blocks(self->rt, r, r->computed, self->bm);
-        uint32_t tier = r->load_end - r->hbm_hit;
+        uint32_t tier = r->load.end - r->hbm_hit;
         //  lower: the most chunks any rank had to read from below the CPU pool.
-        uint64_t lower = (uint64_t)r->kv_lower * cs;
+        uint64_t lower = (uint64_t)r->load.kv_lower * cs;
         uint32_t lower_tokens = lower > tier ? tier : (uint32_t)lower;
         self->st.loads_ok++;
         self->st.tier_hit_tokens += tier;
         self->st.lower_hit_tokens += lower_tokens;
-        kvt_planbuf_event(self->pb, r->id, r->gen, KVT_EV_LOADED, r->load_end, tier, lower_tokens);
+        kvt_planbuf_event(self->pb, r->id, r->gen, KVT_EV_LOADED, r->load.end, tier, lower_tokens);
         return KVT_LOAD_SETTLED;
     }
     //  The tier hit is lost: [hbm, hit) is saved again (S5).
@@ -250,7 +285,7 @@ static int s_conclude(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
     r->verify_end = resume;
     if (self->track)
         kvt_savetrack_hit_lost(self->track, (kvt_opid_t){r->id, r->gen});
-    uint32_t detail = (r->legs_failed & S_LEG_KV) ? r->kv_detail : r->st_detail;
+    uint32_t detail = (r->load.legs_failed & S_LEG_KV) ? r->load.kv_detail : r->load.st_detail;
     kvt_planbuf_event(self->pb, r->id, r->gen, KVT_EV_RETREAT, resume, detail, lost);
     return KVT_LOAD_RETREATED;
 }
@@ -310,13 +345,13 @@ bool kvt_loadtrack_expire(kvt_loadtrack_t *self, uint64_t now_us, uint32_t *slot
         kvt_opid_t op = kvt_loadhold_at(self->holds, i)->op;
         kvt_sreq_t *r = kvt_reqtab_find(self->rt, op.req, slot);
         assert(r && r->state == R_LOADING && r->gen == op.gen); //  a live holding's load is live
-        if (r->legs & S_LEG_KV)
-            r->kv_detail = KVT_DETAIL_TIMEOUT;
-        if (r->legs & S_LEG_STATE)
-            r->st_detail = KVT_DETAIL_TIMEOUT;
-        uint8_t out = r->legs;
-        r->legs_failed |= r->legs;
-        r->legs = 0;
+        if (r->load.legs & S_LEG_KV)
+            r->load.kv_detail = KVT_DETAIL_TIMEOUT;
+        if (r->load.legs & S_LEG_STATE)
+            r->load.st_detail = KVT_DETAIL_TIMEOUT;
+        uint8_t out = r->load.legs;
+        r->load.legs_failed |= r->load.legs;
+        r->load.legs = 0;
         self->st.loads_timed_out++;
         s_drain(self, r, out, now_us);
     }

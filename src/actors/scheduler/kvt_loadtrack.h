@@ -15,9 +15,11 @@
     verdicts) or reclaims it (timed from orphan time, I2). A later record of
     the same id starts above every orphaned generation (A3).
 
-    It writes the load fields of a request record (legs, details, pins,
-    load_floor / load_end, convoy, kv_lower) and returns outcomes; it never
-    changes r->state (the coordinator moves the request). It owns the load
+    It alone writes the load sub-record of a request record (r->load:
+    floor / end, legs, details, kv_lower, convoy, the retreat pins and the
+    hit's checkpoint pin; tests/test_layout_sched.c checks it) and returns
+    outcomes; it never changes r->state or r->gen (the coordinator moves
+    the request, the request table its generation). It owns the load
     counters. Every dispatched load has a holding from its reservation at
     admission to its settlement, and a deadline (load_deadline_us after
     dispatch, on the core's clock): a load no rank reports on settles
@@ -52,7 +54,7 @@ typedef struct _kvt_loadtrack_t kvt_loadtrack_t;
 enum {
     KVT_LOAD_STALE = -1,    //  no leg of this load (counted stale by the caller)
     KVT_LOAD_PENDING = 0,   //  a leg reported, others still out
-    KVT_LOAD_SETTLED = 1,   //  settled ok: the request resumes at load_end
+    KVT_LOAD_SETTLED = 1,   //  settled ok: the request resumes at load.end
     KVT_LOAD_RETREATED = 2, //  settled failed: the request resumes at its HBM hit
 };
 
@@ -71,10 +73,34 @@ int kvt_loadtrack_reserve(kvt_loadtrack_t *self, kvt_opid_t op, uint32_t nblocks
 //  The admission that reserved op did not commit its load after all.
 void kvt_loadtrack_unreserve(kvt_loadtrack_t *self, kvt_opid_t op);
 
-//  Request r's load, reserved, was committed and goes out in this plan
-//  (counted dispatched), due by now_us + load_deadline_us: a KV-only load
-//  is recorded in kvidx and carried.
-void kvt_loadtrack_start(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us);
+//  What an admission decided about request r's load (kvt_loadtrack_start).
+typedef struct {
+    uint32_t floor;  //  first token of the load (the KV leg starts here)
+    uint32_t end;    //  its resume point B
+    uint8_t legs;    //  the legs it dispatches (S_LEG_KV | S_LEG_STATE; never 0: an HBM
+                     //  state at B above the gated hit implies a KV leg)
+    bool convoy;     //  count its KV leg's chunk keys as loading (hybrid)
+    uint32_t *pins;  //  the retreat pins, npins entries (consumed: r->load owns it)
+    uint32_t npins;  //  entries in pins
+    uint32_t pin_lo; //  block index of pins[0] in the table
+    uint32_t ck_hit; //  the hit's checkpoint, pinned for a retreat (KVT_CKPT_NONE: none)
+} kvt_load_start_t;
+
+//  A new record r (no load yet): its load sub-record starts empty, no
+//  checkpoint pinned.
+void kvt_loadtrack_arrive(kvt_loadtrack_t *self, kvt_sreq_t *r);
+
+//  The admission of r (r->gen its new generation) committed the load it
+//  reserved, as `ld` says: recorded in r->load, its keys counted when
+//  ld->convoy, counted dispatched, due by now_us + load_deadline_us; a
+//  KV-only load is recorded in kvidx and carried. Called once per
+//  committed load, by the admission.
+void kvt_loadtrack_start(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_load_start_t *ld,
+                         uint64_t now_us);
+
+//  Request r lets go of its state (finish, preemption, abort): the hit's
+//  checkpoint pin of a load goes back, its convoy keys are uncounted.
+void kvt_loadtrack_let_go(kvt_loadtrack_t *self, kvt_sreq_t *r);
 
 //  The earliest deadline of a live load (UINT64_MAX: none).
 uint64_t kvt_loadtrack_next_deadline(const kvt_loadtrack_t *self);
@@ -86,7 +112,7 @@ uint64_t kvt_loadtrack_next_deadline(const kvt_loadtrack_t *self);
 //  False when no deadline has passed. O(1) per call.
 bool kvt_loadtrack_expire(kvt_loadtrack_t *self, uint64_t now_us, uint32_t *slot);
 
-//  Counts (+1) or uncounts (-1) r's KV leg keys [load_floor, load_end) as
+//  Counts (+1) or uncounts (-1) r's KV leg keys [load.floor, load.end) as
 //  loading (convoys); true while another load in flight covers `key`.
 void kvt_loadtrack_convoy_mark(kvt_loadtrack_t *self, kvt_sreq_t *r, int delta);
 bool kvt_loadtrack_convoy_busy(const kvt_loadtrack_t *self, kvt_hash_t key);

@@ -4,6 +4,7 @@
     holdings against the indexes. */
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "kvt_loadtrack_int.h"
 
@@ -30,10 +31,13 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
     self->st.loads_orphaned++;
     if (r->gen > self->gen_floor)
         self->gen_floor = r->gen; //  a later record of this id starts above it (A3)
-    //  The retreat pins and the hit's checkpoint pin: no retreat will come.
-    for (uint32_t i = 0; i < r->nhit_pins; i++)
-        kvt_blockmgr_unref(self->bm, r->hit_pins[i]);
-    r->nhit_pins = 0;
+    //  The retreat pins: no retreat will come (the hit's checkpoint pin
+    //  goes with the record's state, kvt_loadtrack_let_go).
+    for (uint32_t i = 0; i < r->load.npins; i++)
+        kvt_blockmgr_unref(self->bm, r->load.pins[i]);
+    free(r->load.pins);
+    r->load.pins = NULL;
+    r->load.npins = 0;
     int rc = kvt_stidx_orphan(idx, op, now_us);
     //  The holding was reserved when the load was dispatched: it becomes
     //  the orphan's without allocating anything.
@@ -41,10 +45,10 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
     assert(i != KVT_HOLD_NONE && kvt_loadhold_at(self->holds, i)->use == KVT_HOLD_LIVE);
     //  A draining load's settled legs may still be written: held as well.
     if (kvt_loadhold_draining(self->holds, i))
-        r->legs |= kvt_loadhold_at(self->holds, i)->legs;
+        r->load.legs |= kvt_loadhold_at(self->holds, i)->legs;
     kvt_loadhold_disarm(self->holds, i);
-    uint32_t lo = (r->legs & S_LEG_KV) ? r->load_floor / bs : 0;
-    uint32_t hi = (r->legs & S_LEG_KV) ? r->load_end / bs : 0;
+    uint32_t lo = (r->load.legs & S_LEG_KV) ? r->load.floor / bs : 0;
+    uint32_t hi = (r->load.legs & S_LEG_KV) ? r->load.end / bs : 0;
     if (rc == 1 && kvt_loadhold_room(self->holds, i, hi - lo) == 0) {
         kvt_hold_t *o = kvt_loadhold_at(self->holds, i);
         //  The holding takes its own reference on each block the KV leg
@@ -53,15 +57,15 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
             o->blocks[o->nblocks++] = r->blocks[b];
             kvt_blockmgr_ref(self->bm, r->blocks[b]);
         }
-        o->legs = r->legs;
-        o->legs_failed = r->legs_failed;
-        o->st_miss = (r->legs_failed & S_LEG_STATE) && r->st_detail == KVT_DETAIL_MISS;
+        o->legs = r->load.legs;
+        o->legs_failed = r->load.legs_failed;
+        o->st_miss = (r->load.legs_failed & S_LEG_STATE) && r->load.st_detail == KVT_DETAIL_MISS;
         o->state = idx == self->stidx;
         o->sslot = KVT_CKPT_NONE;
         if (o->state) {
             //  The slot stays reserved in stidx and off the free list.
             o->sslot = r->sslot;
-            o->st_key = kvt_reqtab_hash_at(self->rt, r, r->load_end / bs - 1);
+            o->st_key = kvt_reqtab_hash_at(self->rt, r, r->load.end / bs - 1);
             r->sslot = KVT_CKPT_NONE;
         }
         o->use = KVT_HOLD_ORPHAN;
@@ -76,10 +80,10 @@ void kvt_loadtrack_orphan(kvt_loadtrack_t *self, kvt_sreq_t *r, uint64_t now_us)
         kvt_loadhold_free(self->holds, i);
         self->st.loads_reclaimed++;
     }
-    if (r->convoy)
-        kvt_loadtrack_convoy_mark(self, r, -1); //  uses [load_floor, load_end): before they go
-    r->legs = r->legs_failed = 0;
-    r->load_floor = r->load_end = 0;
+    if (r->load.convoy)
+        kvt_loadtrack_convoy_mark(self, r, -1); //  uses [load.floor, load.end): before they go
+    r->load.legs = r->load.legs_failed = 0;
+    r->load.floor = r->load.end = 0;
 }
 
 int kvt_loadtrack_orphan_verdict(kvt_loadtrack_t *self, const kvt_verdict_t *v, uint64_t now_us)

@@ -75,15 +75,16 @@ static int s_issue_lookup(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t n, const 
     return 0;
 }
 
-//  Puts r's pin release into the plan when the ranks hold one.
-static void s_release_pin(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *pb)
+//  Puts r's pin release into the plan when the ranks hold one; gen is
+//  the lookup's generation (r->gen + 1 before the admission commits).
+static void s_release_pin(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t gen, kvt_planbuf_t *pb)
 {
     if (!r->lk.pinned)
         return;
     r->lk.pinned = false;
     //  Queued, not put into the open plan: an abort between plans releases
     //  too; the next plan hands the queue out.
-    if (kvt_planbuf_queue_release(pb, (kvt_opid_t){r->id, r->gen + 1}) != 0)
+    if (kvt_planbuf_queue_release(pb, (kvt_opid_t){r->id, gen}) != 0)
         return; //  out of memory: the lease's TTL ends it on the ranks
     self->st.lookup_releases++;
 }
@@ -92,7 +93,7 @@ void kvt_lookups_drop(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *pb)
 {
     if (r->lk.state == S_LK_OUT)
         self->st.lookups_out--;
-    s_release_pin(self, r, pb);
+    s_release_pin(self, r, r->gen + 1, pb);
     r->lk.state = S_LK_NONE;
 }
 
@@ -134,11 +135,12 @@ static bool s_lookup_stale(const kvt_lookups_t *self, const kvt_sreq_t *r, uint6
 //  pin released, a generation skipped. The id {id, gen + 1} is spent (its
 //  reports are tombstoned, the ranks remember it), so the new lookup and
 //  the load that uses it share a fresh one.
-static void s_lookup_refresh(kvt_lookups_t *self, kvt_sreq_t *r, kvt_planbuf_t *pb)
+static void s_lookup_refresh(kvt_lookups_t *self, kvt_sreq_t *r, const kvt_reqtab_t *rt,
+                             kvt_planbuf_t *pb)
 {
     self->st.lookup_refreshes++;
-    s_release_pin(self, r, pb);
-    r->gen++; //  a generation skipped: the new lookup's id is fresh
+    s_release_pin(self, r, r->gen + 1, pb);
+    kvt_reqtab_next_gen(rt, r); //  a generation skipped: the new lookup's id is fresh
     r->lk.state = S_LK_NONE;
 }
 
@@ -158,7 +160,7 @@ void kvt_lookups_keep_fresh(kvt_lookups_t *self, kvt_sreq_t *r, const kvt_reqtab
     }
     uint32_t tail = self->cfg.tail;
     uint32_t n = r->nprompt > tail ? (r->nprompt - tail) / self->cfg.chunk_size : 0;
-    s_lookup_refresh(self, r, pb);
+    s_lookup_refresh(self, r, rt, pb);
     (void)s_issue_lookup(self, r, n < KVT_MSG_MAX_CHUNKS ? n : KVT_MSG_MAX_CHUNKS, rt, pb, now_us);
 }
 
@@ -180,14 +182,14 @@ bool kvt_lookups_tier_hit(kvt_lookups_t *self, kvt_sreq_t *r, uint32_t max_chunk
         self->st.lookup_timeouts++;
         self->st.lookups_out--;
         r->lk.timed_out = true;
-        s_release_pin(self, r, pb);
+        s_release_pin(self, r, r->gen + 1, pb);
         r->lk.state = S_LK_READY;
         r->lk.at = now_us;
         r->lk.seen = false;
         r->lk.held = 0;
     }
     if (r->lk.state == S_LK_READY && s_lookup_stale(self, r, now_us))
-        s_lookup_refresh(self, r, pb);
+        s_lookup_refresh(self, r, rt, pb);
     if (r->lk.state == S_LK_READY) {
         *chunks = r->lk.held < max_chunks ? r->lk.held : max_chunks;
         r->lk.seen = true;
@@ -208,10 +210,8 @@ void kvt_lookups_settle(kvt_lookups_t *self, kvt_sreq_t *r, kvt_load_spec_t *loa
         r->lk.pinned = false;
         self->st.lookup_pins_used++;
     }
-    //  The pin's id is {id, gen + 1} before the admission's gen++.
-    r->gen--;
-    s_release_pin(self, r, pb);
-    r->gen++;
+    //  The pin's id {id, gen + 1} before the admission is its id now.
+    s_release_pin(self, r, r->gen, pb);
     r->lk.state = S_LK_NONE;
 }
 

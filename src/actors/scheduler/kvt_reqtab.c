@@ -54,7 +54,7 @@ void kvt_reqtab_destroy(kvt_reqtab_t **self_p)
         free(self->reqs[i].tokens);
         free(self->reqs[i].hashes);
         free(self->reqs[i].blocks);
-        free(self->reqs[i].hit_pins);
+        free(self->reqs[i].load.pins);
     }
     free(self->reqs);
     free(self->req_free);
@@ -78,7 +78,7 @@ static int s_grow_reqs(kvt_reqtab_t *self)
 }
 
 kvt_sreq_t *kvt_reqtab_add(kvt_reqtab_t *self, uint64_t id, const uint32_t *tokens,
-                           uint32_t ntokens, uint32_t max_new, uint32_t *slot_out)
+                           uint32_t ntokens, uint32_t max_new, uint32_t gen, uint32_t *slot_out)
 {
     uint64_t nfeed = (uint64_t)ntokens + max_new - 1;
     if (self->nreq_free == 0 && s_grow_reqs(self) != 0)
@@ -95,9 +95,10 @@ kvt_sreq_t *kvt_reqtab_add(kvt_reqtab_t *self, uint64_t id, const uint32_t *toke
         return NULL;
     }
     self->nreq_free--;
-    r->sslot = r->ck_hit = r->ck_restore = r->ck_take = KVT_CKPT_NONE;
+    r->sslot = r->ck_restore = r->ck_take = KVT_CKPT_NONE;
     r->keep_below = UINT32_MAX;
     r->id = id;
+    r->gen = gen;
     r->nprompt = ntokens;
     r->max_new = max_new;
     r->nfeed = (uint32_t)nfeed;
@@ -112,6 +113,12 @@ kvt_sreq_t *kvt_reqtab_add(kvt_reqtab_t *self, uint64_t id, const uint32_t *toke
     self->records++;
     *slot_out = slot;
     return r;
+}
+
+uint32_t kvt_reqtab_next_gen(const kvt_reqtab_t *self, kvt_sreq_t *r)
+{
+    (void)self;
+    return ++r->gen;
 }
 
 kvt_sreq_t *kvt_reqtab_find(const kvt_reqtab_t *self, uint64_t id, uint32_t *slot)
@@ -140,11 +147,11 @@ void kvt_reqtab_free(kvt_reqtab_t *self, uint32_t slot)
 {
     kvt_sreq_t *r = &self->reqs[slot];
     kvt_hmap_del(self->by_id, kvt_hmap_key64(r->id), NULL);
-    assert(r->nhit_pins == 0);
+    assert(r->load.npins == 0);
     free(r->tokens);
     free(r->hashes);
     free(r->blocks);
-    free(r->hit_pins);
+    free(r->load.pins);
     memset(r, 0, sizeof(*r));
     self->req_free[self->nreq_free++] = slot;
     self->records--;

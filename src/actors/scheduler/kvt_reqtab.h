@@ -5,7 +5,9 @@
     is kvt_sreq_t: the fields every module reads (id, gen, state, tokens,
     hashes, blocks, computed), below them the fields of the module that
     writes them (each group names its owner), and the sub-records of the
-    modules that own them alone (r->lk: kvt_lookups; r->adm: kvt_admit).
+    modules that own them alone (r->lk: kvt_lookups; r->adm: kvt_admit;
+    r->load: kvt_loadtrack). r->gen moves only here (kvt_reqtab_add,
+    kvt_reqtab_next_gen).
 
     It calls only the block manager (unref, register), kvt_prefix and base.
     A kvt_sreq_t pointer stays valid until the next kvt_reqtab_add (the
@@ -25,7 +27,7 @@
 //  A record's state; only the coordinator moves a request between them.
 enum { R_FREE = 0, R_WAITING, R_LOADING, R_RUNNING, R_DONE };
 
-//  Load legs (the load tracker's; in the record's load fields).
+//  Load legs (the load tracker's; in r->load.legs).
 #define S_LEG_KV    0x1
 #define S_LEG_STATE 0x2
 
@@ -55,9 +57,31 @@ typedef struct {
     bool convoy_waited;    //  counted once in convoy_waits for this wait
 } kvt_sadmit_t;
 
+//  The request's load in flight and what a retreat needs (B2): set when
+//  the admission hands its load to kvt_loadtrack_start; the pins go when
+//  the load settles or retreats, everything when it is orphaned. Written
+//  only by kvt_loadtrack (tests/test_layout_sched.c checks it).
+typedef struct {
+    uint32_t floor;      //  first token of the outstanding load (chunk floor of hbm_hit)
+    uint32_t end;        //  resume point B of the outstanding load
+    uint8_t legs;        //  legs without a verdict (S_LEG_KV | S_LEG_STATE)
+    uint8_t legs_failed; //  legs that reported failed
+    uint32_t kv_detail;  //  detail of a failed KV leg
+    uint32_t st_detail;  //  detail of a failed state leg
+    uint32_t kv_lower;   //  chunks the KV leg read from below the CPU pool
+    bool convoy;         //  its KV leg's keys are counted in loading_keys
+    uint32_t *pins;      //  what a retreat swaps into the table at pin_lo (owned): the
+                         //  shared HBM-hit blocks of [floor, hbm), or fresh spares
+                         //  for [hbm, claim) when the claim is above the hit
+    uint32_t npins;      //  entries in pins
+    uint32_t pin_lo;     //  block index of pins[0] in the table
+    uint32_t ck_hit;     //  checkpoint at hbm_hit, pinned for a retreat (hybrid; NONE:
+                         //  none, set by kvt_loadtrack_arrive before any admission)
+} kvt_sreq_load_t;
+
 typedef struct {
     uint64_t id;          //  request id
-    uint32_t gen;         //  generation of the current admission
+    uint32_t gen;         //  generation of the current admission (moved only by kvt_reqtab)
     uint8_t state;        //  R_*
     uint32_t *tokens;     //  prompt + predetermined outputs (nfeed + 1 tokens)
     uint32_t nprompt;     //  prompt tokens
@@ -69,20 +93,12 @@ typedef struct {
     uint32_t nblocks;     //  entries in blocks (0 while waiting)
     uint32_t computed;    //  tokens whose KV is valid in the blocks
     uint32_t hbm_hit;     //  HBM hit at admission (tokens)
-    uint32_t load_floor;  //  first token of the outstanding load (chunk floor of hbm_hit)
-    uint32_t load_end;    //  resume point B of the outstanding load
     uint32_t verify_end;  //  > 0: the next entry asks the runner to verify [0, verify_end)
     uint32_t registered;  //  blocks [0, registered) are shared or indexed
     uint32_t planned_end; //  end token of this request's entry in the last plan (0 = none)
-    uint32_t *hit_pins;   //  while loading: what a retreat swaps into the table at pin_lo
-                          //  (B2): the shared HBM-hit blocks of [floor, hbm), or fresh
-                          //  spares for [hbm, claim) when the claim is above the hit
-    uint32_t nhit_pins;   //  entries in hit_pins
-    uint32_t pin_lo;      //  block index of hit_pins[0] in the table
     //  Hybrid requests (UINT32_MAX / 0 for a dense one).
     uint32_t block_hit;   //  ungated HBM block hit at admission (tokens)
     uint32_t sslot;       //  state slot (KVT_CKPT_NONE: none)
-    uint32_t ck_hit;      //  while loading: checkpoint at hbm_hit, pinned for a retreat
     uint32_t ck_restore;  //  checkpoint to restore into the slot before the next forward
     uint32_t restore_at;  //  its boundary (tokens)
     uint32_t ck_take;     //  checkpoint entry the planned entry takes after its forward
@@ -94,16 +110,11 @@ typedef struct {
                           //  (above its deepest HBM checkpoint; UINT32_MAX = none)
     bool restore_planned; //  the last plan listed the restore (applied with its step)
     uint8_t joint_src;    //  kvt_joint_src_t of the admission
-    uint8_t legs;         //  load legs without a verdict (S_LEG_KV | S_LEG_STATE)
-    uint8_t legs_failed;  //  legs that reported failed
-    uint32_t kv_detail;   //  detail of a failed KV leg
-    uint32_t st_detail;   //  detail of a failed state leg
     bool stop;            //  the engine finished it early: retires at the next apply
-    bool convoy;          //  its KV leg's keys are counted in loading_keys
-    uint32_t kv_lower;    //  chunks the KV leg read from below the CPU pool
     uint64_t arrival_us;  //  trace arrival time
     kvt_sadmit_t adm;     //  the admission decision's (kvt_admit)
     kvt_slookup_t lk;     //  the tier lookup's (kvt_lookups)
+    kvt_sreq_load_t load; //  the load in flight (kvt_loadtrack)
     kvt_ilink_t link;     //  in the waiting or the active list
 } kvt_sreq_t;
 
@@ -124,13 +135,19 @@ kvt_reqtab_t *kvt_reqtab_new(uint32_t block_size, uint32_t chunk_size, kvt_hash_
 //  Frees every record (and what each holds in memory) and the table.
 void kvt_reqtab_destroy(kvt_reqtab_t **self_p);
 
-//  A new record for request id (not in the table): its ntokens prompt
-//  tokens copied, its max_new - 1 generated tokens predetermined per
-//  request (so a replay is reproducible; they never match another
-//  request's prompt); everything else zero, the checkpoint fields NONE.
+//  A new record for request id (not in the table) at generation gen: its
+//  ntokens prompt tokens copied, its max_new - 1 generated tokens
+//  predetermined per request (so a replay is reproducible; they never
+//  match another request's prompt); everything else zero, the checkpoint
+//  fields NONE (r->load's are the load tracker's: kvt_loadtrack_arrive).
 //  NULL when out of memory. *slot receives its slot.
 kvt_sreq_t *kvt_reqtab_add(kvt_reqtab_t *self, uint64_t id, const uint32_t *tokens,
-                           uint32_t ntokens, uint32_t max_new, uint32_t *slot);
+                           uint32_t ntokens, uint32_t max_new, uint32_t gen, uint32_t *slot);
+
+//  Advances r's generation by one and returns it: the one place r->gen
+//  moves after kvt_reqtab_add (an admission commits, or a lookup's id
+//  {id, gen + 1} is spent and skipped).
+uint32_t kvt_reqtab_next_gen(const kvt_reqtab_t *self, kvt_sreq_t *r);
 
 //  The record of request id, or NULL; *slot receives its slot.
 kvt_sreq_t *kvt_reqtab_find(const kvt_reqtab_t *self, uint64_t id, uint32_t *slot);

@@ -227,9 +227,11 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
                     kvt_reqtab_blocks_needed(self->rt, nfeed) > kvt_blockmgr_total(self->bm) ||
                     kvt_reqtab_blocks_needed(self->rt, nfeed) > KVT_MSG_MAX_BLOCKS))
         refuse = true;
-    kvt_sreq_t *r =
-        refuse ? NULL
-               : kvt_reqtab_add(self->rt, a->req, a->tokens, a->ntokens, a->max_new_tokens, &slot);
+    //  A new record starts above every orphaned admission of its id (A3).
+    uint32_t gen = kvt_loadtrack_gen_floor(self->lt);
+    kvt_sreq_t *r = refuse ? NULL
+                           : kvt_reqtab_add(self->rt, a->req, a->tokens, a->ntokens,
+                                            a->max_new_tokens, gen, &slot);
     if (!r) {
         //  Refused (or out of memory): the engine still hears about it,
         //  under a generation no admission takes (KVT_SCHED_REFUSED_GEN):
@@ -239,7 +241,7 @@ int kvt_sched_arrive(kvt_sched_t *self, const kvt_arrival_t *a)
         kvt_sched_event(self, a->req, KVT_SCHED_REFUSED_GEN, KVT_EV_FINISH, a->ntokens, 0, 1);
         return -1;
     }
-    r->gen = kvt_loadtrack_gen_floor(self->lt); //  above every orphaned admission of this id (A3)
+    kvt_loadtrack_arrive(self->lt, r);
     r->arrival_us = a->arrival_us;
     r->state = R_WAITING;
     kvt_reqtab_append(self->rt, KVT_RQ_WAITING, slot);
@@ -263,14 +265,11 @@ void kvt_sched_release_state(kvt_sched_t *self, kvt_sreq_t *r)
         kvt_ckpt_abandon(self->ck, r->ck_take);
     if (r->ck_restore != KVT_CKPT_NONE)
         kvt_ckpt_unpin(self->ck, r->ck_restore);
-    if (r->ck_hit != KVT_CKPT_NONE)
-        kvt_ckpt_unpin(self->ck, r->ck_hit);
+    kvt_loadtrack_let_go(self->lt, r); //  the hit's checkpoint pin, convoy keys
     if (r->sslot != KVT_CKPT_NONE)
         kvt_ckpt_slot_give(self->ck, r->sslot);
-    r->ck_take = r->ck_restore = r->ck_hit = r->sslot = KVT_CKPT_NONE;
+    r->ck_take = r->ck_restore = r->sslot = KVT_CKPT_NONE;
     r->restore_planned = false;
-    if (r->convoy)
-        kvt_loadtrack_convoy_mark(self->lt, r, -1);
 }
 
 void kvt_sched_retire(kvt_sched_t *self, uint32_t slot)
@@ -422,9 +421,8 @@ int kvt_sched_preempt(kvt_sched_t *self, uint64_t req)
     r->hbm_hit = r->block_hit = 0;
     r->verify_end = 0;
     kvt_admit_requeued(self->ad, r);
-    free(r->blocks);
-    free(r->hit_pins); //  empty while running; the next admission allocates its own
-    r->blocks = r->hit_pins = NULL;
+    free(r->blocks); //  the load's retreat pins went when it settled or was orphaned
+    r->blocks = NULL;
     return 0;
 }
 
@@ -440,8 +438,8 @@ int kvt_sched_req_info(const kvt_sched_t *self, uint64_t req, kvt_sched_req_info
     out->computed = r->computed;
     out->hbm_hit = r->hbm_hit;
     out->block_hit = r->block_hit;
-    out->load_floor = r->state == R_LOADING ? r->load_floor : 0;
-    out->load_end = r->state == R_LOADING ? r->load_end : 0;
+    out->load_floor = r->state == R_LOADING ? r->load.floor : 0;
+    out->load_end = r->state == R_LOADING ? r->load.end : 0;
     out->joint_src = r->joint_src;
     out->slot = r->sslot;
     out->ck_from = r->ck_from;

@@ -175,7 +175,7 @@ static int s_audit_state(const kvt_sched_t *self, uint32_t orphan_slots, char *e
         if (r->state == R_FREE)
             continue;
         slots += r->sslot != KVT_CKPT_NONE;
-        uint32_t e[3] = {r->ck_hit, r->ck_restore, r->ck_take};
+        uint32_t e[3] = {r->load.ck_hit, r->ck_restore, r->ck_take};
         for (int k = 0; k < 3; k++)
             if (e[k] != KVT_CKPT_NONE)
                 expect[e[k]]++;
@@ -248,8 +248,8 @@ int kvt_sched_audit(const kvt_sched_t *self, char *err, size_t errlen)
         }
         for (uint32_t b = 0; b < r->nblocks; b++)
             a.expect[r->blocks[b]]++;
-        for (uint32_t b = 0; b < r->nhit_pins; b++)
-            a.expect[r->hit_pins[b]]++;
+        for (uint32_t b = 0; b < r->load.npins; b++)
+            a.expect[r->load.pins[b]]++;
     }
     uint32_t orphan_slots = 0;
     if (kvt_loadtrack_check(self->lt, a.expect, &orphan_slots, err, errlen) != 0)

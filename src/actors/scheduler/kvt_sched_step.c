@@ -226,8 +226,8 @@ static void s_plan_entry_state(kvt_sched_t *self, kvt_sreq_t *r, uint32_t end, b
 }
 
 //  Admits the waiting request in `slot` when the admission decides so
-//  (kvt_admit): the coordinator moves it to the active list, loading (its
-//  load handed to the load tracker) or running. KVT_ADMIT_WAIT (admission
+//  (kvt_admit): the coordinator moves it to the active list, loading (the
+//  admission handed its load to the load tracker) or running. KVT_ADMIT_WAIT (admission
 //  stops), KVT_ADMIT_LOOKUP (it waits, others go on), or 1 when admitted.
 static int s_admit(kvt_sched_t *self, uint32_t slot)
 {
@@ -240,10 +240,9 @@ static int s_admit(kvt_sched_t *self, uint32_t slot)
     self->stats.waiting--;
     self->stats.admitted++;
     if (rc == KVT_ADMIT_LOADING) {
-        r->state = R_LOADING;
+        r->state = R_LOADING; //  the admission handed its load to kvt_loadtrack_start
         self->stats.loading++;
-        kvt_loadtrack_start(self->lt, r, self->now_us);
-        r->ck_from = r->load_end;
+        r->ck_from = r->load.end;
     } else {
         r->ck_from = r->computed;
         r->state = R_RUNNING;
