@@ -452,8 +452,8 @@ Test(replay_hybrid, evict_value_reaches_the_ranks_pools)
     cr_assert(ev[0] != ev[1] || hits[0] != hits[1], "the value order evicts other objects");
 }
 
-//  The kvtier grid follows the HBM budget (grid_share): at a small HBM
-//  pool some plans' grid is sparser than checkpoint_interval; --grid-share
+//  The kvtier grid follows the tiers' pressure (grid_share): with small
+//  pools some plans' grid is sparser than checkpoint_interval; --grid-share
 //  0 is the fixed grid.
 Test(replay_hybrid, grid_share_reaches_the_scheduler)
 {
@@ -463,16 +463,16 @@ Test(replay_hybrid, grid_share_reaches_the_scheduler)
         json_t *r =
             s_replay(NULL,
                      v ? "--model qwen3-next-like --trace " TRACE " --instances 1 --limit 40 "
-                         "--hbm-pool 2GiB --grid-share 0 --log-level 0 --quiet"
+                         "--hbm-pool 2GiB --cpu-pool 4GiB --grid-share 0 --log-level 0 --quiet"
                        : "--model qwen3-next-like --trace " TRACE " --instances 1 --limit 40 "
-                         "--hbm-pool 2GiB --log-level 0 --quiet",
+                         "--hbm-pool 2GiB --cpu-pool 4GiB --log-level 0 --quiet",
                      &st);
         cr_assert_not_null(r, "no report (exit %d): %s", st, s_err);
         cr_assert_eq(st, 0, "%s", s_err);
         iv[v] = s_sched(r, "sched.grid_thinned");
         json_decref(r);
     }
-    cr_assert_gt(iv[0], 0, "a 2 GiB HBM pool thins the grid");
+    cr_assert_gt(iv[0], 0, "2 GiB HBM and 4 GiB CPU pools thin the grid");
     cr_assert_eq(iv[1], 0, "--grid-share 0: the fixed grid");
 }
 

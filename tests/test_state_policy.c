@@ -294,15 +294,14 @@ Test(state_policy, marconi_takes_no_grid_checkpoint_but_branches_and_prompt_ends
 // ------------------------------------------------------ adaptive grid ----
 
 //  kvtier with grid_share_pct: one 1536-token prompt (96 blocks of 16, a
-//  64-token chunk and grid) and `units` HBM checkpoints; grid checkpoints
-//  only (interval_checkpoints). Returns the grid checkpoints taken and the
-//  last plan's interval.
+//  64-token chunk and grid) and `units` HBM checkpoints (its prompt end,
+//  1536, is on every grid below 1024, where it counts as the grid's).
+//  Returns the grid checkpoints taken and the last plan's interval.
 static uint64_t s_grid_takes(uint32_t share, uint32_t units, uint64_t *iv)
 {
     rig_t r;
     kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 128, 0);
     cfg.state_policy = KVT_STATE_POLICY_KVTIER;
-    cfg.interval_checkpoints = true;
     cfg.hbm_checkpoints = units;
     cfg.grid_share_pct = share;
     rig_init_cfg(&r, &cfg);
@@ -347,7 +346,6 @@ static uint64_t s_grid_takes_tier(uint32_t tier_chunks, bool no_state_tier)
     rig_t r;
     kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 256, tier_chunks);
     cfg.state_policy = KVT_STATE_POLICY_KVTIER;
-    cfg.interval_checkpoints = true;
     cfg.block_bytes = 64u << 10;
     cfg.grid_share_pct = 100;
     cfg.no_state_tier = no_state_tier;
@@ -366,13 +364,13 @@ Test(state_policy, the_tiers_images_give_the_kvtier_grid_room)
     cr_assert_eq(s_grid_takes_tier(48, true), 12, "images stay out of the tier: HBM alone");
 }
 
-//  Only kvtier's grid adapts: interval keeps its fixed grid.
+//  Only kvtier's grid adapts: interval keeps its fixed grid, and so does
+//  kvtier with grid checkpoints only.
 Test(state_policy, the_interval_policy_keeps_its_fixed_grid)
 {
     rig_t r;
     kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 128, 0);
     cfg.state_policy = KVT_STATE_POLICY_INTERVAL;
-    cfg.interval_checkpoints = true;
     cfg.hbm_checkpoints = 4;
     cfg.grid_share_pct = 1;
     rig_init_cfg(&r, &cfg);
@@ -380,6 +378,16 @@ Test(state_policy, the_interval_policy_keeps_its_fixed_grid)
     rig_run(&r, 100);
     cr_assert_eq(counter(&r, "ckpt.taken.grid"), 24);
     cr_assert_eq(counter(&r, "sched.grid_interval"), 0);
+    kvt_sched_destroy(&r.s);
+    //  Nor does kvtier's with grid checkpoints only (--checkpoints interval:
+    //  the grid it names).
+    cfg.state_policy = KVT_STATE_POLICY_KVTIER;
+    cfg.interval_checkpoints = true;
+    rig_init_cfg(&r, &cfg);
+    rig_arrive(&r, 1, 1536, 100, 1);
+    rig_run(&r, 100);
+    cr_assert_eq(counter(&r, "ckpt.taken.grid"), 24);
+    cr_assert_eq(counter(&r, "sched.grid_thinned"), 0);
     kvt_sched_destroy(&r.s);
 }
 

@@ -148,8 +148,8 @@ typedef struct {
     //  which the active requests' prompts' grid checkpoints fit in this
     //  percent of the checkpoints the tiers hold: the HBM units plus, with
     //  block_bytes and state images in the tier (no_state_tier false), the
-    //  images tier_chunks chunks' bytes would hold (0: the fixed grid every
-    //  checkpoint_interval tokens).
+    //  images tier_chunks chunks' bytes would hold (0, or with
+    //  interval_checkpoints: the fixed grid every checkpoint_interval tokens).
     uint32_t grid_share_pct;
     bool value_order; //  KVTIER: HBM checkpoints go by the value rule (GDSF), not LRU
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes

@@ -25,6 +25,7 @@ static const char *const s_gauges[] = {
     "sched.quiescent",
     "sched.lookups_out",
     "sched.load_orphans",
+    "sched.grid_interval",
     "blocks.total",
     "ckpt.slots_in_use",
     "ckpt.valid",

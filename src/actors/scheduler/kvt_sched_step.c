@@ -81,7 +81,7 @@ static void s_grid(kvt_sched_t *self)
 {
     self->grid_iv = 0;
     if (!kvt_sched_hybrid(self) || self->cfg.state_policy != KVT_STATE_POLICY_KVTIER ||
-        self->cfg.grid_share_pct == 0)
+        self->cfg.grid_share_pct == 0 || self->cfg.interval_checkpoints)
         return;
     uint64_t want = 0;
     for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE); slot != KVT_ILIST_NONE;
