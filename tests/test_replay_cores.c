@@ -747,6 +747,34 @@ static kvt_load_spec_t s_state_load(uint64_t req, uint32_t boundary, kvt_hash_t 
     return ld;
 }
 
+//  The same for a refused step's state leg: request 5's state in slot 1 is
+//  not swept once the load put request 9's image there.
+Test(sim_runner_core, a_refused_steps_state_leg_owns_its_slot_when_the_forward_ends)
+{
+    rdev_t d;
+    s_dev_open(&d, 50000, true);
+    uint32_t b[] = {2};
+    kvt_hash_t h[] = {s_h(0)};
+    kvt_entry_t e = s_sentry(5, 0, 16, 0, b, h, 1, 0, 1);
+    kvt_step_exec_t x = s_exec(1, 0, &e, 1);
+    kvt_sim_runner_out_t out;
+    kvt_sim_runner_core_exec(d.r, &x, &out);
+    cr_assert(out.pending);
+    kvt_load_spec_t ld = s_state_load(9, 16, s_h(40), 1);
+    kvt_step_exec_t y = s_exec(2, 0, NULL, 0);
+    y.loads = &ld;
+    y.nloads = 1;
+    kvt_sim_runner_core_exec(d.r, &y, &out);
+    cr_assert(!out.pending && !out.done.ok);
+    cr_assert_eq(out.nloads, 1, "the refused step's load still goes out");
+    cr_assert(s_dev_done_at(&d, 100000, &out), "step 1 ends");
+    kvt_oracle_state_fill(kvt_gpu_state_ptr(d.gpu, KVT_GPU_STATE_SLOTS, 1), SBYTES, s_h(40), 0);
+    const kvt_sim_runner_wrong_t *where;
+    cr_assert_eq(kvt_sim_runner_core_sweep(d.r, &where), 0,
+                 "slot 1 holds the loaded image, the state the load's record names");
+    s_dev_close(&d);
+}
+
 Test(sim_runner_core, forward_writes_state_at_every_checkpoint_boundary_it_crosses)
 {
     rdev_t d;

@@ -65,9 +65,10 @@ static uint32_t s_request_stats(kvt_ctx_t *ctx, s_engine_t *self)
 
 //  Whether the Schedule `s` must wait for its time on the driver's clock
 //  (paced; then a timer sends it). The first Schedule anchors the two
-//  clocks (also unpaced, for the result's driver_us); a later one is due when as much driver time
-//  has passed as the core's clock advanced. One Schedule is out at a time (the core waits for its
-//  plan), so one slot holds it.
+//  clocks (also unpaced, for the result's driver_us); a later one is due
+//  when as much driver time has passed as the core's clock advanced. One
+//  Schedule is out at a time (the core waits for its plan), so one slot
+//  holds it.
 static bool s_pace(kvt_ctx_t *ctx, s_engine_t *self, const kvt_schedule_t *s)
 {
     uint64_t now = kvt_ctx_now(ctx);
@@ -94,6 +95,20 @@ static bool s_pace(kvt_ctx_t *ctx, s_engine_t *self, const kvt_schedule_t *s)
     return true;
 }
 
+//  Sends a Schedule to the scheduler (now, or when its pacing timer fires).
+static int s_send_schedule(kvt_ctx_t *ctx, s_engine_t *self, const kvt_schedule_t *s)
+{
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_SCHEDULE;
+    m.u.schedule = *s;
+    if (kvt_ctx_send(ctx, self->sched, &m) == 0)
+        return 0;
+    char why[96];
+    snprintf(why, sizeof why, "cannot send Schedule for step %llu", (unsigned long long)s->step);
+    return s_abort(ctx, self, why);
+}
+
 //  Carries out what a core call returned (rc: the call's result).
 static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t *out)
 {
@@ -109,15 +124,7 @@ static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t 
     case KVT_SIM_ENGINE_SCHEDULE:
         if (s_pace(ctx, self, &out->schedule))
             return self->stopped ? -1 : 0;
-        m.kind = KVT_MSG_SCHEDULE;
-        m.u.schedule = out->schedule;
-        if (kvt_ctx_send(ctx, self->sched, &m) != 0) {
-            char why[96];
-            snprintf(why, sizeof why, "cannot send Schedule for step %llu",
-                     (unsigned long long)out->schedule.step);
-            return s_abort(ctx, self, why);
-        }
-        return 0;
+        return s_send_schedule(ctx, self, &out->schedule);
     case KVT_SIM_ENGINE_EXEC:
         m.kind = KVT_MSG_STEP_EXEC;
         m.u.step_exec = out->exec;
@@ -203,16 +210,7 @@ static void s_on_timer(kvt_ctx_t *ctx, void *selfp, uint64_t tag)
         if (!self->held || self->stopped)
             return;
         self->held = false;
-        kvt_msg_t m;
-        memset(&m, 0, sizeof m);
-        m.kind = KVT_MSG_SCHEDULE;
-        m.u.schedule = self->pending;
-        if (kvt_ctx_send(ctx, self->sched, &m) != 0) {
-            char why[96];
-            snprintf(why, sizeof why, "cannot send Schedule for step %llu",
-                     (unsigned long long)self->pending.step);
-            s_abort(ctx, self, why);
-        }
+        s_send_schedule(ctx, self, &self->pending);
         return;
     }
     if (tag != S_TIMER_START)
