@@ -75,6 +75,11 @@ void kvt_loadtrack_start(kvt_loadtrack_t *self, kvt_sreq_t *r, const kvt_load_st
     l->end = ld->end;
     l->legs = ld->legs;
     l->legs_failed = 0;
+    //  A leg's details are this load's: an earlier admission's stay out
+    //  (a state-only load reads no kv_lower of a KV leg it never had).
+    l->kv_detail = 0;
+    l->st_detail = 0;
+    l->kv_lower = 0;
     l->pins = ld->pins;
     l->npins = ld->npins;
     l->pin_lo = ld->pin_lo;
