@@ -153,13 +153,13 @@ typedef struct {
     //  KVT_SCHED_GRID_DENSE_FILL_PCT of tier_chunks chunks' bytes; without
     //  state images in the tier, the first HBM checkpoint evicted) a grid
     //  checkpoint at every chunk, in plans whose active prompts'
-    //  every-chunk checkpoints fit in the HBM units; from then on every checkpoint_interval x
-    //  2^k tokens (at most KVT_SCHED_GRID_MAX_CHUNKS chunks), the smallest
-    //  such interval at which the active requests' prompts' grid
-    //  checkpoints fit in this percent of the checkpoints the tiers hold:
-    //  the HBM units plus, with block_bytes and state images in the tier
-    //  (no_state_tier false), the images tier_chunks chunks' bytes would
-    //  hold (0, or with interval_checkpoints: the fixed grid every
+    //  every-chunk checkpoints fit in the HBM units; from then on every
+    //  checkpoint_interval x 2^k tokens (at most KVT_SCHED_GRID_MAX_CHUNKS
+    //  chunks), the smallest such interval at which the active requests'
+    //  prompts' grid checkpoints fit in this percent of the checkpoints the
+    //  tiers hold: the HBM units plus, with block_bytes and state images in
+    //  the tier (no_state_tier false), the images tier_chunks chunks' bytes
+    //  would hold (0, or with interval_checkpoints: the fixed grid every
     //  checkpoint_interval tokens).
     uint32_t grid_share_pct;
     bool value_order; //  KVTIER: HBM checkpoints go by the value rule (GDSF), not LRU
