@@ -28,16 +28,11 @@
 #define FROM_ZERO                                                                                  \
     "--model qwen3-next-like --trace " TRACE " --limit 40 --max-running 8 --checkpoints interval " \
     "--instances 1"
-//  Requests that resume from HBM checkpoints (the synthetic sessions share),
-//  on the fixed grid: the adaptive grid is every chunk while the budget has
-//  room, so a checkpoint taken over the late-restored state would be
-//  resumed from later and the resume check would see the fault too (the
-//  point here is that the state checks see it where that check does not).
+//  Requests that resume from HBM checkpoints (the synthetic sessions share).
 //  A dense model on the trace.
 #define DENSE "--trace " TRACE " --limit 40 --instances 1"
-#define RESTORES                                                                            \
-    "--model qwen3-next-like --limit 160 --byte-scale 1 --hbm-pool 24MiB --cpu-pool 32MiB " \
-    "--grid-share 0"
+#define RESTORES \
+    "--model qwen3-next-like --limit 160 --byte-scale 1 --hbm-pool 24MiB --cpu-pool 32MiB"
 
 static char s_dir[64]; //  the test's temporary directory
 

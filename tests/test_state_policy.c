@@ -295,11 +295,8 @@ Test(state_policy, marconi_takes_no_grid_checkpoint_but_branches_and_prompt_ends
 
 //  kvtier with grid_share_pct: one 1536-token prompt (96 blocks of 16, a
 //  64-token chunk and grid) and `units` HBM checkpoints (its prompt end,
-//  1536, is on every grid below 1024, where it counts as the grid's), no
-//  tier. A first 1536-token prompt of other tokens runs before it (and
-//  evicts a checkpoint where 24 do not fit in `units`: the budget has been
-//  short). Returns the second prompt's grid checkpoints and the
-//  last plan's interval.
+//  1536, is on every grid below 1024, where it counts as the grid's).
+//  Returns the grid checkpoints taken and the last plan's interval.
 static uint64_t s_grid_takes(uint32_t share, uint32_t units, uint64_t *iv)
 {
     rig_t r;
@@ -308,24 +305,20 @@ static uint64_t s_grid_takes(uint32_t share, uint32_t units, uint64_t *iv)
     cfg.hbm_checkpoints = units;
     cfg.grid_share_pct = share;
     rig_init_cfg(&r, &cfg);
-    rig_arrive(&r, 9, 1536, 50000, 1);
-    rig_run(&r, 100);
-    uint64_t before = counter(&r, "ckpt.taken.grid");
     rig_arrive(&r, 1, 1536, 100, 1);
     rig_run(&r, 100);
-    uint64_t n = counter(&r, "ckpt.taken.grid") - before;
+    uint64_t n = counter(&r, "ckpt.taken.grid");
     *iv = counter(&r, "sched.grid_interval");
     cr_assert(kvt_sched_quiescent(r.s));
     kvt_sched_destroy(&r.s);
     return n;
 }
 
-//  Once the budget has been short, the grid is checkpoint_interval while
-//  the prompts' checkpoints fit in the share of the units, and doubles (up
-//  to 16 chunks) while they do not: at 100 % of 16 units, 1536 / 64 = 24
-//  checkpoints do not fit, 1536 / 128 = 12 do; at 100 % of 4, 1536 / 512 =
-//  3 fit; at 1 % of 4 none would, and the grid stops at 16 chunks (1024:
-//  one checkpoint). 0: the fixed grid.
+//  The grid is checkpoint_interval while the prompts' checkpoints fit in
+//  the share of the units, and doubles (up to 16 chunks) while they do not:
+//  at 100 % of 16 units, 1536 / 64 = 24 checkpoints do not fit, 1536 / 128
+//  = 12 do; at 100 % of 4, 1536 / 512 = 3 fit; at 1 % of 4 none would, and
+//  the grid stops at 16 chunks (1024: one checkpoint). 0: the fixed grid.
 Test(state_policy, the_kvtier_grid_thins_as_the_hbm_budget_fills)
 {
     uint64_t iv;
@@ -345,61 +338,9 @@ Test(state_policy, the_kvtier_grid_thins_as_the_hbm_budget_fills)
     cr_assert_eq(iv, 1024, "16 chunks at most");
 }
 
-//  Until the budget is first short the grid is every chunk where the
-//  active prompts' every-chunk checkpoints fit in the HBM units, whatever
-//  the share would say. Without a tier: in 24 units the first prompt takes
-//  all 24 and evicts none; the second's first take evicts one of them (the
-//  budget short for good), and the third keeps to the share's grid (50 %%
-//  of 24 units: 1536 / 128 = 12). In 16 units the 24 never fit: the
-//  share's grid from the start (1536 / 128 = 12 at 100 %%), no eviction
-//  needed.
-static void s_dense_rig(rig_t *r, uint32_t units, uint32_t share)
-{
-    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 64, 128, 0);
-    cfg.state_policy = KVT_STATE_POLICY_KVTIER;
-    cfg.hbm_checkpoints = units;
-    cfg.grid_share_pct = share;
-    rig_init_cfg(r, &cfg);
-}
-
-Test(state_policy, the_kvtier_grid_is_every_chunk_until_the_budget_is_first_short)
-{
-    rig_t r;
-    s_dense_rig(&r, 24, 50);
-    uint64_t takes[3], dense[3];
-    for (uint32_t i = 0; i < 3; i++) {
-        uint64_t before = counter(&r, "ckpt.taken.grid");
-        rig_arrive(&r, 1 + i, 1536, 100 + 10000 * i, 1);
-        rig_run(&r, 100);
-        takes[i] = counter(&r, "ckpt.taken.grid") - before;
-        dense[i] = counter(&r, "sched.grid_dense");
-        if (i == 0)
-            cr_assert_eq(counter(&r, "ckpt.evicted"), 0, "24 in 24 units");
-    }
-    cr_assert_eq(takes[0], 24, "nothing short: every chunk");
-    cr_assert(dense[0] > 0);
-    cr_assert(takes[1] > 12 && takes[1] < 24, "short after its first take");
-    cr_assert_eq(takes[2], 12, "short for good: the share's 128 grid");
-    cr_assert_eq(counter(&r, "sched.grid_interval"), 128);
-    cr_assert_eq(dense[2], dense[1], "no plan on the every-chunk grid since");
-    kvt_sched_destroy(&r.s);
-
-    s_dense_rig(&r, 16, 100);
-    rig_arrive(&r, 1, 1536, 100, 1);
-    rig_run(&r, 100);
-    cr_assert_eq(counter(&r, "ckpt.taken.grid"), 12, "24 do not fit in 16 units: every 128");
-    cr_assert_eq(counter(&r, "sched.grid_dense"), 0);
-    cr_assert_eq(counter(&r, "ckpt.evicted"), 0);
-    kvt_sched_destroy(&r.s);
-}
-
 //  The tier's images count among the checkpoints the grid may fill: one
 //  HBM budget of 256 blocks of 64 KiB (16 per 1 MiB state; 4 slots leave
 //  12 checkpoint units) and a tier of 48 chunks of 256 KiB (12 images).
-//  A first prompt (24 chunks, each with its image on the every-chunk grid:
-//  24 + 24 x 4 chunks' bytes) fills the 48-chunk tier, and without one
-//  (or without images in it) evicts an HBM checkpoint: the budget is short
-//  when the second prompt runs.
 static uint64_t s_grid_takes_tier(uint32_t tier_chunks, bool no_state_tier)
 {
     rig_t r;
@@ -409,12 +350,9 @@ static uint64_t s_grid_takes_tier(uint32_t tier_chunks, bool no_state_tier)
     cfg.grid_share_pct = 100;
     cfg.no_state_tier = no_state_tier;
     rig_init_cfg(&r, &cfg);
-    rig_arrive(&r, 9, 1536, 50000, 1);
-    rig_run(&r, 200);
-    uint64_t before = counter(&r, "ckpt.taken.grid");
     rig_arrive(&r, 1, 1536, 100, 1);
     rig_run(&r, 200);
-    uint64_t n = counter(&r, "ckpt.taken.grid") - before;
+    uint64_t n = counter(&r, "ckpt.taken.grid");
     kvt_sched_destroy(&r.s);
     return n;
 }
@@ -424,61 +362,6 @@ Test(state_policy, the_tiers_images_give_the_kvtier_grid_room)
     cr_assert_eq(s_grid_takes_tier(0, false), 12, "12 HBM units: every 128 tokens");
     cr_assert_eq(s_grid_takes_tier(48, false), 24, "12 + 12 image units: every chunk");
     cr_assert_eq(s_grid_takes_tier(48, true), 12, "images stay out of the tier: HBM alone");
-}
-
-//  With state images in the tier, the budget is first short when the
-//  chunks and images the tier took pass half its chunks (an image of 1 MiB
-//  is 4 chunks of 256 KiB): a prompt on the every-chunk grid stores 24
-//  chunks and 24 images, 120 chunks' bytes, exactly half of a 240-chunk
-//  tier, so the first takes a checkpoint at every chunk (24, though the
-//  configured grid is every 256 tokens); the second's first saves pass
-//  half, and the third keeps to the 256 grid (6; at 100 % of 60 + 60
-//  units the share has room for them). An HBM of 1024 blocks of 64 KiB:
-//  60 checkpoint units beside the 4 slots, room for the 24.
-//  n distinct 1536-token prompts one after the other on a 256-token grid,
-//  an HBM of hbm_blocks blocks of 64 KiB (1 MiB states: 16 blocks each)
-//  and a tier of tier_chunks chunks of 256 KiB: the grid checkpoints each
-//  took, and the last plan's interval.
-static uint64_t s_tier_takes(uint32_t hbm_blocks, uint32_t tier_chunks, bool no_state_tier,
-                             uint32_t share, uint32_t n, uint64_t *takes)
-{
-    rig_t r;
-    kvt_sched_cfg_t cfg = hybrid_cfg(16, 64, 256, hbm_blocks, tier_chunks);
-    cfg.state_policy = KVT_STATE_POLICY_KVTIER;
-    cfg.block_bytes = 64u << 10;
-    cfg.grid_share_pct = share;
-    cfg.no_state_tier = no_state_tier;
-    rig_init_cfg(&r, &cfg);
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t before = counter(&r, "ckpt.taken.grid");
-        rig_arrive(&r, 1 + i, 1536, 100 + 10000 * i, 1);
-        rig_run(&r, 200);
-        takes[i] = counter(&r, "ckpt.taken.grid") - before;
-    }
-    uint64_t iv = counter(&r, "sched.grid_interval");
-    cr_assert(kvt_sched_quiescent(r.s));
-    kvt_sched_destroy(&r.s);
-    return iv;
-}
-
-Test(state_policy, the_kvtier_grid_is_every_chunk_until_the_tier_took_half_its_bytes)
-{
-    uint64_t t[4];
-    cr_assert_eq(s_tier_takes(1024, 240, false, 100, 3, t), 256);
-    cr_assert_eq(t[0], 24, "120 of 240 chunks' bytes at its end: every chunk");
-    cr_assert(t[1] > 6 && t[1] < 24, "short after its first saves");
-    cr_assert_eq(t[2], 6, "short for good: the configured 256 grid");
-    //  In a 200-chunk tier the first prompt's own chunks and images pass
-    //  half (each image weighs 4 chunks): its last boundaries are on the
-    //  256 grid.
-    s_tier_takes(1024, 200, false, 100, 1, t);
-    cr_assert_lt(t[0], 24, "120 > 100 chunks' bytes before its end");
-    //  With the states out of the tier its chunks never say short (4 x 24
-    //  of 1000): the first HBM checkpoint evicted does, in the third
-    //  prompt, and the fourth keeps to the 256 grid.
-    s_tier_takes(1024, 1000, true, 25, 4, t);
-    cr_assert_eq(t[0], 24);
-    cr_assert_eq(t[3], 6, "short since an HBM checkpoint was evicted");
 }
 
 //  Only kvtier's grid adapts: interval keeps its fixed grid, and so does

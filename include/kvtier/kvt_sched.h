@@ -106,12 +106,6 @@ typedef enum {
 //  checkpoint every 16 chunks.
 #define KVT_SCHED_GRID_MAX_CHUNKS 16
 
-//  The adaptive grid is every chunk until the chunks and images the tier
-//  took pass this percent of its chunks' bytes (kvt_sched_cfg_t.
-//  grid_share_pct): past half, the workload may not fit, and every-chunk
-//  images would crowd out the chunks below them.
-#define KVT_SCHED_GRID_DENSE_FILL_PCT 50
-
 typedef struct {
     uint32_t block_size;   //  tokens per block (default 16)
     uint32_t chunk_size;   //  tokens per chunk (default 256, multiple of block_size)
@@ -148,19 +142,14 @@ typedef struct {
     bool interval_checkpoints; //  only (a), the interval grid: no prompt-end (b) or decode
                                //  keep (c) checkpoints (false, the default: all three)
     kvt_sched_state_policy_t state_policy; //  checkpoint sources and HBM checkpoint order
-    //  KVTIER: the grid follows the budget's pressure. Until the budget is
-    //  first short (the chunks and images the tier took past
-    //  KVT_SCHED_GRID_DENSE_FILL_PCT of tier_chunks chunks' bytes; without
-    //  state images in the tier, the first HBM checkpoint evicted) a grid
-    //  checkpoint at every chunk, in plans whose active prompts'
-    //  every-chunk checkpoints fit in the HBM units; from then on every
-    //  checkpoint_interval x 2^k tokens (at most KVT_SCHED_GRID_MAX_CHUNKS
-    //  chunks), the smallest such interval at which the active requests'
-    //  prompts' grid checkpoints fit in this percent of the checkpoints the
-    //  tiers hold: the HBM units plus, with block_bytes and state images in
-    //  the tier (no_state_tier false), the images tier_chunks chunks' bytes
-    //  would hold (0, or with interval_checkpoints: the fixed grid every
-    //  checkpoint_interval tokens).
+    //  KVTIER: the grid follows the HBM budget's pressure: each plan takes
+    //  grid checkpoints every chunk x 2^k tokens (k up to 4: at most
+    //  KVT_SCHED_GRID_MAX_CHUNKS chunks), the smallest such interval at
+    //  which the active requests' prompts' grid checkpoints fit in this
+    //  percent of the checkpoints the tiers hold: the HBM units plus, with
+    //  block_bytes and state images in the tier (no_state_tier false), the
+    //  images tier_chunks chunks' bytes would hold (0, or with
+    //  interval_checkpoints: the fixed grid every checkpoint_interval tokens).
     uint32_t grid_share_pct;
     bool value_order; //  KVTIER: HBM checkpoints go by the value rule (GDSF), not LRU
     //  Tier lookups (tier_chunks > 0): the tier hit of an admission comes
@@ -268,8 +257,6 @@ typedef struct {
     uint64_t grid_interval;         //  gauge: the grid interval of the last plan with active
                                     //  requests (tokens; 0: the fixed grid, or a dense model)
     uint64_t grid_thinned;          //  plans whose grid was sparser than checkpoint_interval
-    uint64_t grid_dense;            //  plans with active requests on the every-chunk grid
-                                    //  (the budget not yet short)
     uint64_t state_resumes;         //  admissions where KV alone could have resumed (> 0)
     //  Tier lookups.
     uint64_t lookups_sent;     //  Lookups put into plans

@@ -16,8 +16,6 @@ struct _kvt_saves_t {
     kvt_savetrack_t *track; //  saves: frontier, leases, re-emits (owned; NULL: no tier)
     uint32_t leased;        //  block references held by save leases
     uint64_t late_images;   //  images indexed from a late ok store verdict (an expired save)
-    uint64_t stored_chunks; //  ok store verdicts (late ones too): chunks the tier took
-    uint64_t stored_images; //  of those, chunks that carried a state image
 };
 
 // ------------------------------------------------------ save tracker ----
@@ -233,8 +231,6 @@ int kvt_saves_verdict(kvt_saves_t *self, const kvt_verdict_t *v, uint64_t now_us
     //  chunk and the image that rode with it: the index learns the image
     //  (a later get miss retracts it, I3), or no resume could ever use it.
     int late = kvt_savetrack_stored(self->track, v->op, v->key, v->attempt, v->ok);
-    self->stored_chunks += v->ok;
-    self->stored_images += v->ok && ck >= 0;
     //  The image rode with the chunk: the tier holds it now.
     if (v->ok && ck >= 0) {
         kvt_stidx_note_stored(self->stidx, v->key, now_us);
@@ -288,12 +284,6 @@ void kvt_saves_destroy(kvt_saves_t **self_p)
     kvt_savetrack_destroy(&(*self_p)->track);
     free(*self_p);
     *self_p = NULL;
-}
-
-void kvt_saves_stored(const kvt_saves_t *self, uint64_t *chunks, uint64_t *images)
-{
-    *chunks = self->stored_chunks;
-    *images = self->stored_images;
 }
 
 kvt_savetrack_t *kvt_saves_tracker(const kvt_saves_t *self)

@@ -48,10 +48,6 @@ void kvt_saves_destroy(kvt_saves_t **self_p);
 
 //  The save tracker (NULL: no tier), borrowed by the load tracker to
 //  reopen a lost tier hit.
-//  The chunks the tier took (ok store verdicts, late ones too, a chunk
-//  saved again counted again) and how many of them carried a state image.
-void kvt_saves_stored(const kvt_saves_t *self, uint64_t *chunks, uint64_t *images);
-
 kvt_savetrack_t *kvt_saves_tracker(const kvt_saves_t *self);
 
 //  Starts tracking admission r->gen of r with the save frontier at

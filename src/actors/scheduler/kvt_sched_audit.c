@@ -84,7 +84,6 @@ void kvt_sched_counters(const kvt_sched_t *self, kvt_counter_t *c, uint32_t *n, 
         S_C(state_resumes);
         S_C(grid_interval);
         S_C(grid_thinned);
-        S_C(grid_dense);
     }
 #undef S_C
     kvt_blockmgr_stats_t b;

@@ -38,7 +38,6 @@ struct _kvt_sched_t {
     kvt_admit_t *ad;         //  the admission decision
     kvt_planbuf_t *pb;       //  the plan under construction
     uint32_t grid_iv;        //  KVTIER: this plan's grid interval (0: checkpoint_interval)
-    bool grid_pressed;       //  KVTIER: the budget has been short once (no more every-chunk grid)
     kvt_sched_stats_t stats; //  counters
 };
 

@@ -68,44 +68,15 @@ static uint32_t s_next_ckpt(const kvt_sched_t *self, const kvt_sreq_t *r, uint32
     return best > r->nfeed ? 0 : (uint32_t)best;
 }
 
-//  KVTIER with grid_share_pct > 0: the grid follows the budget's pressure.
-//  Until the budget is first short — the chunks and images the tier took
-//  stay within KVT_SCHED_GRID_DENSE_FILL_PCT of its chunks' bytes (without
-//  state images in the tier: no HBM checkpoint evicted yet) — a plan whose
-//  active prompts' every-chunk checkpoints fit in the HBM units takes a
-//  grid checkpoint at every chunk: where the workload fits, it costs
-//  nothing. Once short (for good: both measures only grow, and the latch
-//  makes the test O(1)), at interval I the active requests' prompts want
-//  (sum of their prompt tokens) / I grid checkpoints; the interval is the
-//  smallest checkpoint_interval x 2^k (up to KVT_SCHED_GRID_MAX_CHUNKS
-//  chunks) whose checkpoints take at most grid_share_pct % of the
-//  checkpoints the tiers hold, so tiers with room keep the configured grid
-//  and small ones take a grid checkpoint only every few thousand tokens,
-//  where a grid state and its image would crowd out more KV than they
-//  save. O(active requests) once per plan, as the plan's own walk.
-static bool s_grid_pressed(kvt_sched_t *self)
-{
-    const kvt_sched_cfg_t *c = &self->cfg;
-    if (self->grid_pressed)
-        return true;
-    if (c->tier_chunks && !c->no_state_tier) {
-        //  The chunks and images the tier took, in chunks' bytes (an image
-        //  counts as one chunk where block_bytes is not known): past the
-        //  fill share, the workload may not fit.
-        uint64_t chunks, images, chunk_bytes = (uint64_t)self->bpc * c->block_bytes;
-        kvt_saves_stored(self->sv, &chunks, &images);
-        uint64_t per_image = chunk_bytes ? (c->state_bytes + chunk_bytes - 1) / chunk_bytes : 1;
-        self->grid_pressed = (chunks + images * per_image) * 100 >
-                             (uint64_t)c->tier_chunks * KVT_SCHED_GRID_DENSE_FILL_PCT;
-    } else {
-        //  The states live in HBM only: short at the first checkpoint evicted.
-        kvt_ckpt_stats_t k;
-        kvt_ckpt_stats(self->ck, &k);
-        self->grid_pressed = k.evicted > 0;
-    }
-    return self->grid_pressed;
-}
-
+//  KVTIER with grid_share_pct > 0: the grid follows the tiers' pressure.
+//  At interval I the active requests' prompts want (sum of their prompt
+//  tokens) / I grid checkpoints; the interval is the smallest
+//  checkpoint_interval x 2^k (up to KVT_SCHED_GRID_MAX_CHUNKS chunks) whose
+//  checkpoints take at most grid_share_pct % of the checkpoints the tiers
+//  hold, so tiers with room keep the configured grid and small ones take a
+//  grid checkpoint only every few thousand tokens, where a grid state and
+//  its image would crowd out more KV than they save. O(active requests)
+//  once per plan, as the plan's own walk.
 static void s_grid(kvt_sched_t *self)
 {
     self->grid_iv = 0;
@@ -116,17 +87,6 @@ static void s_grid(kvt_sched_t *self)
     for (uint32_t slot = kvt_reqtab_head(self->rt, KVT_RQ_ACTIVE); slot != KVT_ILIST_NONE;
          slot = kvt_reqtab_next(self->rt, slot))
         want += kvt_reqtab_at(self->rt, slot)->nprompt;
-    //  Every chunk while the budget was never short and the active
-    //  prompts' every-chunk checkpoints fit in the HBM units.
-    if (!s_grid_pressed(self) &&
-        want <= (uint64_t)kvt_ckpt_capacity(self->ck) * self->cfg.chunk_size) {
-        self->grid_iv = self->cfg.chunk_size;
-        if (want) {
-            self->stats.grid_interval = self->grid_iv;
-            self->stats.grid_dense++;
-        }
-        return;
-    }
     //  The checkpoints the two tiers hold: the HBM budget's units and, with
     //  state images in the tier, the images its chunks' bytes would hold.
     const kvt_sched_cfg_t *c = &self->cfg;
