@@ -1,7 +1,8 @@
 # Thin wrapper over CMake. The two commands of the quick start:
 #   make run    install what is missing, build, replay a hybrid model
 #               (qwen3-next-like) on the bundled trace (the synthetic workload
-#               when ../shared/traces is not there)
+#               when ../shared/traces is not there), beside its HBM-only
+#               baseline (TTFT with and without the tiers)
 #   make check  install what is missing, build, run the whole test suite
 # Also: make install [DESTDIR=…] [PREFIX=…] (libkvtier, headers, kvtier.pc, the
 # kvtier command), make mutants (tools/mutants.sh: the mutation check), make
@@ -27,7 +28,7 @@ build: configure
 
 run: configure
 	@cmake --build $(BUILD) --target kvtier -j$(JOBS) -- --no-print-directory
-	$(BUILD)/kvtier replay --model qwen3-next-like $(if $(wildcard $(RUN_TRACE)),--trace $(RUN_TRACE) --limit 300 --instances 4,--limit 300)
+	$(BUILD)/kvtier replay --model qwen3-next-like --hbm-baseline on $(if $(wildcard $(RUN_TRACE)),--trace $(RUN_TRACE) --limit 300 --instances 4,--limit 300)
 
 check: setup
 	@tools/check.sh

@@ -17,6 +17,7 @@
 #include "replay/kvt_replay_config.h"
 #include "kvt_cli.h"
 #include "kvt_cmd.h"
+#include "cmd_replay_baseline.h"
 #include "replay/kvt_sim_engine_core.h"
 
 //  Engine instances of a trace replay when --instances is not given: enough
@@ -26,8 +27,9 @@
 
 static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r);
 
-static const char *s_sweep;  //  --sweep KEY=V1,V2,... (NULL = one run)
-static const char *s_report; //  --report DIR (NULL = none)
+static const char *s_sweep;             //  --sweep KEY=V1,V2,... (NULL = one run)
+static const char *s_report;            //  --report DIR (NULL = none)
+static const char *s_baseline = "auto"; //  --hbm-baseline on|off|auto
 static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet, char *err,
                             size_t errlen);
 
@@ -79,6 +81,10 @@ static void s_usage(FILE *out)
         "                     instances, one after another, and a comparison table\n"
         "  --report DIR       with --sweep: DIR/sweep.md, DIR/sweep.tsv and, when gnuplot is\n"
         "                     installed, DIR/sweep.png (hit share and TTFT against the value)\n"
+        "  --hbm-baseline on|off|auto  also replay without the tiers below HBM (a second\n"
+        "                     replay: beside the run under sim, after it under live) and put\n"
+        "                     TTFT, throughput and hits without them beside the run's;\n"
+        "                     auto (default): on when stdout is a terminal\n"
         "  --byte-scale K     pools store K times fewer bytes than their real size (default:\n"
         "                     the model's real KV bytes per token per rank over the stored\n"
         "                     geometry's, said at start; 1 = sizes are stored bytes)\n"
@@ -402,9 +408,89 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     return rc == 0 ? root : NULL;
 }
 
-static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
+//  Requests finished per modelled second (0 when no time passed).
+static double s_finished_rps(uint64_t finished, uint64_t model_time_us)
+{
+    return model_time_us ? (double)finished * 1e6 / (double)model_time_us : 0.0;
+}
+
+//  The HBM-only baseline beside the run (--hbm-baseline): "hbm_only".
+static int s_baseline_json(json_t *root, const kvt_replay_report_t *r, const kvt_hbm_baseline_t *b,
+                           bool parallel)
+{
+    json_t *o = json_object(), *ttft = json_object();
+    int rc = o && ttft ? 0 : -1;
+    rc |= json_object_set_new(o, "ran", json_boolean(b->ran));
+    rc |= json_object_set_new(o, "how",
+                              json_string(parallel ? "a second replay without the tiers below "
+                                                     "HBM, run beside this one (sim)"
+                                                   : "a second replay without the tiers below "
+                                                     "HBM, run after this one (live)"));
+    if (!b->ran) {
+        rc |= s_set_text(o, "error", b->err);
+    } else {
+        double in = b->input_tokens ? (double)b->input_tokens : 1.0;
+        const kvt_sim_engine_result_t *e = &r->engine;
+        rc |= json_object_set_new(o, "finished", s_u64(b->finished));
+        rc |= json_object_set_new(o, "rejected", s_u64(b->rejected));
+        rc |= json_object_set_new(o, "input_tokens", s_u64(b->input_tokens));
+        rc |= json_object_set_new(o, "hit_tokens", s_u64(b->hit_tokens));
+        rc |= json_object_set_new(o, "hit_share", s_real((double)b->hit_tokens / in, 6));
+        rc |= json_object_set_new(ttft, "p50", s_real(b->ttft_p50_ms, 2));
+        rc |= json_object_set_new(ttft, "p90", s_real(b->ttft_p90_ms, 2));
+        rc |= json_object_set_new(ttft, "p99", s_real(b->ttft_p99_ms, 2));
+        rc |= json_object_set(o, "ttft_ms", ttft);
+        rc |= json_object_set_new(
+            o, "ttft_p50_ratio",
+            s_real(b->ttft_p50_ms > 0 ? e->ttft_p50_ms / b->ttft_p50_ms : 0, 4));
+        rc |= json_object_set_new(o, "model_time_s", s_real((double)b->model_time_us / 1e6, 3));
+        rc |= json_object_set_new(o, "finished_per_model_s",
+                                  s_real(s_finished_rps(b->finished, b->model_time_us), 3));
+        rc |= json_object_set_new(o, "utilisation", s_real(b->utilisation, 4));
+        rc |= json_object_set_new(o, "saturated", json_boolean(b->saturated));
+        rc |= json_object_set_new(o, "wrong_resumes", s_u64(b->wrong_resumes));
+        rc |= json_object_set_new(o, "failed", json_boolean(b->failed));
+        rc |= json_object_set_new(o, "wall_s", s_real(b->wall_s, 3));
+    }
+    json_decref(ttft);
+    rc |= o ? json_object_set_new(root, "hbm_only", o) : -1;
+    return rc ? -1 : 0;
+}
+
+//  The baseline's lines of the human summary.
+static void s_baseline_summary(const kvt_replay_report_t *r, const kvt_hbm_baseline_t *b,
+                               bool parallel)
+{
+    const kvt_sim_engine_result_t *e = &r->engine;
+    if (!b->ran) {
+        printf("  hbm only      not measured: %s\n", b->err);
+        return;
+    }
+    double in = b->input_tokens ? (double)b->input_tokens : 1.0;
+    double ein = e->input_tokens ? (double)e->input_tokens : 1.0;
+    printf("  vs hbm only   ttft p50 %.1f / p90 %.1f / p99 %.1f ms with the tiers, %.1f / %.1f / "
+           "%.1f ms without (p50 %.2f x)\n",
+           e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, b->ttft_p50_ms, b->ttft_p90_ms,
+           b->ttft_p99_ms, b->ttft_p50_ms > 0 ? e->ttft_p50_ms / b->ttft_p50_ms : 0.0);
+    printf("                hits %.1f%% with, %.1f%% without; %.2f req/s finished per modelled "
+           "second with, %.2f without (busy %.1f%% / %.1f%%)%s\n",
+           100.0 * (1.0 - r->recomputed_share) * (double)e->input_tokens / ein,
+           100.0 * (double)b->hit_tokens / in, s_finished_rps(e->finished, e->model_time_us),
+           s_finished_rps(b->finished, b->model_time_us), 100.0 * e->utilisation,
+           100.0 * b->utilisation, b->saturated ? "; WITHOUT THE TIERS THE ENGINE SATURATES" : "");
+    printf("                (a second replay without the CPU, disk and remote tiers, %s; "
+           "%.1f s wall)\n",
+           parallel ? "beside this one" : "after this one", b->wall_s);
+}
+
+static int s_write_json(const char *path, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r,
+                        const kvt_hbm_baseline_t *b, bool parallel)
 {
     json_t *root = s_report_json(cfg, r);
+    if (root && b && s_baseline_json(root, r, b, parallel) != 0) {
+        json_decref(root);
+        root = NULL;
+    }
     if (!root) {
         fprintf(stderr, "kvtier replay: --json: out of memory\n");
         return -1;
@@ -588,6 +674,9 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
 {
     kvt_replay_cfg_t own; //  what only the replay's flags set
     kvt_replay_defaults(&own);
+    s_sweep = NULL;
+    s_report = NULL;
+    s_baseline = "auto";
     static char cost[1024]; //  --cost knobs, joined (cfg->cost points here)
     cost[0] = 0;
     uint32_t scale = 0; //  --byte-scale (0: the model's)
@@ -676,7 +765,12 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
             s_sweep = v;
         else if (!strcmp(a, "--report"))
             s_report = v;
-        else if (!strcmp(a, "--instances")) {
+        else if (!strcmp(a, "--hbm-baseline")) {
+            if (!strcmp(v, "on") || !strcmp(v, "off") || !strcmp(v, "auto"))
+                s_baseline = v;
+            else
+                bad = -1;
+        } else if (!strcmp(a, "--instances")) {
             if ((bad = kvt_cli_uint(v, 1, 64, &n)) == 0)
                 own.instances = (uint32_t)n;
         } else if (!strcmp(a, "--byte-scale")) {
@@ -1009,6 +1103,11 @@ static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet
                             size_t errlen)
 {
     kvt_replay_cfg_t cfg = *cfgp;
+    if (s_sweep && !strcmp(s_baseline, "on")) {
+        fprintf(stderr, "kvtier replay: --hbm-baseline on: not with --sweep (sweep cpu_pool "
+                        "with a value of 0 for the HBM-only row)\n");
+        return 2;
+    }
     if (s_sweep)
         return s_run_sweep(&cfg);
     if (s_report) {
@@ -1022,6 +1121,23 @@ static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet
         return 1;
     }
     int status = 0;
+    //  The HBM-only baseline starts first: under sim a child process, forked
+    //  before this run starts its threads.
+    const char *bl_why = NULL;
+    bool bl_applies = kvt_hbm_baseline_applies(&cfg, &bl_why);
+    bool bl_want = !strcmp(s_baseline, "on") ||
+                   (!strcmp(s_baseline, "auto") && !quiet && isatty(STDOUT_FILENO) && bl_applies);
+    if (bl_want && !bl_applies) {
+        fprintf(stderr, "kvtier replay: --hbm-baseline on: %s\n", bl_why);
+        free(rep);
+        return 2;
+    }
+    kvt_hbm_baseline_run_t bl_run = {.fd = -1};
+    if (bl_want && kvt_hbm_baseline_start(&bl_run, &cfg, err, errlen) != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        free(rep);
+        return 2;
+    }
     s_bar_t bar;
     memset(&bar, 0, sizeof bar);
     if (!quiet && isatty(STDERR_FILENO)) {
@@ -1035,6 +1151,8 @@ static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet
         fprintf(stderr, "\r%*s\r", 120, "");
     if (ran != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
+        if (bl_want)
+            kvt_hbm_baseline_cancel(&bl_run);
         kvt_replay_report_clear(rep);
         free(rep);
         return 2;
@@ -1048,7 +1166,25 @@ static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet
                 "rerun with "
                 "--instances %u (or a faster engine: --tp, --cost prefill_tps=...)\n",
                 (double)rep->engine.drain_us / 1e6, s_instances_for(&cfg, &rep->engine));
-    if (json && s_write_json(json, &cfg, rep) != 0)
+    kvt_hbm_baseline_t bl;
+    bool bl_parallel = bl_run.fd >= 0;
+    if (bl_want) {
+        kvt_hbm_baseline_finish(&bl_run, &bl);
+        if (!quiet)
+            s_baseline_summary(rep, &bl, bl_parallel);
+        if (!bl.ran) {
+            fprintf(stderr, "kvtier replay: the HBM-only baseline did not run: %s\n", bl.err);
+            if (!strcmp(s_baseline, "on"))
+                status = 1;
+        } else if (bl.failed || bl.wrong_resumes) {
+            //  Zero wrong resumes holds for the baseline too.
+            fprintf(stderr, "kvtier replay: FAILED (the HBM-only baseline): %s%s",
+                    bl.failures[0] ? bl.failures : "wrong resumes",
+                    bl.failures[0] && bl.failures[strlen(bl.failures) - 1] == '\n' ? "" : "\n");
+            status = 1;
+        }
+    }
+    if (json && s_write_json(json, &cfg, rep, bl_want ? &bl : NULL, bl_parallel) != 0)
         status = 1;
     if (rep->failed) {
         for (const char *p = rep->failures; *p;) {
