@@ -10,6 +10,10 @@
 
 enum { W_NONE = 0, W_PLAN, W_STEP, W_STATS, W_OVER };
 
+//  Plans after a save within which its request counts as saving when it
+//  finishes (KVT_SIM_PHASE_DONE_SAVING).
+#define S_SAVE_WINDOW 8u
+
 struct kvt_sim_engine_core_t {
     kvt_sim_engine_core_cfg_t a;  //  configuration (defaults applied)
     kvt_sim_engine_result_t *out; //  results (borrowed)
@@ -522,11 +526,12 @@ static void s_phases(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
         else if (self->phase[i] == KVT_SIM_PHASE_DONE_SAVING)
             self->phase[i] = KVT_SIM_PHASE_RUNNING; //  finished: no fault hits it now
     }
-    //  Finished with a save of the last two plans still (likely) out.
+    //  Finished with a save of the last S_SAVE_WINDOW plans (likely) still out:
+    //  the engine sees no save verdict.
     for (uint32_t i = 0; i < p->nevents; i++) {
         uint64_t q = p->events[i].op.req;
         if (p->events[i].type == KVT_EV_FINISH && q < n && self->save_step[q] &&
-            self->step - self->save_step[q] <= 2)
+            self->step - self->save_step[q] <= S_SAVE_WINDOW)
             self->phase[q] = KVT_SIM_PHASE_DONE_SAVING;
     }
     for (uint32_t i = 0; i < p->nloads; i++)
