@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/scheduler/kvt_scheduler.h"
+#include "base/kvt_namespace.h"
 #include "common/kvt_test_sched_rig.h"
+#include "kvtier/kvt_actor.h"
 
 //  The FINISH event of request req in the last plan (NULL: none).
 static const kvt_event_t *s_finish_of(const rig_t *r, uint64_t req)
@@ -372,4 +375,159 @@ Test(sched_abort, schedule_aborts_or_preempts_of_the_wrong_type_are_refused_nami
     static const uint8_t a_neg[] = {0x93, 0x01, 0x02, 0x84, 0x01, 0x03, 0x02,
                                     0x90, 0x03, 0x05, 0x05, 0x91, 0xff};
     s_decode_fails(a_neg, sizeof a_neg, "aborts[0]", "");
+}
+
+// ------------------------------------------------- the scheduler actor ----
+
+//  The engine of the actor test: Schedule 1 brings requests 1 and 2 and
+//  asks to abort 77 and preempt 78 (unknown: refused); Schedule 2 aborts
+//  request 1 (running) and preempts request 2 (running); then one Schedule
+//  per plan until idle, and a Stats read.
+typedef struct {
+    kvt_aid_t sched;                        //  the scheduler
+    uint64_t step;                          //  last step asked for
+    uint32_t plans;                         //  StepPlans received
+    uint32_t tokens[40];                    //  the prompts (request 2's offset by 1000)
+    uint32_t tokens2[40];                   //  request 2's prompt
+    uint32_t finish_c[3];                   //  FINISH c of requests 1 and 2 (99: none yet)
+    uint32_t admits2;                       //  ADMIT events of request 2
+    uint64_t aborts_refused;                //  from the Stats reply
+    uint64_t preempts_refused;              //  ...
+    uint64_t aborted, preempted, quiescent; //  ...
+    bool read;                              //  the Stats reply came
+} s_eng_t;
+
+static uint64_t s_ctr(const kvt_stats_t *st, const char *name)
+{
+    for (uint32_t i = 0; i < st->ncounters; i++)
+        if (strcmp(st->counters[i].name, name) == 0)
+            return st->counters[i].value;
+    cr_assert_fail("no counter %s", name);
+    return 0;
+}
+
+static int s_eng_schedule(kvt_ctx_t *ctx, s_eng_t *p)
+{
+    kvt_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.kind = KVT_MSG_SCHEDULE;
+    kvt_arrival_t a[2] = {{.req = 1, .tokens = p->tokens, .ntokens = 40, .max_new_tokens = 30},
+                          {.req = 2, .tokens = p->tokens2, .ntokens = 40, .max_new_tokens = 30}};
+    uint64_t ab = 0, pr = 0;
+    m.u.schedule.step = ++p->step;
+    m.u.schedule.now_us = p->step * 1000;
+    if (p->step == 1) {
+        m.u.schedule.arrivals = a;
+        m.u.schedule.narrivals = 2;
+        ab = 77, pr = 78;
+    } else if (p->step == 3) {
+        ab = 1, pr = 2;
+    }
+    if (ab) {
+        m.u.schedule.aborts = &ab;
+        m.u.schedule.naborts = 1;
+        m.u.schedule.preempts = &pr;
+        m.u.schedule.npreempts = 1;
+    }
+    return kvt_ctx_send(ctx, p->sched, &m);
+}
+
+static void *s_eng_init(kvt_ctx_t *ctx, void *args)
+{
+    s_eng_t *p = args;
+    p->sched = kvt_ctx_lookup(ctx, "scheduler");
+    for (uint32_t i = 0; i < 40; i++)
+        p->tokens[i] = 100 + i, p->tokens2[i] = 5000 + i;
+    p->finish_c[1] = p->finish_c[2] = 99;
+    return kvt_ctx_timer(ctx, 1, 0) ? p : NULL;
+}
+
+static void s_eng_stop(kvt_ctx_t *ctx, void *self)
+{
+    (void)ctx;
+    (void)self;
+}
+
+static void s_eng_timer(kvt_ctx_t *ctx, void *self, uint64_t tag)
+{
+    (void)tag;
+    cr_assert_eq(s_eng_schedule(ctx, self), 0);
+}
+
+static int s_eng_plan(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_eng_t *p = self;
+    (void)from;
+    const kvt_step_plan_t *pl = &msg->u.step_plan;
+    cr_assert_lt(++p->plans, 200, "the run never went idle");
+    for (uint32_t i = 0; i < pl->nevents; i++) {
+        const kvt_event_t *e = &pl->events[i];
+        if (e->type == KVT_EV_FINISH && e->op.req >= 1 && e->op.req <= 2)
+            p->finish_c[e->op.req] = e->c;
+        p->admits2 += e->type == KVT_EV_ADMIT && e->op.req == 2;
+    }
+    if (pl->idle && p->step > 3) {
+        kvt_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.kind = KVT_MSG_STATS;
+        m.u.stats.request = true;
+        return kvt_ctx_send(ctx, p->sched, &m);
+    }
+    return s_eng_schedule(ctx, p);
+}
+
+static int s_eng_stats(kvt_ctx_t *ctx, void *self, kvt_aid_t from, kvt_msg_t *msg)
+{
+    s_eng_t *p = self;
+    (void)from;
+    const kvt_stats_t *st = &msg->u.stats;
+    p->aborts_refused = s_ctr(st, "sched.aborts_refused");
+    p->preempts_refused = s_ctr(st, "sched.preempts_refused");
+    p->aborted = s_ctr(st, "sched.aborted");
+    p->preempted = s_ctr(st, "sched.preempted");
+    p->quiescent = s_ctr(st, "sched.quiescent");
+    p->read = true;
+    kvt_ctx_exit(ctx, 0);
+    return 0;
+}
+
+static const kvt_actor_class_t s_eng_class = {
+    .type = "probe",
+    .init = s_eng_init,
+    .stop = s_eng_stop,
+    .on = {[KVT_MSG_STEP_PLAN] = s_eng_plan, [KVT_MSG_STATS] = s_eng_stats},
+    .on_timer = s_eng_timer,
+};
+
+Test(sched_abort, the_actor_applies_schedule_aborts_and_preempts_and_counts_the_refused)
+{
+    static s_eng_t p;
+    memset(&p, 0, sizeof p);
+    static kvt_scheduler_args_t sa;
+    memset(&sa, 0, sizeof sa);
+    sa.cfg = (kvt_sched_cfg_t){.block_size = 16,
+                               .chunk_size = 64,
+                               .hbm_blocks = 64,
+                               .max_running = 4,
+                               .step_tokens = 256,
+                               .save_retries = 1,
+                               .ns = kvt_namespace_hash("test_sched_abort")};
+    sa.engine = "engine";
+    kvt_system_opts_t so = {.driver = KVT_DRIVER_SIM, .seed = 7, .log_level = 0};
+    kvt_system_t *sys = kvt_system_new(&so);
+    cr_assert_not_null(sys);
+    cr_assert_neq(kvt_system_add(sys, "engine", &s_eng_class, &p, NULL), KVT_AID_NONE);
+    cr_assert_neq(kvt_system_add(sys, "scheduler", &kvt_scheduler_class, &sa, NULL), KVT_AID_NONE);
+    cr_assert_eq(kvt_system_start(sys), 0);
+    cr_assert_eq(kvt_system_run(sys, 0, 100000), 0, "the probe did not finish");
+    kvt_system_destroy(&sys);
+    cr_assert(p.read, "the Stats reply came");
+    cr_assert_eq(p.aborts_refused, 1, "abort of unknown 77 refused and counted");
+    cr_assert_eq(p.preempts_refused, 1, "preempt of unknown 78 refused and counted");
+    cr_assert_eq(p.aborted, 1);
+    cr_assert_eq(p.preempted, 1);
+    cr_assert_eq(p.finish_c[1], KVT_FINISH_ABORTED, "request 1 ended aborted");
+    cr_assert_eq(p.finish_c[2], KVT_FINISH_DONE, "request 2 was re-admitted and finished");
+    cr_assert_eq(p.admits2, 2, "request 2 admitted twice");
+    cr_assert_eq(p.quiescent, 1);
 }
