@@ -481,7 +481,8 @@ Test(ledger, aborted_and_preempted_requests_are_charged_to_their_reasons, .timeo
 }
 
 //  A request aborted before its admission (its FINISH under the refused
-//  generation, c = aborted): its whole ideal is charged to aborted.
+//  generation, c = aborted): its whole ideal is charged to aborted; one
+//  aborted mid-load: what it did not resume.
 Test(ledger, a_request_aborted_before_its_admission_charges_its_ideal_to_aborted)
 {
     s_rng = 5;
@@ -513,6 +514,27 @@ Test(ledger, a_request_aborted_before_its_admission_charges_its_ideal_to_aborted
     cr_assert(kvt_ledger_holds(&r, why, sizeof why), "%s", why);
     cr_assert_eq(r.loss[KVT_LOSS_ABORTED], ideal);
     cr_assert_eq(r.loss[KVT_LOSS_REJECTED], 0);
+    kvt_ledger_destroy(&lg);
+    //  Admitted to load its whole ideal from the tier, aborted before the
+    //  load's verdict: what it chose and did not resume is aborted, not a
+    //  failed load.
+    lg = kvt_ledger_new(wl, &s_cfgs[1]);
+    cr_assert_eq(kvt_ledger_instance(lg, NULL, 2), 0);
+    uint32_t len0 = wl->reqs[0].input_len, len1 = wl->reqs[1].input_len;
+    kvt_event_t e1[] = {{{0, 1}, KVT_EV_ADMIT, 0, 0, len0}, {{0, 1}, KVT_EV_OUTCOME, 0, 0, 0}};
+    kvt_entry_t en = {.op = {0, 1}, .start = 0, .end = len0};
+    kvt_step_plan_t p1 = {.events = e1, .nevents = 2, .entries = &en, .nentries = 1};
+    kvt_ledger_plan(lg, &p1);
+    kvt_event_t e2[] = {{{0, 1}, KVT_EV_FINISH, len0, 1, 0},
+                        {{1, 1}, KVT_EV_ADMIT, 0, ideal, len1},
+                        {{1, 1}, KVT_EV_OUTCOME, 0, ideal, 0},
+                        {{1, 1}, KVT_EV_FINISH, len1, 0, KVT_FINISH_ABORTED}};
+    kvt_step_plan_t p2 = {.events = e2, .nevents = 4};
+    kvt_ledger_plan(lg, &p2);
+    kvt_ledger_report(lg, &r);
+    cr_assert(kvt_ledger_holds(&r, why, sizeof why), "%s", why);
+    cr_assert_eq(r.loss[KVT_LOSS_ABORTED], ideal, "the load the abort orphaned");
+    cr_assert_eq(r.loss[KVT_LOSS_LOAD_FAILED], 0);
     kvt_ledger_destroy(&lg);
     s_free(wl, s_tokens(wl));
 }
