@@ -10,6 +10,20 @@
 
 enum { W_NONE = 0, W_PLAN, W_STEP, W_STATS, W_OVER };
 
+//  A request as the abort and preempt faults see it.
+typedef struct {
+    uint64_t hit_hbm;   //  HBM hit tokens its first admission counted
+    uint64_t hit_tier;  //  tier tokens ...
+    uint64_t hit_disk;  //  of them from disk ...
+    uint64_t save_step; //  the step of its latest save (0 = none)
+    uint32_t gen1;      //  its first admission's generation (0: none)
+    uint8_t phase;      //  KVT_SIM_PHASE_*
+    uint8_t torn;       //  an abort was sent for it
+    uint8_t pr_done;    //  a preempt was sent for it
+    uint8_t preempted;  //  admitted again (its first admission undone)
+    uint8_t linger;     //  Schedules it stayed a target after its FINISH
+} s_freq_t;
+
 //  Plans after a save within which its request counts as saving when it
 //  finishes (KVT_SIM_PHASE_DONE_SAVING).
 #define S_SAVE_WINDOW 8u
@@ -43,18 +57,12 @@ struct kvt_sim_engine_core_t {
     uint64_t stall_from_us;       //  modelled time of the first plan of that stretch
     kvt_arrival_t *arr;           //  the last Schedule's arrivals (owned)
     uint32_t narr;                //  entries in arr
-    uint8_t *phase;               //  per request: KVT_SIM_PHASE_* (arrived requests)
-    uint8_t *torn;                //  per request: an abort was sent for it
-    uint32_t *gen1;               //  per request: its first admission's generation (0: none)
-    uint8_t *preempted;           //  per request: admitted again (its first admission undone)
-    uint64_t *hit_hbm;            //  per request: HBM hit tokens its first admission counted
-    uint64_t *hit_tier;           //  per request: tier tokens ...
-    uint64_t *hit_disk;           //  per request: of them from disk ...
-    uint8_t *pr_done;             //  per request: a preempt was sent for it
-    uint8_t *linger;              //  per request: Schedules a finished target stayed pending
-    uint64_t *save_step;          //  per request: the step of its latest save (0 = none)
+    s_freq_t *fq;                 //  per request: the faults' view (NULL: no abort or
+                                  //  preempt fault configured)
     uint32_t *targets;            //  arrived fault targets not hit yet (and not ended)
     uint32_t ntargets;            //  entries in targets
+    uint32_t *saving;             //  requests the last plan marked saving
+    uint32_t nsaving;             //  entries in saving
     uint64_t *ab_ids;             //  the Schedule's aborts (room for every request)
     uint64_t *pr_ids;             //  the Schedule's preempts (likewise)
 };
@@ -126,24 +134,18 @@ kvt_sim_engine_core_t *kvt_sim_engine_core_new(const kvt_sim_engine_core_cfg_t *
     self->ready_us = calloc(n, sizeof(uint64_t));
     self->load_state = calloc(n, 1);
     self->step_answered = calloc(cfg->tp, 1);
-    self->phase = calloc(n, 1);
-    self->torn = calloc(n, 1);
-    self->gen1 = calloc(n, sizeof(uint32_t));
-    self->preempted = calloc(n, 1);
-    self->hit_hbm = calloc(n, sizeof(uint64_t));
-    self->hit_tier = calloc(n, sizeof(uint64_t));
-    self->hit_disk = calloc(n, sizeof(uint64_t));
-    self->pr_done = calloc(n, 1);
-    self->linger = calloc(n, 1);
-    self->save_step = calloc(n, sizeof(uint64_t));
-    self->targets = calloc(n, sizeof(uint32_t));
-    self->ab_ids = calloc(n, sizeof(uint64_t));
-    self->pr_ids = calloc(n, sizeof(uint64_t));
+    if (cfg->fault_abort || cfg->fault_preempt) {
+        self->fq = calloc(n, sizeof *self->fq);
+        self->targets = calloc(n, sizeof(uint32_t));
+        self->saving = calloc(n, sizeof(uint32_t));
+        self->ab_ids = calloc(n, sizeof(uint64_t));
+        self->pr_ids = calloc(n, sizeof(uint64_t));
+    }
+    bool faults_ok = !(cfg->fault_abort || cfg->fault_preempt) ||
+                     (self->fq && self->targets && self->saving && self->ab_ids && self->pr_ids);
     if (!self->first_token_us || !self->arrival_us || !self->wrong || !self->finished ||
         !self->step_answered || !self->load_start_us || !self->ready_us || !self->load_state ||
-        !self->phase || !self->torn || !self->gen1 || !self->preempted || !self->hit_hbm ||
-        !self->hit_tier || !self->hit_disk || !self->pr_done || !self->linger || !self->save_step ||
-        !self->targets || !self->ab_ids || !self->pr_ids) {
+        !faults_ok) {
         kvt_sim_engine_core_destroy(&self);
         return NULL;
     }
@@ -166,17 +168,9 @@ void kvt_sim_engine_core_destroy(kvt_sim_engine_core_t **self_p)
     free(self->ready_us);
     free(self->load_state);
     free(self->step_answered);
-    free(self->phase);
-    free(self->torn);
-    free(self->gen1);
-    free(self->preempted);
-    free(self->hit_hbm);
-    free(self->hit_tier);
-    free(self->hit_disk);
-    free(self->pr_done);
-    free(self->linger);
-    free(self->save_step);
+    free(self->fq);
     free(self->targets);
+    free(self->saving);
     free(self->ab_ids);
     free(self->pr_ids);
     free(self);
@@ -240,9 +234,9 @@ static uint32_t s_aim(uint32_t i, uint32_t every)
 }
 
 //  Whether request i is a target of a fault of rate `every`, not hit yet.
-static bool s_target(uint32_t i, uint32_t every, const uint8_t *done)
+static bool s_target(uint32_t i, uint32_t every, uint8_t done)
 {
-    return every && (i + 1) % every == 0 && !done[i];
+    return every && (i + 1) % every == 0 && !done;
 }
 
 //  The testing faults of the Schedule being built: one request in
@@ -259,26 +253,26 @@ static void s_faults(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
     uint32_t keep = 0, nab = 0, npr = 0;
     for (uint32_t k = 0; k < self->ntargets; k++) {
         uint32_t i = self->targets[k];
-        uint32_t ph = self->phase[i];
+        uint32_t ph = self->fq[i].phase;
         bool gone = self->finished[i] && ph != KVT_SIM_PHASE_DONE_SAVING;
-        if (s_target(i, np, self->pr_done) && !gone && ph == s_aim(i, np)) {
-            self->pr_done[i] = 1;
+        if (s_target(i, np, self->fq[i].pr_done) && !gone && ph == s_aim(i, np)) {
+            self->fq[i].pr_done = 1;
             self->pr_ids[npr++] = i;
             self->out->preempts_sent++;
             self->out->fault_phase[ph]++;
             //  Taken when it runs or loads: it waits again (refused otherwise).
             if (ph != KVT_SIM_PHASE_DONE_SAVING)
-                self->phase[i] = KVT_SIM_PHASE_WAITING;
-        } else if (s_target(i, na, self->torn) && !gone && ph == s_aim(i, na)) {
-            self->torn[i] = 1;
+                self->fq[i].phase = KVT_SIM_PHASE_WAITING;
+        } else if (s_target(i, na, self->fq[i].torn) && !gone && ph == s_aim(i, na)) {
+            self->fq[i].torn = 1;
             self->ab_ids[nab++] = i;
             self->out->aborts_sent++;
             self->out->fault_phase[ph]++;
         }
         //  A finished target waits two more Schedules: its last chunk's
         //  save goes with the plan after its FINISH.
-        bool left = (s_target(i, np, self->pr_done) || s_target(i, na, self->torn)) &&
-                    (!self->finished[i] || self->linger[i]++ < 2);
+        bool left = (s_target(i, np, self->fq[i].pr_done) || s_target(i, na, self->fq[i].torn)) &&
+                    (!self->finished[i] || self->fq[i].linger++ < 2);
         if (left)
             self->targets[keep++] = i;
     }
@@ -423,31 +417,32 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
     for (uint32_t i = 0; i < p->nevents; i++) {
         const kvt_event_t *ev = &p->events[i];
         uint64_t q = ev->op.req;
-        bool known = q < self->a.wl->n;
+        bool known = self->fq && q < self->a.wl->n; //  the faults track it
         //  Hits count for a request's first admission only: one a
         //  preemption undid is charged to the preemption by the loss
         //  ledger, which reads the same events (kvt_ledger.h).
-        bool first = known && !self->preempted[q] && self->gen1[q] == ev->op.gen;
+        bool first = known && !self->fq[q].preempted && self->fq[q].gen1 == ev->op.gen;
         switch (ev->type) {
         case KVT_EV_ADMIT:
-            if (known && self->gen1[q] && self->gen1[q] != ev->op.gen && !self->preempted[q]) {
+            if (known && self->fq[q].gen1 && self->fq[q].gen1 != ev->op.gen &&
+                !self->fq[q].preempted) {
                 //  Admitted again: preempted. Its first admission's hits go.
-                self->preempted[q] = 1;
+                self->fq[q].preempted = 1;
                 o->preempted++;
-                o->hbm_hit_tokens -= self->hit_hbm[q];
-                o->tier_hit_tokens -= self->hit_tier[q];
-                o->disk_hit_tokens -= self->hit_disk[q];
+                o->hbm_hit_tokens -= self->fq[q].hit_hbm;
+                o->tier_hit_tokens -= self->fq[q].hit_tier;
+                o->disk_hit_tokens -= self->fq[q].hit_disk;
                 first = false;
-            } else if (known && !self->gen1[q]) {
-                self->gen1[q] = ev->op.gen;
+            } else if (known && !self->fq[q].gen1) {
+                self->fq[q].gen1 = ev->op.gen;
                 first = true;
             }
             if (known)
-                self->phase[q] = KVT_SIM_PHASE_RUNNING;
+                self->fq[q].phase = KVT_SIM_PHASE_RUNNING;
             if (!known || first) {
                 o->hbm_hit_tokens += ev->a;
                 if (known)
-                    self->hit_hbm[q] += ev->a;
+                    self->fq[q].hit_hbm += ev->a;
             }
             break;
         case KVT_EV_LOADED:
@@ -455,13 +450,13 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
                 o->tier_hit_tokens += ev->b;
                 o->disk_hit_tokens += ev->c;
                 if (known) {
-                    self->hit_tier[q] += ev->b;
-                    self->hit_disk[q] += ev->c;
+                    self->fq[q].hit_tier += ev->b;
+                    self->fq[q].hit_disk += ev->c;
                 }
             }
             o->loads_ok++;
-            if (known && self->phase[q] == KVT_SIM_PHASE_LOADING)
-                self->phase[q] = KVT_SIM_PHASE_RUNNING;
+            if (known && self->fq[q].phase == KVT_SIM_PHASE_LOADING)
+                self->fq[q].phase = KVT_SIM_PHASE_RUNNING;
             if (ev->op.req < self->a.wl->n) {
                 //  The copy starts when its plan dispatched it, after the
                 //  loads before it on the link.
@@ -482,10 +477,10 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
                 uint64_t c = ev->c < o->hbm_hit_tokens ? ev->c : o->hbm_hit_tokens;
                 o->hbm_hit_tokens -= c;
                 if (known)
-                    self->hit_hbm[q] -= c < self->hit_hbm[q] ? c : self->hit_hbm[q];
+                    self->fq[q].hit_hbm -= c < self->fq[q].hit_hbm ? c : self->fq[q].hit_hbm;
             }
-            if (known && self->phase[q] == KVT_SIM_PHASE_LOADING)
-                self->phase[q] = KVT_SIM_PHASE_RUNNING;
+            if (known && self->fq[q].phase == KVT_SIM_PHASE_LOADING)
+                self->fq[q].phase = KVT_SIM_PHASE_RUNNING;
             break;
         case KVT_EV_FINISH:
             //  A request ends once: a repeated FINISH (or one for no
@@ -517,32 +512,49 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
 //  one is done.
 static void s_phases(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
 {
+    if (!self->fq)
+        return;
     uint32_t n = self->a.wl->n;
-    for (uint32_t i = 0; i < self->next && i < n; i++) {
-        //  A save of the last plan is still out when this plan finished
-        //  its request (saves settle after the step).
-        if (self->phase[i] == KVT_SIM_PHASE_SAVING)
-            self->phase[i] = self->finished[i] ? KVT_SIM_PHASE_DONE_SAVING : KVT_SIM_PHASE_RUNNING;
-        else if (self->phase[i] == KVT_SIM_PHASE_DONE_SAVING)
-            self->phase[i] = KVT_SIM_PHASE_RUNNING; //  finished: no fault hits it now
+    //  Only the requests the last plan marked saving move on: a save of
+    //  the last plan is still out when this plan finished its request
+    //  (saves settle after the step); one done saving is over.
+    for (uint32_t k = 0; k < self->nsaving; k++) {
+        s_freq_t *f = &self->fq[self->saving[k]];
+        if (f->phase == KVT_SIM_PHASE_SAVING)
+            f->phase =
+                self->finished[self->saving[k]] ? KVT_SIM_PHASE_DONE_SAVING : KVT_SIM_PHASE_RUNNING;
+        else if (f->phase == KVT_SIM_PHASE_DONE_SAVING)
+            f->phase = KVT_SIM_PHASE_RUNNING; //  finished: no fault hits it now
     }
-    //  Finished with a save of the last S_SAVE_WINDOW plans (likely) still out:
-    //  the engine sees no save verdict.
+    uint32_t keep = 0;
+    for (uint32_t k = 0; k < self->nsaving; k++)
+        if (self->fq[self->saving[k]].phase == KVT_SIM_PHASE_DONE_SAVING)
+            self->saving[keep++] = self->saving[k];
+    self->nsaving = keep;
+    //  Finished with a save of the last S_SAVE_WINDOW plans (likely) still
+    //  out: the engine sees no save verdict.
     for (uint32_t i = 0; i < p->nevents; i++) {
         uint64_t q = p->events[i].op.req;
-        if (p->events[i].type == KVT_EV_FINISH && q < n && self->save_step[q] &&
-            self->step - self->save_step[q] <= S_SAVE_WINDOW)
-            self->phase[q] = KVT_SIM_PHASE_DONE_SAVING;
+        if (p->events[i].type == KVT_EV_FINISH && q < n && self->fq[q].save_step &&
+            self->step - self->fq[q].save_step <= S_SAVE_WINDOW &&
+            self->fq[q].phase != KVT_SIM_PHASE_DONE_SAVING) {
+            self->fq[q].phase = KVT_SIM_PHASE_DONE_SAVING;
+            self->saving[self->nsaving++] = (uint32_t)q;
+        }
     }
     for (uint32_t i = 0; i < p->nloads; i++)
         if (p->loads[i].op.req < n)
-            self->phase[p->loads[i].op.req] = KVT_SIM_PHASE_LOADING;
+            self->fq[p->loads[i].op.req].phase = KVT_SIM_PHASE_LOADING;
     for (uint32_t i = 0; i < p->nsaves; i++) {
         uint64_t q = p->saves[i].op.req;
-        if (q < n) {
-            self->phase[q] = self->finished[q] ? KVT_SIM_PHASE_DONE_SAVING : KVT_SIM_PHASE_SAVING;
-            self->save_step[q] = self->step;
-        }
+        if (q >= n)
+            continue;
+        bool listed = self->fq[q].phase == KVT_SIM_PHASE_SAVING ||
+                      self->fq[q].phase == KVT_SIM_PHASE_DONE_SAVING;
+        self->fq[q].phase = self->finished[q] ? KVT_SIM_PHASE_DONE_SAVING : KVT_SIM_PHASE_SAVING;
+        self->fq[q].save_step = self->step;
+        if (!listed)
+            self->saving[self->nsaving++] = (uint32_t)q;
     }
 }
 
