@@ -102,6 +102,46 @@ Test(chaos, lane_stall_past_its_deadline_fails_jobs_and_service_resumes, .timeou
     s_sweep(KVT_CHAOS_LANE_STALL, 30);
 }
 
+//  Seeds [1, seeds] of the abort or preempt plan, dense and hybrid: every
+//  run passes every check (no wrong resume, no wedge, no leak at
+//  quiescence; each abort / preempt the engine sent was taken or refused
+//  once, and every abort taken ended its request as aborted); over the
+//  sweep the faults hit requests waiting, running and mid-save (and
+//  parked on a load: lookups and loads are rarer in these workloads).
+static void s_teardown_sweep(kvt_chaos_plan_t plan, uint64_t seeds)
+{
+    uint64_t phase[5] = {0}, sent = 0;
+    for (uint64_t seed = 1; seed <= seeds; seed++)
+        for (int m = 0; m < 2; m++) {
+            kvt_chaos_cfg_t c = {.plan = plan, .seed = seed, .hybrid = m == 1};
+            kvt_chaos_result_t r;
+            char err[512], cmd[256];
+            kvt_chaos_command(&c, cmd, sizeof cmd);
+            cr_assert_eq(kvt_chaos_run(&c, &r, err, sizeof err), 0, "%s: %s", cmd, err);
+            cr_assert(!r.failed && !r.wedged, "%s failed:\n%splan: %s", cmd, r.why, r.desc);
+            cr_assert_eq(r.wrong_resumes, 0, "%s", cmd);
+            cr_assert_gt(plan == KVT_CHAOS_ABORT ? r.aborts : r.preempts, 0, "%s: no fault", cmd);
+            sent += r.aborts + r.preempts;
+            for (int k = 0; k < 5; k++)
+                phase[k] += r.fault_phase[k];
+        }
+    cr_assert_gt(phase[0], 0, "%s hit no waiting request", kvt_chaos_plan_name(plan));
+    cr_assert_gt(phase[1], 0, "%s hit no request parked on a load", kvt_chaos_plan_name(plan));
+    cr_assert_gt(phase[2], 0, "%s hit no running request", kvt_chaos_plan_name(plan));
+    cr_assert_gt(phase[3], 0, "%s hit no request mid-save", kvt_chaos_plan_name(plan));
+    cr_assert_eq(phase[0] + phase[1] + phase[2] + phase[3] + phase[4], sent);
+}
+
+Test(chaos, abort_in_every_phase_keeps_one_owner_and_leaks_nothing, .timeout = 300)
+{
+    s_teardown_sweep(KVT_CHAOS_ABORT, 10);
+}
+
+Test(chaos, preempt_in_every_phase_readmits_without_a_wrong_resume, .timeout = 300)
+{
+    s_teardown_sweep(KVT_CHAOS_PREEMPT, 10);
+}
+
 Test(chaos, mix_of_plans, .timeout = 300)
 {
     s_sweep(KVT_CHAOS_MIX, 10);

@@ -447,6 +447,98 @@ Test(ledger, replays_hold_the_identity_at_several_capacities, .timeout = 300)
     unlink(path);
 }
 
+//  Requests the engine aborts (--fault abort) and preempts (--fault
+//  preempt): their tokens go to the reasons aborted and preempted, and the
+//  identity and the engine's hit count still hold to the token, dense and
+//  hybrid.
+Test(ledger, aborted_and_preempted_requests_are_charged_to_their_reasons, .timeout = 300)
+{
+    char path[128];
+    const char *trace = s_trace(path, sizeof path);
+    uint64_t ab = 0, pr = 0;
+    for (int m = 0; m < 2; m++) {
+        kvt_replay_cfg_t c;
+        s_base(&c, trace);
+        c.fault_abort = 3;
+        c.fault_preempt = 4;
+        if (m) {
+            c.state_bytes = 4096;
+            c.checkpoint_interval = 1024;
+        }
+        s_replay_holds(&c, m ? "hybrid, aborts and preempts" : "dense, aborts and preempts");
+        kvt_replay_report_t r;
+        char err[512];
+        cr_assert_eq(kvt_replay_run(&c, &r, err, sizeof err), 0, "%s", err);
+        cr_assert_gt(r.engine.aborted, 0);
+        cr_assert_gt(r.engine.preempted, 0);
+        ab += r.ledger.loss[KVT_LOSS_ABORTED];
+        pr += r.ledger.loss[KVT_LOSS_PREEMPTED];
+        kvt_replay_report_clear(&r);
+    }
+    cr_assert_gt(ab, 0, "aborted requests' tokens charged to aborted");
+    cr_assert_gt(pr, 0, "preempted admissions' tokens charged to preempted");
+    unlink(path);
+}
+
+//  A request aborted before its admission (its FINISH under the refused
+//  generation, c = aborted): its whole ideal is charged to aborted; one
+//  aborted mid-load: what it did not resume.
+Test(ledger, a_request_aborted_before_its_admission_charges_its_ideal_to_aborted)
+{
+    s_rng = 5;
+    kvt_workload_t *wl = NULL;
+    for (uint64_t k = 5; k < 200; k++) { //  a workload whose second request shares
+        s_rng = k;
+        wl = s_workload(2);
+        kvt_ledger_t *probe = kvt_ledger_new(wl, &s_cfgs[1]);
+        bool shares = kvt_ledger_ideal(probe, 1) > 0;
+        kvt_ledger_destroy(&probe);
+        if (shares)
+            break;
+        s_free(wl, s_tokens(wl));
+        wl = NULL;
+    }
+    cr_assert_not_null(wl);
+    kvt_ledger_t *lg = kvt_ledger_new(wl, &s_cfgs[1]);
+    cr_assert_eq(kvt_ledger_instance(lg, NULL, 2), 0);
+    uint32_t ideal = kvt_ledger_ideal(lg, 1);
+    kvt_event_t ev[] = {{{0, 1}, KVT_EV_ADMIT, 0, 0, 0},
+                        {{0, 1}, KVT_EV_OUTCOME, 0, 0, 0},
+                        {{0, 1}, KVT_EV_FINISH, 1, 1, 0},
+                        {{1, KVT_MSG_MAX_GEN}, KVT_EV_FINISH, 1, 0, KVT_FINISH_ABORTED}};
+    kvt_step_plan_t p = {.events = ev, .nevents = 4};
+    kvt_ledger_plan(lg, &p);
+    kvt_ledger_report_t r;
+    kvt_ledger_report(lg, &r);
+    char why[400];
+    cr_assert(kvt_ledger_holds(&r, why, sizeof why), "%s", why);
+    cr_assert_eq(r.loss[KVT_LOSS_ABORTED], ideal);
+    cr_assert_eq(r.loss[KVT_LOSS_REJECTED], 0);
+    kvt_ledger_destroy(&lg);
+    //  Admitted to load its whole ideal from the tier, aborted before the
+    //  load's verdict: what it chose and did not resume is aborted, not a
+    //  failed load.
+    lg = kvt_ledger_new(wl, &s_cfgs[1]);
+    cr_assert_eq(kvt_ledger_instance(lg, NULL, 2), 0);
+    uint32_t len0 = wl->reqs[0].input_len, len1 = wl->reqs[1].input_len;
+    kvt_event_t e1[] = {{{0, 1}, KVT_EV_ADMIT, 0, 0, len0}, {{0, 1}, KVT_EV_OUTCOME, 0, 0, 0}};
+    kvt_entry_t en = {.op = {0, 1}, .start = 0, .end = len0};
+    kvt_step_plan_t p1 = {.events = e1, .nevents = 2, .entries = &en, .nentries = 1};
+    kvt_ledger_plan(lg, &p1);
+    kvt_event_t e2[] = {{{0, 1}, KVT_EV_FINISH, len0, 1, 0},
+                        {{1, 1}, KVT_EV_ADMIT, 0, ideal, len1},
+                        {{1, 1}, KVT_EV_OUTCOME, 0, ideal, 0},
+                        {{1, 1}, KVT_EV_FINISH, len1, 0, KVT_FINISH_ABORTED}};
+    kvt_step_plan_t p2 = {.events = e2, .nevents = 4};
+    kvt_ledger_plan(lg, &p2);
+    kvt_ledger_report(lg, &r);
+    cr_assert(kvt_ledger_holds(&r, why, sizeof why), "%s", why);
+    cr_assert_eq(r.loss[KVT_LOSS_ABORTED], ideal, "the load the abort orphaned");
+    cr_assert_eq(r.loss[KVT_LOSS_LOAD_FAILED], 0);
+    kvt_ledger_destroy(&lg);
+    s_free(wl, s_tokens(wl));
+}
+
 //  A second replay on the first's disk directory resumes prefixes the
 //  disk tier carried in from the first run, above its own ideal: they are
 //  carried, on their own line, and the identity ideal + carried = hits +

@@ -155,6 +155,11 @@ static void s_eq_msg(const kvt_msg_t *a, const kvt_msg_t *b)
             cr_assert_eq(p->max_new_tokens, q->max_new_tokens);
             cr_assert_eq(p->arrival_us, q->arrival_us);
         }
+        cr_assert_eq(x->prev_failed, y->prev_failed);
+        cr_assert_eq(x->naborts, y->naborts);
+        s_eq_bytes(x->aborts, y->aborts, x->naborts * sizeof *x->aborts, "aborts");
+        cr_assert_eq(x->npreempts, y->npreempts);
+        s_eq_bytes(x->preempts, y->preempts, x->npreempts * sizeof *x->preempts, "preempts");
         break;
     }
     case KVT_MSG_STEP_PLAN: {

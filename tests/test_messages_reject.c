@@ -204,6 +204,8 @@ static const s_tf_t f_schedule[] = {{1, "step", W_UINT, 0, NULL},
                                     {2, "arrivals", W_ARRAY, 0, NULL},
                                     {3, "now_us", W_UINT, 0, NULL},
                                     {4, "prev_failed", W_BOOL, 1, NULL},
+                                    {5, "aborts", W_ARRAY, 1, NULL},
+                                    {6, "preempts", W_ARRAY, 1, NULL},
                                     END_FIELDS};
 static const s_tf_t f_arrival[] = {{1, "req", W_UINT, 0, NULL},
                                    {2, "tokens", W_BIN, 0, NULL},

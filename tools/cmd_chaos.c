@@ -20,7 +20,7 @@ static void s_usage(FILE *out)
             "  --plan P         one fault plan, or all (default): none, drop, duplicate, delay,\n"
             "                   reorder, lost-verdict, crash-load, crash-save, evict,\n"
             "                   disk-truncate, disk-corrupt, disk-delete, tiny-pool, mix,\n"
-            "                   late-spec, lane-stall\n"
+            "                   late-spec, lane-stall, abort, preempt\n"
             "  --seed N         run only seed N (with --plan and --model: one exact run)\n"
             "  --seeds N        seeds per plan and model (default 20)\n"
             "  --first N        the first seed (default 1)\n"
@@ -37,6 +37,7 @@ static void s_usage(FILE *out)
 typedef struct {
     uint64_t runs, passed, faults, requests, loads, loads_failed, wrong, wedged;
     uint64_t max_stall_us;
+    uint64_t phase[5]; //  aborts + preempts sent, by the phase they hit
 } s_tally_t;
 
 int kvt_cmd_chaos(int argc, char **argv)
@@ -148,6 +149,8 @@ int kvt_cmd_chaos(int argc, char **argv)
                 t->loads_failed += r.loads_failed;
                 t->wrong += r.wrong_resumes;
                 t->wedged += r.wedged;
+                for (int k = 0; k < 5; k++)
+                    t->phase[k] += r.fault_phase[k];
                 t->max_stall_us =
                     r.max_stall_us > t->max_stall_us ? r.max_stall_us : t->max_stall_us;
                 char cmd[512];
@@ -203,6 +206,16 @@ int kvt_cmd_chaos(int argc, char **argv)
         all.requests += t->requests;
         all.wrong += t->wrong;
         all.wedged += t->wedged;
+    }
+    for (int p = 0; p < KVT_CHAOS_PLANS; p++) {
+        const s_tally_t *t = &tally[p];
+        uint64_t any = t->phase[0] + t->phase[1] + t->phase[2] + t->phase[3] + t->phase[4];
+        if (any)
+            printf("%-13s aborts/preempts by phase: %" PRIu64 " waiting, %" PRIu64
+                   " parked on a load, %" PRIu64 " running, %" PRIu64 " mid-save, %" PRIu64
+                   " finished with a save pending\n",
+                   kvt_chaos_plan_name((kvt_chaos_plan_t)p), t->phase[0], t->phase[1], t->phase[2],
+                   t->phase[3], t->phase[4]);
     }
     printf("total: %" PRIu64 " runs, %" PRIu64 " passed, %" PRIu64 " faults injected, %" PRIu64
            " requests, %" PRIu64 " wrong resumes, %" PRIu64 " wedged, %.1f s\n",

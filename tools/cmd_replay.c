@@ -136,6 +136,11 @@ static void s_usage(FILE *out)
         "  --fault stale-block=N  testing fault: rank 0's Nth forward that reads the KV\n"
         "                     block before its chunk reads another prefix's bytes there\n"
         "                     (the carry must fail the run with a wrong resume)\n"
+        "  --fault abort=N    testing fault: the engine aborts one request in N, the kth\n"
+        "                     of them in phase k mod 5 (waiting, parked on a load,\n"
+        "                     running, mid-save, finished with a save pending)\n"
+        "  --fault preempt=N  testing fault: ... preempts one in N (it waits again and is\n"
+        "                     re-admitted; no wrong resume, the run passes)\n"
         "SIZE accepts a plain byte count or a KiB / MiB / GiB suffix.\n");
 }
 
@@ -331,6 +336,12 @@ static json_t *s_report_json(const kvt_replay_cfg_t *cfg, const kvt_replay_repor
     rc |= json_object_set_new(root, "requests", s_u64(e->requests));
     rc |= json_object_set_new(root, "finished", s_u64(e->finished));
     rc |= json_object_set_new(root, "rejected", s_u64(e->rejected));
+    if (cfg->fault_abort || cfg->fault_preempt) {
+        rc |= json_object_set_new(root, "aborted", s_u64(e->aborted));
+        rc |= json_object_set_new(root, "aborts_sent", s_u64(e->aborts_sent));
+        rc |= json_object_set_new(root, "preempts_sent", s_u64(e->preempts_sent));
+        rc |= json_object_set_new(root, "preempted", s_u64(e->preempted));
+    }
     rc |= json_object_set_new(root, "input_tokens", s_u64(e->input_tokens));
     rc |= json_object_set_new(hits, "hbm", s_u64(e->hbm_hit_tokens));
     rc |= json_object_set_new(hits, "cpu", s_u64(r->hit_cpu_tokens));
@@ -576,6 +587,15 @@ static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
            cfg->byte_scale ? cfg->byte_scale : 1);
     printf("  requests      %" PRIu64 " (%" PRIu64 " finished, %" PRIu64 " rejected)\n",
            e->requests, e->finished, e->rejected);
+    if (cfg->fault_abort || cfg->fault_preempt)
+        printf("  faults        %" PRIu64 " aborts sent (%" PRIu64 " aborted), %" PRIu64
+               " preempts sent (%" PRIu64 " re-admitted)\n",
+               e->aborts_sent, e->aborted, e->preempts_sent, e->preempted);
+    if (cfg->fault_abort || cfg->fault_preempt)
+        printf("                by phase: %" PRIu64 " waiting, %" PRIu64 " loading, %" PRIu64
+               " running, %" PRIu64 " mid-save, %" PRIu64 " finished with a save pending\n",
+               e->fault_phase[0], e->fault_phase[1], e->fault_phase[2], e->fault_phase[3],
+               e->fault_phase[4]);
     if (cfg->closed_loop)
         printf("  arrivals      closed loop, %u in flight per instance (at most %u seen): "
                "%.2f req/s achieved over %.1f s of arrivals\n",
@@ -748,12 +768,12 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
         } else if (!strcmp(a, "--fault")) {
             //  KIND=N, N >= 1; each kind its own field (--fault may repeat).
             const char *kinds[] = {
-                "corrupt-resume=", "corrupt-state=", "miss-state=", "stale-slot=",
-                "restore-late=",   "swap-slots=",    "stale-block="};
-            uint32_t *fields[] = {&own.fault_corrupt_resume, &own.fault_corrupt_state,
-                                  &own.fault_miss_state,     &own.fault_stale_slot,
-                                  &own.fault_restore_late,   &own.fault_swap_slots,
-                                  &own.fault_stale_block};
+                "corrupt-resume=", "corrupt-state=", "miss-state=", "stale-slot=", "restore-late=",
+                "swap-slots=",     "stale-block=",   "abort=",      "preempt="};
+            uint32_t *fields[] = {
+                &own.fault_corrupt_resume, &own.fault_corrupt_state, &own.fault_miss_state,
+                &own.fault_stale_slot,     &own.fault_restore_late,  &own.fault_swap_slots,
+                &own.fault_stale_block,    &own.fault_abort,         &own.fault_preempt};
             bad = -1;
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
                 if (strncmp(v, kinds[k], strlen(kinds[k])) == 0 &&
@@ -839,6 +859,8 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
     cfg->fault_restore_late = own.fault_restore_late;
     cfg->fault_swap_slots = own.fault_swap_slots;
     cfg->fault_stale_block = own.fault_stale_block;
+    cfg->fault_abort = own.fault_abort;
+    cfg->fault_preempt = own.fault_preempt;
     cfg->wall_limit_ms = own.wall_limit_ms;
     cfg->cost = cost[0] ? cost : NULL;
     //  Not given: a trace (a cluster's) gets the default instances, the

@@ -124,15 +124,22 @@ typedef struct {
 } kvt_arrival_t;
 
 //  Schedule: {1: step u64, 2: arrivals [Arrival], 3: now_us u64,
-//   4: prev_failed bool (optional)}
+//   4: prev_failed bool (optional), 5: aborts [u64] (optional),
+//   6: preempts [u64] (optional)}
 //  prev_failed: the previous step did not run on every rank; none of its
-//  tokens count.
+//  tokens count. aborts / preempts: requests the engine aborted (client
+//  gone) or preempted (memory pressure) since the last Schedule; an older
+//  sender omits them.
 typedef struct {
     uint64_t step;           //  the step to plan (the previous one has completed)
     kvt_arrival_t *arrivals; //  requests that arrived since the last Schedule
     uint32_t narrivals;      //  length of arrivals
     uint64_t now_us;         //  engine's trace clock (µs)
     bool prev_failed;        //  step - 1 failed on some rank: roll it back
+    uint64_t *aborts;        //  requests aborted since the last Schedule (may be NULL)
+    uint32_t naborts;        //  length of aborts
+    uint64_t *preempts;      //  requests preempted since the last Schedule (may be NULL)
+    uint32_t npreempts;      //  length of preempts
 } kvt_schedule_t;
 
 //  One request's work in a step.
@@ -228,11 +235,16 @@ typedef enum {
     KVT_EV_LOADED =
         2, //  load verdict ok: a = resume point B, b = tier tokens, c = of them from disk
     KVT_EV_RETREAT = 3, //  load verdict failed: a = new resume point, b = detail
-    KVT_EV_FINISH = 4,  //  finished: a = prompt tokens, b = generated tokens
+    KVT_EV_FINISH = 4,  //  finished: a = prompt tokens, b = generated tokens, c = KVT_FINISH_*
     KVT_EV_OUTCOME = 5, //  right after ADMIT, what it found: a = KV blocks in HBM (ungated
                         //  block hit, tokens), b = tier KV hit (tokens), c = KVT_EV_OUTCOME_*
     KVT_EV_MAX = 5,
 } kvt_ev_type_t;
+
+//  KVT_EV_FINISH's c: why the request ended.
+#define KVT_FINISH_DONE     0u //  generated its tokens (or stopped at the end of sequence)
+#define KVT_FINISH_REJECTED 1u //  the arrival was refused
+#define KVT_FINISH_ABORTED  2u //  the engine aborted it (Schedule.aborts)
 
 //  KVT_EV_OUTCOME's c: bits 0-3 the joint planner's reason (a hybrid
 //  model's kvt_joint_reason_t; 0 for a dense one), bit 4 set when the tier

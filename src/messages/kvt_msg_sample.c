@@ -219,6 +219,14 @@ static void s_fill(kvt_msg_t *msg, int shape, s_rng_t *rng, bool *ok)
             a->max_new_tokens = max ? UINT32_MAX : 1 + i * 50;
             a->arrival_us = max ? UINT64_MAX : 1000000 + 333 * i;
         }
+        s->naborts = max ? KVT_MSG_MAX_ENTRIES : min ? 0 : 2;
+        s->aborts = s_calloc(s->naborts, sizeof *s->aborts, ok);
+        for (uint32_t i = 0; s->aborts && i < s->naborts; i++)
+            s->aborts[i] = max ? UINT64_MAX - i : 2000 + i;
+        s->npreempts = max ? KVT_MSG_MAX_ENTRIES : min ? 0 : 3;
+        s->preempts = s_calloc(s->npreempts, sizeof *s->preempts, ok);
+        for (uint32_t i = 0; s->preempts && i < s->npreempts; i++)
+            s->preempts[i] = max ? UINT64_MAX - 4096 - i : 3000 + i;
         break;
     }
     case KVT_MSG_STEP_PLAN: {

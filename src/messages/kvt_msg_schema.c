@@ -222,6 +222,9 @@ static const kvt_field_t s_schedule[] = {
             KVT_MSG_MAX_ENTRIES, &s_arrival_schema, -1),
     S_SCALAR(3, "now_us", KVT_F_U64, kvt_schedule_t, now_us, 0, UINT64_MAX),
     S_OPTIONAL(4, "prev_failed", KVT_F_BOOL, kvt_schedule_t, prev_failed, 0, 1),
+    S_OPT_ARRAY(5, "aborts", KVT_F_U64S, kvt_schedule_t, aborts, naborts, 0, KVT_MSG_MAX_ENTRIES),
+    S_OPT_ARRAY(6, "preempts", KVT_F_U64S, kvt_schedule_t, preempts, npreempts, 0,
+                KVT_MSG_MAX_ENTRIES),
 };
 
 static const kvt_field_t s_entry[] = {

@@ -37,7 +37,7 @@
 static const char *s_names[KVT_CHAOS_PLANS] = {
     "none",       "drop",       "duplicate", "delay",         "reorder",      "lost-verdict",
     "crash-load", "crash-save", "evict",     "disk-truncate", "disk-corrupt", "disk-delete",
-    "tiny-pool",  "mix",        "late-spec", "lane-stall",
+    "tiny-pool",  "mix",        "late-spec", "lane-stall",    "abort",        "preempt",
 };
 
 const char *kvt_chaos_plan_name(kvt_chaos_plan_t plan)
@@ -605,6 +605,25 @@ static void s_check(const s_plan_t *p, const kvt_replay_report_t *rep, kvt_chaos
     if (adup < p->dup_reports)
         s_fail(res, "%llu reports delivered twice, %llu dropped by the aggregator",
                (unsigned long long)p->dup_reports, (unsigned long long)adup);
+    //  Every abort and preempt the engine sent was taken or refused, once;
+    //  every abort taken ended its request as aborted.
+    uint64_t ab = kvt_replay_counter(rep, S, "sched.aborted");
+    uint64_t abr = kvt_replay_counter(rep, S, "sched.aborts_refused");
+    uint64_t pr = kvt_replay_counter(rep, S, "sched.preempted");
+    uint64_t prr = kvt_replay_counter(rep, S, "sched.preempts_refused");
+    if (e->aborts_sent != ab + abr)
+        s_fail(res, "aborts: %llu sent != %llu aborted + %llu refused",
+               (unsigned long long)e->aborts_sent, (unsigned long long)ab, (unsigned long long)abr);
+    if (e->preempts_sent != pr + prr)
+        s_fail(res, "preempts: %llu sent != %llu preempted + %llu refused",
+               (unsigned long long)e->preempts_sent, (unsigned long long)pr,
+               (unsigned long long)prr);
+    if (e->aborted != ab)
+        s_fail(res, "%llu requests ended aborted, the scheduler aborted %llu",
+               (unsigned long long)e->aborted, (unsigned long long)ab);
+    if (e->preempted > pr)
+        s_fail(res, "%llu requests re-admitted after %llu preemptions",
+               (unsigned long long)e->preempted, (unsigned long long)pr);
     uint32_t temps = s_temps(p->rc->disk_dir, p->rc->tp);
     if (temps)
         s_fail(res, "%u disk temporaries left", temps);
@@ -664,6 +683,12 @@ static void s_config(const kvt_chaos_cfg_t *cfg, uint32_t bits, uint64_t *st, kv
     if (bits & BIT(KVT_CHAOS_TINY_POOL)) //  the least the replay accepts: two chunks
         c->cpu_pool_bytes = 2 * chunk + s_range(st, 0, chunk - 1);
     c->limit = (uint32_t)s_range(st, 16, 48);
+    //  One request in 3..6 aborted / preempted by the engine, each in the
+    //  next phase in turn (kvt_sim_engine_core.h).
+    if (bits & BIT(KVT_CHAOS_ABORT))
+        c->fault_abort = (uint32_t)s_range(st, 3, 6);
+    if (bits & BIT(KVT_CHAOS_PREEMPT))
+        c->fault_preempt = (uint32_t)s_range(st, 3, 6);
 }
 
 int kvt_chaos_run(const kvt_chaos_cfg_t *cfg, kvt_chaos_result_t *res, char *err, size_t errlen)
@@ -676,8 +701,14 @@ int kvt_chaos_run(const kvt_chaos_cfg_t *cfg, kvt_chaos_result_t *res, char *err
         uint32_t n = (uint32_t)s_range(&st, 2, 4);
         //  Of the plans the product handles (not the open defects).
         uint32_t open = BIT(KVT_CHAOS_LOST_VERDICT) | BIT(KVT_CHAOS_LATE_SPEC);
-        while (__builtin_popcount(bits) < (int)n)
-            bits |= BIT(s_range(&st, KVT_CHAOS_DROP, KVT_CHAOS_TINY_POOL)) & ~open;
+        //  Drawn from drop .. tiny-pool, abort and preempt (lane-stall,
+        //  mix and late-spec are not drawn).
+        static const kvt_chaos_plan_t more[] = {KVT_CHAOS_ABORT, KVT_CHAOS_PREEMPT};
+        uint64_t span = KVT_CHAOS_TINY_POOL - KVT_CHAOS_DROP + 1;
+        while (__builtin_popcount(bits) < (int)n) {
+            uint64_t k = s_range(&st, 0, span + 1);
+            bits |= BIT(k < span ? KVT_CHAOS_DROP + k : more[k - span]) & ~open;
+        }
     }
     res->plans = bits;
     kvt_replay_cfg_t c;
@@ -724,7 +755,11 @@ int kvt_chaos_run(const kvt_chaos_cfg_t *cfg, kvt_chaos_result_t *res, char *err
     res->saves_expired = kvt_replay_counter(rep, "scheduler", "sched.saves_expired");
     res->events = rep->events;
     res->trace_hash = rep->trace_hash;
-    res->faults = p->faults;
+    res->faults = p->faults + rep->engine.aborts_sent + rep->engine.preempts_sent;
+    res->aborts = rep->engine.aborts_sent;
+    res->preempts = rep->engine.preempts_sent;
+    for (int i = 0; i < KVT_SIM_PHASES; i++)
+        res->fault_phase[i] = rep->engine.fault_phase[i];
     if (bits & (BIT(KVT_CHAOS_EVICT) | BIT(KVT_CHAOS_TINY_POOL)))
         res->faults += kvt_replay_counter(rep, NULL, "pool.evictions");
     snprintf(res->desc, sizeof res->desc, "%s", p->desc);

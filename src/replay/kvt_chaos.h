@@ -14,7 +14,9 @@
     * forward progress: the longest modelled stretch in which requests
       waited and nothing ran, loaded or saved stays under stall_bound_us,
       and the run ends within an event budget (a livelock is a wedge);
-    * counters agree: loads dispatched = ok + failed + reclaimed, saves
+    * counters agree: aborts (preempts) the engine sent = the scheduler's
+      aborted (preempted) + refused, the aborted requests the engine saw end
+      = the scheduler's aborted; loads dispatched = ok + failed + reclaimed, saves
       dispatched = ok + failed, state loads dispatched = completed + failed
       + abandoned, nothing outstanding, orphaned, pending or unreported;
     * no disk temporary left in a disk tier's directory. */
@@ -39,10 +41,13 @@ typedef enum {
     KVT_CHAOS_DISK_CORRUPT,  //  ... a byte flipped
     KVT_CHAOS_DISK_DELETE,   //  ... deleted
     KVT_CHAOS_TINY_POOL,     //  a CPU pool smaller than one chunk
-    KVT_CHAOS_MIX,           //  two to four of the plans above at once (not lost-verdict)
+    KVT_CHAOS_MIX,           //  two to four of the plans above at once (not lost-verdict),
+                             //  or abort and preempt
     KVT_CHAOS_LATE_SPEC,     //  a load spec reaches one worker after the aggregator timed
                              //  its key out (open defect: docs/reliability.md#chaos)
     KVT_CHAOS_LANE_STALL,    //  a lane's stream stalls past the lane deadline, then clears
+    KVT_CHAOS_ABORT,         //  the engine aborts one request in 3..6, in every phase in turn
+    KVT_CHAOS_PREEMPT,       //  the engine preempts one request in 3..6, likewise
     KVT_CHAOS_PLANS          //  one past the last plan
 } kvt_chaos_plan_t;
 
@@ -66,20 +71,23 @@ typedef struct {
 #define KVT_CHAOS_STALL_BOUND_US 20000000ull //  20 s of modelled time
 
 typedef struct {
-    bool failed;            //  a check failed (why says which)
-    char why[1024];         //  every failed check, one per line ("" when it passed)
-    uint32_t plans;         //  bit i: plan i was armed (MIX: several)
-    uint64_t faults;        //  faults injected (messages hit, crashes, files damaged)
-    uint64_t requests;      //  requests replayed
-    uint64_t wrong_resumes; //  wrong resumes
-    uint64_t max_stall_us;  //  longest modelled stall
-    uint64_t loads;         //  loads dispatched
-    uint64_t loads_failed;  //  of them failed
-    uint64_t saves_expired; //  saves settled failed at the save deadline (no verdict)
-    uint64_t events;        //  SIM deliveries + timers
-    uint64_t trace_hash;    //  SIM trace hash (the same triple gives the same one)
-    bool wedged;            //  the event budget ran out, or the engine never ended
-    char desc[768];         //  what the plan did: rules and their hits, crash, damage
+    bool failed;             //  a check failed (why says which)
+    char why[1024];          //  every failed check, one per line ("" when it passed)
+    uint32_t plans;          //  bit i: plan i was armed (MIX: several)
+    uint64_t faults;         //  faults injected (messages hit, crashes, files damaged)
+    uint64_t requests;       //  requests replayed
+    uint64_t wrong_resumes;  //  wrong resumes
+    uint64_t max_stall_us;   //  longest modelled stall
+    uint64_t loads;          //  loads dispatched
+    uint64_t loads_failed;   //  of them failed
+    uint64_t saves_expired;  //  saves settled failed at the save deadline (no verdict)
+    uint64_t events;         //  SIM deliveries + timers
+    uint64_t trace_hash;     //  SIM trace hash (the same triple gives the same one)
+    uint64_t aborts;         //  aborts the engine sent (abort plan; in faults)
+    uint64_t preempts;       //  preempts the engine sent (preempt plan; in faults)
+    uint64_t fault_phase[5]; //  of those, by the phase they hit (KVT_SIM_PHASE_*)
+    bool wedged;             //  the event budget ran out, or the engine never ended
+    char desc[768];          //  what the plan did: rules and their hits, crash, damage
 } kvt_chaos_result_t;
 
 //  Runs one (plan, seed, model). 0 when the run could be made (result

@@ -29,6 +29,8 @@ static const struct {
     [KVT_LOSS_NO_PROBE] = {"no_probe_demand", "joint skipped: no probe demand"},
     [KVT_LOSS_NO_ROOM] = {"partial_chunk_no_room", "joint skipped: partial chunk, no room"},
     [KVT_LOSS_LOAD_FAILED] = {"load_failed", "load failed or retreated"},
+    [KVT_LOSS_ABORTED] = {"aborted", "request aborted by the engine"},
+    [KVT_LOSS_PREEMPTED] = {"preempted", "request preempted (admission undone)"},
 };
 
 //  The joint planner's reasons as the OUTCOME event carries them
@@ -60,6 +62,9 @@ typedef struct {
     uint8_t outcomes;    //  OUTCOME events
     uint8_t ended;       //  FINISH seen
     uint8_t rejected;    //  FINISH said rejected
+    uint8_t aborted;     //  FINISH said aborted
+    uint8_t preempted;   //  admitted again under a newer generation
+    uint32_t gen;        //  the generation of its first admission (0: none)
 } s_req_t;
 
 struct kvt_ledger_t {
@@ -521,8 +526,16 @@ static void s_event(kvt_ledger_t *self, const kvt_event_t *ev)
         return;
     }
     s_req_t *q = &self->req[g];
+    //  Only the first admission is read: a later one's events follow a
+    //  preemption (kvt_ledger.h).
+    if (ev->type != KVT_EV_FINISH && q->admits && ev->op.gen != q->gen) {
+        if (ev->type == KVT_EV_ADMIT)
+            q->preempted = 1;
+        return;
+    }
     switch (ev->type) {
     case KVT_EV_ADMIT:
+        q->gen = ev->op.gen;
         if (++q->admits > 1) {
             s_inconsistent(self, "request %u admitted %u times", g, q->admits);
             break;
@@ -545,9 +558,13 @@ static void s_event(kvt_ledger_t *self, const kvt_event_t *ev)
         if (q->ended)
             break; //  the engine drops a repeated FINISH too
         q->ended = 1;
-        if (ev->c == 1) {
+        if (ev->c == KVT_FINISH_REJECTED) {
             q->rejected = 1;
             self->loss[KVT_LOSS_REJECTED] += q->ideal;
+        } else if (ev->c == KVT_FINISH_ABORTED) {
+            q->aborted = 1;
+            if (!q->admits) //  never admitted: its whole ideal
+                self->loss[KVT_LOSS_ABORTED] += q->ideal;
         }
         break;
     default:
@@ -584,7 +601,8 @@ void kvt_ledger_report(const kvt_ledger_t *self, kvt_ledger_report_t *out)
         out->requests++;
         out->input_tokens += self->wl->reqs[g].input_len;
         out->ideal += q->ideal;
-        bool fine = q->ended && (q->rejected ? q->admits == 0 : q->admits == 1 && q->outcomes == 1);
+        bool never = q->rejected || (q->aborted && q->admits == 0);
+        bool fine = q->ended && (never ? q->admits == 0 : q->admits == 1 && q->outcomes == 1);
         if (!fine) {
             out->inconsistent++;
             if (!out->problem[0])
@@ -593,8 +611,13 @@ void kvt_ledger_report(const kvt_ledger_t *self, kvt_ledger_report_t *out)
                          q->ended ? "ended" : "never ended", q->admits, q->outcomes);
             continue;
         }
-        if (q->rejected)
+        if (never)
             continue;
+        if (q->preempted) {
+            //  Its admission was undone: what it chose goes, no hit.
+            out->loss[KVT_LOSS_PREEMPTED] += q->chosen;
+            continue;
+        }
         uint32_t hbm = q->gated > q->lost ? q->gated - q->lost : 0;
         uint64_t resumed = (uint64_t)hbm + q->loaded;
         out->carried += q->carried;
@@ -612,6 +635,6 @@ void kvt_ledger_report(const kvt_ledger_t *self, kvt_ledger_report_t *out)
                          resumed, q->chosen);
             continue;
         }
-        out->loss[KVT_LOSS_LOAD_FAILED] += q->chosen - resumed;
+        out->loss[q->aborted ? KVT_LOSS_ABORTED : KVT_LOSS_LOAD_FAILED] += q->chosen - resumed;
     }
 }

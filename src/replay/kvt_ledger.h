@@ -36,7 +36,18 @@
       evicted (the CPU image when state images go to the tier, else the
       HBM checkpoint);
     * load failed or retreated: from the boundary chosen down to what the
-      request resumed after its load's verdict.
+      request resumed after its load's verdict;
+    * aborted (FINISH c = KVT_FINISH_ABORTED): the whole ideal of a request
+      aborted before its admission; of one aborted after it, from the
+      boundary chosen down to what it resumed (a load the abort orphaned
+      resumed nothing), in place of load failed;
+    * preempted: a request admitted again under a newer generation was
+      preempted. Its first admission is the one the ledger reads (the
+      ladder above its chosen boundary as for any request); everything it
+      had chosen, resumed or not, is charged here, since the preemption
+      threw it away, and it counts no hit (the engine takes its first
+      admission's hits back as well). Events of later admissions are
+      not read (a request ends once, whatever gen its FINISH carries).
 
     A tier that is warm (kvt_ledger_warm: the disk tier found objects of an
     earlier run at start, or a remote tier is configured) may hold a
@@ -85,6 +96,8 @@ typedef enum {
     KVT_LOSS_NO_PROBE,       //  joint skipped: no probe demand
     KVT_LOSS_NO_ROOM,        //  joint skipped: partial chunk, no room
     KVT_LOSS_LOAD_FAILED,    //  load failed or retreated
+    KVT_LOSS_ABORTED,        //  the engine aborted the request (client gone)
+    KVT_LOSS_PREEMPTED,      //  the engine preempted the request: its admission undone
     KVT_LOSS_COUNT
 } kvt_loss_t;
 

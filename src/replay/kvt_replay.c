@@ -524,8 +524,9 @@ static void s_judge(kvt_replay_report_t *rep)
         s_fail(rep, "%llu wrong resumes", (unsigned long long)e->wrong_resumes);
     if (!rep->quiescent)
         s_fail(rep, "%s", rep->problem);
-    if (e->finished + e->rejected != e->requests)
-        s_fail(rep, "%llu of %llu requests ended", (unsigned long long)(e->finished + e->rejected),
+    if (e->finished + e->rejected + e->aborted != e->requests)
+        s_fail(rep, "%llu of %llu requests ended",
+               (unsigned long long)(e->finished + e->rejected + e->aborted),
                (unsigned long long)e->requests);
     if (rep->runtime_errors > 0 || e->steps_failed > 0)
         s_fail(rep, "%llu runtime errors, %llu failed steps (see the rt.* and runner.* counters)",
@@ -786,6 +787,8 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->engine.out = &rep->engine;
     run->engine.ledger = ledger;
     run->engine.closed_loop = cfg->closed_loop;
+    run->engine.fault_abort = cfg->fault_abort;
+    run->engine.fault_preempt = cfg->fault_preempt;
     run->engine.pace = kvt_replay_paced(cfg);
     if (real->progress) {
         run->real = real;
@@ -935,6 +938,12 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     e->requests += p->requests;
     e->finished += p->finished;
     e->rejected += p->rejected;
+    e->aborted += p->aborted;
+    e->aborts_sent += p->aborts_sent;
+    e->preempts_sent += p->preempts_sent;
+    e->preempted += p->preempted;
+    for (int i = 0; i < KVT_SIM_PHASES; i++)
+        e->fault_phase[i] += p->fault_phase[i];
     e->input_tokens += p->input_tokens;
     e->hbm_hit_tokens += p->hbm_hit_tokens;
     e->tier_hit_tokens += p->tier_hit_tokens;
@@ -1011,6 +1020,7 @@ static void s_no_faults(kvt_replay_cfg_t *c)
 {
     c->fault_corrupt_resume = c->fault_corrupt_state = c->fault_miss_state = 0;
     c->fault_stale_slot = c->fault_restore_late = c->fault_swap_slots = 0;
+    c->fault_abort = c->fault_preempt = 0;
 }
 
 //  The run's loss ledger over the whole workload (kvt_ledger.h).

@@ -112,6 +112,9 @@ typedef struct {
                                   //  advancing their state runs them swapped (0 = off)
     uint32_t fault_stale_block;   //  testing fault: rank 0's Nth forward that reads a context
                                   //  block reads another prefix's bytes there (0 = off)
+    uint32_t fault_abort;         //  testing fault: the engine aborts one request in N, the
+                                  //  phases rotating (kvt_sim_engine_core.h; 0 = off)
+    uint32_t fault_preempt;       //  testing fault: ... preempts one in N (0 = off)
     bool mem_overcommit;          //  start even when the memory asked for exceeds the limit
     kvt_mem_limit_fn *mem_limit;  //  the limit's source; NULL: kvt_mem_limit_system
     void *mem_limit_arg;          //  its argument

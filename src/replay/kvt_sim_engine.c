@@ -243,6 +243,8 @@ static void *s_init(kvt_ctx_t *ctx, void *args)
     cc.max_arrival_bytes = self->a.max_arrival_bytes;
     cc.ledger = self->a.ledger;
     cc.closed_loop = self->a.closed_loop;
+    cc.fault_abort = self->a.fault_abort;
+    cc.fault_preempt = self->a.fault_preempt;
     self->core = self->a.out ? kvt_sim_engine_core_new(&cc, self->a.out) : NULL;
     self->runners = calloc(self->a.tp ? self->a.tp : 1, sizeof(kvt_aid_t));
     self->sched = kvt_ctx_lookup(ctx, self->a.scheduler);

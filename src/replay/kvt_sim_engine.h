@@ -50,10 +50,12 @@ typedef struct {
     kvt_sim_engine_progress_fn *progress; //  NULL: none
     void *progress_arg;                   //  its argument
     kvt_ledger_t *ledger;                 //  the loss ledger, fed every plan (NULL: none)
-    uint32_t closed_loop; //  C > 0: C requests in flight (kvt_sim_engine_core_cfg_t)
-    bool pace;            //  each Schedule waits on the driver's clock until the modelled
-                          //  time since the start has passed on it (one clock for the
-                          //  engine and the data path); false: sent at once
+    uint32_t closed_loop;   //  C > 0: C requests in flight (kvt_sim_engine_core_cfg_t)
+    uint32_t fault_abort;   //  testing fault: one request in N is aborted (0 = off)
+    uint32_t fault_preempt; //  testing fault: one request in N is preempted (0 = off)
+    bool pace;              //  each Schedule waits on the driver's clock until the modelled
+                            //  time since the start has passed on it (one clock for the
+                            //  engine and the data path); false: sent at once
 } kvt_sim_engine_args_t;
 
 //  Exit code of a run the engine stopped because it could not go on (a send

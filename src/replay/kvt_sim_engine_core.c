@@ -10,6 +10,24 @@
 
 enum { W_NONE = 0, W_PLAN, W_STEP, W_STATS, W_OVER };
 
+//  A request as the abort and preempt faults see it.
+typedef struct {
+    uint64_t hit_hbm;   //  HBM hit tokens its first admission counted
+    uint64_t hit_tier;  //  tier tokens ...
+    uint64_t hit_disk;  //  of them from disk ...
+    uint64_t save_step; //  the step of its latest save (0 = none)
+    uint32_t gen1;      //  its first admission's generation (0: none)
+    uint8_t phase;      //  KVT_SIM_PHASE_*
+    uint8_t torn;       //  an abort was sent for it
+    uint8_t pr_done;    //  a preempt was sent for it
+    uint8_t preempted;  //  admitted again (its first admission undone)
+    uint8_t linger;     //  Schedules it stayed a target after its FINISH
+} s_freq_t;
+
+//  Plans after a save within which its request counts as saving when it
+//  finishes (KVT_SIM_PHASE_DONE_SAVING).
+#define S_SAVE_WINDOW 8u
+
 struct kvt_sim_engine_core_t {
     kvt_sim_engine_core_cfg_t a;  //  configuration (defaults applied)
     kvt_sim_engine_result_t *out; //  results (borrowed)
@@ -39,6 +57,14 @@ struct kvt_sim_engine_core_t {
     uint64_t stall_from_us;       //  modelled time of the first plan of that stretch
     kvt_arrival_t *arr;           //  the last Schedule's arrivals (owned)
     uint32_t narr;                //  entries in arr
+    s_freq_t *fq;                 //  per request: the faults' view (NULL: no abort or
+                                  //  preempt fault configured)
+    uint32_t *targets;            //  arrived fault targets not hit yet (and not ended)
+    uint32_t ntargets;            //  entries in targets
+    uint32_t *saving;             //  requests the last plan marked saving
+    uint32_t nsaving;             //  entries in saving
+    uint64_t *ab_ids;             //  the Schedule's aborts (room for every request)
+    uint64_t *pr_ids;             //  the Schedule's preempts (likewise)
 };
 
 int kvt_sim_engine_result_add(kvt_sim_engine_result_t *self, const char *actor, const char *name,
@@ -108,8 +134,18 @@ kvt_sim_engine_core_t *kvt_sim_engine_core_new(const kvt_sim_engine_core_cfg_t *
     self->ready_us = calloc(n, sizeof(uint64_t));
     self->load_state = calloc(n, 1);
     self->step_answered = calloc(cfg->tp, 1);
+    if (cfg->fault_abort || cfg->fault_preempt) {
+        self->fq = calloc(n, sizeof *self->fq);
+        self->targets = calloc(n, sizeof(uint32_t));
+        self->saving = calloc(n, sizeof(uint32_t));
+        self->ab_ids = calloc(n, sizeof(uint64_t));
+        self->pr_ids = calloc(n, sizeof(uint64_t));
+    }
+    bool faults_ok = !(cfg->fault_abort || cfg->fault_preempt) ||
+                     (self->fq && self->targets && self->saving && self->ab_ids && self->pr_ids);
     if (!self->first_token_us || !self->arrival_us || !self->wrong || !self->finished ||
-        !self->step_answered || !self->load_start_us || !self->ready_us || !self->load_state) {
+        !self->step_answered || !self->load_start_us || !self->ready_us || !self->load_state ||
+        !faults_ok) {
         kvt_sim_engine_core_destroy(&self);
         return NULL;
     }
@@ -132,6 +168,11 @@ void kvt_sim_engine_core_destroy(kvt_sim_engine_core_t **self_p)
     free(self->ready_us);
     free(self->load_state);
     free(self->step_answered);
+    free(self->fq);
+    free(self->targets);
+    free(self->saving);
+    free(self->ab_ids);
+    free(self->pr_ids);
     free(self);
     *self_p = NULL;
 }
@@ -185,6 +226,73 @@ static bool s_arrived(const kvt_sim_engine_core_t *self, uint32_t i, bool idle)
     return idle || i - self->ended < self->a.closed_loop;
 }
 
+//  The phase fault k of its kind aims at: the kth target of one kind goes
+//  to phase k mod KVT_SIM_PHASES.
+static uint32_t s_aim(uint32_t i, uint32_t every)
+{
+    return ((i + 1) / every - 1) % KVT_SIM_PHASES;
+}
+
+//  Whether request i is a target of a fault of rate `every`, not hit yet.
+static bool s_target(uint32_t i, uint32_t every, uint8_t done)
+{
+    return every && (i + 1) % every == 0 && !done;
+}
+
+//  The testing faults of the Schedule being built: one request in
+//  fault_abort is aborted, one in fault_preempt preempted, each once, in
+//  the phase its turn aims at (the kth target at phase k mod
+//  KVT_SIM_PHASES), at the first Schedule that finds it there; a target
+//  that ends before it reaches that phase is not hit. Only requests of
+//  earlier Schedules: the scheduler knows them.
+static void s_faults(kvt_sim_engine_core_t *self, kvt_sim_engine_out_t *out)
+{
+    uint32_t na = self->a.fault_abort, np = self->a.fault_preempt;
+    if (!na && !np)
+        return;
+    uint32_t keep = 0, nab = 0, npr = 0;
+    for (uint32_t k = 0; k < self->ntargets; k++) {
+        uint32_t i = self->targets[k];
+        uint32_t ph = self->fq[i].phase;
+        bool gone = self->finished[i] && ph != KVT_SIM_PHASE_DONE_SAVING;
+        if (s_target(i, np, self->fq[i].pr_done) && !gone && ph == s_aim(i, np)) {
+            self->fq[i].pr_done = 1;
+            self->pr_ids[npr++] = i;
+            self->out->preempts_sent++;
+            self->out->fault_phase[ph]++;
+            //  Taken when it runs or loads: it waits again (refused otherwise).
+            if (ph != KVT_SIM_PHASE_DONE_SAVING)
+                self->fq[i].phase = KVT_SIM_PHASE_WAITING;
+        } else if (s_target(i, na, self->fq[i].torn) && !gone && ph == s_aim(i, na)) {
+            self->fq[i].torn = 1;
+            self->ab_ids[nab++] = i;
+            self->out->aborts_sent++;
+            self->out->fault_phase[ph]++;
+        }
+        //  A finished target waits two more Schedules: its last chunk's
+        //  save goes with the plan after its FINISH.
+        bool left = (s_target(i, np, self->fq[i].pr_done) || s_target(i, na, self->fq[i].torn)) &&
+                    (!self->finished[i] || self->fq[i].linger++ < 2);
+        if (left)
+            self->targets[keep++] = i;
+    }
+    self->ntargets = keep;
+    out->schedule.aborts = nab ? self->ab_ids : NULL;
+    out->schedule.naborts = nab;
+    out->schedule.preempts = npr ? self->pr_ids : NULL;
+    out->schedule.npreempts = npr;
+}
+
+//  Requests [first, first + n) arrive: the faults' targets among them
+//  join the pending list (s_faults hits them from the next Schedule on).
+static void s_add_targets(kvt_sim_engine_core_t *self, uint32_t first, uint32_t n)
+{
+    uint32_t na = self->a.fault_abort, np = self->a.fault_preempt;
+    for (uint32_t i = first; i < first + n; i++)
+        if ((na && (i + 1) % na == 0) || (np && (i + 1) % np == 0))
+            self->targets[self->ntargets++] = i;
+}
+
 //  The next Schedule: the requests that arrived by the modelled clock, at
 //  most max_arrival_bytes of token ids (at least one request).
 static int s_schedule(kvt_sim_engine_core_t *self, bool idle, kvt_sim_engine_out_t *out)
@@ -224,6 +332,8 @@ static int s_schedule(kvt_sim_engine_core_t *self, bool idle, kvt_sim_engine_out
     out->schedule.narrivals = n;
     out->schedule.now_us = self->clock_us;
     out->schedule.prev_failed = self->step_failed;
+    s_faults(self, out);
+    s_add_targets(self, first, n);
     self->next += n;
     if (self->next - self->ended > self->out->max_in_flight)
         self->out->max_in_flight = self->next - self->ended;
@@ -306,14 +416,47 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
     kvt_sim_engine_result_t *o = self->out;
     for (uint32_t i = 0; i < p->nevents; i++) {
         const kvt_event_t *ev = &p->events[i];
+        uint64_t q = ev->op.req;
+        bool known = self->fq && q < self->a.wl->n; //  the faults track it
+        //  Hits count for a request's first admission only: one a
+        //  preemption undid is charged to the preemption by the loss
+        //  ledger, which reads the same events (kvt_ledger.h).
+        bool first = known && !self->fq[q].preempted && self->fq[q].gen1 == ev->op.gen;
         switch (ev->type) {
         case KVT_EV_ADMIT:
-            o->hbm_hit_tokens += ev->a;
+            if (known && self->fq[q].gen1 && self->fq[q].gen1 != ev->op.gen &&
+                !self->fq[q].preempted) {
+                //  Admitted again: preempted. Its first admission's hits go.
+                self->fq[q].preempted = 1;
+                o->preempted++;
+                o->hbm_hit_tokens -= self->fq[q].hit_hbm;
+                o->tier_hit_tokens -= self->fq[q].hit_tier;
+                o->disk_hit_tokens -= self->fq[q].hit_disk;
+                first = false;
+            } else if (known && !self->fq[q].gen1) {
+                self->fq[q].gen1 = ev->op.gen;
+                first = true;
+            }
+            if (known)
+                self->fq[q].phase = KVT_SIM_PHASE_RUNNING;
+            if (!known || first) {
+                o->hbm_hit_tokens += ev->a;
+                if (known)
+                    self->fq[q].hit_hbm += ev->a;
+            }
             break;
         case KVT_EV_LOADED:
-            o->tier_hit_tokens += ev->b;
-            o->disk_hit_tokens += ev->c;
+            if (!known || first) {
+                o->tier_hit_tokens += ev->b;
+                o->disk_hit_tokens += ev->c;
+                if (known) {
+                    self->fq[q].hit_tier += ev->b;
+                    self->fq[q].hit_disk += ev->c;
+                }
+            }
             o->loads_ok++;
+            if (known && self->fq[q].phase == KVT_SIM_PHASE_LOADING)
+                self->fq[q].phase = KVT_SIM_PHASE_RUNNING;
             if (ev->op.req < self->a.wl->n) {
                 //  The copy starts when its plan dispatched it, after the
                 //  loads before it on the link.
@@ -330,7 +473,14 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
         case KVT_EV_RETREAT:
             o->loads_failed++;
             //  c: HBM hit tokens the retreat could not keep.
-            o->hbm_hit_tokens -= ev->c < o->hbm_hit_tokens ? ev->c : o->hbm_hit_tokens;
+            if (!known || first) {
+                uint64_t c = ev->c < o->hbm_hit_tokens ? ev->c : o->hbm_hit_tokens;
+                o->hbm_hit_tokens -= c;
+                if (known)
+                    self->fq[q].hit_hbm -= c < self->fq[q].hit_hbm ? c : self->fq[q].hit_hbm;
+            }
+            if (known && self->fq[q].phase == KVT_SIM_PHASE_LOADING)
+                self->fq[q].phase = KVT_SIM_PHASE_RUNNING;
             break;
         case KVT_EV_FINISH:
             //  A request ends once: a repeated FINISH (or one for no
@@ -341,8 +491,10 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
             }
             self->finished[ev->op.req] = 1;
             self->ended++;
-            if (ev->c == 1)
+            if (ev->c == KVT_FINISH_REJECTED)
                 o->rejected++;
+            else if (ev->c == KVT_FINISH_ABORTED)
+                o->aborted++;
             else {
                 o->finished++;
                 o->input_tokens += ev->a;
@@ -351,6 +503,58 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
         default:
             break;
         }
+    }
+}
+
+//  The phases the plan moves its requests to (after its events): a load
+//  parks its request, a save marks it saving (done saving if the plan
+//  finished it), a saving request of an earlier plan runs on, a finished
+//  one is done.
+static void s_phases(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
+{
+    if (!self->fq)
+        return;
+    uint32_t n = self->a.wl->n;
+    //  Only the requests the last plan marked saving move on: a save of
+    //  the last plan is still out when this plan finished its request
+    //  (saves settle after the step); one done saving is over.
+    for (uint32_t k = 0; k < self->nsaving; k++) {
+        s_freq_t *f = &self->fq[self->saving[k]];
+        if (f->phase == KVT_SIM_PHASE_SAVING)
+            f->phase =
+                self->finished[self->saving[k]] ? KVT_SIM_PHASE_DONE_SAVING : KVT_SIM_PHASE_RUNNING;
+        else if (f->phase == KVT_SIM_PHASE_DONE_SAVING)
+            f->phase = KVT_SIM_PHASE_RUNNING; //  finished: no fault hits it now
+    }
+    uint32_t keep = 0;
+    for (uint32_t k = 0; k < self->nsaving; k++)
+        if (self->fq[self->saving[k]].phase == KVT_SIM_PHASE_DONE_SAVING)
+            self->saving[keep++] = self->saving[k];
+    self->nsaving = keep;
+    //  Finished with a save of the last S_SAVE_WINDOW plans (likely) still
+    //  out: the engine sees no save verdict.
+    for (uint32_t i = 0; i < p->nevents; i++) {
+        uint64_t q = p->events[i].op.req;
+        if (p->events[i].type == KVT_EV_FINISH && q < n && self->fq[q].save_step &&
+            self->step - self->fq[q].save_step <= S_SAVE_WINDOW &&
+            self->fq[q].phase != KVT_SIM_PHASE_DONE_SAVING) {
+            self->fq[q].phase = KVT_SIM_PHASE_DONE_SAVING;
+            self->saving[self->nsaving++] = (uint32_t)q;
+        }
+    }
+    for (uint32_t i = 0; i < p->nloads; i++)
+        if (p->loads[i].op.req < n)
+            self->fq[p->loads[i].op.req].phase = KVT_SIM_PHASE_LOADING;
+    for (uint32_t i = 0; i < p->nsaves; i++) {
+        uint64_t q = p->saves[i].op.req;
+        if (q >= n)
+            continue;
+        bool listed = self->fq[q].phase == KVT_SIM_PHASE_SAVING ||
+                      self->fq[q].phase == KVT_SIM_PHASE_DONE_SAVING;
+        self->fq[q].phase = self->finished[q] ? KVT_SIM_PHASE_DONE_SAVING : KVT_SIM_PHASE_SAVING;
+        self->fq[q].save_step = self->step;
+        if (!listed)
+            self->saving[self->nsaving++] = (uint32_t)q;
     }
 }
 
@@ -383,6 +587,7 @@ int kvt_sim_engine_core_plan(kvt_sim_engine_core_t *self, const kvt_step_plan_t 
         return -1;
     }
     s_events(self, p);
+    s_phases(self, p);
     if (self->a.ledger)
         kvt_ledger_plan(self->a.ledger, p);
     s_stall(self, p);

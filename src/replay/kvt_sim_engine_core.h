@@ -41,6 +41,12 @@ typedef struct {
     uint64_t requests;         //  requests in the workload
     uint64_t finished;         //  requests that generated all their tokens
     uint64_t rejected;         //  requests the scheduler refused
+    uint64_t aborted;          //  requests that ended aborted (FINISH c = KVT_FINISH_ABORTED)
+    uint64_t aborts_sent;      //  ids the engine put in Schedule.aborts (testing fault)
+    uint64_t preempts_sent;    //  ids the engine put in Schedule.preempts (testing fault)
+    uint64_t preempted;        //  requests admitted again after a preemption
+    uint64_t fault_phase[5];   //  aborts + preempts sent, by the phase the request was in
+                               //  (KVT_SIM_PHASE_*)
     uint64_t input_tokens;     //  prompt tokens of finished requests
     uint64_t hbm_hit_tokens;   //  prompt tokens served from HBM
     uint64_t tier_hit_tokens;  //  prompt tokens restored from the tier (verdict ok)
@@ -103,7 +109,23 @@ typedef struct {
     uint32_t closed_loop;       //  C > 0: closed loop, the first C requests arrive at time 0
                                 //  and each later one (in order) when an earlier one ends,
                                 //  timestamps ignored; 0: open loop by timestamps
+    uint32_t fault_abort;       //  testing fault: one request in N (ids N-1, 2N-1, ...) is
+                                //  aborted once, the kth of them in phase k mod
+                                //  KVT_SIM_PHASES (0 = off)
+    uint32_t fault_preempt;     //  testing fault: ... preempted once (0 = off)
 } kvt_sim_engine_core_cfg_t;
+
+//  The phase of a request as the engine sees it from the plans, which the
+//  abort and preempt faults rotate through (a phase with no request
+//  passes to the next).
+typedef enum {
+    KVT_SIM_PHASE_WAITING = 0, //  arrived, not admitted (its lookup or its blocks)
+    KVT_SIM_PHASE_LOADING,     //  admitted, its load dispatched and not settled
+    KVT_SIM_PHASE_RUNNING,     //  admitted, computing
+    KVT_SIM_PHASE_SAVING,      //  running, a save of it dispatched by the last plan
+    KVT_SIM_PHASE_DONE_SAVING, //  finished by the last plan, which dispatched a save of it
+    KVT_SIM_PHASES
+} kvt_sim_phase_t;
 
 //  What the shell does after a call.
 typedef enum {

@@ -377,7 +377,13 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
     if (!r || r->state == R_DONE)
         return -1;
     self->stats.aborted++;
-    kvt_sched_event(self, r->id, r->gen, KVT_EV_FINISH, r->nprompt, 0, 0);
+    //  A waiting request holds no admission: its generation names none (0
+    //  when it was never admitted, which no Event may carry: the plan
+    //  would not encode and the run would wedge). Its FINISH goes under
+    //  KVT_SCHED_REFUSED_GEN, as a refused arrival's, which no admission
+    //  takes.
+    uint32_t gen = r->state == R_WAITING ? KVT_SCHED_REFUSED_GEN : r->gen;
+    kvt_sched_event(self, r->id, gen, KVT_EV_FINISH, r->nprompt, 0, KVT_FINISH_ABORTED);
     if (r->state == R_WAITING) {
         kvt_lookups_drop(self->lk, r, self->pb);
         kvt_reqtab_unlink(self->rt, KVT_RQ_WAITING, slot);

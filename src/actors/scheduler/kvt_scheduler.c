@@ -16,6 +16,8 @@ typedef struct {
     uint64_t holds;             //  counter: replies held for a verdict
     uint64_t arrivals_refused;  //  counter: arrivals the core refused
     uint64_t schedules_refused; //  counter: Schedules for a step other than the next
+    uint64_t aborts_refused;    //  counter: Schedule.aborts ids the core did not hold (or done)
+    uint64_t preempts_refused;  //  counter: Schedule.preempts ids neither running nor loading
     uint64_t audit_credit;      //  deep-audit units the Stats reads paid since the last one
     bool changed;               //  a Schedule or Verdict reached the core since the last one
     bool audit_ok;              //  the last deep audit passed (true before the first)
@@ -117,6 +119,22 @@ static int s_on_schedule(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t 
             kvt_ctx_log(ctx, 1, "request %llu refused (duplicate id or longer than the pool)",
                         (unsigned long long)sc->arrivals[i].req);
         }
+    //  The engine's preemptions, then its aborts, after the arrivals (a
+    //  request may arrive and go in one Schedule) and before the plan
+    //  applies the previous step: a request torn down now computes nothing
+    //  more, and its in-flight load and saves stay owned by their indexes.
+    for (uint32_t i = 0; i < sc->npreempts; i++)
+        if (kvt_sched_preempt(self->core, sc->preempts[i]) != 0) {
+            self->preempts_refused++;
+            kvt_ctx_log(ctx, 1, "preempt of request %llu refused (not running or loading)",
+                        (unsigned long long)sc->preempts[i]);
+        }
+    for (uint32_t i = 0; i < sc->naborts; i++)
+        if (kvt_sched_abort(self->core, sc->aborts[i]) != 0) {
+            self->aborts_refused++;
+            kvt_ctx_log(ctx, 1, "abort of request %llu refused (unknown or finished)",
+                        (unsigned long long)sc->aborts[i]);
+        }
     return s_try_plan(ctx, self, sc->step, sc->prev_failed);
 }
 
@@ -177,6 +195,8 @@ static int s_on_stats(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *ms
     kvt_counter_add(c, &n, S_COUNTERS, "sched.holds", self->holds);
     kvt_counter_add(c, &n, S_COUNTERS, "sched.arrivals_refused", self->arrivals_refused);
     kvt_counter_add(c, &n, S_COUNTERS, "sched.schedules_refused", self->schedules_refused);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.aborts_refused", self->aborts_refused);
+    kvt_counter_add(c, &n, S_COUNTERS, "sched.preempts_refused", self->preempts_refused);
     kvt_counter_add(c, &n, S_COUNTERS, "sched.audits_deep", self->audits_deep);
     return kvt_counters_reply(ctx, from, c, n);
 }
