@@ -32,6 +32,8 @@ void kvt_hbm_baseline_cfg(const kvt_replay_cfg_t *in, kvt_replay_cfg_t *out)
     out->fault_restore_late = 0;
     out->fault_swap_slots = 0;
     out->fault_stale_block = 0;
+    out->fault_abort = 0;
+    out->fault_preempt = 0;
 }
 
 bool kvt_hbm_baseline_applies(const kvt_replay_cfg_t *cfg, const char **why)
