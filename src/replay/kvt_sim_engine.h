@@ -39,6 +39,12 @@
 typedef void(kvt_sim_engine_progress_fn)(void *arg, const kvt_sim_engine_result_t *so_far,
                                          uint64_t clock_us);
 
+//  The report's sampler: called after every step with the result so far
+//  and the modelled clock, and once with `final` when the workload has
+//  ended (before the counters round). It must not change the run.
+typedef void(kvt_sim_engine_sample_fn)(void *arg, const kvt_sim_engine_result_t *so_far,
+                                       uint64_t clock_us, bool final);
+
 typedef struct {
     const kvt_workload_t *wl;             //  the requests (borrowed)
     uint32_t tp;                          //  ranks: runner.0 .. runner.(tp-1)
@@ -49,6 +55,8 @@ typedef struct {
     kvt_sim_engine_result_t *out;         //  where results go (owned by the caller)
     kvt_sim_engine_progress_fn *progress; //  NULL: none
     void *progress_arg;                   //  its argument
+    kvt_sim_engine_sample_fn *sample;     //  NULL: none
+    void *sample_arg;                     //  its argument
     kvt_ledger_t *ledger;                 //  the loss ledger, fed every plan (NULL: none)
     uint32_t closed_loop; //  C > 0: C requests in flight (kvt_sim_engine_core_cfg_t)
     bool pace;            //  each Schedule waits on the driver's clock until the modelled
