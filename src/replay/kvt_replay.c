@@ -352,6 +352,7 @@ typedef struct {
     kvt_sim_engine_args_t engine;             //  engine args
     const kvt_replay_cfg_t *real;             //  the configuration (its progress callback)
     uint32_t instance;                        //  this run's instance
+    uint32_t total;                           //  requests of the whole workload (every instance)
     kvt_metrics_collector_args_t metrics;     //  the metrics collector's args (cfg->metrics)
     const kvt_replay_cfg_t *scaled;           //  the configuration the ranks see (stored bytes)
     kvt_sched_t *core;                        //  the scheduler's core once built (report: SIM
@@ -423,7 +424,7 @@ static void s_progress(void *arg, const kvt_sim_engine_result_t *so_far, uint64_
 {
     const s_run_t *run = arg;
     uint32_t n = run->real->instances > 1 ? run->real->instances : 1;
-    run->real->progress(run->real->progress_arg, run->instance, n, so_far, clock_us);
+    run->real->progress(run->real->progress_arg, run->instance, n, run->total, so_far, clock_us);
 }
 
 static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
@@ -728,8 +729,8 @@ static bool s_tier_warm(const kvt_replay_cfg_t *cfg)
 //  One engine instance's run over wl (consumed): cfg is the scaled
 //  configuration the ranks see, real the one the cost model sees.
 static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, kvt_workload_t *wl,
-                     uint32_t instance, kvt_ledger_t *ledger, kvt_replay_report_t *rep, char *err,
-                     size_t errlen)
+                     uint32_t instance, uint32_t total, kvt_ledger_t *ledger,
+                     kvt_replay_report_t *rep, char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);
@@ -741,6 +742,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->wl = wl;
     snprintf(rep->source, sizeof rep->source, "%s", run->wl->source);
     run->instance = instance;
+    run->total = total;
 
     size_t bb = s_block_bytes(cfg);
     uint32_t bpc = cfg->chunk_size / cfg->block_size;
@@ -1150,7 +1152,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             kvt_workload_destroy(&wl);
             snprintf(err, errlen, "out of memory starting the loss ledger");
         } else
-            one = s_run_one(real, &scaled, wl, 0, ledger, rep, err, errlen);
+            one = s_run_one(real, &scaled, wl, 0, wl->n, ledger, rep, err, errlen);
         kvt_ledger_destroy(&ledger);
         return one;
     }
@@ -1196,7 +1198,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             snprintf(dir, sizeof dir, "%s/inst%u", real->disk_dir, k);
             one.disk_dir = dir;
         }
-        if (s_run_one(real, &one, sub, k, ledger, part, err, errlen) != 0)
+        if (s_run_one(real, &one, sub, k, wl->n, ledger, part, err, errlen) != 0)
             goto cleanup;
         int merged = s_merge(rep, part, k);
         if (!rep->source[0])

@@ -87,9 +87,10 @@ typedef struct {
     uint32_t instances;        //  engine instances serving the workload, each its own
                                //  scheduler, ranks and pools (kvt_workload_route); 0 or
                                //  1 = one (default)
-    void (*progress)(void *arg, uint32_t instance, uint32_t instances,
+    void (*progress)(void *arg, uint32_t instance, uint32_t instances, uint32_t total,
                      const kvt_sim_engine_result_t *so_far,
-                     uint64_t clock_us); //  every 512 steps of instance (0-based); NULL: none
+                     uint64_t clock_us); //  every 64 steps of instance (0-based; total: requests
+                                         //  of the whole workload); NULL: none
     void *progress_arg;                  //  its argument
     kvt_report_t *report;                //  fed every instance's time series on its modelled clock
                                          //  (kvt_report.h; borrowed; NULL: none). Sampling reads

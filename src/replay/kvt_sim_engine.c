@@ -174,7 +174,7 @@ static int s_on_done(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     }
     kvt_sim_engine_out_t out;
     int rc = kvt_sim_engine_core_done(self->core, d, &out);
-    if (self->a.progress && out.what == KVT_SIM_ENGINE_SCHEDULE && out.schedule.step % 512 == 0)
+    if (self->a.progress && out.what == KVT_SIM_ENGINE_SCHEDULE && out.schedule.step % 64 == 0)
         self->a.progress(self->a.progress_arg, self->a.out, kvt_sim_engine_core_clock(self->core));
     if (self->a.sample && out.what == KVT_SIM_ENGINE_SCHEDULE)
         self->a.sample(self->a.sample_arg, self->a.out, kvt_sim_engine_core_clock(self->core),

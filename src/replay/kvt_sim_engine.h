@@ -34,7 +34,7 @@
 #include "kvtier/kvt_actor.h"
 #include "replay/kvt_sim_engine_core.h"
 
-//  Called every so many steps with the result so far (finished, rejected,
+//  Called every 64 steps with the result so far (finished, rejected,
 //  hit and input tokens count up as the run goes) and the modelled clock.
 typedef void(kvt_sim_engine_progress_fn)(void *arg, const kvt_sim_engine_result_t *so_far,
                                          uint64_t clock_us);
