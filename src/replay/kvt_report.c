@@ -213,7 +213,7 @@ int kvt_report_write_series(FILE *f, const kvt_report_sample_t *rows, uint32_t n
     for (uint32_t i = 0; i < n; i++) {
         const kvt_report_sample_t *r = &rows[i];
         uint64_t hits = r->hbm_tokens + r->cpu_tokens + r->disk_tokens;
-        bad |= fprintf(f, "%.3f\t%" PRIu64 "\t%" PRIu64, (double)r->t_us / 1e6, r->finished,
+        bad |= fprintf(f, "%.6f\t%" PRIu64 "\t%" PRIu64, (double)r->t_us / 1e6, r->finished,
                        r->rejected) < 0;
         bad |= s_count(f, r->running) < 0;
         bad |= s_count(f, r->waiting) < 0;
