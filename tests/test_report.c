@@ -418,3 +418,24 @@ Test(replay_report, progress_auto_is_off_when_stderr_is_not_a_terminal, .timeout
                  0);
     cr_assert(!strstr(s_err, "ETA"), "%s", s_err);
 }
+
+//  Redraws of the bar on stderr: lines that name the requests.
+static int s_draws(const char *err)
+{
+    int n = 0;
+    for (const char *p = err; (p = strstr(p, " requests, hits ")) != NULL; p++)
+        n++;
+    return n;
+}
+
+Test(replay_report, progress_interval_spaces_the_redraws, .timeout = 60)
+{
+    cr_assert_eq(kvt_tcli_run(SMALL " --progress on --progress-interval 3600000", s_out,
+                              sizeof s_out, s_err, sizeof s_err),
+                 0);
+    cr_assert_eq(s_draws(s_err), 1, "an hour apart: only the first draw (%s)", s_err);
+    cr_assert_eq(kvt_tcli_run(SMALL " --progress on --progress-interval 1", s_out, sizeof s_out,
+                              s_err, sizeof s_err),
+                 0);
+    cr_assert_gt(s_draws(s_err), 1, "1 ms apart: redrawn as the run goes");
+}
