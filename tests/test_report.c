@@ -22,6 +22,7 @@ static kvt_report_sample_t s_at(uint64_t t, uint64_t v)
     s.t_us = t;
     s.finished = v;
     s.input_tokens = 10 * v;
+    s.admitted_tokens = 10 * v;
     s.hbm_tokens = v;
     s.running = s.waiting = 1;
     s.hbm_used = s.cpu_used = s.disk_used = 5;
@@ -169,7 +170,7 @@ Test(kvt_report, series_tsv_has_its_columns_and_unknowns_as_dashes)
     char buf[4096];
     kvt_tcli_slurp(path, buf, sizeof buf);
     cr_assert(strstr(buf, "1.000000\t2\t0\t-\t1\t20\t2\t"), "%s", buf);
-    cr_assert(strstr(buf, "\t50.00\t-\t-\n"), "no disk tier: dashes (%s)", buf);
+    cr_assert(strstr(buf, "\t50.00\t-\t-\t20\n"), "no disk tier: dashes (%s)", buf);
 }
 
 // ------------------------------------------------------------ the sampler
@@ -209,6 +210,7 @@ Test(replay_report, the_series_last_sample_agrees_with_the_final_counters, .time
     cr_assert_eq(last->finished, r->engine.finished);
     cr_assert_eq(last->rejected, r->engine.rejected);
     cr_assert_eq(last->input_tokens, r->engine.input_tokens);
+    cr_assert_eq(last->admitted_tokens, r->engine.input_tokens, "every request admitted once");
     cr_assert_eq(last->hbm_tokens, r->engine.hbm_hit_tokens);
     cr_assert_eq(last->cpu_tokens, r->hit_cpu_tokens);
     cr_assert_eq(last->disk_tokens, r->hit_disk_tokens);

@@ -65,7 +65,7 @@ void kvt_progress_cb(void *arg, uint32_t instance, uint32_t instances, uint32_t 
     if (total && done > total)
         done = total;
     double el = s_since(&b->t0, &t);
-    double in = e->input_tokens ? (double)e->input_tokens : 1.0;
+    double in = e->admitted_tokens ? (double)e->admitted_tokens : 1.0;
     double hit = 100.0 * (double)(e->hbm_hit_tokens + e->tier_hit_tokens) / in;
     hit = hit > 100.0 ? 100.0 : hit;
     char eta[32] = "?";
@@ -221,19 +221,22 @@ static int s_write_plots(const char *dir, const kvt_report_sample_t *last, bool 
     if (!f)
         return -1;
     int bad = fprintf(f, "# kvtier replay --report: gnuplot plots.gp (in this directory)\n"
-                         "set terminal png noenhanced size 1000,500\n"
+                         "set terminal png noenhanced size 1100,500\n"
                          "set datafile separator '\\t'\n"
                          "set datafile missing '-'\n"
                          "set key outside right\n"
                          "set grid\n") < 0;
-    bad |= fprintf(f, "\nset output 'hit_rate.png'\n"
-                      "set title 'Prompt tokens resumed, cumulative share of input, by tier'\n"
-                      "set xlabel 'modelled time (s)'\nset ylabel '%% of input tokens'\n"
-                      "set yrange [0:100]\n"
-                      "plot 'series.tsv' using 1:11 with lines lw 2 title 'all tiers', \\\n"
-                      "  '' using 1:($6 > 0 ? 100.0 * $7 / $6 : 0) with lines title 'HBM', \\\n"
-                      "  '' using 1:($6 > 0 ? 100.0 * $8 / $6 : 0) with lines title 'CPU', \\\n"
-                      "  '' using 1:($6 > 0 ? 100.0 * $9 / $6 : 0) with lines title 'disk'\n") < 0;
+    bad |=
+        fprintf(
+            f,
+            "\nset output 'hit_rate.png'\n"
+            "set title 'Prompt tokens resumed, cumulative share of the admitted prompts, by tier'\n"
+            "set xlabel 'modelled time (s)'\nset ylabel '%% of admitted prompt tokens'\n"
+            "set yrange [0:100]\n"
+            "plot 'series.tsv' using 1:11 with lines lw 2 title 'all tiers', \\\n"
+            "  '' using 1:($18 > 0 ? 100.0 * $7 / $18 : 0) with lines title 'HBM', \\\n"
+            "  '' using 1:($18 > 0 ? 100.0 * $8 / $18 : 0) with lines title 'CPU', \\\n"
+            "  '' using 1:($18 > 0 ? 100.0 * $9 / $18 : 0) with lines title 'disk'\n") < 0;
     //  Occupancy: the tiers the run has and the sampler could read.
     char items[400] = "";
     size_t used = 0;
@@ -264,12 +267,15 @@ static int s_write_plots(const char *dir, const kvt_report_sample_t *last, bool 
                           "set logscale x\nset yrange [0:1]\n"
                           "plot 'ttft.tsv' using 2:1 with lines lw 2 title 'with tiers'\n"
                           "unset logscale x\n") < 0;
-    bad |= fprintf(f, "\nset output 'ledger.png'\n"
-                      "set title 'Loss ledger: where the ideal prefix tokens went (%% of input)'\n"
-                      "set xlabel ''\nset ylabel '%% of input tokens'\nset autoscale y\n"
-                      "set style fill solid 0.7\nset boxwidth 0.7\nset xtics rotate by -40\n"
-                      "unset key\n"
-                      "plot 'ledger.tsv' using 0:5:xtic(2) with boxes\n") < 0;
+    bad |=
+        fprintf(
+            f,
+            "\nset output 'ledger.png'\n"
+            "set title 'Loss ledger: where the ideal prefix tokens went (%% of input)'\n"
+            "set xlabel ''\nset ylabel '%% of input tokens'\nset autoscale y\n"
+            "set style fill solid 0.7\nset boxwidth 0.7\nset xtics rotate by -40\nset rmargin 12\n"
+            "unset key\n"
+            "plot 'ledger.tsv' using 0:5:xtic(2) with boxes\n") < 0;
     return s_close(f, dir, "plots.gp", bad, err, errlen);
 }
 

@@ -355,8 +355,8 @@ typedef struct {
     uint32_t total;                           //  requests of the whole workload (every instance)
     kvt_metrics_collector_args_t metrics;     //  the metrics collector's args (cfg->metrics)
     const kvt_replay_cfg_t *scaled;           //  the configuration the ranks see (stored bytes)
-    kvt_sched_t *core;                        //  the scheduler's core once built (report: SIM
-                                              //  only reads it, on the driver's one thread)
+    kvt_sched_t *core;                        //  the scheduler's core once built (report, SIM
+                                              //  only: read on the driver's one thread)
 } s_run_t;
 
 //  The scheduler's prime hook, used by the report to keep its core.
@@ -383,12 +383,13 @@ static void s_sample(void *arg, const kvt_sim_engine_result_t *e, uint64_t clock
     s.finished = e->finished;
     s.rejected = e->rejected;
     s.input_tokens = e->input_tokens;
+    s.admitted_tokens = e->admitted_tokens;
     s.hbm_tokens = e->hbm_hit_tokens;
     s.disk_tokens = e->disk_hit_tokens;
     s.cpu_tokens = e->tier_hit_tokens - e->disk_hit_tokens;
     s.running = s.waiting = s.hbm_used = KVT_REPORT_UNKNOWN;
     s.hbm_cap = real->hbm_pool_bytes;
-    if (run->core && c->driver == KVT_DRIVER_SIM) {
+    if (run->core) {
         kvt_sched_stats_t st;
         kvt_sched_stats(run->core, &st);
         s.running = (uint64_t)st.running + st.loading;
@@ -864,8 +865,10 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
             snprintf(err, errlen, "out of memory starting instance %u's report", instance);
             goto fail;
         }
-        run->sched.prime = s_keep_core;
-        run->sched.prime_arg = run;
+        if (cfg->driver == KVT_DRIVER_SIM) { //  LIVE: the core is another thread's
+            run->sched.prime = s_keep_core;
+            run->sched.prime_arg = run;
+        }
         run->engine.sample = s_sample;
         run->engine.sample_arg = run;
     }
@@ -1013,6 +1016,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     e->finished += p->finished;
     e->rejected += p->rejected;
     e->input_tokens += p->input_tokens;
+    e->admitted_tokens += p->admitted_tokens;
     e->hbm_hit_tokens += p->hbm_hit_tokens;
     e->tier_hit_tokens += p->tier_hit_tokens;
     e->disk_hit_tokens += p->disk_hit_tokens;

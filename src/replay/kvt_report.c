@@ -149,6 +149,7 @@ kvt_report_sample_t *kvt_report_merged(const kvt_report_t *self, uint32_t *n)
             r->finished += x->finished;
             r->rejected += x->rejected;
             r->input_tokens += x->input_tokens;
+            r->admitted_tokens += x->admitted_tokens;
             r->hbm_tokens += x->hbm_tokens;
             r->cpu_tokens += x->cpu_tokens;
             r->disk_tokens += x->disk_tokens;
@@ -170,9 +171,10 @@ kvt_report_sample_t *kvt_report_merged(const kvt_report_t *self, uint32_t *n)
 
 double kvt_report_hit_share(const kvt_report_sample_t *s)
 {
-    if (!s->input_tokens)
+    if (!s->admitted_tokens)
         return 0.0;
-    double h = (double)(s->hbm_tokens + s->cpu_tokens + s->disk_tokens) / (double)s->input_tokens;
+    double h =
+        (double)(s->hbm_tokens + s->cpu_tokens + s->disk_tokens) / (double)s->admitted_tokens;
     return h > 1.0 ? 1.0 : h;
 }
 
@@ -209,7 +211,7 @@ int kvt_report_write_series(FILE *f, const kvt_report_sample_t *rows, uint32_t n
 {
     int bad = fprintf(f, "# t_s\tfinished\trejected\trunning\twaiting\tinput_tokens\thbm_tokens\t"
                          "cpu_tokens\tdisk_tokens\trecomputed_tokens\thit_pct\thbm_bytes\thbm_pct\t"
-                         "cpu_bytes\tcpu_pct\tdisk_bytes\tdisk_pct\n") < 0;
+                         "cpu_bytes\tcpu_pct\tdisk_bytes\tdisk_pct\tadmitted_tokens\n") < 0;
     for (uint32_t i = 0; i < n; i++) {
         const kvt_report_sample_t *r = &rows[i];
         uint64_t hits = r->hbm_tokens + r->cpu_tokens + r->disk_tokens;
@@ -219,12 +221,12 @@ int kvt_report_write_series(FILE *f, const kvt_report_sample_t *rows, uint32_t n
         bad |= s_count(f, r->waiting) < 0;
         bad |= fprintf(f, "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.2f",
                        r->input_tokens, r->hbm_tokens, r->cpu_tokens, r->disk_tokens,
-                       r->input_tokens > hits ? r->input_tokens - hits : 0,
+                       r->admitted_tokens > hits ? r->admitted_tokens - hits : 0,
                        100.0 * kvt_report_hit_share(r)) < 0;
         bad |= s_gauge(f, r->hbm_used, r->hbm_cap) < 0;
         bad |= s_gauge(f, r->cpu_used, r->cpu_cap) < 0;
         bad |= s_gauge(f, r->disk_used, r->disk_cap) < 0;
-        bad |= fputc('\n', f) == EOF;
+        bad |= fprintf(f, "\t%" PRIu64 "\n", r->admitted_tokens) < 0;
     }
     return bad ? -1 : 0;
 }

@@ -27,7 +27,7 @@
 //  First sample period, modelled µs (kvt_report_new with period 0).
 #define KVT_REPORT_DEFAULT_PERIOD_US 1000000u
 //  Columns of the series TSV (kvt_report_write_series).
-#define KVT_REPORT_SERIES_COLUMNS 17u
+#define KVT_REPORT_SERIES_COLUMNS 18u
 //  Unknown value of a gauge the sampler could not read (running, waiting,
 //  a tier's bytes): written as "-".
 #define KVT_REPORT_UNKNOWN UINT64_MAX
@@ -36,21 +36,22 @@
 //  the state at t_us. Bytes are real bytes per rank (stored bytes times the
 //  byte scale); a capacity of 0 means the run has no such tier.
 typedef struct {
-    uint64_t t_us;         //  modelled time
-    uint64_t finished;     //  requests that finished
-    uint64_t rejected;     //  requests refused
-    uint64_t running;      //  gauge: requests running (KVT_REPORT_UNKNOWN: not read)
-    uint64_t waiting;      //  gauge: requests waiting for admission (likewise)
-    uint64_t input_tokens; //  prompt tokens of finished requests
-    uint64_t hbm_tokens;   //  prompt tokens resumed from HBM
-    uint64_t cpu_tokens;   //  prompt tokens restored from the CPU tier
-    uint64_t disk_tokens;  //  prompt tokens restored with a disk read
-    uint64_t hbm_used;     //  gauge: HBM bytes of referenced blocks (KVT_REPORT_UNKNOWN: not read)
-    uint64_t hbm_cap;      //  HBM KV budget
-    uint64_t cpu_used;     //  gauge: CPU pool bytes allocated (KVT_REPORT_UNKNOWN: not read)
-    uint64_t cpu_cap;      //  CPU pool capacity
-    uint64_t disk_used;    //  gauge: disk tier bytes (KVT_REPORT_UNKNOWN: not read)
-    uint64_t disk_cap;     //  disk tier capacity
+    uint64_t t_us;            //  modelled time
+    uint64_t finished;        //  requests that finished
+    uint64_t rejected;        //  requests refused
+    uint64_t running;         //  gauge: requests running (KVT_REPORT_UNKNOWN: not read)
+    uint64_t waiting;         //  gauge: requests waiting for admission (likewise)
+    uint64_t input_tokens;    //  prompt tokens of finished requests
+    uint64_t admitted_tokens; //  prompt tokens of the admissions (as hits count: at admission)
+    uint64_t hbm_tokens;      //  prompt tokens resumed from HBM
+    uint64_t cpu_tokens;      //  prompt tokens restored from the CPU tier
+    uint64_t disk_tokens;     //  prompt tokens restored with a disk read
+    uint64_t hbm_used;  //  gauge: HBM bytes of referenced blocks (KVT_REPORT_UNKNOWN: not read)
+    uint64_t hbm_cap;   //  HBM KV budget
+    uint64_t cpu_used;  //  gauge: CPU pool bytes allocated (KVT_REPORT_UNKNOWN: not read)
+    uint64_t cpu_cap;   //  CPU pool capacity
+    uint64_t disk_used; //  gauge: disk tier bytes (KVT_REPORT_UNKNOWN: not read)
+    uint64_t disk_cap;  //  disk tier capacity
 } kvt_report_sample_t;
 
 typedef struct kvt_report_t kvt_report_t;
@@ -88,9 +89,9 @@ uint64_t kvt_report_period(const kvt_report_t *self, uint32_t k);
 //  memory.
 kvt_report_sample_t *kvt_report_merged(const kvt_report_t *self, uint32_t *n);
 
-//  The hit share of a sample: (hbm + cpu + disk tokens) over input tokens,
-//  at most 1 (hits count at admission and load, input at the finish, so a
-//  sample mid-run may have more hits than input); 0 with no input.
+//  The hit share of a sample: (hbm + cpu + disk tokens) over the admitted
+//  prompt tokens (hits count at admission and load, input tokens only at
+//  the finish), at most 1; 0 with nothing admitted.
 double kvt_report_hit_share(const kvt_report_sample_t *s);
 
 //  Up to cap points of the CDF of the sorted values v[0..n): point i is the

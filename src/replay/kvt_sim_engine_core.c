@@ -309,6 +309,7 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
         switch (ev->type) {
         case KVT_EV_ADMIT:
             o->hbm_hit_tokens += ev->a;
+            o->admitted_tokens += ev->c;
             break;
         case KVT_EV_LOADED:
             o->tier_hit_tokens += ev->b;

@@ -42,6 +42,8 @@ typedef struct {
     uint64_t finished;         //  requests that generated all their tokens
     uint64_t rejected;         //  requests the scheduler refused
     uint64_t input_tokens;     //  prompt tokens of finished requests
+    uint64_t admitted_tokens;  //  prompt tokens of every admission, as admitted (a request
+                               //  admitted again counts again; the report's hit share)
     uint64_t hbm_hit_tokens;   //  prompt tokens served from HBM
     uint64_t tier_hit_tokens;  //  prompt tokens restored from the tier (verdict ok)
     uint64_t disk_hit_tokens;  //  ... of them, tokens some rank read from its disk tier
