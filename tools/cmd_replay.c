@@ -19,6 +19,7 @@
 #include "kvt_cmd.h"
 #include "cmd_replay_baseline.h"
 #include "replay/kvt_sim_engine_core.h"
+#include "cmd_replay_report.h"
 
 //  Engine instances of a trace replay when --instances is not given: enough
 //  that the bundled conversation trace does not saturate them
@@ -27,9 +28,13 @@
 
 static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r);
 
-static const char *s_sweep;             //  --sweep KEY=V1,V2,... (NULL = one run)
-static const char *s_report;            //  --report DIR (NULL = none)
-static const char *s_baseline = "auto"; //  --hbm-baseline on|off|auto
+static const char *s_sweep;                              //  --sweep KEY=V1,V2,... (NULL = one run)
+static const char *s_report;                             //  --report DIR (NULL = none)
+static kvt_progress_mode_t s_progress_mode;              //  --progress (default auto)
+static uint32_t s_progress_ms = KVT_PROGRESS_DEFAULT_MS; //  --progress-interval
+static int s_argc;                                       //  the command line, for the report
+static char **s_argv;                                    //  ...
+static const char *s_baseline = "auto";                  //  --hbm-baseline on|off|auto
 static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet, char *err,
                             size_t errlen);
 
@@ -79,8 +84,15 @@ static void s_usage(FILE *out)
         "                     routed by prefix affinity (docs/user-guide.md)\n"
         "  --sweep KEY=V1,V2,...  one run per value of cpu_pool, hbm_pool, disk_pool or\n"
         "                     instances, one after another, and a comparison table\n"
-        "  --report DIR       with --sweep: DIR/sweep.md, DIR/sweep.tsv and, when gnuplot is\n"
-        "                     installed, DIR/sweep.png (hit share and TTFT against the value)\n"
+        "  --report DIR       one run: DIR/report.md (command line, configuration, summary,\n"
+        "                     TTFT, loss ledger), series.tsv, ttft.tsv, ledger.tsv, plots.gp\n"
+        "                     and the PNGs gnuplot renders (hit_rate, occupancy, ttft_cdf,\n"
+        "                     ledger; without gnuplot report.md says so); DIR is created.\n"
+        "                     With --sweep: DIR/sweep.md, DIR/sweep.tsv and sweep.png\n"
+        "  --progress on|off|auto  a progress line on stderr (requests done / total, %%,\n"
+        "                     hit %%, elapsed, ETA), erased at the end; auto (default): on\n"
+        "                     when stderr is a terminal and not --quiet\n"
+        "  --progress-interval MS  wall-clock ms between its redraws (default 200)\n"
         "  --hbm-baseline on|off|auto  also replay without the tiers below HBM (a second\n"
         "                     replay: beside the run under sim, after it under live) and put\n"
         "                     TTFT, throughput and hits without them beside the run's;\n"
@@ -575,108 +587,121 @@ static int s_engine_json(json_t *root, const kvt_replay_cfg_t *cfg, const kvt_re
     return rc ? -1 : 0;
 }
 
-static void s_summary(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
+static void s_summary(FILE *out, const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *r)
 {
     const kvt_sim_engine_result_t *e = &r->engine;
     double in = e->input_tokens ? (double)e->input_tokens : 1.0;
-    printf("kvtier replay: %s\n", r->source);
-    printf("  driver %s, seed %" PRIu64 ", tp %u, hbm-pool %" PRIu64 " MiB/rank, cpu-pool %" PRIu64
-           " MiB/rank (real; byte scale %u)\n",
-           cfg->driver == KVT_DRIVER_SIM ? "sim" : "live", cfg->seed, cfg->tp,
-           cfg->hbm_pool_bytes >> 20, cfg->cpu_pool_bytes >> 20,
-           cfg->byte_scale ? cfg->byte_scale : 1);
-    printf("  requests      %" PRIu64 " (%" PRIu64 " finished, %" PRIu64 " rejected)\n",
-           e->requests, e->finished, e->rejected);
+    fprintf(out, "kvtier replay: %s\n", r->source);
+    fprintf(out,
+            "  driver %s, seed %" PRIu64 ", tp %u, hbm-pool %" PRIu64 " MiB/rank, cpu-pool %" PRIu64
+            " MiB/rank (real; byte scale %u)\n",
+            cfg->driver == KVT_DRIVER_SIM ? "sim" : "live", cfg->seed, cfg->tp,
+            cfg->hbm_pool_bytes >> 20, cfg->cpu_pool_bytes >> 20,
+            cfg->byte_scale ? cfg->byte_scale : 1);
+    fprintf(out, "  requests      %" PRIu64 " (%" PRIu64 " finished, %" PRIu64 " rejected)\n",
+            e->requests, e->finished, e->rejected);
     if (cfg->fault_abort || cfg->fault_preempt)
-        printf("  faults        %" PRIu64 " aborts sent (%" PRIu64 " aborted), %" PRIu64
-               " preempts sent (%" PRIu64 " re-admitted)\n",
-               e->aborts_sent, e->aborted, e->preempts_sent, e->preempted);
+        fprintf(out,
+                "  faults        %" PRIu64 " aborts sent (%" PRIu64 " aborted), %" PRIu64
+                " preempts sent (%" PRIu64 " re-admitted)\n",
+                e->aborts_sent, e->aborted, e->preempts_sent, e->preempted);
     if (cfg->fault_abort || cfg->fault_preempt)
-        printf("                by phase: %" PRIu64 " waiting, %" PRIu64 " loading, %" PRIu64
-               " running, %" PRIu64 " mid-save, %" PRIu64 " finished with a save pending\n",
-               e->fault_phase[0], e->fault_phase[1], e->fault_phase[2], e->fault_phase[3],
-               e->fault_phase[4]);
+        fprintf(out,
+                "                by phase: %" PRIu64 " waiting, %" PRIu64 " loading, %" PRIu64
+                " running, %" PRIu64 " mid-save, %" PRIu64 " finished with a save pending\n",
+                e->fault_phase[0], e->fault_phase[1], e->fault_phase[2], e->fault_phase[3],
+                e->fault_phase[4]);
     if (cfg->closed_loop)
-        printf("  arrivals      closed loop, %u in flight per instance (at most %u seen): "
-               "%.2f req/s achieved over %.1f s of arrivals\n",
-               cfg->closed_loop, e->max_in_flight, s_offered_rps(e), (double)e->span_us / 1e6);
+        fprintf(out,
+                "  arrivals      closed loop, %u in flight per instance (at most %u seen): "
+                "%.2f req/s achieved over %.1f s of arrivals\n",
+                cfg->closed_loop, e->max_in_flight, s_offered_rps(e), (double)e->span_us / 1e6);
     else
-        printf("  arrivals      open loop, time scale %g: offered %.2f req/s over %.1f s "
-               "(at most %u in flight)\n",
-               cfg->time_scale > 0 ? cfg->time_scale : 1.0, s_offered_rps(e),
-               (double)e->span_us / 1e6, e->max_in_flight);
-    printf("  input tokens  %" PRIu64 "\n", e->input_tokens);
-    printf("  hit tokens    hbm %" PRIu64 " (%.1f%%), cpu %" PRIu64 " (%.1f%%)", e->hbm_hit_tokens,
-           100.0 * (double)e->hbm_hit_tokens / in, r->hit_cpu_tokens,
-           100.0 * (double)r->hit_cpu_tokens / in);
+        fprintf(out,
+                "  arrivals      open loop, time scale %g: offered %.2f req/s over %.1f s "
+                "(at most %u in flight)\n",
+                cfg->time_scale > 0 ? cfg->time_scale : 1.0, s_offered_rps(e),
+                (double)e->span_us / 1e6, e->max_in_flight);
+    fprintf(out, "  input tokens  %" PRIu64 "\n", e->input_tokens);
+    fprintf(out, "  hit tokens    hbm %" PRIu64 " (%.1f%%), cpu %" PRIu64 " (%.1f%%)",
+            e->hbm_hit_tokens, 100.0 * (double)e->hbm_hit_tokens / in, r->hit_cpu_tokens,
+            100.0 * (double)r->hit_cpu_tokens / in);
     if (cfg->disk_dir)
-        printf(", disk %" PRIu64 " (%.1f%%)", r->hit_disk_tokens,
-               100.0 * (double)r->hit_disk_tokens / in);
-    printf("\n");
-    printf("  recomputed    %" PRIu64 " (%.1f%%)\n", r->recomputed_tokens,
-           100.0 * r->recomputed_share);
-    kvt_ledger_print(&r->ledger, stdout, "  ");
-    printf("  loads         %" PRIu64 " completed, %" PRIu64 " failed\n", e->loads_ok,
-           e->loads_failed);
-    printf("  saves         %" PRIu64 " completed, %" PRIu64 " failed\n", r->saves_ok,
-           r->saves_failed);
-    printf("  ttft (model)  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %.1f s modelled\n",
-           e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, (double)e->model_time_us / 1e6);
-    printf("  engine        busy %.1f%% of the modelled time; loads copied %.2f s (delayed first "
-           "tokens %.2f s), saves used the link %.2f s\n",
-           100.0 * e->utilisation, (double)e->load_copy_us / 1e6, (double)e->load_wait_us / 1e6,
-           (double)e->save_link_us / 1e6);
-    printf("  clocks        modelled %.1f s, driver %.3f s (%s)\n", (double)e->model_time_us / 1e6,
-           (double)e->driver_us / 1e6,
-           kvt_replay_paced(cfg) ? "paced: a step spends its modelled time on the driver's clock"
-                                 : "unpaced: steps start when the last ended");
+        fprintf(out, ", disk %" PRIu64 " (%.1f%%)", r->hit_disk_tokens,
+                100.0 * (double)r->hit_disk_tokens / in);
+    fprintf(out, "\n");
+    fprintf(out, "  recomputed    %" PRIu64 " (%.1f%%)\n", r->recomputed_tokens,
+            100.0 * r->recomputed_share);
+    kvt_ledger_print(&r->ledger, out, "  ");
+    fprintf(out, "  loads         %" PRIu64 " completed, %" PRIu64 " failed\n", e->loads_ok,
+            e->loads_failed);
+    fprintf(out, "  saves         %" PRIu64 " completed, %" PRIu64 " failed\n", r->saves_ok,
+            r->saves_failed);
+    fprintf(out, "  ttft (model)  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %.1f s modelled\n",
+            e->ttft_p50_ms, e->ttft_p90_ms, e->ttft_p99_ms, (double)e->model_time_us / 1e6);
+    fprintf(out,
+            "  engine        busy %.1f%% of the modelled time; loads copied %.2f s (delayed first "
+            "tokens %.2f s), saves used the link %.2f s\n",
+            100.0 * e->utilisation, (double)e->load_copy_us / 1e6, (double)e->load_wait_us / 1e6,
+            (double)e->save_link_us / 1e6);
+    fprintf(out, "  clocks        modelled %.1f s, driver %.3f s (%s)\n",
+            (double)e->model_time_us / 1e6, (double)e->driver_us / 1e6,
+            kvt_replay_paced(cfg) ? "paced: a step spends its modelled time on the driver's clock"
+                                  : "unpaced: steps start when the last ended");
     if (e->saturated)
-        printf("  SATURATED     the last first token came %.1f s after the last arrival (arrivals "
-               "span "
-               "%.1f s): queueing dominates the TTFT. Serve the trace with more engines "
-               "(--instances %u) or faster ones (--tp, --cost prefill_tps=...)\n",
-               (double)e->drain_us / 1e6, (double)e->span_us / 1e6, s_instances_for(cfg, e));
+        fprintf(out,
+                "  SATURATED     the last first token came %.1f s after the last arrival (arrivals "
+                "span "
+                "%.1f s): queueing dominates the TTFT. Serve the trace with more engines "
+                "(--instances %u) or faster ones (--tp, --cost prefill_tps=...)\n",
+                (double)e->drain_us / 1e6, (double)e->span_us / 1e6, s_instances_for(cfg, e));
     if (cfg->state_bytes) {
         static const char *const how[] = {
             " (+ prompt ends, decode keeps, branch points; value order)",
             " (+ prompt ends, decode keeps; LRU)", ": every chunk instead (LRU)",
             ": none, branch points and decode keeps instead (Marconi's order)"};
-        printf("  model         %s, state %" PRIu64 " bytes/request/rank, state policy %s, "
-               "checkpoint every %u tokens%s\n",
-               cfg->model ? cfg->model : "?", cfg->state_bytes,
-               kvt_config_state_policy_name((kvt_state_policy_t)cfg->state_policy),
-               cfg->checkpoint_interval,
-               cfg->interval_checkpoints ? " (grid only)" : how[cfg->state_policy]);
-        printf("  joint         state from hbm %" PRIu64 ", from tier %" PRIu64
-               "; skipped: tier within hbm %" PRIu64 ", no rung above hbm %" PRIu64
-               ", no room %" PRIu64 ", no demand %" PRIu64 ", below min load %" PRIu64 "\n",
-               s_sc(r, "sched.joint_state_hbm"), s_sc(r, "sched.joint_state_tier"),
-               s_sc(r, "sched.tier_within_hbm"), s_sc(r, "sched.no_rung_above_hbm"),
-               s_sc(r, "sched.partial_chunk_no_room"), s_sc(r, "sched.no_probe_demand"),
-               s_sc(r, "sched.below_min_load"));
-        printf("                retreats to hbm %" PRIu64 ", to zero %" PRIu64
-               ", convoy waits %" PRIu64 ", lookup timeouts %" PRIu64 "\n",
-               s_sc(r, "sched.retreats_to_hbm"), s_sc(r, "sched.retreats_to_zero"),
-               s_sc(r, "sched.convoy_waits"), s_sc(r, "sched.lookup_timeouts"));
-        printf("  state loads   %" PRIu64 " dispatched, %" PRIu64 " completed, %" PRIu64
-               " failed, %" PRIu64 " abandoned, %" PRIu64 " orphaned, %" PRIu64 " reclaimed\n",
-               s_sc(r, "stidx.dispatched"), s_sc(r, "stidx.completed"), s_sc(r, "stidx.failed"),
-               s_sc(r, "stidx.abandoned"), s_sc(r, "stidx.orphaned"), s_sc(r, "stidx.reclaimed"));
-        printf("  touches       %" PRIu64 " sent, %" PRIu64 " gone, %" PRIu64
-               " unrefreshed; holds %" PRIu64 " held, %" PRIu64 " expired\n",
-               s_sc(r, "stidx.touches_sent"), s_sc(r, "stidx.forgotten_gone"),
-               s_sc(r, "stidx.touches_unrefreshed"), s_sc(r, "stidx.holds"),
-               s_sc(r, "stidx.holds_expired"));
-        printf("  state tax     %" PRIu64 " tokens over %" PRIu64 " resumes (%.1f per resume)\n",
-               s_sc(r, "sched.state_tax_tokens"), s_sc(r, "sched.state_resumes"),
-               s_tax_per_resume(r));
+        fprintf(out,
+                "  model         %s, state %" PRIu64 " bytes/request/rank, state policy %s, "
+                "checkpoint every %u tokens%s\n",
+                cfg->model ? cfg->model : "?", cfg->state_bytes,
+                kvt_config_state_policy_name((kvt_state_policy_t)cfg->state_policy),
+                cfg->checkpoint_interval,
+                cfg->interval_checkpoints ? " (grid only)" : how[cfg->state_policy]);
+        fprintf(out,
+                "  joint         state from hbm %" PRIu64 ", from tier %" PRIu64
+                "; skipped: tier within hbm %" PRIu64 ", no rung above hbm %" PRIu64
+                ", no room %" PRIu64 ", no demand %" PRIu64 ", below min load %" PRIu64 "\n",
+                s_sc(r, "sched.joint_state_hbm"), s_sc(r, "sched.joint_state_tier"),
+                s_sc(r, "sched.tier_within_hbm"), s_sc(r, "sched.no_rung_above_hbm"),
+                s_sc(r, "sched.partial_chunk_no_room"), s_sc(r, "sched.no_probe_demand"),
+                s_sc(r, "sched.below_min_load"));
+        fprintf(out,
+                "                retreats to hbm %" PRIu64 ", to zero %" PRIu64
+                ", convoy waits %" PRIu64 ", lookup timeouts %" PRIu64 "\n",
+                s_sc(r, "sched.retreats_to_hbm"), s_sc(r, "sched.retreats_to_zero"),
+                s_sc(r, "sched.convoy_waits"), s_sc(r, "sched.lookup_timeouts"));
+        fprintf(out,
+                "  state loads   %" PRIu64 " dispatched, %" PRIu64 " completed, %" PRIu64
+                " failed, %" PRIu64 " abandoned, %" PRIu64 " orphaned, %" PRIu64 " reclaimed\n",
+                s_sc(r, "stidx.dispatched"), s_sc(r, "stidx.completed"), s_sc(r, "stidx.failed"),
+                s_sc(r, "stidx.abandoned"), s_sc(r, "stidx.orphaned"), s_sc(r, "stidx.reclaimed"));
+        fprintf(out,
+                "  touches       %" PRIu64 " sent, %" PRIu64 " gone, %" PRIu64
+                " unrefreshed; holds %" PRIu64 " held, %" PRIu64 " expired\n",
+                s_sc(r, "stidx.touches_sent"), s_sc(r, "stidx.forgotten_gone"),
+                s_sc(r, "stidx.touches_unrefreshed"), s_sc(r, "stidx.holds"),
+                s_sc(r, "stidx.holds_expired"));
+        fprintf(
+            out, "  state tax     %" PRIu64 " tokens over %" PRIu64 " resumes (%.1f per resume)\n",
+            s_sc(r, "sched.state_tax_tokens"), s_sc(r, "sched.state_resumes"), s_tax_per_resume(r));
     }
-    printf("  wrong resumes %" PRIu64 "\n", e->wrong_resumes);
+    fprintf(out, "  wrong resumes %" PRIu64 "\n", e->wrong_resumes);
     if (cfg->driver == KVT_DRIVER_SIM)
-        printf("  trace hash    %016" PRIx64 " (%" PRIu64 " events)\n", r->trace_hash, r->events);
-    printf("  wall          %.2f s, %" PRIu64 " steps\n", r->wall_s, e->steps);
+        fprintf(out, "  trace hash    %016" PRIx64 " (%" PRIu64 " events)\n", r->trace_hash,
+                r->events);
+    fprintf(out, "  wall          %.2f s, %" PRIu64 " steps\n", r->wall_s, e->steps);
     if (!r->quiescent)
-        printf("  NOT QUIESCENT: %s\n", r->problem);
+        fprintf(out, "  NOT QUIESCENT: %s\n", r->problem);
 }
 
 //  Derived configuration values, each logged once (log level >= 1).
@@ -790,6 +815,11 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
                 s_baseline = v;
             else
                 bad = -1;
+        } else if (!strcmp(a, "--progress"))
+            bad = kvt_progress_mode_parse(v, &s_progress_mode);
+        else if (!strcmp(a, "--progress-interval")) {
+            if ((bad = kvt_cli_uint(v, 1, 3600000, &n)) == 0)
+                s_progress_ms = (uint32_t)n;
         } else if (!strcmp(a, "--instances")) {
             if ((bad = kvt_cli_uint(v, 1, 64, &n)) == 0)
                 own.instances = (uint32_t)n;
@@ -897,51 +927,6 @@ static int s_parse(int argc, char **argv, kvt_config_t *kc, kvt_replay_cfg_t *cf
         return 2;
     }
     return 0;
-}
-
-//  The progress bar: one line on stderr, redrawn in place (only on a
-//  terminal, and not with --quiet).
-typedef struct {
-    struct timespec t0; //  when the run started
-    uint32_t total;     //  requests of the whole workload (the limit, or 0 = unknown)
-    uint64_t before;    //  requests ended by earlier instances
-    uint64_t last;      //  requests ended as of the last call (this instance)
-    uint32_t instance;  //  the instance of the last call
-    bool drawn;         //  a line is on the screen
-} s_bar_t;
-
-static void s_bar(void *arg, uint32_t instance, uint32_t instances,
-                  const kvt_sim_engine_result_t *e, uint64_t clock_us)
-{
-    s_bar_t *b = arg;
-    if (instance != b->instance) {
-        b->before += b->last;
-        b->instance = instance;
-    }
-    b->last = e->finished + e->rejected;
-    uint64_t done = b->before + b->last;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    double el = (double)(t.tv_sec - b->t0.tv_sec) + (double)(t.tv_nsec - b->t0.tv_nsec) / 1e9;
-    double in = e->input_tokens ? (double)e->input_tokens : 1.0;
-    double hit = 100.0 * (double)(e->hbm_hit_tokens + e->tier_hit_tokens) / in;
-    char eta[32] = "?";
-    if (b->total && done)
-        snprintf(eta, sizeof eta, "%.0f s",
-                 el * (double)(b->total - (done < b->total ? done : b->total)) / (double)done);
-    char of[16] = "?";
-    if (b->total)
-        snprintf(of, sizeof of, "%u", b->total);
-    int pct = b->total ? (int)(100 * (done < b->total ? done : b->total) / b->total) : 0;
-    char bar[21];
-    for (int i = 0; i < 20; i++)
-        bar[i] = i < pct / 5 ? '#' : '.';
-    bar[20] = 0;
-    fprintf(stderr,
-            "\r[%s] %" PRIu64
-            "/%s requests, instance %u/%u, %.0f s modelled, hits %.1f%%, ETA %s  ",
-            bar, done, of, instance + 1, instances, (double)clock_us / 1e6, hit, eta);
-    b->drawn = true;
 }
 
 //  One value of a sweep into cfg: 0, or -1 when it is not a value of key.
@@ -1097,6 +1082,8 @@ int kvt_cmd_replay(int argc, char **argv)
     kvt_replay_cfg_t cfg;
     const char *json = NULL;
     bool quiet = false;
+    s_argc = argc;
+    s_argv = argv;
     int parsed = s_parse(argc, argv, &kc, &cfg, &json, &quiet);
     if (parsed != 0)
         return parsed == 1 ? 0 : parsed;
@@ -1120,6 +1107,38 @@ int kvt_cmd_replay(int argc, char **argv)
     return status;
 }
 
+//  --report DIR of a single run: the summary as printed, then every file.
+static int s_write_report(const kvt_replay_cfg_t *cfg, const kvt_replay_report_t *rep,
+                          const kvt_report_t *series)
+{
+    char *summary = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&summary, &len);
+    if (m) {
+        s_summary(m, cfg, rep); //  in the report also with --quiet
+        fclose(m);
+    }
+    kvt_replay_report_in_t in = {.dir = s_report,
+                                 .argc = s_argc,
+                                 .argv = s_argv,
+                                 .cfg = cfg,
+                                 .rep = rep,
+                                 .series = series,
+                                 .summary = summary ? summary : ""};
+    char err[600];
+    bool plotted;
+    int rc = kvt_replay_report_write(&in, &plotted, err, sizeof err);
+    free(summary);
+    if (rc != 0) {
+        fprintf(stderr, "kvtier replay: %s\n", err);
+        return -1;
+    }
+    if (cfg->log_level >= 1)
+        fprintf(stderr, "kvtier replay: report in %s/report.md%s\n", s_report,
+                plotted ? "" : " (plots not rendered: see it)");
+    return 0;
+}
+
 //  One replay (or a sweep) of a parsed command line.
 static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet, char *err,
                             size_t errlen)
@@ -1132,14 +1151,23 @@ static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet
     }
     if (s_sweep)
         return s_run_sweep(&cfg);
+    kvt_report_t *series = NULL;
     if (s_report) {
-        fprintf(stderr, "kvtier replay: --report needs --sweep (a single run's report is its "
-                        "summary and --json)\n");
-        return 2;
+        if (kvt_replay_report_prepare(s_report, err, errlen) != 0) {
+            fprintf(stderr, "kvtier replay: %s\n", err);
+            return 2;
+        }
+        series = kvt_report_new(0, 0);
+        if (!series) {
+            fprintf(stderr, "kvtier replay: out of memory\n");
+            return 1;
+        }
+        cfg.report = series;
     }
     kvt_replay_report_t *rep = calloc(1, sizeof *rep);
     if (!rep) {
         fprintf(stderr, "kvtier replay: out of memory\n");
+        kvt_report_destroy(&series);
         return 1;
     }
     int status = 0;
@@ -1152,35 +1180,38 @@ static int s_cmd_replay_run(kvt_replay_cfg_t *cfgp, const char *json, bool quiet
     if (bl_want && !bl_applies) {
         fprintf(stderr, "kvtier replay: --hbm-baseline on: %s\n", bl_why);
         free(rep);
+        kvt_report_destroy(&series);
         return 2;
     }
     kvt_hbm_baseline_run_t bl_run = {.fd = -1};
     if (bl_want && kvt_hbm_baseline_start(&bl_run, &cfg, err, errlen) != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
         free(rep);
+        kvt_report_destroy(&series);
         return 2;
     }
-    s_bar_t bar;
-    memset(&bar, 0, sizeof bar);
-    if (!quiet && isatty(STDERR_FILENO)) {
-        clock_gettime(CLOCK_MONOTONIC, &bar.t0);
-        bar.total = cfg.limit;
-        cfg.progress = s_bar;
+    kvt_progress_t bar;
+    kvt_progress_start(&bar, s_progress_ms);
+    if (kvt_progress_wanted(s_progress_mode, isatty(STDERR_FILENO), quiet)) {
+        cfg.progress = kvt_progress_cb;
         cfg.progress_arg = &bar;
     }
     int ran = kvt_replay_run(&cfg, rep, err, errlen);
-    if (bar.drawn)
-        fprintf(stderr, "\r%*s\r", 120, "");
+    kvt_progress_end(&bar);
     if (ran != 0) {
         fprintf(stderr, "kvtier replay: %s\n", err);
         if (bl_want)
             kvt_hbm_baseline_cancel(&bl_run);
         kvt_replay_report_clear(rep);
         free(rep);
+        kvt_report_destroy(&series);
         return 2;
     }
     if (!quiet)
-        s_summary(&cfg, rep);
+        s_summary(stdout, &cfg, rep);
+    if (s_report && s_write_report(&cfg, rep, series) != 0)
+        status = 1;
+    kvt_report_destroy(&series);
     if (rep->engine.saturated && cfg.log_level >= 1)
         fprintf(stderr,
                 "kvtier replay: WARNING: the modelled engine is saturated (its last first token "

@@ -21,6 +21,7 @@ void kvt_hbm_baseline_cfg(const kvt_replay_cfg_t *in, kvt_replay_cfg_t *out)
     out->progress = NULL;
     out->progress_arg = NULL;
     out->metrics = NULL;
+    out->report = NULL; //  the run's time series (--report) is the run's alone
     out->record = NULL;
     out->sim_run = NULL;
     out->sim_run_arg = NULL;

@@ -352,14 +352,80 @@ typedef struct {
     kvt_sim_engine_args_t engine;             //  engine args
     const kvt_replay_cfg_t *real;             //  the configuration (its progress callback)
     uint32_t instance;                        //  this run's instance
+    uint32_t total;                           //  requests of the whole workload (every instance)
     kvt_metrics_collector_args_t metrics;     //  the metrics collector's args (cfg->metrics)
+    const kvt_replay_cfg_t *scaled;           //  the configuration the ranks see (stored bytes)
+    kvt_sched_t *core;                        //  the scheduler's core once built (report, SIM
+                                              //  only: read on the driver's one thread)
 } s_run_t;
+
+//  The scheduler's prime hook, used by the report to keep its core.
+static int s_keep_core(kvt_sched_t *core, void *arg)
+{
+    ((s_run_t *)arg)->core = core;
+    return 0;
+}
+
+//  The report's sampler (kvt_sim_engine_sample_fn): the engine's counters,
+//  the scheduler's gauges (SIM) and the ranks' pools (ranks as threads), in
+//  real bytes per rank.
+static void s_sample(void *arg, const kvt_sim_engine_result_t *e, uint64_t clock_us, bool final)
+{
+    s_run_t *run = arg;
+    kvt_report_t *rp = run->real->report;
+    if (!final && !kvt_report_due(rp, clock_us))
+        return;
+    const kvt_replay_cfg_t *real = run->real, *c = run->scaled;
+    uint64_t scale = real->byte_scale > 1 ? real->byte_scale : 1;
+    kvt_report_sample_t s;
+    memset(&s, 0, sizeof s);
+    s.t_us = clock_us;
+    s.finished = e->finished;
+    s.rejected = e->rejected;
+    s.input_tokens = e->input_tokens;
+    s.admitted_tokens = e->admitted_tokens;
+    s.hbm_tokens = e->hbm_hit_tokens;
+    s.disk_tokens = e->disk_hit_tokens;
+    s.cpu_tokens = e->tier_hit_tokens - e->disk_hit_tokens;
+    s.running = s.waiting = s.hbm_used = KVT_REPORT_UNKNOWN;
+    s.hbm_cap = real->hbm_pool_bytes;
+    if (run->core) {
+        kvt_sched_stats_t st;
+        kvt_sched_stats(run->core, &st);
+        s.running = (uint64_t)st.running + st.loading;
+        s.waiting = st.waiting;
+        s.hbm_used = (uint64_t)st.blocks_in_use * s_block_bytes(c) * scale;
+    }
+    s.cpu_cap = c->cpu_pool_bytes ? real->cpu_pool_bytes : 0;
+    s.disk_cap = c->cpu_pool_bytes && c->disk_dir ? real->disk_pool_bytes : 0;
+    s.cpu_used = s.disk_used = KVT_REPORT_UNKNOWN;
+    if (!c->ranks_as_processes && c->tp && c->cpu_pool_bytes) {
+        uint64_t cpu = 0, disk = 0;
+        for (uint32_t r = 0; r < c->tp; r++) {
+            kvt_storage_t *t = run->rank[r] ? kvt_rank_storage(run->rank[r]) : NULL;
+            if (!t)
+                continue;
+            kvt_pool_stats_t ps;
+            kvt_pool_stats(kvt_storage_pool(t), &ps);
+            cpu += ps.used_bytes;
+            kvt_disk_t *d = kvt_storage_disk(t);
+            if (d) {
+                kvt_disk_stats_t ds;
+                kvt_disk_stats(d, &ds);
+                disk += ds.used_bytes;
+            }
+        }
+        s.cpu_used = cpu / c->tp * scale;
+        s.disk_used = disk / c->tp * scale;
+    }
+    kvt_report_add(rp, &s);
+}
 
 static void s_progress(void *arg, const kvt_sim_engine_result_t *so_far, uint64_t clock_us)
 {
     const s_run_t *run = arg;
     uint32_t n = run->real->instances > 1 ? run->real->instances : 1;
-    run->real->progress(run->real->progress_arg, run->instance, n, so_far, clock_us);
+    run->real->progress(run->real->progress_arg, run->instance, n, run->total, so_far, clock_us);
 }
 
 static const char *s_actor_name(s_run_t *run, kvt_aid_t aid)
@@ -665,8 +731,8 @@ static bool s_tier_warm(const kvt_replay_cfg_t *cfg)
 //  One engine instance's run over wl (consumed): cfg is the scaled
 //  configuration the ranks see, real the one the cost model sees.
 static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, kvt_workload_t *wl,
-                     uint32_t instance, kvt_ledger_t *ledger, kvt_replay_report_t *rep, char *err,
-                     size_t errlen)
+                     uint32_t instance, uint32_t total, kvt_ledger_t *ledger,
+                     kvt_replay_report_t *rep, char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
     s_run_t *run = calloc(1, sizeof *run);
@@ -678,6 +744,7 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->wl = wl;
     snprintf(rep->source, sizeof rep->source, "%s", run->wl->source);
     run->instance = instance;
+    run->total = total;
 
     size_t bb = s_block_bytes(cfg);
     uint32_t bpc = cfg->chunk_size / cfg->block_size;
@@ -790,10 +857,23 @@ static int s_run_one(const kvt_replay_cfg_t *real, const kvt_replay_cfg_t *cfg, 
     run->engine.fault_abort = cfg->fault_abort;
     run->engine.fault_preempt = cfg->fault_preempt;
     run->engine.pace = kvt_replay_paced(cfg);
+    run->real = real;
+    run->scaled = cfg;
     if (real->progress) {
-        run->real = real;
         run->engine.progress = s_progress;
         run->engine.progress_arg = run;
+    }
+    if (real->report) {
+        if (kvt_report_instance(real->report) != 0) {
+            snprintf(err, errlen, "out of memory starting instance %u's report", instance);
+            goto fail;
+        }
+        if (cfg->driver == KVT_DRIVER_SIM) { //  LIVE: the core is another thread's
+            run->sched.prime = s_keep_core;
+            run->sched.prime_arg = run;
+        }
+        run->engine.sample = s_sample;
+        run->engine.sample_arg = run;
     }
     if (kvt_replay_cost(real, &run->engine.cost, err, errlen) != 0)
         goto fail;
@@ -945,6 +1025,7 @@ static int s_merge(kvt_replay_report_t *rep, const kvt_replay_report_t *part, ui
     for (int i = 0; i < KVT_SIM_PHASES; i++)
         e->fault_phase[i] += p->fault_phase[i];
     e->input_tokens += p->input_tokens;
+    e->admitted_tokens += p->admitted_tokens;
     e->hbm_hit_tokens += p->hbm_hit_tokens;
     e->tier_hit_tokens += p->tier_hit_tokens;
     e->disk_hit_tokens += p->disk_hit_tokens;
@@ -1085,7 +1166,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             kvt_workload_destroy(&wl);
             snprintf(err, errlen, "out of memory starting the loss ledger");
         } else
-            one = s_run_one(real, &scaled, wl, 0, ledger, rep, err, errlen);
+            one = s_run_one(real, &scaled, wl, 0, wl->n, ledger, rep, err, errlen);
         kvt_ledger_destroy(&ledger);
         return one;
     }
@@ -1131,7 +1212,7 @@ int kvt_replay_run(const kvt_replay_cfg_t *real, kvt_replay_report_t *rep, char 
             snprintf(dir, sizeof dir, "%s/inst%u", real->disk_dir, k);
             one.disk_dir = dir;
         }
-        if (s_run_one(real, &one, sub, k, ledger, part, err, errlen) != 0)
+        if (s_run_one(real, &one, sub, k, wl->n, ledger, part, err, errlen) != 0)
             goto cleanup;
         int merged = s_merge(rep, part, k);
         if (!rep->source[0])

@@ -14,6 +14,7 @@
 
 #include "replay/kvt_cost.h"
 #include "replay/kvt_ledger.h"
+#include "replay/kvt_report.h"
 #include "replay/kvt_sim_engine.h"
 #include "replay/kvt_workload.h"
 #include "kvtier/kvt_actor.h"
@@ -86,10 +87,16 @@ typedef struct {
     uint32_t instances;        //  engine instances serving the workload, each its own
                                //  scheduler, ranks and pools (kvt_workload_route); 0 or
                                //  1 = one (default)
-    void (*progress)(void *arg, uint32_t instance, uint32_t instances,
+    void (*progress)(void *arg, uint32_t instance, uint32_t instances, uint32_t total,
                      const kvt_sim_engine_result_t *so_far,
-                     uint64_t clock_us); //  every 512 steps of instance (0-based); NULL: none
+                     uint64_t clock_us); //  every 64 steps of instance (0-based; total: requests
+                                         //  of the whole workload); NULL: none
     void *progress_arg;                  //  its argument
+    kvt_report_t *report;                //  fed every instance's time series on its modelled clock
+                                         //  (kvt_report.h; borrowed; NULL: none). Sampling reads
+                                         //  the scheduler core's gauges under SIM only and the
+                                         //  ranks' pools only when ranks are threads; it changes
+                                         //  nothing in the run
     const char *cost;                    //  cost model knobs over the model's defaults,
                                          //  "k=v,k=v" (kvt_cost_set; NULL = none)
     uint64_t sim_bw_Bps;                 //  SIM copy bandwidth of stored bytes (0, default:

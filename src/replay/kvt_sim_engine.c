@@ -141,6 +141,9 @@ static int s_act(kvt_ctx_t *ctx, s_engine_t *self, int rc, kvt_sim_engine_out_t 
     case KVT_SIM_ENGINE_STATS: {
         if (self->started)
             self->a.out->driver_us = (kvt_ctx_now(ctx) - self->start_ns) / 1000;
+        if (self->a.sample)
+            self->a.sample(self->a.sample_arg, self->a.out, kvt_sim_engine_core_clock(self->core),
+                           true);
         kvt_sim_engine_out_t next;
         kvt_sim_engine_core_stats_asked(self->core, s_request_stats(ctx, self), &next);
         return s_act(ctx, self, 0, &next);
@@ -171,8 +174,11 @@ static int s_on_done(kvt_ctx_t *ctx, void *selfp, kvt_aid_t from, kvt_msg_t *msg
     }
     kvt_sim_engine_out_t out;
     int rc = kvt_sim_engine_core_done(self->core, d, &out);
-    if (self->a.progress && out.what == KVT_SIM_ENGINE_SCHEDULE && out.schedule.step % 512 == 0)
+    if (self->a.progress && out.what == KVT_SIM_ENGINE_SCHEDULE && out.schedule.step % 64 == 0)
         self->a.progress(self->a.progress_arg, self->a.out, kvt_sim_engine_core_clock(self->core));
+    if (self->a.sample && out.what == KVT_SIM_ENGINE_SCHEDULE)
+        self->a.sample(self->a.sample_arg, self->a.out, kvt_sim_engine_core_clock(self->core),
+                       false);
     return s_act(ctx, self, rc, &out);
 }
 

@@ -34,10 +34,16 @@
 #include "kvtier/kvt_actor.h"
 #include "replay/kvt_sim_engine_core.h"
 
-//  Called every so many steps with the result so far (finished, rejected,
+//  Called every 64 steps with the result so far (finished, rejected,
 //  hit and input tokens count up as the run goes) and the modelled clock.
 typedef void(kvt_sim_engine_progress_fn)(void *arg, const kvt_sim_engine_result_t *so_far,
                                          uint64_t clock_us);
+
+//  The report's sampler: called after every step with the result so far
+//  and the modelled clock, and once with `final` when the workload has
+//  ended (before the counters round). It must not change the run.
+typedef void(kvt_sim_engine_sample_fn)(void *arg, const kvt_sim_engine_result_t *so_far,
+                                       uint64_t clock_us, bool final);
 
 typedef struct {
     const kvt_workload_t *wl;             //  the requests (borrowed)
@@ -49,6 +55,8 @@ typedef struct {
     kvt_sim_engine_result_t *out;         //  where results go (owned by the caller)
     kvt_sim_engine_progress_fn *progress; //  NULL: none
     void *progress_arg;                   //  its argument
+    kvt_sim_engine_sample_fn *sample;     //  NULL: none
+    void *sample_arg;                     //  its argument
     kvt_ledger_t *ledger;                 //  the loss ledger, fed every plan (NULL: none)
     uint32_t closed_loop;   //  C > 0: C requests in flight (kvt_sim_engine_core_cfg_t)
     uint32_t fault_abort;   //  testing fault: one request in N is aborted (0 = off)

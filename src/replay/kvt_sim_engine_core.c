@@ -441,6 +441,7 @@ static void s_events(kvt_sim_engine_core_t *self, const kvt_step_plan_t *p)
                 self->fq[q].phase = KVT_SIM_PHASE_RUNNING;
             if (!known || first) {
                 o->hbm_hit_tokens += ev->a;
+                o->admitted_tokens += ev->c;
                 if (known)
                     self->fq[q].hit_hbm += ev->a;
             }

@@ -48,6 +48,8 @@ typedef struct {
     uint64_t fault_phase[5];   //  aborts + preempts sent, by the phase the request was in
                                //  (KVT_SIM_PHASE_*)
     uint64_t input_tokens;     //  prompt tokens of finished requests
+    uint64_t admitted_tokens;  //  prompt tokens of every admission, as admitted (a request
+                               //  admitted again counts again; the report's hit share)
     uint64_t hbm_hit_tokens;   //  prompt tokens served from HBM
     uint64_t tier_hit_tokens;  //  prompt tokens restored from the tier (verdict ok)
     uint64_t disk_hit_tokens;  //  ... of them, tokens some rank read from its disk tier

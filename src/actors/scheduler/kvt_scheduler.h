@@ -27,8 +27,9 @@
 typedef struct {
     kvt_sched_cfg_t cfg; //  the core's configuration
     const char *engine;  //  name of the engine actor (plans go there)
-    //  Bench only (`kvtier bench admit`; NULL in the product): called once
-    //  the core is built, to fill it before the first message. Returns 0,
+    //  Bench and replay only (`kvtier bench admit` fills the core; the
+    //  replay's report keeps it to read its gauges; NULL in the product):
+    //  called once the core is built, before the first message. Returns 0,
     //  or -1 to fail the actor's start.
     int (*prime)(kvt_sched_t *core, void *arg);
     void *prime_arg; //  passed to prime
