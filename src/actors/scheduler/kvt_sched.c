@@ -377,11 +377,7 @@ int kvt_sched_abort(kvt_sched_t *self, uint64_t req)
     if (!r || r->state == R_DONE)
         return -1;
     self->stats.aborted++;
-    //  A waiting request holds no admission: its generation names none (0
-    //  when it was never admitted, which no Event may carry: the plan
-    //  would not encode and the run would wedge). Its FINISH goes under
-    //  KVT_SCHED_REFUSED_GEN, as a refused arrival's, which no admission
-    //  takes.
+    //  A waiting request has no admission (gen 0 would not encode): as a refused one's.
     uint32_t gen = r->state == R_WAITING ? KVT_SCHED_REFUSED_GEN : r->gen;
     kvt_sched_event(self, r->id, gen, KVT_EV_FINISH, r->nprompt, 0, KVT_FINISH_ABORTED);
     if (r->state == R_WAITING) {
